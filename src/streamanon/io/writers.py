@@ -1,0 +1,98 @@
+"""Write published ``(t, u, a)`` records as CSV (header ``t,u,a``) or JSON Lines.
+
+Timestamps are written as the input wrote them, so an output row can be matched to its input
+line by anyone.
+
+>>> import io
+>>> from streamanon.records import Record
+>>> buf = io.StringIO()
+>>> with RecordWriter(buf, "csv") as w:
+...     w.write(Record(1.0, "alice", "x", "1"))
+...     w.write_columns(["2"], ["bob,jr"], ["x*y"])
+>>> print(buf.getvalue(), end="")
+t,u,a
+1,alice,x
+2,"bob,jr",x*y
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TextIO
+
+from streamanon.records import Record
+
+_SPECIAL = (",", '"', "\n", "\r")
+
+
+def _needs_quoting(values: Sequence[str]) -> bool:
+    joined = "".join(values)
+    return any(ch in joined for ch in _SPECIAL)
+
+
+class RecordWriter:
+    """A sink for published records; ``path`` may be ``-`` for stdout or an open text stream."""
+
+    def __init__(self, target: str | Path | TextIO, fmt: str = "csv") -> None:
+        if fmt not in ("csv", "jsonl"):
+            raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
+        self.fmt = fmt
+        self.count = 0
+        self._own = False
+        if isinstance(target, str | Path):
+            if str(target) == "-":
+                self._fh: TextIO = sys.stdout
+            else:
+                self._fh = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
+                self._own = True
+        else:
+            self._fh = target
+        self._csv = csv.writer(self._fh, lineterminator="\n")
+        if fmt == "csv":
+            self._fh.write("t,u,a\n")
+
+    def write(self, record: Record) -> None:
+        self.write_columns([record.time_text()], [record.u], [record.a])
+
+    def write_columns(self, t_text: Sequence[str], u: Sequence[str], a: Sequence[str]) -> None:
+        """Write many rows at once (the fast path for batch processing)."""
+        if not u:
+            return
+        self.count += len(u)
+        if self.fmt == "jsonl":
+            for tt, uu, aa in zip(t_text, u, a, strict=True):
+                self._fh.write(json.dumps({"t": _json_time(tt), "u": uu, "a": aa}) + "\n")
+        elif _needs_quoting(u) or _needs_quoting(a) or _needs_quoting(t_text):
+            self._csv.writerows(zip(t_text, u, a, strict=True))
+        else:
+            self._fh.write("\n".join(map(",".join, zip(t_text, u, a, strict=True))))
+            self._fh.write("\n")
+
+    def close(self) -> None:
+        if self._own:
+            self._fh.close()
+        else:
+            self._fh.flush()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _json_time(text: str) -> float | int | str:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text

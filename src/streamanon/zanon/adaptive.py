@@ -1,0 +1,116 @@
+"""Adaptive z, as in the authors' ``zanon`` 0.3.4 release: re-tune z towards a target share pk.
+
+Procedure (documented in the spec, reimplemented, not copied):
+
+1. ``z`` starts at ``z0`` (10). The operator remembers every input tuple of the last Δt with
+   the per-level counts it had at arrival.
+2. When a tuple arrives at ``t`` with ``t - t_start >= Δt`` and ``t - last_update >= rate``
+   (``last_update`` starts at 0, ``t_start`` is the first tuple's time), it binary-searches z in
+   ``[0, z_max]`` *before* processing the tuple:
+
+   * for a candidate z, each remembered tuple keeps its most specific level whose count is
+     ``>= z`` (or nothing); each user gets the set of kept values; users with identical sets
+     form a group; the share is the fraction of users in groups of size ``>= k``
+     (2 when no user kept anything, so the search moves to lower z);
+   * the candidate is accepted when ``pk <= share <= pk + 0.01``; a larger share searches lower
+     z, a smaller one higher z; when the search fails z is left unchanged.
+
+3. The tuple is then processed by the fixed-z rule with the current z.
+
+One deliberate difference: the release groups users by ``str(set)``, whose element order can
+depend on insertion history; here groups are formed by the set itself (``frozenset``).
+
+>>> op = AdaptiveZAnonymizer(delta_t=60, k=2, pk=0.8, rate=30)
+>>> op.z
+10
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict, deque
+
+from streamanon.records import Record, Suppressed
+from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
+
+
+class AdaptiveZAnonymizer:
+    """z-anonymity whose z follows a target probability ``pk`` of k-anonymous output."""
+
+    def __init__(
+        self,
+        delta_t: float,
+        k: int,
+        pk: float,
+        *,
+        rate: float = 1800.0,
+        z0: int = 10,
+        z_max: int = 1800,
+        separator: str = SEPARATOR,
+    ) -> None:
+        if not 0 <= pk <= 1:
+            raise ValueError(f"pk must be a probability, got {pk!r}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k!r}")
+        self.core = ZAnonymizer(max(1, z0), delta_t, separator)
+        self.core.z = z0
+        self.k = k
+        self.pk = pk
+        self.rate = rate
+        self.z_max = z_max
+        self.t_start: float | None = None
+        self.last_update = 0.0
+        self.history: list[tuple[float, int]] = []  # (time of update, z after it)
+        self._recent: deque[tuple[float, str, list[str], list[int]]] = deque()
+
+    @property
+    def z(self) -> int:
+        return self.core.z
+
+    def share_k_anonymous(self, z: int) -> float:
+        """Share of users in groups of >= k users with identical kept-value sets (2 if none)."""
+        kept: dict[str, set[str]] = defaultdict(set)
+        for _, u, levels, counts in self._recent:
+            best = None
+            for level, c in enumerate(counts):
+                if c >= z:
+                    best = levels[level]
+            if best is not None:
+                kept[u].add(best)
+        if not kept:
+            return 2.0
+        sizes = Counter(frozenset(s) for s in kept.values()).values()
+        return sum(s for s in sizes if s >= self.k) / sum(sizes)
+
+    def _search(self) -> int:
+        lo, hi = 0, self.z_max
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            share = self.share_k_anonymous(mid)
+            if self.pk <= share <= self.pk + 0.01:
+                return mid
+            if share > self.pk:
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        return -1
+
+    def process(self, record: Record) -> Record | Suppressed:
+        t = record.t
+        if self.t_start is None:
+            self.t_start = t
+        dt = self.core.delta_t
+        recent = self._recent
+        while recent and t - recent[0][0] > dt:
+            recent.popleft()
+        if t - self.t_start >= dt and t - self.last_update >= self.rate:
+            self.last_update = t
+            found = self._search()
+            if found != -1:
+                self.core.z = found
+            self.history.append((t, self.core.z))
+        levels, counts = self.core.observe(t, record.u, record.a)
+        recent.append((t, record.u, levels, counts))
+        return self.core.outcome(record, levels, counts)
+
+    def flush(self) -> list[Record]:
+        return []
