@@ -26,3 +26,12 @@ verify_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(verify_app, name="verify")
+
+experiment_app = typer.Typer(
+    help=(
+        "Parameter grids: run many configurations (in parallel processes), write one CSV row "
+        "per run with every parameter, and draw the PNG plots of each trade-off."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(experiment_app, name="experiment")
