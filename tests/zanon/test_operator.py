@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.zanon.strategies import streams
 
 from streamanon.conformance import check_operator
 from streamanon.records import Record, Suppressed
 from streamanon.zanon import ZAnonymizer, hierarchy_levels
-from tests.zanon.strategies import streams
 
 
 def outcomes(op: ZAnonymizer, records: list[Record]) -> list[tuple[float, str, str] | None]:
@@ -24,7 +26,7 @@ def outcomes(op: ZAnonymizer, records: list[Record]) -> list[tuple[float, str, s
 def batch_outcomes(op: ZAnonymizer, records: list[Record], cuts: list[int]):
     out: list[tuple[float, str, str] | None] = [None] * len(records)
     bounds = [0, *sorted(set(cuts)), len(records)]
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         chunk = records[lo:hi]
         idx, values = op.process_batch(np.array([r.t for r in chunk]), [r.u for r in chunk],
                                        [r.a for r in chunk])
