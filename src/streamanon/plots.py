@@ -31,3 +31,64 @@ def publication_ratio_vs_z(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def dezent_cost_vs_gateways(
+    messages: Mapping[str, Sequence[tuple[float, float]]],
+    bytes_: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | Path, title: str,
+) -> Path:
+    """deZent: messages and bytes per scenario (all links) against the number of gateways."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, series, label in ((axes[0], messages, "messages"), (axes[1], bytes_, "bytes")):
+        for name, points in series.items():
+            xs, ys = zip(*sorted(points), strict=True)
+            ax.plot(xs, ys, marker="o", label=name)
+        ax.set_xlabel("gateways")
+        ax.set_ylabel(f"{label} per simulated day (all links)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def collusion_vs_share(rows: Sequence[Mapping[str, float]], path: str | Path, title: str) -> Path:
+    """deZent: probability that colluders flank an honest gateway, formula and Monte Carlo."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [r["share"] for r in rows]
+    ax.plot(xs, [r["p_formula"] for r in rows], marker="o", label="formula c/(n-1)·(c-1)/(n-2)")
+    ax.plot(xs, [r["p_monte_carlo"] for r in rows], marker="x", linestyle="--",
+            label="Monte Carlo (random rings)")
+    ax.set_xlabel("share of colluding gateways")
+    ax.set_ylabel("p_att")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | Path,
+                            title: str) -> Path:
+    """deZent: privacy violations (published with < z true users) against the CBF's size."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs, ys = zip(*sorted(points), strict=True)
+    ax.plot(xs, ys, marker="o")
+    ax.set_xscale("log")
+    ax.set_xlabel("CBF bytes per ring message")
+    ax.set_ylabel("violations per run (mean over seeds)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

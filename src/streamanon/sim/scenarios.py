@@ -222,48 +222,48 @@ class _Engine:
         nl = np.bincount((r_idx * G + g_idx) * V + cc, minlength=C * G * V).reshape(C, G * V)
         dist, visit = self.ring_order(c0, c0 + C)
         out: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
-        true_count = D[r_idx, cc].reshape(C, S)
-        # centralized: arrival (sensor) order
-        order_c = np.argsort(r_idx * V + cc, kind="stable")
-        rank_c = _group_rank(r_idx * V + cc, order_c)
-        p_c = publishable(D, n, cfg.z, cfg.rule)
-        pub_c = (rank_c < p_c[r_idx, cc]).reshape(C, S)
-        out["centralized"] = (pub_c, self._info(D, n, D, true_count))
-        # fully decentralized: each gateway alone, sensor order
+        key_c = r_idx * V + cc
         key_l = (r_idx * G + g_idx) * V + cc
-        rank_l = _group_rank(key_l, order_c)  # sensors of a gateway are contiguous
-        p_l = publishable(Dl, nl, cfg.z, cfg.rule)
-        pub_l = (rank_l < p_l.reshape(-1)[key_l]).reshape(C, S)
-        out["fully_decentralized"] = (pub_l, self._info(Dl, nl, Dl, true_count))
-        # deZent
+        D_rec, n_rec = D.reshape(-1)[key_c], n.reshape(-1)[key_c]
+        # centralized: arrival (sensor) order
+        order_c = np.argsort(key_c, kind="stable")
+        rank_c = _group_rank(key_c, order_c)
+        out["centralized"] = self._decide(rank_c, D_rec, n_rec, D_rec, C, S)
+        # fully decentralized: each gateway alone, sensor order (a gateway's sensors are
+        # contiguous, so the groups of key_l are contiguous runs of order_c)
+        rank_l = _group_rank(key_l, order_c)
+        out["fully_decentralized"] = self._decide(rank_l, Dl.reshape(-1)[key_l],
+                                                  nl.reshape(-1)[key_l], D_rec, C, S)
+        # deZent: pass 1 (coin < p_pub) before pass 2, ring order from the CCC's successor
         est, counters = self._estimates(D)
-        p_d = publishable(est, n, cfg.z, cfg.rule)
         second = coins >= cfg.p_pub
         vis = visit[r_idx.reshape(C, S), self.gw[None, :]].ravel()
-        key_d = ((r_idx * V + cc) * 2 + second.ravel()) * G + vis
+        key_d = (key_c * 2 + second.ravel()) * G + vis
         order_d = np.argsort(key_d, kind="stable")
-        rank_d = _group_rank(r_idx * V + cc, order_d)
-        pub_d = (rank_d < p_d[r_idx, cc]).reshape(C, S)
+        rank_d = _group_rank(key_c, order_d)
+        pub_d, info = self._decide(rank_d, est.reshape(-1)[key_c], n_rec, D_rec, C, S)
         if cfg.rule == PAPER:
             passes = 1 + (pub_d & second).any(axis=1)
         else:
             passes = np.ones(C, dtype=np.int64)
         contested = np.zeros(C, dtype=bool)
         if counters is not None and cfg.rule == PAPER:
-            contested = self._contested(counters, p_d)
+            contested = self._contested(counters, publishable(est, n, cfg.z, cfg.rule))
             for r in np.flatnonzero(contested).tolist():
                 pub_d[r], passes[r] = self._replay(counters[r], values[r], coins[r], visit[r])
-        info = self._info(est, n, D, true_count)
         info.update(passes=passes, contested=int(contested.sum()))
         out["dezent"] = (pub_d, info)
         return out, dist
 
-    def _info(self, count: np.ndarray, n: np.ndarray, D: np.ndarray, true_count: np.ndarray
-              ) -> dict[str, Any]:
-        """Publications the *other* rule would make (per (cycle, value) formula)."""
-        other = WINDOW if self.cfg.rule == PAPER else PAPER
-        return {f"published_{other}": int(publishable(count, n, self.cfg.z, other).sum()),
-                "true_count": true_count}
+    def _decide(self, rank: np.ndarray, count: np.ndarray, n: np.ndarray, true: np.ndarray,
+                C: int, S: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """Per record: published when its rank in the visiting order is below what the rule
+        allows its value; also how many the *other* rule would publish (same order)."""
+        z, rule = self.cfg.z, self.cfg.rule
+        other = WINDOW if rule == PAPER else PAPER
+        pub = (rank < publishable(count, n, z, rule)).reshape(C, S)
+        n_other = int((rank < publishable(count, n, z, other)).sum())
+        return pub, {f"published_{other}": n_other, "true_count": true.reshape(C, S)}
 
     def _estimates(self, D: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The structure's count of every value per cycle (and the CBF's counters)."""

@@ -1,0 +1,278 @@
+"""``streamanon simulate`` and ``streamanon experiment dezent``: the deZent paper's evaluation."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from streamanon.cli.app import app, experiment_app
+from streamanon.cli.common import JSON_HELP, fail
+from streamanon.dezent.collusion import collusion_table
+from streamanon.dezent.rules import RULES
+from streamanon.io import RecordWriter
+from streamanon.plots import (
+    collusion_vs_share,
+    dezent_cost_vs_gateways,
+    publication_ratio_vs_z,
+    violations_vs_cbf_bytes,
+)
+from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District, DistrictConfig
+from streamanon.sim.experiment import (
+    cycles_for,
+    grid,
+    iter_main_rows,
+    mean_by,
+    run_grid,
+    write_csv,
+)
+from streamanon.sim.scenarios import SCENARIOS, SimConfig, SimResult, simulate
+
+console = Console(stderr=True)
+if not console.is_terminal:
+    console = Console(stderr=True, width=160)  # tables stay readable in logs and pipes
+
+RULE_HELP = ("Publication rule: 'paper' (subtract z-1, publish while the count is positive) or "
+             "'window' (publish every current record of a value seen by >= z sensors in Δt: "
+             "the same guarantee, more utility). Both are reported.")
+
+
+def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str, fp_rate: float,
+                counter_bits: int, cbf_keys: int | None) -> SimConfig:
+    try:
+        return SimConfig(z=z, delta_t=delta_t, p_pub=p_pub, rule=rule, structure=structure,
+                         fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def export_run(result: SimResult, outdir: Path, start: int = 0) -> dict[str, str]:
+    """Write the measurements and each scenario's published tuples as ``t,u,a`` CSV files.
+
+    ``t`` = seconds since the start of the profile year (cycle x 900), ``u`` = the true sensor
+    ID, ``a`` = the bucket value in W; ``streamanon verify z --privacy-only`` re-checks them.
+    """
+    assert result.published is not None and result.readings is not None
+    outdir.mkdir(parents=True, exist_ok=True)
+    ids = result.district.sensor_ids
+    readings = result.readings
+    C, S = readings.shape
+    times = [str(int((start + c) * CYCLE_SECONDS)) for c in range(C)]
+    paths: dict[str, str] = {}
+
+    def write(path: Path, mask: Any) -> None:
+        with RecordWriter(path, "csv") as w:
+            for c in range(C):
+                cols = range(S) if mask is None else mask[c].nonzero()[0].tolist()
+                w.write_columns([times[c]] * len(cols), [ids[s] for s in cols],
+                                [str(int(readings[c, s])) for s in cols])
+
+    write(outdir / "measurements.csv", None)
+    paths["measurements"] = str(outdir / "measurements.csv")
+    for name in SCENARIOS:
+        path = outdir / f"published_{name}.csv"
+        write(path, result.published[name])
+        paths[name] = str(path)
+    return paths
+
+
+def _table(summary: dict[str, Any]) -> Table:
+    p = summary["params"]
+    other = "window" if p["rule"] == "paper" else "paper"
+    table = Table(title=(
+        f"deZent simulation: {p['gateways']} gateways, {p['sensors']} sensor nodes, "
+        f"{p['cycles']} cycles, z={p['z']}, Δt={p['delta_t']:g} s, p_pub={p['p_pub']:g}, "
+        f"{p['structure']} ({summary['structure']['bytes']:,} B), seed {p['seed']}"))
+    for col in ("scenario", f"ratio ({p['rule']})", f"ratio ({other})", "published",
+                "msgs SN->GW", "msgs GW<->GW", "msgs GW->CE", "bytes total", "violations"):
+        table.add_column(col, justify="right")
+    for name, m in summary["scenarios"].items():
+        table.add_row(name, f"{m['publication_ratio']:.3f}",
+                      f"{m['publication_ratio_by_rule'][other]:.3f}", f"{m['published']:,}",
+                      f"{m['messages']['sn_gw']:,}", f"{m['messages']['gw_gw']:,}",
+                      f"{m['messages']['gw_ce']:,}", f"{m['bytes']['total']:,}",
+                      f"{m['violations']:,}")
+    return table
+
+
+@app.command("simulate")
+def simulate_command(
+    gateways: int = typer.Option(25, "--gateways", min=1, help="Gateways in the ring."),
+    max_sn: int = typer.Option(20, "--max-sn", min=1,
+                               help="Max sensor nodes per gateway (drawn ~ normal(max/2, 2))."),
+    z: int = typer.Option(10, "--z", min=1, help="Publish a value only when >= z distinct "
+                          "sensor nodes reported it within Δt."),
+    days: float = typer.Option(1.0, "--days", min=0.0, help="Simulated days (96 cycles each)."),
+    cycles: int = typer.Option(None, "--cycles", min=1, help="Simulated cycles (overrides "
+                               "--days)."),
+    start_day: int = typer.Option(0, "--start-day", min=0, help="First day of the profile "
+                                  "year (0 = Jan 1)."),
+    delta_t: float = typer.Option(7260.0, "--delta-t", min=0, help="Δt in seconds (default "
+                                  "121 min: the current cycle and the 8 before it)."),
+    p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0, help="Publication "
+                                "probability of the first publication pass."),
+    rule: str = typer.Option("paper", "--rule", help=RULE_HELP),
+    structure: str = typer.Option("cbf", "--structure", help="Counting structure on the ring: "
+                                  "'cbf' (counting Bloom filter) or 'exact' (one counter per "
+                                  "bucket value)."),
+    fp_rate: float = typer.Option(0.05, "--fp-rate", help="CBF target false-positive rate."),
+    counter_bits: int = typer.Option(20, "--counter-bits", min=1, max=63,
+                                     help="Bits per counter (mask arithmetic is mod 2^bits)."),
+    cbf_keys: int = typer.Option(None, "--cbf-keys", min=1, help="Size the CBF for this many "
+                                 "keys (default 10 x mean SNs per gateway x cycles in Δt)."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the district, noise, ring and coins."),
+    export: Path = typer.Option(None, "--export", help="Also write measurements.csv and "
+                                "published_<scenario>.csv (t,u,a) to this directory."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Simulate a district: centralized vs fully decentralized vs deZent on identical readings.
+
+    Example: streamanon simulate --gateways 25 --max-sn 20 --z 10 --days 1 --seed 1
+    """
+    if rule not in RULES:
+        fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
+    n_cycles = cycles_for(days, cycles)
+    cfg = _sim_config(z, delta_t, p_pub, rule, structure, fp_rate, counter_bits, cbf_keys)
+    try:
+        district = District(DistrictConfig(gateways=gateways, max_sn=max_sn, seed=seed))
+        began = time.perf_counter()
+        start = start_day * CYCLES_PER_DAY
+        result = simulate(district, n_cycles, cfg, start=start,
+                          keep_published=export is not None)
+        seconds = time.perf_counter() - began
+    except (ValueError, OverflowError) as exc:
+        fail(str(exc))
+    summary = result.to_dict()
+    summary["seconds"] = round(seconds, 3)
+    if export is not None:
+        summary["export"] = export_run(result, export, start)
+        summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
+                                  f"{export}/published_dezent.csv --z {z} "
+                                  f"--delta-t {delta_t:g} --privacy-only")
+    if as_json:
+        print(json.dumps(summary, default=str))
+    else:
+        console.print(_table(summary))
+        if export is not None:
+            console.print(f"exported to {export}/; check with: {summary['verify_with']}")
+
+
+@experiment_app.command("dezent")
+def experiment_dezent(
+    gateways: str = typer.Option("5,25,50,100", "--gateways", help="Comma-separated gateway "
+                                 "counts."),
+    zs: str = typer.Option("1,5,10,25,50,100", "--z", help="Comma-separated z values."),
+    seeds: str = typer.Option("1-10", "--seeds", help="Seeds: '1-10' or '1,2,3'."),
+    max_sn: int = typer.Option(20, "--max-sn", min=1),
+    days: float = typer.Option(1.0, "--days", min=0.0),
+    p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0),
+    rule: str = typer.Option("paper", "--rule", help=RULE_HELP),
+    structure: str = typer.Option("cbf", "--structure", help="cbf or exact."),
+    fp_rate: float = typer.Option(0.05, "--fp-rate"),
+    cbf_keys: str = typer.Option("10,20,30,50,100,200,900", "--cbf-keys",
+                                 help="CBF sizes (keys) of the violations-vs-bytes sweep, run at "
+                                 "the first gateway count and the middle z; '' to skip."),
+    jobs: int = typer.Option(0, "--jobs", min=0, help="Parallel processes (0 = all cores)."),
+    out: Path = typer.Option(Path("streamanon-experiments/dezent"), "--out",
+                             help="Directory of the CSV and the PNG plots."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Grid gateways x z x seeds: one CSV row per run, progress bar, PNG plots.
+
+    Plots: publication ratio vs z per scenario (one per gateway count), messages and bytes per
+    scenario vs gateways, collusion probability vs attacker share (formula and Monte Carlo),
+    and violations vs CBF bytes.
+    """
+    try:
+        g_list = _ints(gateways)
+        z_list = _ints(zs)
+        seed_list = _ints(seeds)
+        keys_list = _ints(cbf_keys) if cbf_keys.strip() else []
+    except ValueError as exc:
+        fail(str(exc))
+    if rule not in RULES:
+        fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
+    mid_z = z_list[len(z_list) // 2]
+    base = _sim_config(mid_z, 7260.0, p_pub, rule, structure, fp_rate, 20, None)
+    specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=cycles_for(days, None),
+                 base=base, cbf_keys=keys_list)
+    out.mkdir(parents=True, exist_ok=True)
+    n_jobs = jobs or (os.cpu_count() or 1)
+    began = time.perf_counter()
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  disable=as_json) as progress:
+        task = progress.add_task("deZent runs", total=len(specs))
+        rows = run_grid(specs, n_jobs, on_done=lambda _row: progress.advance(task))
+    tag = f"maxsn{max_sn}_days{days:g}_seeds{seed_list[0]}-{seed_list[-1]}"
+    csv_path = write_csv(rows, out / f"dezent_grid_{tag}.csv")
+    plots = _plots(rows, out, tag, max_sn)
+    summary = {"runs": len(rows), "csv": str(csv_path), "plots": [str(p) for p in plots],
+               "seconds": round(time.perf_counter() - began, 2)}
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        console.print(f"{len(rows)} runs -> {csv_path}")
+        for p in plots:
+            console.print(f"plot: {p}")
+
+
+def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int) -> list[Path]:
+    main = list(iter_main_rows(rows))
+    plots = []
+    for g in sorted({r["gateways"] for r in main}):
+        sub = [r for r in main if r["gateways"] == g]
+        series = {name: [(z, v) for (z,), v in mean_by(
+            sub, ["z"], f"{name}.publication_ratio").items()] for name in SCENARIOS}
+        plots.append(publication_ratio_vs_z(
+            series, out / f"dezent_publication_ratio_vs_z_gw{g}_{tag}.png",
+            f"deZent: publication ratio vs z ({g} gateways, max {max_sn} SNs)"))
+    zs = sorted({r["z"] for r in main})
+    z_mid = zs[len(zs) // 2]
+    sub = [r for r in main if r["z"] == z_mid]
+    per_day = {r["gateways"]: r["cycles"] / CYCLES_PER_DAY for r in sub}
+    msgs = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
+        sub, ["gateways"], f"{n}.messages.total").items()] for n in SCENARIOS}
+    byts = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
+        sub, ["gateways"], f"{n}.bytes.total").items()] for n in SCENARIOS}
+    plots.append(dezent_cost_vs_gateways(
+        msgs, byts, out / f"dezent_cost_vs_gateways_z{z_mid}_{tag}.png",
+        f"deZent: messages and bytes per day vs gateways (z={z_mid})"))
+    n_coll = 100
+    plots.append(collusion_vs_share(
+        collusion_table(n_coll, shares=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5), trials=20_000),
+        out / f"dezent_collusion_vs_share_n{n_coll}.png",
+        f"deZent: collusion success vs attacker share (n = {n_coll} gateways)"))
+    sweep = [r for r in rows if r["cbf_keys"] != ""]
+    if sweep:
+        points = [(b, v) for (b,), v in mean_by(sweep, ["structure.bytes"],
+                                                "dezent.violations").items()]
+        g0, z0 = sweep[0]["gateways"], sweep[0]["z"]
+        plots.append(violations_vs_cbf_bytes(
+            points, out / f"dezent_violations_vs_cbf_bytes_gw{g0}_z{z0}_{tag}.png",
+            f"deZent: violations vs CBF size ({g0} gateways, z={z0})"))
+    return plots
+
+
+def _ints(text: str) -> list[int]:
+    """'1-3,7' -> [1, 2, 3, 7]."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part[1:]:
+            lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+            out.extend(range(int(lo), int(hi) + 1))
+        else:
+            out.append(int(part))
+    if not out:
+        raise ValueError(f"no numbers in {text!r}")
+    return out
