@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -53,24 +54,33 @@ def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str,
         fail(str(exc))
 
 
-def export_run(result: SimResult, outdir: Path, start: int = 0) -> dict[str, str]:
+def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
     """Write the measurements and each scenario's published tuples as ``t,u,a`` CSV files.
 
     ``t`` = seconds since the start of the profile year (cycle x 900), ``u`` = the true sensor
     ID, ``a`` = the bucket value in W; ``streamanon verify z --privacy-only`` re-checks them.
+    The measurements include the Δt before the first simulated cycle (counted, not published).
     """
     assert result.published is not None and result.readings is not None
+    assert result.history is not None
     outdir.mkdir(parents=True, exist_ok=True)
     ids = result.district.sensor_ids
-    readings = result.readings
+    h = len(result.history)
+    readings = np.concatenate([result.history, result.readings])
+    first = result.start - h
     C, S = readings.shape
-    times = [str(int((start + c) * CYCLE_SECONDS)) for c in range(C)]
+    times = [str(int((first + c) * CYCLE_SECONDS)) for c in range(C)]
     paths: dict[str, str] = {}
 
     def write(path: Path, mask: Any) -> None:
         with RecordWriter(path, "csv") as w:
             for c in range(C):
-                cols = range(S) if mask is None else mask[c].nonzero()[0].tolist()
+                if mask is None:
+                    cols: list[int] = list(range(S))
+                elif c < h:
+                    continue
+                else:
+                    cols = mask[c - h].nonzero()[0].tolist()
                 w.write_columns([times[c]] * len(cols), [ids[s] for s in cols],
                                 [str(int(readings[c, s])) for s in cols])
 
@@ -152,7 +162,7 @@ def simulate_command(
     summary = result.to_dict()
     summary["seconds"] = round(seconds, 3)
     if export is not None:
-        summary["export"] = export_run(result, export, start)
+        summary["export"] = export_run(result, export)
         summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
                                   f"{export}/published_dezent.csv --z {z} "
                                   f"--delta-t {delta_t:g} --privacy-only")

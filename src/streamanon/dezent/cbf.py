@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import struct
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Self
 
@@ -301,19 +302,21 @@ class CountingStructure:
     # -- wire encoding ------------------------------------------------------------------------
     @staticmethod
     def encoded_size(m: int, bits: int) -> int:
-        """Bytes of the encoding: the header plus ``m * bits`` bits, packed."""
-        return HEADER_BYTES + (m * bits + 7) // 8
+        """Bytes of the encoding: the header, ``m * bits`` bits packed, a CRC-32."""
+        return HEADER_BYTES + (m * bits + 7) // 8 + 4
 
     @property
     def nbytes(self) -> int:
         return self.encoded_size(self.m, self.bits)
 
     def to_bytes(self) -> bytes:
-        """``DZ`` + version + kind + bits + k + m, then the counters packed LSB first."""
+        """``DZ`` + version + kind + bits + k + m, the counters packed LSB first, then the
+        CRC-32 of everything before it (little-endian)."""
         header = _HEADER.pack(MAGIC, VERSION, self.kind, self.bits, self.k, self.m)
         shifts = np.arange(self.bits, dtype=np.uint64)
         bitmat = ((self.counters[:, None] >> shifts) & np.uint64(1)).astype(np.uint8)
-        return header + np.packbits(bitmat.ravel(), bitorder="little").tobytes()
+        body = header + np.packbits(bitmat.ravel(), bitorder="little").tobytes()
+        return body + zlib.crc32(body).to_bytes(4, "little")
 
     serialize = to_bytes
 
@@ -343,7 +346,9 @@ class CountingStructure:
                 f"{'truncated' if len(data) < want else 'trailing bytes'}: {len(data)} bytes, "
                 f"m={m} counters of {bits} bits need exactly {want}"
             )
-        raw = np.frombuffer(data, dtype=np.uint8, offset=HEADER_BYTES)
+        if zlib.crc32(data[:-4]) != int.from_bytes(data[-4:], "little"):
+            raise EncodingError("checksum mismatch: the bytes were corrupted")
+        raw = np.frombuffer(data[:-4], dtype=np.uint8, offset=HEADER_BYTES)
         bitvec = np.unpackbits(raw, bitorder="little")
         if bitvec[m * bits :].any():
             raise EncodingError("padding bits after the last counter are not zero")

@@ -110,6 +110,9 @@ class SimResult:
     metrics: dict[str, ScenarioMetrics]
     published: dict[str, np.ndarray] | None = None  # scenario -> bool (cycles, sensors)
     readings: np.ndarray | None = None  # int (cycles, sensors)
+    history: np.ndarray | None = None  # readings of the Δt before ``start`` (counted, not
+    # anonymized): part of the input any checker must see
+    start: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,8 +170,9 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
         c0 = c1
     for m in metrics.values():
         m.finish(spec, config)
-    result = SimResult(district, config, cycles, spec, metrics)
+    result = SimResult(district, config, cycles, spec, metrics, start=start)
     if keep_published:
+        result.history = district.readings(max(0, start - (w - 1)), start)
         result.published = {k: np.concatenate(v) for k, v in kept.items()}
         result.readings = np.concatenate(kept_readings)
     return result
@@ -242,10 +246,15 @@ class _Engine:
         order_d = np.argsort(key_d, kind="stable")
         rank_d = _group_rank(key_c, order_d)
         pub_d, info = self._decide(rank_d, est.reshape(-1)[key_c], n_rec, D_rec, C, S)
-        if cfg.rule == PAPER:
-            passes = 1 + (pub_d & second).any(axis=1)
-        else:
-            passes = np.ones(C, dtype=np.int64)
+        passes = np.ones(C, dtype=np.int64)
+        if cfg.rule == PAPER and cfg.p_pub < 1:
+            # pass 2 runs when some coin-failed record still saw a positive count in pass 1:
+            # fewer coin-passed records of its value came before it (ring order) than allowed
+            allowed = publishable(est.reshape(-1)[key_c], n_rec, cfg.z, cfg.rule)
+            order_v = np.argsort(key_c * G + vis, kind="stable")
+            before = _group_prefix(key_c, order_v, ~second.ravel())
+            more = second.ravel() & (before < allowed)
+            passes += more.reshape(C, S).any(axis=1)
         contested = np.zeros(C, dtype=bool)
         if counters is not None and cfg.rule == PAPER:
             contested = self._contested(counters, publishable(est, n, cfg.z, cfg.rule))
@@ -315,6 +324,22 @@ def _window_counts(rows: np.ndarray, ends: np.ndarray, bins: np.ndarray, T: int,
     diff = np.bincount(rows * B + bins, minlength=T * B)
     diff = diff - np.bincount(ends * B + bins, minlength=T * B)
     return np.cumsum(diff.reshape(T, B), axis=0)
+
+
+def _group_prefix(keys: np.ndarray, order: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Per element, how many flagged elements with the same key come before it in ``order``
+    (equal keys contiguous in ``order``)."""
+    k = keys[order]
+    f = flags[order].astype(np.int64)
+    start = np.empty(len(k), dtype=bool)
+    start[:1] = True
+    start[1:] = k[1:] != k[:-1]
+    incl = np.cumsum(f)
+    excl = incl - f
+    base = np.maximum.accumulate(np.where(start, excl, 0))
+    out = np.empty(len(k), dtype=np.int64)
+    out[order] = excl - base
+    return out
 
 
 def _group_rank(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
