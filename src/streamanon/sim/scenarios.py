@@ -215,9 +215,10 @@ class _Engine:
         flat_codes = codes.ravel()
         ends = rows + L.ravel()
         # district-wide distinct counts D[c, v] for the chunk's current cycles
-        D = _window_counts(rows, ends, flat_codes, T + w, V)[h:T]
         g_rows = np.tile(self.gw, T)
         Dl = _window_counts(rows, ends, g_rows * V + flat_codes, T + w, G * V)[h:T]
+        # every sensor belongs to one gateway: district counts are sums of gateway counts
+        D = Dl.reshape(C, G, V).sum(axis=1)
         cur = codes[h:]
         r_idx = np.repeat(np.arange(C), S)
         cc = cur.ravel()
