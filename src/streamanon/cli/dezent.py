@@ -161,6 +161,8 @@ def simulate_command(
         fail(str(exc))
     summary = result.to_dict()
     summary["seconds"] = round(seconds, 3)
+    if gateways >= 3:
+        summary["collusion"] = collusion_table(gateways, trials=20_000, seed=seed)
     if export is not None:
         summary["export"] = export_run(result, export)
         summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
@@ -170,6 +172,11 @@ def simulate_command(
         print(json.dumps(summary, default=str))
     else:
         console.print(_table(summary))
+        if "collusion" in summary:
+            console.print("collusion (two colluders flank an honest gateway), formula / Monte "
+                          "Carlo: " + ", ".join(
+                              f"{r['attackers']} of {r['n']}: {r['p_formula']:.3f} / "
+                              f"{r['p_monte_carlo']:.3f}" for r in summary["collusion"]))
         if export is not None:
             console.print(f"exported to {export}/; check with: {summary['verify_with']}")
 
@@ -188,7 +195,11 @@ def experiment_dezent(
     fp_rate: float = typer.Option(0.05, "--fp-rate"),
     cbf_keys: str = typer.Option("10,20,30,50,100,200,900", "--cbf-keys",
                                  help="CBF sizes (keys) of the violations-vs-bytes sweep, run at "
-                                 "the first gateway count and the middle z; '' to skip."),
+                                 "--sweep-gateways and --sweep-z; '' to skip."),
+    sweep_gateways: int = typer.Option(25, "--sweep-gateways", min=1,
+                                       help="Gateways of the CBF-size sweep."),
+    sweep_z: int = typer.Option(10, "--sweep-z", min=1, help="z of the CBF-size sweep and of "
+                                "the messages/bytes plot (if in --z; else the middle z)."),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Parallel processes (0 = all cores)."),
     out: Path = typer.Option(Path("streamanon-experiments/dezent"), "--out",
                              help="Directory of the CSV and the PNG plots."),
@@ -209,10 +220,9 @@ def experiment_dezent(
         fail(str(exc))
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
-    mid_z = z_list[len(z_list) // 2]
-    base = _sim_config(mid_z, 7260.0, p_pub, rule, structure, fp_rate, 20, None)
+    base = _sim_config(sweep_z, 7260.0, p_pub, rule, structure, fp_rate, 20, None)
     specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=cycles_for(days, None),
-                 base=base, cbf_keys=keys_list)
+                 base=base, cbf_keys=keys_list, sweep_gateways=sweep_gateways)
     out.mkdir(parents=True, exist_ok=True)
     n_jobs = jobs or (os.cpu_count() or 1)
     began = time.perf_counter()
@@ -223,7 +233,7 @@ def experiment_dezent(
         rows = run_grid(specs, n_jobs, on_done=lambda _row: progress.advance(task))
     tag = f"maxsn{max_sn}_days{days:g}_seeds{seed_list[0]}-{seed_list[-1]}"
     csv_path = write_csv(rows, out / f"dezent_grid_{tag}.csv")
-    plots = _plots(rows, out, tag, max_sn)
+    plots = _plots(rows, out, tag, max_sn, sweep_z)
     summary = {"runs": len(rows), "csv": str(csv_path), "plots": [str(p) for p in plots],
                "seconds": round(time.perf_counter() - began, 2)}
     if as_json:
@@ -234,7 +244,8 @@ def experiment_dezent(
             console.print(f"plot: {p}")
 
 
-def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int) -> list[Path]:
+def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost: int
+           ) -> list[Path]:
     main = list(iter_main_rows(rows))
     plots = []
     for g in sorted({r["gateways"] for r in main}):
@@ -245,7 +256,7 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int) -> list
             series, out / f"dezent_publication_ratio_vs_z_gw{g}_{tag}.png",
             f"deZent: publication ratio vs z ({g} gateways, max {max_sn} SNs)"))
     zs = sorted({r["z"] for r in main})
-    z_mid = zs[len(zs) // 2]
+    z_mid = z_cost if z_cost in zs else zs[(len(zs) - 1) // 2]
     sub = [r for r in main if r["z"] == z_mid]
     per_day = {r["gateways"]: r["cycles"] / CYCLES_PER_DAY for r in sub}
     msgs = {n: [(g, v / per_day[g]) for (g,), v in mean_by(

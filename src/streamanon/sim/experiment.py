@@ -31,16 +31,16 @@ class RunSpec:
 
 
 def grid(gateways: Sequence[int], zs: Sequence[int], seeds: Sequence[int], *, max_sn: int,
-         cycles: int, base: SimConfig, start: int = 0,
-         cbf_keys: Sequence[int] = ()) -> list[RunSpec]:
+         cycles: int, base: SimConfig, start: int = 0, cbf_keys: Sequence[int] = (),
+         sweep_gateways: int = 25) -> list[RunSpec]:
     """gateways x z x seeds with ``base``'s other parameters; plus, for every ``cbf_keys``
-    value, the same district at the first gateway count and ``base.z`` with a CBF sized for
-    that many keys (the violations-vs-bytes sweep)."""
+    value and seed, ``sweep_gateways`` gateways at ``base.z`` with a CBF sized for that many
+    keys (the violations-vs-bytes sweep)."""
     specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s), replace(base, z=z),
                      cycles, start)
              for g, z, s in itertools.product(gateways, zs, seeds)]
     for keys, s in itertools.product(cbf_keys, seeds):
-        specs.append(RunSpec(DistrictConfig(gateways=gateways[0], max_sn=max_sn, seed=s),
+        specs.append(RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s),
                              replace(base, cbf_keys=keys, structure="cbf"), cycles, start))
     return specs
 
