@@ -78,15 +78,16 @@ def load_profiles(year: int = 2024) -> np.ndarray:
     return out
 
 
+_LEVELS = 25.0 * 2.0 ** np.arange(48)  # g = 25 * 2^i
+_WIDTHS = np.maximum(1, (25 * 2 ** np.arange(48, dtype=np.int64)) // 20).astype(np.float64)
+
+
 def bucket(values_w: np.ndarray) -> np.ndarray:
     """Round to a bucket whose width grows with the value (spec): width ``max(1, g // 20)``
     where ``g`` is the smallest ``25 * 2^i`` at least the value; nearest multiple, halves up.
     """
     v = np.maximum(np.asarray(values_w, dtype=np.float64), 0.0)
-    i = np.ceil(np.log2(np.maximum(v, 25.0) / 25.0)).astype(np.int64)
-    g = 25 * (2.0 ** i)
-    i = np.where(g < v, i + 1, np.where((i > 0) & (g / 2 >= v), i - 1, i))  # log2 rounding
-    width = np.maximum(1, (25 * (1 << i)) // 20)
+    width = _WIDTHS[np.searchsorted(_LEVELS, v, side="left")]
     return (np.floor(v / width + 0.5) * width).astype(np.int64)
 
 

@@ -149,6 +149,8 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
                                  spec.bits)
     domain = district.domain()
     engine = _Engine(district, config, spec, domain)
+    lut = np.full(int(domain[-1]) + 1, -1, dtype=np.int64)  # bucket value -> code
+    lut[domain] = np.arange(len(domain))
     metrics = {name: ScenarioMetrics(name, district, config.z) for name in SCENARIOS}
     kept: dict[str, list[np.ndarray]] = {name: [] for name in SCENARIOS}
     kept_readings: list[np.ndarray] = []
@@ -158,7 +160,7 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
         c1 = min(end, (c0 // step + 1) * step)
         h0 = max(0, c0 - (w - 1))
         values = district.readings(h0, c1)
-        codes = np.searchsorted(domain, values)
+        codes = lut[values]
         coins = district.coins(c0, c1)
         out, dist = engine.chunk(c0, c1, codes, c0 - h0, values[c0 - h0 :], coins)
         for name, (pub, info) in out.items():
@@ -260,7 +262,8 @@ class _Engine:
         if counters is not None and cfg.rule == PAPER:
             contested = self._contested(counters, publishable(est, n, cfg.z, cfg.rule))
             for r in np.flatnonzero(contested).tolist():
-                pub_d[r], passes[r] = self._replay(counters[r], values[r], coins[r], visit[r])
+                pub_d[r], passes[r] = self._replay(self._row(counters, r), values[r], coins[r],
+                                                   visit[r])
         info.update(passes=passes, contested=int(contested.sum()))
         out["dezent"] = (pub_d, info)
         return out, dist
@@ -275,26 +278,42 @@ class _Engine:
         n_other = int((rank < publishable(count, n, z, other)).sum())
         return pub, {f"published_{other}": n_other, "true_count": true.reshape(C, S)}
 
-    def _estimates(self, D: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """The structure's count of every value per cycle (and the CBF's counters)."""
+    def _estimates(self, D: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """The structure's count of every value with readings in Δt, per cycle, and the CBF's
+        nonzero counters as ``(flat index r * m + j, value)``, sorted by index (sparse: a
+        cycle touches a few hundred of the ``m`` counters). Values without readings get 0:
+        they have no current record to decide on."""
         if self.pos is None:
             return D, None
-        C, m, k = D.shape[0], self.spec.m, self.spec.k
+        k, m = self.spec.k, self.spec.m
         r, v = np.nonzero(D)
         idx = (r[:, None] * m + self.pos[v]).ravel()
-        counters = np.bincount(idx, weights=np.repeat(D[r, v], k), minlength=C * m)
-        counters = counters.astype(np.int64).reshape(C, m)
-        est = counters[np.arange(C)[:, None, None], self.pos[None, :, :]].min(axis=2)
-        return est, counters
+        uniq, inv = np.unique(idx, return_inverse=True)
+        sums = np.bincount(inv, weights=np.repeat(D[r, v], k)).astype(np.int64)
+        est = np.zeros_like(D)
+        est[r, v] = sums[inv].reshape(-1, k).min(axis=1)
+        return est, (uniq, sums)
 
-    def _contested(self, counters: np.ndarray, p: np.ndarray) -> np.ndarray:
+    def _contested(self, counters: tuple[np.ndarray, np.ndarray], p: np.ndarray) -> np.ndarray:
         """Cycles where some cleaned counter is below the decrements the rule allows on it."""
-        C, m, k = counters.shape[0], self.spec.m, self.spec.k
+        uniq, sums = counters
+        k, m = self.spec.k, self.spec.m
         r, v = np.nonzero(p)
-        idx = (r[:, None] * m + self.pos[v]).ravel()  # type: ignore[index]
-        demand = np.bincount(idx, weights=np.repeat(p[r, v], k), minlength=C * m)
-        cleaned = np.maximum(counters - (self.cfg.z - 1), 0).ravel()
-        return (demand > cleaned).reshape(C, m).any(axis=1)
+        at = np.searchsorted(uniq, (r[:, None] * m + self.pos[v]).ravel())  # type: ignore[index]
+        demand = np.bincount(at, weights=np.repeat(p[r, v], k), minlength=len(uniq))
+        cleaned = np.maximum(sums - (self.cfg.z - 1), 0)
+        contested = np.zeros(p.shape[0], dtype=bool)
+        contested[uniq[demand > cleaned] // m] = True
+        return contested
+
+    def _row(self, counters: tuple[np.ndarray, np.ndarray], r: int) -> np.ndarray:
+        """The dense counters of cycle ``r`` of the chunk."""
+        uniq, sums = counters
+        m = self.spec.m
+        lo, hi = np.searchsorted(uniq, [r * m, (r + 1) * m])
+        row = np.zeros(m, dtype=np.int64)
+        row[uniq[lo:hi] - r * m] = sums[lo:hi]
+        return row
 
     def _replay(self, counters: np.ndarray, values: np.ndarray, coins: np.ndarray,
                 visit: np.ndarray) -> tuple[np.ndarray, int]:
