@@ -59,6 +59,8 @@ def demo(
     workdir: Path = typer.Option(Path("streamanon-demo"), "--workdir",
                                  help="Where inputs, outputs and plots are written."),
     seed: int = typer.Option(1, "--seed", help="Seed of every generated data set."),
+    z_tuples: int = typer.Option(200_000, "--z-tuples", min=100,
+                                 help="Length of the z-anonymity trace."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
     """Run every operator on embedded default data, check each guarantee, and plot trade-offs.
@@ -66,7 +68,7 @@ def demo(
     Writes everything (inputs, outputs named by their parameters, PNG plots) to --workdir.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed)}
+    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed, z_tuples)}
     (workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     if as_json:
         print(json.dumps(summary, default=str))

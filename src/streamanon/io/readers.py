@@ -101,7 +101,7 @@ def _line_chunks(fh: TextIO) -> Iterator[tuple[int, str]]:
         rest = block[cut + 1:]
         text = block[:cut]
         if "\r" in text:
-            text = text.replace("\r\n", "\n")
+            text = block[: cut + 1].replace("\r\n", "\n")[:-1]
         yield line_no, text
         line_no += text.count("\n") + 1
     if rest:
@@ -281,8 +281,10 @@ class _Reader:
                     bad[i] = "missing field a"
         if u and (max(map(len, a)) > self.max_len or max(map(len, u)) > self.max_len):
             for i, (uu, aa) in enumerate(zip(u, a, strict=True)):
-                if len(aa) > self.max_len or len(uu) > self.max_len:
-                    bad.setdefault(i, f"value longer than {self.max_len} characters")
+                for name, value in (("u", uu), ("a", aa)):
+                    if len(value) > self.max_len:
+                        bad.setdefault(i, f"field {name} is {len(value)} characters long "
+                                          f"(limit {self.max_len})")
         try:
             t = np.array(t_text, dtype=np.float64)
         except ValueError:
