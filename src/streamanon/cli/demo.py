@@ -14,7 +14,6 @@ from streamanon.cli.app import app
 from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io import read_records
-from streamanon.plots import publication_ratio_vs_z
 from streamanon.zanon import ZAnonymizer
 from streamanon.zanon.verify import check_z
 
@@ -23,6 +22,8 @@ console = Console(stderr=True)
 
 def z_demo(workdir: Path, seed: int, n: int = 200_000) -> dict[str, Any]:
     """z-anonymity over a hierarchical Zipf trace for several z; verified and plotted."""
+    from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
+
     delta_t = 3600.0
     trace = write_trace(workdir / f"z-trace_n{n}_seed{seed}.csv",
                         zipf_trace(n, n_users=2000, n_values=10_000, levels=3, seed=seed))

@@ -53,10 +53,8 @@ def run_z(
                 stats.count_read(len(batch))
                 restamped += batch.restamped
                 if isinstance(operator, ZAnonymizer):
-                    idx, values = operator.process_batch(batch.t, batch.u, batch.a)
-                    rows = idx.tolist()
-                    writer.write_columns([batch.t_text[i] for i in rows],
-                                         [batch.u[i] for i in rows], values)
+                    idx, codes, names = operator.process_codes(batch.t, *batch.codes())
+                    writer.write_selected(batch, idx, codes, names)
                 else:
                     for record in batch.records():
                         out = operator.process(record)
