@@ -134,15 +134,20 @@ def _open_source(source: str | Path | TextIO | BinaryIO) -> Iterator[TextIO | Bi
         yield source
 
 
-def _line_chunks(fh: TextIO | BinaryIO) -> Iterator[tuple[int, str | bytes]]:
+def _line_chunks(
+    fh: TextIO | BinaryIO, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, str | bytes]]:
     """Yield ``(first_line_number, chunk)``: whole lines in large chunks, ``\\n``-separated,
-    without the final newline and with ``\\r\\n`` turned into ``\\n``."""
+    without the final newline and with ``\\r\\n`` turned into ``\\n``. ``progress`` is told
+    how many bytes (or characters) each read consumed."""
     line_no = 1
     rest = None
     while True:
         block = fh.read(_CHUNK_CHARS)
         if not block:
             break
+        if progress is not None:
+            progress(len(block))
         nl, cr = ("\n", "\r") if isinstance(block, str) else (b"\n", b"\r")
         block = rest + block if rest else block
         cut = block.rfind(nl)
@@ -432,12 +437,14 @@ def iter_batches(
     max_value_len: int = DEFAULT_MAX_VALUE_LEN,
     source_name: str | None = None,
     monotone: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[RecordBatch]:
     """Yield validated :class:`RecordBatch` es from ``source`` (a path, ``-`` or a text stream).
 
     Under ``on_error="fail"`` the valid records before the first bad line are yielded, then
     :class:`InputError` is raised; under ``"skip"`` each bad line goes to ``rejects``.
-    ``monotone=False`` accepts times in any order (for reading outputs that are not streams).
+    ``monotone=False`` accepts times in any order (for reading outputs that are not streams);
+    ``progress`` is called with the number of bytes consumed by each read.
     """
     path = source if isinstance(source, str | Path) else None
     kind = detect_format(path, fmt)
@@ -445,7 +452,7 @@ def iter_batches(
     reader = _Reader(kind, OnError(on_error), rejects, time_tolerance, max_value_len, name,
                      monotone)
     with _open_source(source) as fh:
-        for first, chunk in _line_chunks(fh):
+        for first, chunk in _line_chunks(fh, progress):
             if kind == "csv" and reader.header is None:
                 first, chunk = reader.take_header(first, chunk)
                 if not chunk:
