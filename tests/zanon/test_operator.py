@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.zanon.strategies import streams
 
 from streamanon.conformance import check_operator
 from streamanon.records import Record, Suppressed
 from streamanon.zanon import ZAnonymizer, hierarchy_levels
+from tests.zanon.strategies import streams
 
 
 def outcomes(op: ZAnonymizer, records: list[Record]) -> list[tuple[float, str, str] | None]:

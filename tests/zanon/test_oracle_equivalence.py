@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.zanon.oracle import oracle_published
-from tests.zanon.strategies import streams
 
 from streamanon.data.traces import zipf_trace
 from streamanon.records import Record, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+from tests.zanon.oracle import oracle_published
+from tests.zanon.strategies import streams
 
 
 def ours(op, records):

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table
 
 from streamanon.io import OnError
@@ -28,6 +39,24 @@ JSON_HELP = "Print the summary as one JSON object on stdout instead of a table."
 on_error_option = typer.Option(OnError.fail, "--on-error", help=ON_ERROR_HELP)
 
 err_console = Console(stderr=True)
+
+
+@contextmanager
+def file_progress(path: str | Path, description: str) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar over the bytes of ``path`` when the run will take a while.
+
+    Shown only on a terminal and for files over 64 MiB (a few seconds of work); yields the
+    callback to give :func:`streamanon.io.iter_batches`, or None.
+    """
+    size = os.path.getsize(path) if str(path) != "-" and os.path.isfile(path) else 0
+    if size < 64 << 20 or not err_console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+               TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(description, total=size)
+        yield lambda n: bar.advance(task, n)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

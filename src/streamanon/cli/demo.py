@@ -15,7 +15,6 @@ from streamanon.cli.dezent import dezent_demo
 from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io import read_records
-from streamanon.plots import publication_ratio_vs_z
 from streamanon.zanon import ZAnonymizer
 from streamanon.zanon.verify import check_z
 
@@ -24,6 +23,8 @@ console = Console(stderr=True)
 
 def z_demo(workdir: Path, seed: int, n: int = 200_000) -> dict[str, Any]:
     """z-anonymity over a hierarchical Zipf trace for several z; verified and plotted."""
+    from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
+
     delta_t = 3600.0
     trace = write_trace(workdir / f"z-trace_n{n}_seed{seed}.csv",
                         zipf_trace(n, n_users=2000, n_values=10_000, levels=3, seed=seed))
@@ -60,6 +61,8 @@ def demo(
     workdir: Path = typer.Option(Path("streamanon-demo"), "--workdir",
                                  help="Where inputs, outputs and plots are written."),
     seed: int = typer.Option(1, "--seed", help="Seed of every generated data set."),
+    z_tuples: int = typer.Option(200_000, "--z-tuples", min=100,
+                                 help="Length of the z-anonymity trace."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
     """Run every operator on embedded default data, check each guarantee, and plot trade-offs.
@@ -67,7 +70,7 @@ def demo(
     Writes everything (inputs, outputs named by their parameters, PNG plots) to --workdir.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed),
+    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed, z_tuples),
                "dezent": dezent_demo(workdir, seed)}
     (workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     if as_json:

@@ -19,12 +19,6 @@ from streamanon.cli.common import JSON_HELP, fail
 from streamanon.dezent.collusion import collusion_table
 from streamanon.dezent.rules import RULES
 from streamanon.io import RecordWriter
-from streamanon.plots import (
-    collusion_vs_share,
-    dezent_cost_vs_gateways,
-    publication_ratio_vs_z,
-    violations_vs_cbf_bytes,
-)
 from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District, DistrictConfig
 from streamanon.sim.experiment import (
     cycles_for,
@@ -246,6 +240,13 @@ def experiment_dezent(
 
 def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost: int
            ) -> list[Path]:
+    from streamanon.plots import (  # matplotlib: only when plotting
+        collusion_vs_share,
+        dezent_cost_vs_gateways,
+        publication_ratio_vs_z,
+        violations_vs_cbf_bytes,
+    )
+
     main = list(iter_main_rows(rows))
     plots = []
     for g in sorted({r["gateways"] for r in main}):
@@ -303,6 +304,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     """``streamanon demo``'s deZent part: a one-day district through all three scenarios,
     exported and re-checked with the independent z checker, and a publication-ratio plot."""
     from streamanon.io import read_records
+    from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
     from streamanon.zanon.verify import check_z
 
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from streamanon.cli.common import (
     REJECTS_HELP,
     TOLERANCE_HELP,
     fail,
+    file_progress,
     on_error_option,
     print_summary,
 )
@@ -32,6 +34,7 @@ def run_z(
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
     time_tolerance: float = 0.0,
+    progress: Callable[[int], None] | None = None,
 ) -> RunStats:
     """Read, anonymize and write a whole stream; returns the accounting.
 
@@ -49,14 +52,12 @@ def run_z(
     try:
         with RecordWriter(output, out_fmt) as writer:
             for batch in iter_batches(source, in_format, on_error=on_error, rejects=rejects,
-                                      time_tolerance=time_tolerance):
+                                      time_tolerance=time_tolerance, progress=progress):
                 stats.count_read(len(batch))
                 restamped += batch.restamped
                 if isinstance(operator, ZAnonymizer):
-                    idx, values = operator.process_batch(batch.t, batch.u, batch.a)
-                    rows = idx.tolist()
-                    writer.write_columns([batch.t_text[i] for i in rows],
-                                         [batch.u[i] for i in rows], values)
+                    idx, codes, names = operator.process_codes(batch.t, *batch.codes())
+                    writer.write_selected(batch, idx, codes, names)
                 else:
                     for record in batch.records():
                         out = operator.process(record)
@@ -120,8 +121,10 @@ def z_command(
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     try:
-        stats = run_z(source, output, operator, in_format=in_format, on_error=on_error,
-                      rejects_path=rejects, time_tolerance=time_tolerance)
+        with file_progress(source, f"z-anonymity z={z}") as progress:
+            stats = run_z(source, output, operator, in_format=in_format, on_error=on_error,
+                          rejects_path=rejects, time_tolerance=time_tolerance,
+                          progress=progress)
     except InputError as exc:
         fail(str(exc))
     except (OSError, ValueError) as exc:

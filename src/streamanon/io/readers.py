@@ -26,13 +26,13 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import numpy as np
 
+from streamanon.io.fastcsv import ArrowColumns, codes_of, parse_clean_chunk
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.timefmt import parse_time
 from streamanon.records import Record, Rejected
@@ -41,19 +41,67 @@ DEFAULT_MAX_VALUE_LEN = 4096
 _CHUNK_CHARS = 1 << 24
 
 
-@dataclass
 class RecordBatch:
-    """Valid records in columns; ``t`` is non-decreasing across all batches of one reader."""
+    """Valid records in columns; ``t`` is non-decreasing across all batches of one reader.
 
-    t: np.ndarray
-    t_text: list[str]
-    u: list[str]
-    a: list[str]
-    line: list[int]
-    restamped: int = 0
+    Columns are Python lists, or Arrow arrays when the chunk took the fast lane
+    (:mod:`streamanon.io.fastcsv`); the list views are then built only when asked for.
+    """
+
+    def __init__(
+        self,
+        t: np.ndarray,
+        t_text: list[str] | None,
+        u: list[str] | None,
+        a: list[str] | None,
+        line: list[int] | range,
+        restamped: int = 0,
+        arrow: ArrowColumns | None = None,
+    ) -> None:
+        self.t = t
+        self._t_text, self._u, self._a = t_text, u, a
+        self.line = line
+        self.restamped = restamped
+        self.arrow = arrow
+        self._codes: tuple[np.ndarray, list[str], np.ndarray, list[str]] | None = None
 
     def __len__(self) -> int:
-        return len(self.u)
+        return len(self.t)
+
+    @property
+    def t_text(self) -> list[str]:
+        if self._t_text is None:
+            assert self.arrow is not None
+            self._t_text = self.arrow.t_text.to_pylist()
+        return self._t_text
+
+    @property
+    def u(self) -> list[str]:
+        if self._u is None:
+            assert self.arrow is not None
+            self._u = self.arrow.u.dictionary.take(self.arrow.u.indices).to_pylist()
+        return self._u
+
+    @property
+    def a(self) -> list[str]:
+        if self._a is None:
+            assert self.arrow is not None
+            self._a = self.arrow.a.dictionary.take(self.arrow.a.indices).to_pylist()
+        return self._a
+
+    def codes(self) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+        """``(u_codes, u_names, a_codes, a_names)``: the columns as categorical codes."""
+        if self._codes is None:
+            if self.arrow is not None:
+                self._codes = (*codes_of(self.arrow.u), *codes_of(self.arrow.a))
+            else:
+                out: list = []
+                for col in (self.u, self.a):
+                    names = list(dict.fromkeys(col))
+                    index = {x: i for i, x in enumerate(names)}
+                    out += [np.fromiter(map(index.__getitem__, col), np.int64, len(col)), names]
+                self._codes = tuple(out)  # type: ignore[assignment]
+        return self._codes  # type: ignore[return-value]
 
     def records(self) -> Iterator[Record]:
         for t, tt, u, a, ln in zip(self.t.tolist(), self.t_text, self.u, self.a, self.line,
@@ -74,38 +122,46 @@ def detect_format(path: str | Path | None, fmt: str | None = None) -> str:
 
 
 @contextmanager
-def _open_text(source: str | Path | TextIO) -> Iterator[TextIO]:
+def _open_source(source: str | Path | TextIO | BinaryIO) -> Iterator[TextIO | BinaryIO]:
+    """Files and stdin are read as bytes (the fast lane needs them); text streams as text."""
     if isinstance(source, str | Path):
         if str(source) == "-":
-            yield sys.stdin
+            yield sys.stdin.buffer
             return
-        with open(source, encoding="utf-8", newline="") as fh:
+        with open(source, "rb") as fh:
             yield fh
     else:
         yield source
 
 
-def _line_chunks(fh: TextIO) -> Iterator[tuple[int, str]]:
-    """Yield ``(first_line_number, text)``: whole lines in large chunks, ``\\n``-separated."""
+def _line_chunks(
+    fh: TextIO | BinaryIO, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, str | bytes]]:
+    """Yield ``(first_line_number, chunk)``: whole lines in large chunks, ``\\n``-separated,
+    without the final newline and with ``\\r\\n`` turned into ``\\n``. ``progress`` is told
+    how many bytes (or characters) each read consumed."""
     line_no = 1
-    rest = ""
+    rest = None
     while True:
         block = fh.read(_CHUNK_CHARS)
         if not block:
             break
-        block = rest + block
-        cut = block.rfind("\n")
+        if progress is not None:
+            progress(len(block))
+        nl, cr = ("\n", "\r") if isinstance(block, str) else (b"\n", b"\r")
+        block = rest + block if rest else block
+        cut = block.rfind(nl)
         if cut < 0:
             rest = block
             continue
         rest = block[cut + 1:]
         text = block[:cut]
-        if "\r" in text:
-            text = text.replace("\r\n", "\n")
+        if cr in text:
+            text = block[: cut + 1].replace(cr + nl, nl)[:-1]
         yield line_no, text
-        line_no += text.count("\n") + 1
+        line_no += text.count(nl) + 1
     if rest:
-        yield line_no, rest.rstrip("\r")
+        yield line_no, rest.rstrip("\r" if isinstance(rest, str) else b"\r")
 
 
 class _Columns:
@@ -164,18 +220,34 @@ class _Reader:
             self.source,
         )
 
+    def take_header(self, first: int, chunk: str | bytes) -> tuple[int, str | bytes]:
+        """Consume leading blank lines and the CSV header (if the file has one)."""
+        nl = "\n" if isinstance(chunk, str) else b"\n"
+        while self.header is None and chunk:
+            head, _, rest = chunk.partition(nl)  # type: ignore[arg-type]
+            if head.strip():
+                text = head if isinstance(head, str) else head.decode("utf-8", errors="replace")
+                if self._csv_header(next(csv.reader([text])), first):
+                    return first + 1, rest
+                return first, chunk
+            first, chunk = first + 1, rest
+        return first, chunk
+
+    def fast_csv_chunk(self, first: int, data: bytes) -> RecordBatch | None:
+        """The Arrow lane for a clean chunk (see :mod:`streamanon.io.fastcsv`), else None."""
+        if self.header != (0, 1, 2) or self.ncols != 3 or not self.monotone:
+            return None
+        cols = parse_clean_chunk(data, self.clock, self.max_len)
+        if cols is None:
+            return None
+        self.clock = float(cols.t[-1])
+        return RecordBatch(cols.t, None, None, None, range(first, first + len(cols.t)),
+                           arrow=cols)
+
     def csv_chunk(self, first: int, text: str) -> _Columns:
         cols = _Columns()
-        if self.header is None:
-            head, _, text = text.partition("\n")
-            if not head.strip():
-                return self.csv_chunk(first + 1, text) if text else cols
-            if self._csv_header(next(csv.reader([head])), first):
-                first += 1
-                if not text:
-                    return cols
-            else:
-                text = head + "\n" + text if text else head
+        if not text:
+            return cols
         lines = text.split("\n")
         quoted = '"' in text
         if (
@@ -281,8 +353,10 @@ class _Reader:
                     bad[i] = "missing field a"
         if u and (max(map(len, a)) > self.max_len or max(map(len, u)) > self.max_len):
             for i, (uu, aa) in enumerate(zip(u, a, strict=True)):
-                if len(aa) > self.max_len or len(uu) > self.max_len:
-                    bad.setdefault(i, f"value longer than {self.max_len} characters")
+                for name, value in (("u", uu), ("a", aa)):
+                    if len(value) > self.max_len:
+                        bad.setdefault(i, f"field {name} is {len(value)} characters long "
+                                          f"(limit {self.max_len})")
         try:
             t = np.array(t_text, dtype=np.float64)
         except ValueError:
@@ -354,7 +428,7 @@ class _Reader:
 
 
 def iter_batches(
-    source: str | Path | TextIO,
+    source: str | Path | TextIO | BinaryIO,
     fmt: str | None = None,
     *,
     on_error: OnError | str = OnError.fail,
@@ -363,20 +437,32 @@ def iter_batches(
     max_value_len: int = DEFAULT_MAX_VALUE_LEN,
     source_name: str | None = None,
     monotone: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[RecordBatch]:
     """Yield validated :class:`RecordBatch` es from ``source`` (a path, ``-`` or a text stream).
 
     Under ``on_error="fail"`` the valid records before the first bad line are yielded, then
     :class:`InputError` is raised; under ``"skip"`` each bad line goes to ``rejects``.
-    ``monotone=False`` accepts times in any order (for reading outputs that are not streams).
+    ``monotone=False`` accepts times in any order (for reading outputs that are not streams);
+    ``progress`` is called with the number of bytes consumed by each read.
     """
     path = source if isinstance(source, str | Path) else None
     kind = detect_format(path, fmt)
     name = source_name or ("stdin" if str(source) == "-" else str(path or "input"))
     reader = _Reader(kind, OnError(on_error), rejects, time_tolerance, max_value_len, name,
                      monotone)
-    with _open_text(source) as fh:
-        for first, text in _line_chunks(fh):
+    with _open_source(source) as fh:
+        for first, chunk in _line_chunks(fh, progress):
+            if kind == "csv" and reader.header is None:
+                first, chunk = reader.take_header(first, chunk)
+                if not chunk:
+                    continue
+            if kind == "csv" and isinstance(chunk, bytes):
+                fast = reader.fast_csv_chunk(first, chunk)
+                if fast is not None:
+                    yield fast
+                    continue
+            text = chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
             cols = reader.csv_chunk(first, text) if kind == "csv" else reader.jsonl_chunk(
                 first, text)
             batch, bad = reader.finish(cols)

@@ -4,7 +4,11 @@ Timestamps are written as the input wrote them, so an output row can be matched 
 line by anyone.
 
 >>> import io
->>> from streamanon.records import Record
+>>> import numpy as np
+
+from streamanon.io.fastcsv import take_published
+from streamanon.io.readers import RecordBatch
+from streamanon.records import Record
 >>> buf = io.StringIO()
 >>> with RecordWriter(buf, "csv") as w:
 ...     w.write(Record(1.0, "alice", "x", "1"))
@@ -25,6 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
+import numpy as np
+
+from streamanon.io.fastcsv import take_published
+from streamanon.io.readers import RecordBatch
 from streamanon.records import Record
 
 _SPECIAL = (",", '"', "\n", "\r")
@@ -72,6 +80,21 @@ class RecordWriter:
         else:
             self._fh.write("\n".join(map(",".join, zip(t_text, u, a, strict=True))))
             self._fh.write("\n")
+
+    def write_selected(
+        self, batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray, a_names: Sequence[str]
+    ) -> None:
+        """Write rows ``idx`` of ``batch`` with values ``a_names[a_codes]`` (batch fast path)."""
+        if self.fmt == "csv" and batch.arrow is not None:
+            self.count += len(idx)
+            own = a_names is batch.codes()[3]  # values not generalized: reuse Arrow's strings
+            self._fh.write(take_published(batch.arrow, idx, a_codes,
+                                          None if own else list(a_names)))
+            return
+        rows = idx.tolist()
+        t_text, u = batch.t_text, batch.u
+        self.write_columns([t_text[i] for i in rows], [u[i] for i in rows],
+                           [a_names[c] for c in a_codes.tolist()])
 
     def close(self) -> None:
         if self._own:

@@ -188,46 +188,72 @@ class ZAnonymizer:
 
         Identical to calling :meth:`process` on each tuple in turn (tested), at numpy speed.
         """
+        u_names = list(dict.fromkeys(u))
+        a_names = list(dict.fromkeys(a))
+        u_codes = _lookup({x: i for i, x in enumerate(u_names)}, u)
+        a_codes = _lookup({x: i for i, x in enumerate(a_names)}, a)
+        idx, codes, names = self.process_codes(t, u_codes, u_names, a_codes, a_names)
+        return idx, [names[c] for c in codes.tolist()]
+
+    def process_codes(
+        self,
+        t: np.ndarray,
+        u_codes: np.ndarray,
+        u_names: Sequence[str],
+        a_codes: np.ndarray,
+        a_names: Sequence[str],
+    ) -> tuple[np.ndarray, np.ndarray, Sequence[str]]:
+        """:meth:`process_batch` on categorical columns (``u == u_names[u_codes]``, same for a).
+
+        Returns the indices of published tuples, their published values as codes, and the
+        names those codes index (``a_names`` when nothing was generalized).
+        """
         t = np.asarray(t, dtype=np.float64)
         n = len(t)
         if n == 0:
-            return np.empty(0, dtype=np.int64), []
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), a_names
         prev = np.concatenate(([self.clock], t[:-1]))
         if not bool(np.all(t >= prev)):
             bad = int(np.flatnonzero(~(t >= prev))[0])
             raise ValueError(
                 f"time goes backwards or is not a number: t={t[bad]!r} after {prev[bad]!r} "
-                f"(batch row {bad}: {u[bad]!r}, {a[bad]!r}); readers re-stamp or reject such "
-                "records before the operator"
+                f"(batch row {bad}: {u_names[u_codes[bad]]!r}, {a_names[a_codes[bad]]!r}); "
+                "readers re-stamp or reject such records before the operator"
             )
         tail_v, tail_u, tail_t = self._tail_state()
         m = len(tail_v)
-        # factorize: distinct input values -> their levels -> level codes (tail values first)
-        distinct_a = list(dict.fromkeys(a))
-        a_code = _lookup({x: j for j, x in enumerate(distinct_a)}, a)
+        a_codes = np.asarray(a_codes, dtype=np.int64)
+        # level vocabulary: the tail's values, then the levels of the batch's distinct values
+        flat = not any(self.separator in x for x in a_names)
+        levels_of = [[x] for x in a_names] if flat else [
+            hierarchy_levels(x, self.separator) for x in a_names]
         vocab_v = dict.fromkeys(tail_v)
-        levels_of = [hierarchy_levels(x, self.separator) for x in distinct_a]
-        depth = max(map(len, levels_of))
-        for lv in levels_of:
-            vocab_v.update(dict.fromkeys(lv))
+        if flat:
+            vocab_v.update(dict.fromkeys(a_names))
+        else:
+            for lv in levels_of:
+                vocab_v.update(dict.fromkeys(lv))
         vnames = list(vocab_v)
         v_index = {v: i for i, v in enumerate(vnames)}
-        level_code = np.full((len(distinct_a), depth), -1, dtype=np.int64)
-        for j, lv in enumerate(levels_of):
-            level_code[j, : len(lv)] = [v_index[v] for v in lv]
-        vocab_u = {x: i for i, x in enumerate(dict.fromkeys(tail_u + list(u)))}
-        unames = list(vocab_u)
-        u_code = _lookup(vocab_u, u)
-        if depth == 1:
-            n_levels = np.ones(n, dtype=np.int64)
-            row_v = level_code[a_code, 0]
-            row_u, row_t, row_tuple, row_level = u_code, t, np.arange(n), np.zeros(n, np.int64)
+        depth = max(map(len, levels_of))
+        if flat:
+            level_code = _lookup(v_index, a_names)[:, None]
         else:
-            n_levels = (level_code >= 0).sum(axis=1)[a_code]
+            level_code = np.full((len(a_names), depth), -1, dtype=np.int64)
+            for j, lv in enumerate(levels_of):
+                level_code[j, : len(lv)] = [v_index[v] for v in lv]
+        vocab_u = {x: i for i, x in enumerate(dict.fromkeys([*tail_u, *u_names]))}
+        unames = list(vocab_u)
+        u_code = _lookup(vocab_u, u_names)[np.asarray(u_codes, dtype=np.int64)]
+        if depth == 1:
+            row_v, row_u, row_t = level_code[a_codes, 0], u_code, t
+            row_tuple = row_level = None
+        else:
+            n_levels = (level_code >= 0).sum(axis=1)[a_codes]
             offsets = np.concatenate(([0], np.cumsum(n_levels)[:-1]))
             row_tuple = np.repeat(np.arange(n), n_levels)
             row_level = np.arange(int(n_levels.sum())) - np.repeat(offsets, n_levels)
-            row_v = level_code[a_code[row_tuple], row_level]
+            row_v = level_code[a_codes[row_tuple], row_level]
             row_u, row_t = u_code[row_tuple], t[row_tuple]
         all_v = np.concatenate((_lookup(v_index, tail_v), row_v))
         all_u = np.concatenate((_lookup(vocab_u, tail_u), row_u))
@@ -240,22 +266,23 @@ class ZAnonymizer:
         )
         self.clock = float(t[-1])
         ok = counts[m:] >= self.z
-        best = np.full(n, -1, dtype=np.int64)
         if depth == 1:
-            best[ok] = 0
+            published = np.flatnonzero(ok)
+            self._count_published(0, len(published))
+            out_codes = a_codes[published]
+            out_names = a_names  # the very list given: callers may rely on its identity
         else:
+            assert row_tuple is not None and row_level is not None
+            best = np.full(n, -1, dtype=np.int64)
             np.maximum.at(best, row_tuple[ok], row_level[ok])
-        published = np.flatnonzero(best >= 0)
-        if depth == 1:
-            values = [a[i] for i in published.tolist()]
-        else:
-            chosen = level_code[a_code[published], best[published]]
-            values = [vnames[c] for c in chosen.tolist()]
-        for level, k in enumerate(np.bincount(best[published], minlength=1).tolist()):
-            if k:
-                self._count_published(level, k)
+            published = np.flatnonzero(best >= 0)
+            out_codes = level_code[a_codes[published], best[published]]
+            out_names = vnames
+            for level, k in enumerate(np.bincount(best[published], minlength=1).tolist()):
+                if k:
+                    self._count_published(level, k)
         self.suppressed += n - len(published)
-        return published, values
+        return published, out_codes, out_names
 
     # -- the two state representations ----------------------------------------------------
     def _dict_state(self) -> dict[str, OrderedDict[str, float]]:
@@ -295,42 +322,60 @@ def _lookup(index: dict[str, int], keys: Sequence[str]) -> np.ndarray:
     return np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys))
 
 
+def _stable_argsort(codes: np.ndarray) -> np.ndarray:
+    """Stable argsort of non-negative int codes by 16-bit radix passes (numpy's radix sort)."""
+    top = int(codes.max(initial=0))
+    if top < 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    order = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
+    if top < 1 << 32:
+        high = (codes[order] >> 16).astype(np.uint16)
+        return order[np.argsort(high, kind="stable")]
+    return order[np.argsort(codes[order] >> 16, kind="stable")]
+
+
 def _window_counts(
     vc: np.ndarray, uc: np.ndarray, t: np.ndarray, delta_t: float, now: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distinct users per row's value within Δt, rows in stream order (``t`` non-decreasing).
 
     ``vc`` and ``uc`` are value and user codes. Returns the counts and the rows of the new
-    tail: each (value, user) pair's latest row still within Δt of ``now``, sorted by time.
+    tail: each (value, user) pair's latest row still within Δt of ``now``, in stream order.
     """
     r = len(vc)
-    by_v = np.argsort(vc, kind="stable")
-    vs, us, ts = vc[by_v], uc[by_v], t[by_v]
-    # next exposure of the same (value, user), as a position in by_v order (r = none)
-    pair = vs * (int(uc.max(initial=0)) + 1) + us
-    by_pair = np.argsort(pair, kind="stable")
-    same = pair[by_pair[1:]] == pair[by_pair[:-1]]
-    nxt = np.full(r, r, dtype=np.int64)
-    nxt[by_pair[:-1][same]] = by_pair[1:][same]
-    # hi: first position of the same value whose time is more than Δt after this row's
-    times = np.unique(ts)
-    rank = np.searchsorted(times, ts)
-    within = np.searchsorted(times, ts + delta_t, side="right")
-    # correct float rounding of ts + Δt so that the test is exactly ``t_p - t_q > Δt``
+    # dense rank of each row's time, and per distinct time the first rank more than Δt later
+    new_time = np.empty(r, dtype=bool)
+    new_time[0] = True
+    np.not_equal(t[1:], t[:-1], out=new_time[1:])
+    rank = np.cumsum(new_time) - 1
+    times = t[new_time]
     nt = len(times)
+    later = np.searchsorted(times, times + delta_t, side="right")
+    # correct float rounding of t + Δt so that the test is exactly ``t_p - t_q > Δt``
     while True:
-        up = (within < nt) & (times[np.minimum(within, nt - 1)] - ts <= delta_t)
-        down = (within > 0) & (times[np.maximum(within - 1, 0)] - ts > delta_t)
+        up = (later < nt) & (times[np.minimum(later, nt - 1)] - times <= delta_t)
+        down = (later > 0) & (times[np.maximum(later - 1, 0)] - times > delta_t)
         if not (up.any() or down.any()):
             break
-        within = within + up - down
+        later = later + up - down
+    # group rows by value, keeping stream order inside each group
+    by_v = _stable_argsort(vc)
+    vs, us = vc[by_v], uc[by_v]
+    rank_s = rank[by_v]
+    # next exposure of the same (value, user), as a position in by_v order (r = none)
+    by_pair = _stable_argsort(us)
+    by_pair = by_pair[_stable_argsort(vs[by_pair])]
+    a, b = by_pair[:-1], by_pair[1:]
+    same = (vs[a] == vs[b]) & (us[a] == us[b])
+    nxt = np.full(r, r, dtype=np.int64)
+    nxt[a[same]] = b[same]
+    # hi: first position of the same value whose time is more than Δt after this row's
     stride = nt + 1
-    hi = np.searchsorted(vs * stride + rank, vs * stride + within, side="left")
+    base = vs * stride
+    hi = np.searchsorted(base + rank_s, base + later[rank_s], side="left")
     end = np.minimum(nxt, hi)
     ends_before = np.cumsum(np.bincount(end, minlength=r + 1)[:r])
-    counts_sorted = np.arange(1, r + 1) - ends_before
     counts = np.empty(r, dtype=np.int64)
-    counts[by_v] = counts_sorted
-    keep = np.flatnonzero((nxt == r) & (now - ts <= delta_t))
-    keep = keep[np.argsort(ts[keep], kind="stable")]
-    return counts, by_v[keep]
+    counts[by_v] = np.arange(1, r + 1) - ends_before
+    keep = (nxt == r) & (now - t[by_v] <= delta_t)
+    return counts, np.sort(by_v[keep])
