@@ -192,3 +192,17 @@ def test_collusion_formula_matches_table_one_and_monte_carlo():
         assert abs(row["p_monte_carlo"] - row["p_formula"]) < 5 * sd + 1e-9
     assert p_attack(1, 10) == 0.0
     assert p_attack_monte_carlo(9, 10, 100, np.random.default_rng(0)) == 1.0
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.integers(1, 2), st.floats(1e-9, 1.0),
+       st.booleans(), st.binary(max_size=64))
+def test_ring_messages_round_trip_as_bytes(cycle, pass_no, p_pub, more, payload):
+    from streamanon.dezent.protocol import decode_message, encode_message
+
+    for msg in (Collect(cycle, payload), Publish(cycle, pass_no, p_pub, more, payload)):
+        assert decode_message(encode_message(msg)) == msg
+    raw = encode_message(Publish(cycle, pass_no, p_pub, more, payload))
+    with pytest.raises(ValueError, match="truncated"):
+        decode_message(raw[:5])
+    with pytest.raises(ValueError, match="unknown ring message kind"):
+        decode_message(b"X" + raw[1:])

@@ -7,7 +7,14 @@ pseudonyms (:mod:`.pseudonyms`) and the collusion analysis (:mod:`.collusion`).
 """
 
 from streamanon.dezent.cbf import CountingBloomFilter, EncodingError, ExactCounter
-from streamanon.dezent.protocol import Gateway, ProtocolConfig, StructureSpec, run_cycle
+from streamanon.dezent.protocol import (
+    Gateway,
+    ProtocolConfig,
+    StructureSpec,
+    decode_message,
+    encode_message,
+    run_cycle,
+)
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER, WINDOW, publishable
 from streamanon.dezent.securesum import SecureSumMask
@@ -23,6 +30,8 @@ __all__ = [
     "Ring",
     "SecureSumMask",
     "StructureSpec",
+    "decode_message",
+    "encode_message",
     "publishable",
     "run_cycle",
 ]

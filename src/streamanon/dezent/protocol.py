@@ -31,6 +31,7 @@ rule (:func:`~streamanon.dezent.rules.publishable`), whatever ``p_pub`` and the 
 
 from __future__ import annotations
 
+import struct
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,40 @@ class PublishedTuple:
     value: Key
     sensor: str
     gateway: int
+
+
+_COLLECT = struct.Struct("<cq")  # b"C", cycle
+_PUBLISH = struct.Struct("<cqBdB")  # b"P", cycle, pass, p_pub, more
+
+
+def encode_message(msg: Collect | Publish) -> bytes:
+    """Bytes of a ring message (for the network transport): a fixed header + the structure.
+
+    >>> decode_message(encode_message(Publish(7, 2, 1.0, False, b"xyz")))
+    Publish(cycle=7, pass_no=2, p_pub=1.0, more=False, payload=b'xyz')
+    """
+    if isinstance(msg, Collect):
+        return _COLLECT.pack(b"C", msg.cycle) + msg.payload
+    return _PUBLISH.pack(b"P", msg.cycle, msg.pass_no, msg.p_pub, msg.more) + msg.payload
+
+
+def decode_message(data: bytes) -> Collect | Publish:
+    """Inverse of :func:`encode_message`; raises ValueError naming what is wrong."""
+    if not data:
+        raise ValueError("empty ring message")
+    kind = data[:1]
+    if kind == b"C" and len(data) >= _COLLECT.size:
+        _, cycle = _COLLECT.unpack_from(data)
+        return Collect(cycle, bytes(data[_COLLECT.size :]))
+    if kind == b"P" and len(data) >= _PUBLISH.size:
+        _, cycle, pass_no, p_pub, more = _PUBLISH.unpack_from(data)
+        if pass_no not in (1, 2) or more not in (0, 1) or not 0 < p_pub <= 1:
+            raise ValueError(f"invalid publication header: pass {pass_no}, p_pub {p_pub}, "
+                             f"more {more}")
+        return Publish(cycle, pass_no, p_pub, bool(more), bytes(data[_PUBLISH.size :]))
+    if kind not in (b"C", b"P"):
+        raise ValueError(f"unknown ring message kind {kind!r} (want b'C' or b'P')")
+    raise ValueError(f"truncated ring message: {len(data)} bytes")
 
 
 # -- the publication step (shared with the fast simulation) ---------------------------------
