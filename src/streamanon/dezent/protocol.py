@@ -35,7 +35,6 @@ import struct
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -413,8 +412,3 @@ def run_cycle(gateways: Sequence[Gateway], cycle: int) -> CycleResult:
     if ring.n == 1:
         result.passes = 1
     return result
-
-
-def describe(result: CycleResult) -> dict[str, Any]:
-    return {"published": len(result.published), "ring_messages": result.ring_messages,
-            "ring_bytes": result.ring_bytes, "passes": result.passes}

@@ -10,7 +10,7 @@ import csv
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +115,6 @@ def cycles_for(days: float | None, cycles: int | None) -> int:
     if cycles is not None:
         return cycles
     return max(1, round((days if days is not None else 1.0) * CYCLES_PER_DAY))
-
-
-def describe(spec: RunSpec) -> dict[str, Any]:
-    return {"district": asdict(spec.district), "sim": asdict(spec.sim), "cycles": spec.cycles}
 
 
 def iter_main_rows(rows: Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:
