@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -24,7 +26,7 @@ def outcomes(op: ZAnonymizer, records: list[Record]) -> list[tuple[float, str, s
 def batch_outcomes(op: ZAnonymizer, records: list[Record], cuts: list[int]):
     out: list[tuple[float, str, str] | None] = [None] * len(records)
     bounds = [0, *sorted(set(cuts)), len(records)]
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in pairwise(bounds):
         chunk = records[lo:hi]
         idx, values = op.process_batch(np.array([r.t for r in chunk]), [r.u for r in chunk],
                                        [r.a for r in chunk])

@@ -146,12 +146,42 @@ def _match(rows: list[Mapping[str, Any]], inputs: list[Mapping[str, Any]], id_fi
     pool: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
     for r in inputs:
         pool[tuple(_key(r.get(c)) for c in cols)].append(r)
-    for n, row in enumerate(rows, start=1):
-        cands = pool.get(tuple(_key(row.get(c)) for c in cols), [])
-        hit = next((i for i, r in enumerate(cands)
-                    if all(_covers(row.get(q), r.get(q)) for q in qi)), None)
-        if hit is None:
-            report.unmatched += 1
-            report.problem(f"released row {n} stands for no unused input row: {dict(row)}")
-        else:
-            cands.pop(hit)
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for n, row in enumerate(rows):
+        groups[tuple(_key(row.get(c)) for c in cols)].append(n)
+    for key, outs in groups.items():
+        cands = pool.get(key, [])
+        edges = [[i for i, r in enumerate(cands)
+                  if all(_covers(rows[n].get(q), r.get(q)) for q in qi)] for n in outs]
+        owner = _matching(edges, len(cands))
+        matched = set(owner.values())
+        for j, n in enumerate(outs):
+            if j not in matched:
+                report.unmatched += 1
+                report.problem(f"released row {n + 1} stands for no unused input row: "
+                               f"{dict(rows[n])}")
+
+
+def _matching(edges: list[list[int]], n_right: int) -> dict[int, int]:
+    """Maximum bipartite matching (Kuhn): output row j -> input index; returns input -> j."""
+    owner: dict[int, int] = {}
+    for j in range(len(edges)):
+        seen: set[int] = set()
+        stack = [(j, iter(edges[j]))]
+        path: list[tuple[int, int]] = []
+        while stack:
+            left, it = stack[-1]
+            nxt = next((i for i in it if i not in seen), None)
+            if nxt is None:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            seen.add(nxt)
+            path.append((left, nxt))
+            if nxt not in owner:
+                for a, b in path:
+                    owner[b] = a
+                break
+            stack.append((owner[nxt], iter(edges[owner[nxt]])))
+    return owner
