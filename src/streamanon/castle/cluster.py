@@ -72,14 +72,15 @@ def _missing(value: Any) -> bool:
 class Item:
     """A tuple held by the operator, with its parsed values and its current cluster."""
 
-    __slots__ = ("cat", "cluster", "done", "gen", "num", "pid", "pos", "row", "sens", "t")
+    __slots__ = ("cat", "cluster", "done", "gen", "num", "pid", "pos", "row", "sens", "t", "xx")
 
     def __init__(self, row: Row, pos: int, pid: str, num: np.ndarray, cat: list[int],
                  gen: tuple[Any, ...], sens: tuple[str, ...], t: float) -> None:
         self.row = row
         self.pos = pos
         self.pid = pid
-        self.num = num
+        self.xx = num  # (-x, x): see ClusterSet
+        self.num = num[len(num) // 2:]
         self.cat = cat
         self.gen = gen
         self.sens = sens
@@ -91,9 +92,10 @@ class Item:
 class Cluster:
     """Open cluster: its tuples, distinct individuals and sensitive values (counted)."""
 
-    __slots__ = ("gen", "ids", "items", "sens")
+    __slots__ = ("gen", "ids", "items", "owner", "sens")
 
-    def __init__(self, n_sensitive: int) -> None:
+    def __init__(self, n_sensitive: int, owner: ClusterSet) -> None:
+        self.owner = owner
         self.items: list[Item] = []
         self.ids: Counter[str] = Counter()
         self.sens: list[Counter[str]] = [Counter() for _ in range(n_sensitive)]
@@ -143,16 +145,16 @@ class ClusterSet:
         self._num_names = [g.name for g in self.num]
         self._all = [(r, k) for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
         self._slow = [(r, k) for r, k in self._all if k != "num"]
-        self._grown = False
         d = len(self.num)
         self.dlo = np.array([g.lo for g in self.num], dtype=np.float64)
         self.dhi = np.array([g.hi for g in self.num], dtype=np.float64)
-        self._dlo, self._dhi = self.dlo.tolist(), self.dhi.tolist()
-        self._inv = np.zeros(d)
+        self._dext = np.concatenate((-self.dlo, self.dhi))  # (-L, U): x outside iff (-x, x) > it
+        self._inv = np.zeros(2 * d)
         self._refresh_inv()
         self.clusters: list[Cluster] = []
-        self.lo = np.empty((0, d))
-        self.hi = np.empty((0, d))
+        # one row per open cluster: (-lo, hi), so that adding x is one np.maximum with (-x, x)
+        # and the range part of the loss is one product with (w/span, w/span)
+        self.lh = np.empty((0, 2 * d))
         self.nodes = np.empty((0, len(self.hier)), dtype=np.int64)
         # cached loss of every open cluster (valid while _cur_key matches), see enlargement()
         self._cur: np.ndarray | None = None
@@ -163,8 +165,12 @@ class ClusterSet:
         self.pool_sens: list[Counter[str]] = [Counter() for _ in range(self.n_sens)]
 
     # -- tuples ----------------------------------------------------------------------------
-    def parse(self, row: Row, pos: int) -> tuple[Item, list[Any], list[Any]]:
-        """Validate ``row`` without changing anything; raises ``ValueError`` naming the field."""
+    def parse(self, row: Row, pos: int, need_time: bool = False
+              ) -> tuple[Item, list[Any], list[Any]]:
+        """Validate ``row`` without changing anything; raises ``ValueError`` naming the field.
+
+        The time column is read only when ``need_time`` (the ``max_delay`` bound needs it).
+        """
         values = row.values
         rules = self.rules
         pid = values.get(rules.id_field)
@@ -196,7 +202,7 @@ class ClusterSet:
                 raise ValueError(f"field {name} is not a finite number")
             sens.append(canonical(raw))
         t = row.t
-        if t is None and rules.time_field is not None:
+        if t is None and need_time and rules.time_field is not None:
             raw_t = values.get(rules.time_field)
             t = _parse_time(raw_t, rules.time_field)
         item = Item(row, pos, canonical(pid), num, [], (), tuple(sens),
@@ -212,20 +218,17 @@ class ClusterSet:
             return None
         if not all(map(math.isfinite, floats)) or bool in set(map(type, raw)):
             return None
-        if any(v < lo or v > hi for v, lo, hi in zip(floats, self._dlo, self._dhi, strict=True)):
-            self._grown = True
-        return np.array(floats)
+        return np.array([-v for v in floats] + floats)
 
     def observe(self, item: Item, hier_raw: list[Any], other_raw: list[Any]) -> None:
         """Let the generalizers account for an accepted tuple (domains, growth, counts)."""
         x = item.num
-        if self._grown and len(x):
-            self._grown = False
+        if len(x) and (item.xx > self._dext).any():
             np.minimum(self.dlo, x, out=self.dlo)
             np.maximum(self.dhi, x, out=self.dhi)
             for j, g in enumerate(self.num):
                 g.observe(float(x[j]))
-            self._dlo, self._dhi = self.dlo.tolist(), self.dhi.tolist()
+            self._dext = np.concatenate((-self.dlo, self.dhi))
             self._refresh_inv()
         item.cat = [g.tree.index(g.observe(v)) for g, v in zip(self.hier, hier_raw, strict=True)]
         item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
@@ -234,13 +237,14 @@ class ClusterSet:
         self._inv_version = getattr(self, "_inv_version", 0) + 1
         span = self.dhi - self.dlo
         with np.errstate(divide="ignore", invalid="ignore"):
-            self._inv = np.where(span > 0, self.w_num / np.where(span > 0, span, 1.0), 0.0)
+            inv = np.where(span > 0, self.w_num / np.where(span > 0, span, 1.0), 0.0)
+        self._inv = np.concatenate((inv, inv))
 
     # -- losses ------------------------------------------------------------------------------
-    def loss_of(self, lo: np.ndarray, hi: np.ndarray, nodes: np.ndarray,
+    def loss_of(self, lh: np.ndarray, nodes: np.ndarray,
                 gen: Sequence[Sequence[Any]] | None = None) -> np.ndarray:
         """Weighted loss of states given as arrays (rows = clusters), vectorized."""
-        out = (hi - lo) @ self._inv if len(self.num) else np.zeros(len(lo))
+        out = lh @ self._inv if len(self.num) else np.zeros(len(lh))
         for j, g in enumerate(self.hier):
             out = out + self.w_hier[j] * g.loss_vector()[nodes[:, j]]
         if self.other and gen is not None:
@@ -251,14 +255,13 @@ class ClusterSet:
 
     def enlargement(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
         """``(loss now, loss with item)`` of every open cluster."""
-        x = item.num
-        lo, hi = self.lo, self.hi
+        lh = self.lh
         lvs = [g.loss_vector() for g in self.hier]
         key = (self._inv_version, *map(id, lvs))
         cur = self._cur if key == self._cur_key else None
-        new = (np.maximum(hi, x) - np.minimum(lo, x)) @ self._inv
+        new = np.maximum(lh, item.xx) @ self._inv
         if cur is None:
-            cur = (hi - lo) @ self._inv
+            cur = lh @ self._inv
             for j, lv in enumerate(lvs):
                 cur = cur + self.w_hier[j] * lv[self.nodes[:, j]]
             if self.other:
@@ -350,10 +353,9 @@ class ClusterSet:
 
     # -- clusters ----------------------------------------------------------------------------
     def open_cluster(self, item: Item) -> int:
-        c = Cluster(self.n_sens)
+        c = Cluster(self.n_sens, self)
         self.clusters.append(c)
-        self.lo = np.vstack([self.lo, item.num[None, :]])
-        self.hi = np.vstack([self.hi, item.num[None, :]])
+        self.lh = np.vstack([self.lh, item.xx[None, :]])
         self.nodes = np.vstack([self.nodes, np.array(item.cat, dtype=np.int64)[None, :]])
         c.gen = [None] * len(self.other)
         idx = len(self.clusters) - 1
@@ -378,8 +380,8 @@ class ClusterSet:
         else:
             self._cur_key = None
         if not fresh:
-            np.minimum(self.lo[idx], item.num, out=self.lo[idx])
-            np.maximum(self.hi[idx], item.num, out=self.hi[idx])
+            row = self.lh[idx]
+            np.maximum(row, item.xx, out=row)
             for j, g in enumerate(self.hier):
                 self.nodes[idx, j] = g.tree.lca_table()[self.nodes[idx, j], item.cat[j]]
         for j, g in enumerate(self.other):
@@ -396,8 +398,7 @@ class ClusterSet:
         self._cur_key = None
         i = self.index(c)
         self.clusters.pop(i)
-        self.lo = np.delete(self.lo, i, axis=0)
-        self.hi = np.delete(self.hi, i, axis=0)
+        self.lh = np.delete(self.lh, i, axis=0)
         self.nodes = np.delete(self.nodes, i, axis=0)
         self.pool_ids.subtract(c.ids)
         self.pool_ids = +self.pool_ids
@@ -420,20 +421,19 @@ class ClusterSet:
         i = self.index(c)
         if not c.items:
             self.clusters.pop(i)
-            self.lo = np.delete(self.lo, i, axis=0)
-            self.hi = np.delete(self.hi, i, axis=0)
+            self.lh = np.delete(self.lh, i, axis=0)
             self.nodes = np.delete(self.nodes, i, axis=0)
             return
         st = self.state_of(c.items)
-        self.lo[i], self.hi[i], self.nodes[i] = st.lo, st.hi, st.nodes
+        self.lh[i] = np.concatenate((-st.lo, st.hi))
+        self.nodes[i] = st.nodes
         c.gen = st.gen
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""
         self._cur_key = None
         i, j = self.index(into), self.index(other)
-        np.minimum(self.lo[i], self.lo[j], out=self.lo[i])
-        np.maximum(self.hi[i], self.hi[j], out=self.hi[i])
+        np.maximum(self.lh[i], self.lh[j], out=self.lh[i])
         for h, g in enumerate(self.hier):
             self.nodes[i, h] = g.tree.lca_table()[self.nodes[i, h], self.nodes[j, h]]
         for h, g in enumerate(self.other):
@@ -445,15 +445,13 @@ class ClusterSet:
         for h in range(self.n_sens):
             into.sens[h].update(other.sens[h])
         self.clusters.pop(j)
-        self.lo = np.delete(self.lo, j, axis=0)
-        self.hi = np.delete(self.hi, j, axis=0)
+        self.lh = np.delete(self.lh, j, axis=0)
         self.nodes = np.delete(self.nodes, j, axis=0)
 
     def merge_enlargement(self, c: Cluster) -> np.ndarray:
         """``loss(c + other) - loss(c)`` for every open cluster (``inf`` for ``c`` itself)."""
         i = self.index(c)
-        lo = np.minimum(self.lo, self.lo[i])
-        hi = np.maximum(self.hi, self.hi[i])
+        lh = np.maximum(self.lh, self.lh[i])
         nodes = self.nodes.copy()
         for h, g in enumerate(self.hier):
             nodes[:, h] = g.tree.lca_table()[self.nodes[:, h], self.nodes[i, h]]
@@ -461,8 +459,8 @@ class ClusterSet:
         if self.other:
             gen = [[g.merge(x.gen[h], c.gen[h]) for h, g in enumerate(self.other)]
                    for x in self.clusters]
-        new = self.loss_of(lo, hi, nodes, gen)
-        own = self.loss_of(self.lo[i:i + 1], self.hi[i:i + 1], self.nodes[i:i + 1],
+        new = self.loss_of(lh, nodes, gen)
+        own = self.loss_of(self.lh[i:i + 1], self.nodes[i:i + 1],
                            [c.gen] if self.other else None)[0]
         e = new - own
         e[i] = np.inf
@@ -471,7 +469,8 @@ class ClusterSet:
     def pair_distance(self, reps: Sequence[Item], seed: Item) -> np.ndarray:
         """Loss of generalizing each representative together with ``seed`` (for splits)."""
         x = np.stack([r.num for r in reps]) if self.num else np.empty((len(reps), 0))
-        out = np.abs(x - seed.num) @ self._inv
+        d = len(self.num)
+        out = np.abs(x - seed.num) @ self._inv[:d] if d else np.zeros(len(reps))
         for j, g in enumerate(self.hier):
             col = np.array([r.cat[j] for r in reps], dtype=np.int64)
             out = out + self.w_hier[j] * g.loss_vector()[g.tree.lca_table()[col, seed.cat[j]]]

@@ -193,7 +193,7 @@ class CastleAnonymizer:
             self.read += 1
             return []
         cset = self._current
-        item, hier_raw, other_raw = cset.parse(row, self._pos + 1)
+        item, hier_raw, other_raw = cset.parse(row, self._pos + 1, self.max_delay is not None)
         if self.max_delay is not None and math.isnan(item.t):
             raise ValueError("max_delay needs a time per tuple: set time = \"<column>\" in the "
                              "rules or pass Row(t=...)")
@@ -283,7 +283,7 @@ class CastleAnonymizer:
     def _delay_constraint(self, item: Item, out: list[Any]) -> None:
         c = item.cluster
         assert c is not None
-        cset = self._set_of(c)
+        cset = c.owner
         if self._meets(c.ids, c.sens):
             self._output(cset, c, out)
             return
@@ -304,13 +304,6 @@ class CastleAnonymizer:
             e = cset.merge_enlargement(c)
             cset.absorb(c, cset.clusters[int(np.argmin(e))])
         self._output(cset, c, out)
-
-    def _set_of(self, c: _Cluster) -> ClusterSet:
-        for s in self._sets:
-            for x in s.clusters:
-                if x is c:
-                    return s
-        raise KeyError("tuple's cluster is not open")
 
     def _covering(self, cset: ClusterSet, item: Item) -> _Kept | None:
         best: _Kept | None = None
