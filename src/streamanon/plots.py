@@ -67,26 +67,26 @@ def castle_info_loss_vs_k(
 
 
 def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
-    """CASTLE: mean latency per tuple against k, one panel per δ, split into best selection,
-    delay constraint and waiting (stacked bars, milliseconds)."""
+    """CASTLE: mean latency per tuple against k, one line per δ, in four panels: end to end,
+    waiting (held for the delay bound), best selection and delay constraint (per tuple)."""
     deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
-    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas), 4), squeeze=False)
-    for ax, delta in zip(axes[0], deltas, strict=True):
-        sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
-                     key=lambda r: float(r["k"]))  # type: ignore[arg-type]
-        labels = [str(r["k"]) for r in sel]
-        bottom = [0.0] * len(sel)
-        for key, name in (("best_selection_ms", "best selection"),
-                          ("delay_constraint_ms", "delay constraint"),
-                          ("waiting_ms", "waiting")):
-            vals = [float(r[key]) for r in sel]  # type: ignore[arg-type]
-            ax.bar(labels, vals, bottom=bottom, label=name)
-            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    panels = (("latency_ms", "end to end (ms)", 1.0), ("waiting_ms", "waiting (ms)", 1.0),
+              ("best_selection_ms", "best selection (µs)", 1000.0),
+              ("delay_constraint_ms", "delay constraint (µs)", 1000.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+    for ax, (key, label, scale) in zip(axes, panels, strict=True):
+        for delta in deltas:
+            sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
+                         key=lambda r: float(r["k"]))  # type: ignore[arg-type]
+            ax.plot([float(r["k"]) for r in sel],  # type: ignore[arg-type]
+                    [float(r[key]) * scale for r in sel],  # type: ignore[arg-type]
+                    marker="o", label=f"δ = {delta:,}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
         ax.set_xlabel("k")
-        ax.set_title(f"δ = {delta:,}")
-        ax.grid(alpha=0.3, axis="y")
-    axes[0][0].set_ylabel("mean latency per tuple (ms)")
-    axes[0][-1].legend(fontsize=8)
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)

@@ -79,6 +79,15 @@ def test_tuples_before_rules_are_held_then_processed() -> None:
     assert op.read == 2
 
 
+def test_a_held_tuple_the_rules_refuse_is_suppressed_not_lost() -> None:
+    op = CastleAnonymizer(None, k=1, l=0)
+    op.process({"u": "a", "age": "old"})
+    op.process({"u": "b", "age": 3})
+    out = op.set_rules(rules(sensitive=False)) + op.flush()
+    assert [type(x).__name__ for x in out] == ["Suppressed", "Released"]
+    assert "needs a number" in out[0].reason and op.read == 2
+
+
 def test_tuples_without_any_rules_are_counted_as_suppressed() -> None:
     op = CastleAnonymizer(None, k=2, l=0)
     op.process({"u": "a", "age": 1})

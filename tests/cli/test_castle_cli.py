@@ -106,3 +106,11 @@ def test_experiment_subset_writes_rows_and_plots(tmp_path) -> None:
     for p in summary["plots"]:
         with open(p, "rb") as fh:
             assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_part_runs_and_verifies(tmp_path) -> None:
+    from streamanon.cli.castle import castle_demo
+
+    summary = castle_demo(tmp_path, seed=3, n=890)
+    assert summary["balanced"] and summary["read"] == 890
+    assert summary["checker"]["ok"] and summary["checker"]["min_individuals"] >= 5

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from streamanon.castle.hierarchy import Hierarchy
+from streamanon.castle.hierarchy import MAX_TABLE_NODES, Hierarchy
 from streamanon.castle.loss import Metric, glm, ncp, prl, range_loss
 
 
@@ -267,6 +267,12 @@ class HierarchyGeneralizer(Generalizer):
                 )
             parent = name
 
+    def _check_room(self, path: Sequence[str]) -> None:
+        new = sum(1 for name in path if name not in self.tree)
+        if len(self.tree.names) + new > MAX_TABLE_NODES:
+            raise ValueError(f"attribute {self.name!r}: the hierarchy would exceed "
+                             f"{MAX_TABLE_NODES} nodes")
+
     def parse(self, raw: Any) -> str | _NewPath:
         if isinstance(raw, list | tuple):
             if not raw or not all(isinstance(x, str | int) and str(x) for x in raw):
@@ -277,6 +283,7 @@ class HierarchyGeneralizer(Generalizer):
             if path and path[-1] in self.tree and self.tree.ancestors(path[-1])[::-1][1:] == path:
                 return path[-1]
             self._check_path(path)
+            self._check_room(path)
             return _NewPath(path)
         if raw is None or isinstance(raw, dict | bool):
             raise ValueError(f"attribute {self.name!r} needs a category, got {raw!r}")
@@ -287,6 +294,7 @@ class HierarchyGeneralizer(Generalizer):
         if not value:
             raise ValueError(f"attribute {self.name!r} is empty")
         if self.grow:
+            self._check_room((value,))
             return _NewPath((value,))
         raise ValueError(f"attribute {self.name!r}: unknown category {value!r} (not in its "
                          f"hierarchy; give a path or set grow = true)")

@@ -163,7 +163,7 @@ class CastleAnonymizer:
         """Use ``rules`` for tuples from now on; open clusters keep their own rules.
 
         Tuples held because no rules had arrived are processed now; returns what that releases.
-        Raises ``ValueError`` for a pending tuple the new rules refuse.
+        A held tuple the new rules refuse is suppressed with the reason (it was already read).
         """
         self._install(rules)
         self._drop_empty_sets()
@@ -171,7 +171,12 @@ class CastleAnonymizer:
         out: list[Any] = []
         for row in pending:
             self.read -= 1
-            out.extend(self.process(row))
+            try:
+                out.extend(self.process(row))
+            except ValueError as exc:
+                self.read += 1
+                self.suppressed["refused by the rules"] += 1
+                out.append(Suppressed(row, f"refused by the rules: {exc}"))
         return out
 
     def _drop_empty_sets(self) -> None:
