@@ -341,8 +341,8 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
         raise RuntimeError(f"CASTLE checker failed: {report.first_problem}")
     det = stats.details
     table = Table(title=f"CASTLE on {data.name} (k={k}, l={l}, δ={delta})")
-    for col in ("released", "suppressed", "classes", "min individuals", "loss (7 numeric)",
-                "checker", "tuples/s"):
+    for col in ("released", "suppr.", "classes", "min ids", "loss 7 num.", "checker",
+                "tuples/s"):
         table.add_column(col, justify="right")
     seven = sum(det["info_loss"][a] for a in ashrae.SEVEN_NUMERIC) / 7
     table.add_row(f"{stats.published:,}", f"{stats.suppressed:,}", f"{report.classes:,}",
