@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,15 +73,14 @@ def _missing(value: Any) -> bool:
 class Item:
     """A tuple held by the operator, with its parsed values and its current cluster."""
 
-    __slots__ = ("cat", "cluster", "done", "gen", "num", "pid", "pos", "row", "sens", "t", "xx")
+    __slots__ = ("cat", "cluster", "done", "gen", "pid", "pos", "row", "sens", "t", "xx")
 
     def __init__(self, row: Row, pos: int, pid: str, num: np.ndarray, cat: list[int],
                  gen: tuple[Any, ...], sens: tuple[str, ...], t: float) -> None:
         self.row = row
         self.pos = pos
         self.pid = pid
-        self.xx = num  # (-x, x): see ClusterSet
-        self.num = num[len(num) // 2:]
+        self.xx = num  # (-x, x) for the numeric attributes x: see ClusterSet
         self.cat = cat
         self.gen = gen
         self.sens = sens
@@ -148,7 +148,8 @@ class ClusterSet:
         d = len(self.num)
         self.dlo = np.array([g.lo for g in self.num], dtype=np.float64)
         self.dhi = np.array([g.hi for g in self.num], dtype=np.float64)
-        self._dext = np.concatenate((-self.dlo, self.dhi))  # (-L, U): x outside iff (-x, x) > it
+        self._dlo_l, self._dhi_l = self.dlo.tolist(), self.dhi.tolist()
+        self._outside = False  # set by parse when a value lies outside a range's domain
         self._inv = np.zeros(2 * d)
         self._refresh_inv()
         self.clusters: list[Cluster] = []
@@ -200,12 +201,13 @@ class ClusterSet:
                 raise ValueError(f"missing field {name} (sensitive)")
             if isinstance(raw, float) and not math.isfinite(raw):
                 raise ValueError(f"field {name} is not a finite number")
-            sens.append(canonical(raw))
+            sens.append(raw if type(raw) is str else canonical(raw))
         t = row.t
         if t is None and need_time and rules.time_field is not None:
             raw_t = values.get(rules.time_field)
             t = _parse_time(raw_t, rules.time_field)
-        item = Item(row, pos, canonical(pid), num, [], (), tuple(sens),
+        item = Item(row, pos, pid if type(pid) is str else canonical(pid), num, [], (),
+                    tuple(sens),
                     t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
@@ -218,20 +220,27 @@ class ClusterSet:
             return None
         if not all(map(math.isfinite, floats)) or bool in set(map(type, raw)):
             return None
+        if any(map(operator.lt, floats, self._dlo_l)) or any(map(operator.gt, floats,
+                                                                   self._dhi_l)):
+            self._outside = True
         return np.array([-v for v in floats] + floats)
 
     def observe(self, item: Item, hier_raw: list[Any], other_raw: list[Any]) -> None:
         """Let the generalizers account for an accepted tuple (domains, growth, counts)."""
-        x = item.num
-        if len(x) and (item.xx > self._dext).any():
+        if self._outside:
+            self._outside = False
+            x = item.xx[len(self.num):]
             np.minimum(self.dlo, x, out=self.dlo)
             np.maximum(self.dhi, x, out=self.dhi)
             for j, g in enumerate(self.num):
                 g.observe(float(x[j]))
-            self._dext = np.concatenate((-self.dlo, self.dhi))
+            self._dlo_l, self._dhi_l = self.dlo.tolist(), self.dhi.tolist()
             self._refresh_inv()
-        item.cat = [g.tree.index(g.observe(v)) for g, v in zip(self.hier, hier_raw, strict=True)]
-        item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
+        if self.hier:
+            item.cat = [g.tree.index(g.observe(v)) for g, v in zip(self.hier, hier_raw,
+                                                                   strict=True)]
+        if self.other:
+            item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
 
     def _refresh_inv(self) -> None:
         self._inv_version = getattr(self, "_inv_version", 0) + 1
@@ -323,9 +332,10 @@ class ClusterSet:
 
     def state_of(self, items: Sequence[Item]) -> State:
         """The generalization of a set of tuples, from scratch (no removal bookkeeping)."""
-        if self.num:
-            x = np.stack([it.num for it in items])
-            lo, hi = x.min(axis=0), x.max(axis=0)
+        d = len(self.num)
+        if d:
+            lh = np.max(np.stack([it.xx for it in items]), axis=0)
+            lo, hi = -lh[:d], lh[d:]
         else:
             lo = hi = np.empty(0)
         nodes = np.empty(len(self.hier), dtype=np.int64)
@@ -344,7 +354,8 @@ class ClusterSet:
         return State(lo, hi, nodes, gen)
 
     def covers(self, st: State, item: Item) -> bool:
-        if len(self.num) and not (np.all(st.lo <= item.num) and np.all(item.num <= st.hi)):
+        d = len(self.num)
+        if d and not (np.all(st.lo <= item.xx[d:]) and np.all(item.xx[d:] <= st.hi)):
             return False
         for j, g in enumerate(self.hier):
             if int(g.tree.lca_table()[st.nodes[j], item.cat[j]]) != st.nodes[j]:
@@ -400,11 +411,9 @@ class ClusterSet:
         self.clusters.pop(i)
         self.lh = np.delete(self.lh, i, axis=0)
         self.nodes = np.delete(self.nodes, i, axis=0)
-        self.pool_ids.subtract(c.ids)
-        self.pool_ids = +self.pool_ids
+        _remove_counts(self.pool_ids, c.ids)
         for j in range(self.n_sens):
-            self.pool_sens[j].subtract(c.sens[j])
-            self.pool_sens[j] = +self.pool_sens[j]
+            _remove_counts(self.pool_sens[j], c.sens[j])
 
     def remove_item(self, item: Item) -> None:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""
@@ -468,9 +477,10 @@ class ClusterSet:
 
     def pair_distance(self, reps: Sequence[Item], seed: Item) -> np.ndarray:
         """Loss of generalizing each representative together with ``seed`` (for splits)."""
-        x = np.stack([r.num for r in reps]) if self.num else np.empty((len(reps), 0))
-        d = len(self.num)
-        out = np.abs(x - seed.num) @ self._inv[:d] if d else np.zeros(len(reps))
+        if self.num:  # |(-x, x) - (-s, s)| counts each attribute twice
+            out = np.abs(np.stack([r.xx for r in reps]) - seed.xx) @ self._inv * 0.5
+        else:
+            out = np.zeros(len(reps))
         for j, g in enumerate(self.hier):
             col = np.array([r.cat[j] for r in reps], dtype=np.int64)
             out = out + self.w_hier[j] * g.loss_vector()[g.tree.lca_table()[col, seed.cat[j]]]
@@ -478,6 +488,15 @@ class ClusterSet:
             out = out + self.w_other[j] * np.array(
                 [g.loss(g.add(g.add(None, seed.gen[j]), r.gen[j])) for r in reps])
         return out
+
+
+def _remove_counts(pool: Counter[str], part: Counter[str]) -> None:
+    for key, n in part.items():
+        left = pool[key] - n
+        if left:
+            pool[key] = left
+        else:
+            del pool[key]
 
 
 def _dec(counter: Counter[str], key: str) -> None:

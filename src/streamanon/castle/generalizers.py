@@ -287,9 +287,9 @@ class HierarchyGeneralizer(Generalizer):
             return _NewPath(path)
         if raw is None or isinstance(raw, dict | bool):
             raise ValueError(f"attribute {self.name!r} needs a category, got {raw!r}")
-        value = raw if isinstance(raw, str) else format_number(float(raw)) if isinstance(
+        value = raw if type(raw) is str else format_number(float(raw)) if isinstance(
             raw, int | float) else str(raw)
-        if value in self.tree:
+        if value in self.tree.parent:
             return value
         if not value:
             raise ValueError(f"attribute {self.name!r} is empty")
@@ -300,11 +300,12 @@ class HierarchyGeneralizer(Generalizer):
                          f"hierarchy; give a path or set grow = true)")
 
     def observe(self, value: str | _NewPath) -> str:
-        if isinstance(value, _NewPath):
+        if type(value) is _NewPath:
             self.tree.add_path(value)
             value = value[-1]
-        self.seen.add(value)
-        if self.metric is Metric.prl:
+        if self.metric is Metric.ncp:
+            self.seen.add(value)
+        elif self.metric is Metric.prl:
             if self._observed >= self.prl_reset:
                 self.requests.clear()
                 self._requests_total = 0
