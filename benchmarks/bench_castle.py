@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import time
 import tracemalloc
 
@@ -65,7 +66,8 @@ def main() -> None:
     args = ap.parse_args()
     n = args.n
     rows = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(n, seed=1))]
-    print(f"CASTLE on {n:,} ASHRAE-shaped tuples (k=5, δ=1250, β=50, μ=100, ζ=10)")
+    print(f"CASTLE on {n:,} ASHRAE-shaped tuples (k=5, δ=1250, β=50, μ=100, ζ=10); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPU(s)")
     for l in (0, 2):  # noqa: E741
         seconds, cpu, op = timed(rows, l)
         s = op.summary()
@@ -83,6 +85,8 @@ def main() -> None:
               f"{s['mean_info_loss']:.3f}")
         print("  per attribute: " + ", ".join(f"{a} {v:.3f}" for a, v in s["info_loss"].items()))
     del rows
+    print(f"\nload average after the timed runs: {os.getloadavg()[0]:.2f} (other processes "
+          "share the cores; the CPU-time figure leaves their share out)")
     mem = memory(n, 2)
     print("\nmemory held by the operator (l=2, tracemalloc, MiB) after "
           + ", ".join(f"{i:,}: {m:.1f}" for i, m in mem[:-1]) + f"; peak {mem[-1][1]:.1f}")

@@ -37,7 +37,7 @@ class Row:
     t: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Released:
     """One output tuple: the input's columns with quasi-identifiers generalized.
 
@@ -377,11 +377,15 @@ class ClusterSet:
         c = self.clusters[idx]
         c.items.append(item)
         item.cluster = c
-        c.ids[item.pid] += 1
-        self.pool_ids[item.pid] += 1
+        pid = item.pid
+        ids = c.ids
+        ids[pid] = ids.get(pid, 0) + 1
+        pool = self.pool_ids
+        pool[pid] = pool.get(pid, 0) + 1
         for j, v in enumerate(item.sens):
-            c.sens[j][v] += 1
-            self.pool_sens[j][v] += 1
+            cs, ps = c.sens[j], self.pool_sens[j]
+            cs[v] = cs.get(v, 0) + 1
+            ps[v] = ps.get(v, 0) + 1
         if fresh:
             self._cur_key = None
         elif self._new is not None and self._cur is not None and len(self._cur) == len(

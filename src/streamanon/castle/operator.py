@@ -337,14 +337,11 @@ class CastleAnonymizer:
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:
         line_loss = round(loss, 6)
+        extra = {**values, self.loss_field: line_loss} if self.loss_field else values
         for it in items:
             it.done = True
             it.cluster = None
-            row = dict(it.row.values)
-            row.update(values)
-            if self.loss_field:
-                row[self.loss_field] = line_loss
-            out.append(Released(row, loss, cid, it.row.line))
+            out.append(Released({**it.row.values, **extra}, loss, cid, it.row.line))
         n = len(items)
         self.released += n
         for name, v in attr.items():
