@@ -48,8 +48,13 @@ def test_castle_then_verify(tmp_path) -> None:
 def test_verify_finds_a_tampered_output(tmp_path) -> None:
     data, rules = write_inputs(tmp_path, 600)
     out = tmp_path / "out.csv"
-    runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "0", "--delta",
-                        "300", str(data), "-o", str(out), "--json"])
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "0",
+                              "--delta", "300", str(data), "-o", str(out), "--json",
+                              "--loss-column", "info_loss"])
+    assert res.exit_code == 0, res.output
+    with out.open() as fh:
+        released = list(csv.DictReader(fh))
+    assert all(0 <= float(r["info_loss"]) <= 1 for r in released)
     lines = out.read_text().splitlines()
     header = lines[0].split(",")
     first = next(csv.reader([lines[1]]))
