@@ -1,11 +1,14 @@
 """Tuples and clusters of one rule set, with the numeric state kept in numpy arrays.
 
 The hot path of CASTLE is the enlargement of every open cluster by each arriving tuple. The
-:class:`ClusterSet` keeps each cluster's state in arrays, one row per open cluster: ``lo`` and
-``hi`` for numeric ranges, node indices for hierarchies. The enlargement of all clusters is then
-a few vectorized operations, updated incrementally on insertion (the Java original's future
-work: cache enlargement values instead of recomputing every cluster's loss). Plug-in
-generalizers fall back to a Python loop over their immutable states.
+:class:`ClusterSet` keeps each cluster's state in arrays, one row per open cluster:
+``(-lo, hi)`` for the numeric ranges (so adding a tuple ``x`` is one ``maximum`` with
+``(-x, x)`` and the range loss is one product with ``(w/span, w/span)``), node indices for
+hierarchies (the loss of the lowest common node of any two nodes is a cached matrix). The
+enlargement of all clusters is then a few vectorized operations, and each cluster's current
+loss is cached and updated on insertion (the Java original's future work: cache enlargement
+values instead of recomputing every cluster's loss on every arrival). Plug-in generalizers fall
+back to a Python loop over their immutable states.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+from datetime import UTC, datetime
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,12 +79,12 @@ class Item:
 
     __slots__ = ("cat", "cluster", "done", "gen", "pid", "pos", "row", "sens", "t", "xx")
 
-    def __init__(self, row: Row, pos: int, pid: str, num: np.ndarray, cat: list[int],
+    def __init__(self, row: Row, pos: int, pid: str, xx: np.ndarray, cat: list[int],
                  gen: tuple[Any, ...], sens: tuple[str, ...], t: float) -> None:
         self.row = row
         self.pos = pos
         self.pid = pid
-        self.xx = num  # (-x, x) for the numeric attributes x: see ClusterSet
+        self.xx = xx  # (-x, x) for the numeric attributes x: see ClusterSet
         self.cat = cat
         self.gen = gen
         self.sens = sens
@@ -517,8 +521,6 @@ def _parse_time(raw: Any, name: str) -> float:
     if isinstance(raw, int | float):
         t = float(raw)
     else:
-        from datetime import UTC, datetime
-
         s = str(raw).strip()
         try:
             t = float(s)
