@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import math
 import operator
-from datetime import UTC, datetime
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
