@@ -261,14 +261,15 @@ class CastleAnonymizer:
             return
         cur, new = cset.enlargement(item)
         e = new - cur
-        cand = np.flatnonzero(e <= e.min() + _EPS)
-        if len(cand) == 1:
-            i = int(cand[0])
+        i = int(e.argmin())
+        ties = e <= e[i] + _EPS
+        if np.count_nonzero(ties) == 1:  # the usual case: one cluster of least enlargement
             if new[i] <= self.tau + _EPS or n >= self.beta:
                 cset.insert(i, item)
             else:
                 cset.open_cluster(item)
             return
+        cand = np.flatnonzero(ties)
         ok = cand[new[cand] <= self.tau + _EPS]
         pick = ok if ok.size else (cand if n >= self.beta else None)
         if pick is None:
