@@ -328,12 +328,13 @@ class CastleAnonymizer:
             loss = cset.weighted(attr)
             cid = self._next_cluster
             self._next_cluster += 1
-            self._emit(cset, items, cset.output_values(st), loss, attr, cid, out)
+            values = cset.output_values(st)
+            self._emit(cset, items, values, loss, attr, cid, out)
             self.clusters_released += 1
             self._recent.append(loss)
             self.tau = sum(self._recent) / len(self._recent)
             if self.zeta and loss < self.tau:
-                self._kept.append(_Kept(cset, st, cset.output_values(st), loss, attr, cid))
+                self._kept.append(_Kept(cset, st, values, loss, attr, cid))
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:
