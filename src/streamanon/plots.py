@@ -92,3 +92,65 @@ def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | P
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def castle_info_loss_vs_k(
+    runs: Sequence[Mapping[str, object]], attributes: Sequence[str], path: str | Path,
+    title: str,
+) -> Path:
+    """CASTLE: mean information loss per attribute against k, one panel per δ.
+
+    ``runs`` are experiment rows with ``k``, ``delta`` and ``info_loss_<attribute>`` keys.
+    """
+    deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
+    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas), 4), squeeze=False,
+                             sharey=True)
+    for ax, delta in zip(axes[0], deltas, strict=True):
+        sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
+                     key=lambda r: float(r["k"]))  # type: ignore[arg-type]
+        ks = [float(r["k"]) for r in sel]  # type: ignore[arg-type]
+        for a in attributes:
+            ax.plot(ks, [float(r[f"info_loss_{a}"]) for r in sel],  # type: ignore[arg-type]
+                    marker="o", label=a)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_title(f"δ = {delta:,}")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("mean information loss")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
+    """CASTLE: mean latency per tuple against k, one line per δ, in four panels: end to end,
+    waiting (held for the delay bound), best selection and delay constraint (per tuple)."""
+    deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
+    panels = (("latency_ms", "end to end (ms)", 1.0), ("waiting_ms", "waiting (ms)", 1.0),
+              ("best_selection_ms", "best selection (µs)", 1000.0),
+              ("delay_constraint_ms", "delay constraint (µs)", 1000.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+    for ax, (key, label, scale) in zip(axes, panels, strict=True):
+        for delta in deltas:
+            sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
+                         key=lambda r: float(r["k"]))  # type: ignore[arg-type]
+            ax.plot([float(r["k"]) for r in sel],  # type: ignore[arg-type]
+                    [float(r[key]) * scale for r in sel],  # type: ignore[arg-type]
+                    marker="o", label=f"δ = {delta:,}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("k")
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

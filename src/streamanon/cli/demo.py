@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from streamanon.cli.app import app
+from streamanon.cli.castle import castle_demo
 from streamanon.cli.dezent import dezent_demo
 from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
@@ -71,7 +72,7 @@ def demo(
     """
     workdir.mkdir(parents=True, exist_ok=True)
     summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed, z_tuples),
-               "dezent": dezent_demo(workdir, seed)}
+               "dezent": dezent_demo(workdir, seed), "castle": castle_demo(workdir, seed)}
     (workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     if as_json:
         print(json.dumps(summary, default=str))
