@@ -49,7 +49,7 @@ def dezent_cost_vs_gateways(
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)
@@ -103,9 +103,11 @@ def castle_info_loss_vs_k(
     ``runs`` are experiment rows with ``k``, ``delta`` and ``info_loss_<attribute>`` keys.
     """
     deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
-    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas), 4), squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.5),
+                             squeeze=False, sharey=True)
+    colors = plt.get_cmap("tab20").colors
     for ax, delta in zip(axes[0], deltas, strict=True):
+        ax.set_prop_cycle(color=colors)
         sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
                      key=lambda r: float(r["k"]))  # type: ignore[arg-type]
         ks = [float(r["k"]) for r in sel]  # type: ignore[arg-type]
@@ -119,7 +121,7 @@ def castle_info_loss_vs_k(
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("mean information loss")
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)
@@ -148,7 +150,7 @@ def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title
         ax.set_title(label)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)

@@ -349,5 +349,19 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
                   str(report.min_individuals), f"{seven:.3f}", "ok",
                   f"{det['tuples_per_second']:,}")
     console.print(table)
+    # the trade-off a user tunes: information loss against k (same data, same δ and l)
+    from streamanon.plots import castle_info_loss_vs_k  # matplotlib: only when plotting
+
+    sweep = []
+    for kk in (2, 5, 10, 20):
+        st = stats if kk == k else run_castle(
+            data, workdir / f"castle-released_k{kk}_l{l}_d{delta}.csv",
+            CastleAnonymizer(rules, kk, l, delta, 50, 100, 10))
+        sweep.append({"k": kk, "delta": delta, **{
+            f"info_loss_{a}": v for a, v in st.details["info_loss"].items()}})
+    plot = castle_info_loss_vs_k(
+        sweep, list(det["info_loss"]), workdir / f"castle-info-loss-vs-k_l{l}_d{delta}.png",
+        f"CASTLE: information loss vs k ({n:,} ASHRAE-shaped tuples, l={l})")
+    console.print(f"plot: {plot}")
     return {"input": str(data), "output": str(out), **stats.to_dict(),
-            "checker": report.to_dict()}
+            "checker": report.to_dict(), "plot": str(plot), "loss_vs_k": sweep}

@@ -22,7 +22,7 @@ from streamanon.zanon.verify import check_z
 console = Console(stderr=True)
 
 
-def z_demo(workdir: Path, seed: int, n: int = 200_000) -> dict[str, Any]:
+def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     """z-anonymity over a hierarchical Zipf trace for several z; verified and plotted."""
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
 
@@ -62,7 +62,7 @@ def demo(
     workdir: Path = typer.Option(Path("streamanon-demo"), "--workdir",
                                  help="Where inputs, outputs and plots are written."),
     seed: int = typer.Option(1, "--seed", help="Seed of every generated data set."),
-    z_tuples: int = typer.Option(200_000, "--z-tuples", min=100,
+    z_tuples: int = typer.Option(100_000, "--z-tuples", min=100,
                                  help="Length of the z-anonymity trace."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
