@@ -16,10 +16,18 @@ def publication_ratio_vs_z(
 ) -> Path:
     """Publication ratio against z, one line per series (e.g. per Δt or per scenario)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, points in series.items():
+    styles = [("-", "o", 8), ("--", "s", 5), (":", "^", 5), ("-.", "D", 4)]
+    ticks: set[float] = set()
+    for i, (label, points) in enumerate(series.items()):
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, marker="o", label=label)
+        line, marker, size = styles[i % len(styles)]
+        # identical series (deZent with an exact count == centralized) must stay visible
+        ax.plot(xs, ys, linestyle=line, marker=marker, markersize=size, label=label,
+                fillstyle="none" if i else "full")
+        ticks.update(xs)
     ax.set_xscale("log")
+    ax.set_xticks(sorted(ticks), [f"{x:g}" for x in sorted(ticks)])
+    ax.minorticks_off()
     ax.set_xlabel("z")
     ax.set_ylabel("publication ratio")
     ax.set_ylim(0, 1.02)
