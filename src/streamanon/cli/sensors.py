@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import tomllib
 from dataclasses import asdict
 from pathlib import Path
@@ -29,8 +28,11 @@ def replay_command(
     start: int = typer.Option(None, "--start-cycle", min=0, help="First cycle of the profile "
                               "year (default 0)."),
     cycles: int = typer.Option(None, "--cycles", min=1, help="Cycles to replay (default 96)."),
-    t0: float = typer.Option(None, "--t0", help="Wall time of cycle 0 on the gateways' clock "
-                             "(default: now - start x period)."),
+    t0: float = typer.Option(None, "--t0", help="Wall time (Unix) at which cycle 0 begins on "
+                             "the gateways' clock ([clock] t0)."),
+    t0_file: Path = typer.Option(None, "--t0-file", help="Instead of --t0: connect to every "
+                                 "gateway, then wait for this file to hold t0 (the gateways' "
+                                 "[clock] t0_file)."),
     period: float = typer.Option(None, "--period", min=0.001, help="Wall seconds per cycle "
                                  "(default 900: real time)."),
     lead: float = typer.Option(None, "--lead", min=0.0, help="Send each cycle this many "
@@ -60,16 +62,19 @@ def replay_command(
     p = float(period if period is not None else rep.get("period", 900.0))  # type: ignore[arg-type]
     s = int(start if start is not None else rep.get("start", 0))  # type: ignore[call-overload]
     out = measurements or (base / str(rep["measurements"]) if "measurements" in rep else None)
+    if t0_file is None and "t0_file" in rep and t0 is None:
+        t0_file = base / str(rep["t0_file"])
+    if t0 is None and t0_file is None and "t0" not in rep:
+        fail("give --t0 or --t0-file: the gateways' clock ([clock] t0 or t0_file)")
     try:
         district = District(DistrictConfig(**dist))  # type: ignore[arg-type]
         stats = replay(district, addresses, start=s,
                        cycles=int(cycles if cycles is not None else rep.get("cycles", 96)),  # type: ignore[call-overload]
-                       t0=float(t0 if t0 is not None else rep.get("t0", time.time() - s * p)),  # type: ignore[arg-type]
+                       t0=float(t0 if t0 is not None else rep.get("t0", 0.0)),  # type: ignore[arg-type]
                        period=p, lead=float(lead if lead is not None else rep.get("lead", 0.0)),  # type: ignore[arg-type]
                        measurements=out,
                        data_period=float(rep.get("data_period", 900.0)),  # type: ignore[arg-type]
-                       t0_file=(base / str(rep["t0_file"]) if "t0_file" in rep and t0 is None
-                                else None),
+                       t0_file=t0_file if t0 is None else None,
                        ready_file=(base / str(rep["ready_file"]) if "ready_file" in rep
                                    else None))
     except (ValueError, TypeError) as exc:

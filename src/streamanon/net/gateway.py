@@ -124,6 +124,7 @@ class PeerLink:
         self.writer: asyncio.StreamWriter | None = None
         self.up = False
         self.ever_up = False
+        self.tried = asyncio.Event()  # set after the first connection attempt ended
         self.lock = asyncio.Lock()
         self.down = asyncio.Event()
         self.down.set()
@@ -181,7 +182,9 @@ class PeerLink:
     async def maintain(self, retry: float) -> None:
         while True:
             await self.down.wait()
-            if not await self.connect():
+            ok = await self.connect()
+            self.tried.set()
+            if not ok:
                 await asyncio.sleep(retry)
 
     async def send(self, data: bytes) -> bool:
@@ -288,6 +291,12 @@ class GatewayDaemon:
     async def run_clock(self) -> None:
         if not await self.wait_t0():
             return
+        # know who is up before coordinating anything (a restarted gateway would otherwise
+        # see everyone down, coordinate alone and refuse the ring's session of the cycle)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(link.tried.wait()
+                                                    for link in self.links.values())),
+                                   2 * CONNECT_TIMEOUT)
         clock = self.clock
         now = time.time()
         k = clock.cycle_at(now)
@@ -385,6 +394,7 @@ class GatewayDaemon:
         st = self._stat(c)
         st["members"], st["ccc"] = list(session[1]), session[0]
         self.ring.use(c)
+        began = time.perf_counter()
         try:
             sends, pubs = self.core.handle(msg)
         except (ValueError, EncodingError) as exc:
@@ -392,6 +402,8 @@ class GatewayDaemon:
             return
         final = frame.ccc == self.cfg.id and isinstance(msg, Publish) and not sends
         self.dispatch(c, sends, pubs, final=final)
+        log.debug("cycle %d: %s%d from gw%d handled in %.1f ms", c, kind, pass_no, sender,
+                  (time.perf_counter() - began) * 1e3)
 
     def dispatch(self, cycle: int, sends: list[Send], pubs: list[PublishedTuple],
                  final: bool = False) -> None:
