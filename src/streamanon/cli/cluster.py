@@ -14,7 +14,7 @@ cluster_app = typer.Typer(help="A local deZent deployment (CA, CE, gateways, sen
 app.add_typer(cluster_app, name="cluster")
 
 
-def _spec(gateways: int, period: float, cycles: int, z: int, max_sn: int, seed: int,
+def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int, seed: int,
           start_day: int, delta_t: float, p_pub: float, structure: str) -> object:
     from streamanon.net.cluster import ClusterSpec
 
@@ -60,7 +60,8 @@ def cluster_init(
 def cluster_up(
     gateways: int = typer.Option(5, "--gateways", min=1),
     period: float = typer.Option(1.0, "--period", min=0.05, help="Wall seconds per cycle."),
-    cycles: int = typer.Option(96, "--cycles", min=1, help="Cycles to run (96 = one day)."),
+    cycles: int = typer.Option(None, "--cycles", min=1, help="Cycles to run, then stop by "
+                               "itself (default: until Ctrl-C)."),
     z: int = typer.Option(3, "--z", min=1),
     max_sn: int = typer.Option(20, "--max-sn", min=1, help="Max sensor nodes per gateway."),
     seed: int = typer.Option(1, "--seed", help="District, ring and structure seed."),
@@ -72,9 +73,10 @@ def cluster_up(
                                  help="Configs, PKI, CE database, logs, CSV files."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Start CE + gateways + sensor replay, run --cycles cycles and stop by itself (Ctrl-C tears
-    everything down). Leaves ce.sqlite, logs/, measurements.csv and published.csv in --workdir,
-    and checks published.csv with the independent z checker.
+    """Start CE + gateways + sensor replay as separate processes; run --cycles cycles and stop
+    by itself, or run until Ctrl-C (which stops every process in order). Leaves ce.sqlite,
+    logs/, measurements.csv and published.csv in --workdir, and checks published.csv with the
+    independent z checker.
 
     Example: streamanon cluster up --gateways 5 --period 1 --cycles 20 --z 3 --workdir run1
     """
@@ -89,7 +91,8 @@ def cluster_up(
     except KeyboardInterrupt:
         fail("interrupted; every process was stopped", 130)
     summary["z_check"] = check_run(workdir, z, delta_t)
-    print_summary(f"deZent cluster: {gateways} gateways, {cycles} cycles of {period:g} s",
+    print_summary(f"deZent cluster: {gateways} gateways, {cycles or 'until Ctrl-C'} cycles of "
+                  f"{period:g} s",
                   summary, as_json)
     if not summary["z_check"]["ok"]:
         raise typer.Exit(1)

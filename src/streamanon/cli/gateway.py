@@ -34,6 +34,8 @@ def gateway_command(
         fail(str(exc))
     setup_logging(cfg.name, verbose)
     try:
-        run_gateway(cfg)
+        code = run_gateway(cfg)
     except OSError as exc:
         fail(f"gateway {cfg.name}: {exc}")
+    if code:
+        raise typer.Exit(code)

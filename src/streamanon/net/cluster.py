@@ -38,7 +38,7 @@ from streamanon.sim.scenarios import SimConfig
 class ClusterSpec:
     gateways: int = 5
     period: float = 1.0
-    cycles: int = 20
+    cycles: int | None = 20  # None: until stopped (Ctrl-C), at most to the profiles' end
     z: int = 3
     max_sn: int = 20
     sn_sd: float = 2.0
@@ -65,7 +65,13 @@ class ClusterSpec:
 
     @property
     def last_cycle(self) -> int:
-        return self.start_cycle + self.cycles - 1
+        """The last cycle to run; -1 when the cluster runs until stopped."""
+        return -1 if self.cycles is None else self.start_cycle + self.cycles - 1
+
+    def replay_cycles(self, district: District) -> int:
+        if self.cycles is not None:
+            return self.cycles
+        return district.cycles_available - self.start_cycle
 
 
 def free_ports(n: int) -> list[int]:
@@ -131,7 +137,8 @@ class Cluster:
         (self.dir / "cluster.toml").write_text(toml_dump({
             "district": {"gateways": s.gateways, "max_sn": s.max_sn, "sn_sd": s.sn_sd,
                          "seed": s.seed},
-            "replay": {"start": s.start_cycle, "cycles": s.cycles, "t0_file": "clock.t0",
+            "replay": {"start": s.start_cycle, "cycles": s.replay_cycles(self.district),
+                       "t0_file": "clock.t0",
                        "ready_file": "replay.ready",
                        "period": float(s.period), "lead": lead, "data_period": 900.0,
                        "measurements": "measurements.csv", "gateways": self.sensor_addrs},
@@ -140,8 +147,11 @@ class Cluster:
     # -- processes --------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115
+        # a session of its own: Ctrl-C reaches the cluster only, which stops the children in
+        # order (gateways flush their outboxes before the CE stops)
         proc = subprocess.Popen([sys.executable, "-m", "streamanon", *args], cwd=self.dir,
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
         log.close()
         self.procs[name] = proc
         return proc
@@ -216,22 +226,36 @@ class Cluster:
         tmp.replace(self.dir / "clock.t0")
 
     def finish(self) -> dict[str, Any]:
-        """Wait for the run to end, stop the CE, export, and summarize."""
+        """Wait for the run to end (or for Ctrl-C when it has no end), stop, export, summarize.
+        """
         s = self.spec
-        end = self.t0 + (s.last_cycle + 2) * s.period
-        exits = {}
-        for name in ["replay"] + [f"gw{i}" for i in range(s.gateways)]:
-            if name in self.procs:
-                exits[name] = self.wait(name, end + 20 - time.time())
-        with contextlib.suppress(ProcessLookupError):
-            self.procs["ce"].send_signal(signal.SIGTERM)
-        exits["ce"] = self.wait("ce", 10)
+        exits: dict[str, int | None] = {}
+        if s.cycles is None:
+            with contextlib.suppress(KeyboardInterrupt):
+                while all(p.poll() is None for p in self.procs.values()):
+                    time.sleep(0.2)
+            exits = self._stop(["replay"] + [f"gw{i}" for i in range(s.gateways)])
+        else:
+            end = self.t0 + (s.last_cycle + 2) * s.period
+            for name in ["replay"] + [f"gw{i}" for i in range(s.gateways)]:
+                if name in self.procs:
+                    exits[name] = self.wait(name, end + 20 - time.time())
+        exits.update(self._stop(["ce"]))
         self.stop_all()
         published = export_csv(self.dir / "ce.sqlite", self.dir / "published.csv")
         return {"workdir": str(self.dir), "exit_codes": exits, "published": published,
                 "measurements": str(self.dir / "measurements.csv"),
                 "published_csv": str(self.dir / "published.csv"),
                 "ce_db": str(self.dir / "ce.sqlite"), "logs": str(self.logs)}
+
+    def _stop(self, names: list[str], timeout: float = 15.0) -> dict[str, int | None]:
+        """SIGTERM (graceful: gateways flush their outboxes), then wait."""
+        for name in names:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        return {name: self.wait(name, timeout) for name in names if name in self.procs}
 
     def run(self) -> dict[str, Any]:
         try:

@@ -159,7 +159,7 @@ class PeerLink:
             self.writer, self.up, self.ever_up = writer, True, True
             self.down.clear()
             log.info("link to gw%d up", self.peer)
-            asyncio.get_running_loop().create_task(self._watch(reader))
+            self.daemon.spawn(self._watch(reader))
             return True
 
     async def _watch(self, reader: asyncio.StreamReader) -> None:
@@ -228,6 +228,8 @@ class GatewayDaemon:
         self.stats: dict[int, dict[str, Any]] = {}
         self.stopping = asyncio.Event()
         self.ce_wakeup = asyncio.Event()
+        self.tasks: set[asyncio.Task[Any]] = set()  # keeps fire-and-forget sends alive
+        self.failed = False
         self.ready_path = state / "ready"
         with contextlib.suppress(FileNotFoundError):
             self.ready_path.unlink()
@@ -397,7 +399,7 @@ class GatewayDaemon:
         began = time.perf_counter()
         try:
             sends, pubs = self.core.handle(msg)
-        except (ValueError, EncodingError) as exc:
+        except (ValueError, EncodingError, AssertionError) as exc:
             log.warning("cycle %d: dropped a %s message from gw%d: %s", c, kind, sender, exc)
             return
         final = frame.ccc == self.cfg.id and isinstance(msg, Publish) and not sends
@@ -421,7 +423,7 @@ class GatewayDaemon:
             st["ring_frames"] += 1
             st["ring_bytes"] += len(data)
             st["payload_bytes"] += len(s.msg.payload)
-            asyncio.get_running_loop().create_task(self._send(cycle, s.to, data))
+            self.spawn(self._send(cycle, s.to, data))
 
     async def _send(self, cycle: int, to: int, data: bytes) -> None:
         if not await self.links[to].send(data):
@@ -555,6 +557,21 @@ class GatewayDaemon:
                 writer.close()
 
     # -- main -------------------------------------------------------------------------------
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def _essential_done(self, task: asyncio.Task[Any]) -> None:
+        """The clock or the CE sender ended by a bug: say so and stop (exit code 1) instead
+        of running on without cycles or deliveries."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("%s failed; stopping", task.get_name(), exc_info=task.exception())
+        self.failed = True
+        self.stopping.set()
+
     async def watch_ready(self) -> None:
         while not all(link.ever_up for link in self.links.values()):
             await asyncio.sleep(0.05)
@@ -573,8 +590,10 @@ class GatewayDaemon:
         retry = min(1.0, self.clock.period / 4)
         background = [loop.create_task(link.maintain(retry)) for link in self.links.values()]
         background.append(loop.create_task(self.watch_ready()))
-        clock = loop.create_task(self.run_clock())
-        sender = loop.create_task(self.ce_sender())
+        clock = loop.create_task(self.run_clock(), name="clock")
+        sender = loop.create_task(self.ce_sender(), name="CE sender")
+        clock.add_done_callback(self._essential_done)
+        sender.add_done_callback(self._essential_done)
         log.info("gateway %s listening on %s (ring) and %s (sensors); %d tuples in the "
                  "outbox", self.cfg.name, self.cfg.listen, self.cfg.sensors, self.outbox.count())
         await self.stopping.wait()
@@ -586,6 +605,8 @@ class GatewayDaemon:
         except TimeoutError:
             log.warning("stopping with %d unacknowledged tuples kept in the outbox",
                         self.outbox.count())
+        except Exception:
+            pass
         peers.close()
         for task in background:
             task.cancel()
@@ -604,5 +625,8 @@ def _secret(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def run_gateway(cfg: GatewayConfig) -> None:
-    asyncio.run(GatewayDaemon(cfg).run())
+def run_gateway(cfg: GatewayConfig) -> int:
+    """Run until stopped; the exit code (1 when an essential task failed)."""
+    daemon = GatewayDaemon(cfg)
+    asyncio.run(daemon.run())
+    return 1 if daemon.failed else 0
