@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -17,14 +18,30 @@ sensors_app = typer.Typer(help="Sensor nodes: replay a simulated district agains
 app.add_typer(sensors_app, name="sensors")
 
 
+def _cluster_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``[district]`` and ``[replay]`` of a cluster.toml, paths made absolute."""
+    try:
+        doc = tomllib.loads(path.read_text())
+        district, rep = dict(doc["district"]), dict(doc["replay"])
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
+        fail(f"{path}: not a cluster file ({exc})")
+    base = path.resolve().parent
+    for key in ("measurements", "t0_file", "ready_file"):
+        if key in rep:
+            rep[key] = base / str(rep[key])
+    return district, rep
+
+
 @sensors_app.command("replay")
 def replay_command(
     cluster: Path = typer.Option(None, "--cluster", help="cluster.toml written by `cluster up` "
-                                 "(district, clock, addresses); the options below override."),
+                                 "or `cluster init` (district, clock, addresses); the options "
+                                 "below override it."),
     gateway: list[str] = typer.Option(None, "--gateway", help="Sensor address host:port of "
                                       "gw0, gw1, ... (repeat, in order)."),
-    max_sn: int = typer.Option(20, "--max-sn", min=1),
-    seed: int = typer.Option(1, "--seed"),
+    max_sn: int = typer.Option(None, "--max-sn", min=1, help="Max sensor nodes per gateway "
+                               "(default 20)."),
+    seed: int = typer.Option(None, "--seed", help="District seed (default 1)."),
     start: int = typer.Option(None, "--start-cycle", min=0, help="First cycle of the profile "
                               "year (default 0)."),
     cycles: int = typer.Option(None, "--cycles", min=1, help="Cycles to replay (default 96)."),
@@ -46,37 +63,35 @@ def replay_command(
     from streamanon.net.sensors import replay
     from streamanon.sim.district import District, DistrictConfig
 
-    dist: dict[str, object] = {"gateways": len(gateway or []), "max_sn": max_sn, "seed": seed}
-    rep: dict[str, object] = {}
-    base = Path(".")
+    district_args: dict[str, Any] = {"max_sn": 20, "seed": 1}
+    rep: dict[str, Any] = {"start": 0, "cycles": 96, "period": 900.0, "lead": 0.0,
+                           "data_period": 900.0, "gateways": []}
     if cluster is not None:
-        try:
-            doc = tomllib.loads(cluster.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            fail(f"{cluster}: {exc}")
-        dist, rep, base = doc["district"], doc["replay"], cluster.resolve().parent
-    addresses = list(gateway) if gateway else list(rep.get("gateways", []))  # type: ignore[call-overload]
-    if not addresses:
+        more_district, more_rep = _cluster_file(cluster)
+        district_args.update(more_district)
+        rep.update(more_rep)
+    given = {"start": start, "cycles": cycles, "period": period, "lead": lead,
+             "measurements": measurements, "gateways": list(gateway) if gateway else None}
+    rep.update({k: v for k, v in given.items() if v is not None})
+    district_args.update({k: v for k, v in {"max_sn": max_sn, "seed": seed}.items()
+                          if v is not None})
+    if t0 is not None:
+        rep["t0"], rep["t0_file"] = t0, None
+    elif t0_file is not None:
+        rep["t0_file"] = t0_file
+    if not rep["gateways"]:
         fail("give --cluster or --gateway addresses")
-    dist["gateways"] = len(addresses)
-    p = float(period if period is not None else rep.get("period", 900.0))  # type: ignore[arg-type]
-    s = int(start if start is not None else rep.get("start", 0))  # type: ignore[call-overload]
-    out = measurements or (base / str(rep["measurements"]) if "measurements" in rep else None)
-    if t0_file is None and "t0_file" in rep and t0 is None:
-        t0_file = base / str(rep["t0_file"])
-    if t0 is None and t0_file is None and "t0" not in rep:
+    if rep.get("t0") is None and rep.get("t0_file") is None:
         fail("give --t0 or --t0-file: the gateways' clock ([clock] t0 or t0_file)")
+    district_args["gateways"] = len(rep["gateways"])
     try:
-        district = District(DistrictConfig(**dist))  # type: ignore[arg-type]
-        stats = replay(district, addresses, start=s,
-                       cycles=int(cycles if cycles is not None else rep.get("cycles", 96)),  # type: ignore[call-overload]
-                       t0=float(t0 if t0 is not None else rep.get("t0", 0.0)),  # type: ignore[arg-type]
-                       period=p, lead=float(lead if lead is not None else rep.get("lead", 0.0)),  # type: ignore[arg-type]
-                       measurements=out,
-                       data_period=float(rep.get("data_period", 900.0)),  # type: ignore[arg-type]
-                       t0_file=t0_file if t0 is None else None,
-                       ready_file=(base / str(rep["ready_file"]) if "ready_file" in rep
-                                   else None))
+        district = District(DistrictConfig(**district_args))
+        stats = replay(district, list(rep["gateways"]), start=int(rep["start"]),
+                       cycles=int(rep["cycles"]), t0=float(rep.get("t0") or 0.0),
+                       period=float(rep["period"]), lead=float(rep["lead"]),
+                       measurements=rep.get("measurements"),
+                       data_period=float(rep["data_period"]), t0_file=rep.get("t0_file"),
+                       ready_file=rep.get("ready_file"))
     except (ValueError, TypeError) as exc:
         fail(str(exc))
     print_summary("sensor replay", asdict(stats), as_json)

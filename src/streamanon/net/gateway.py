@@ -343,6 +343,11 @@ class GatewayDaemon:
 
     # -- the ring ---------------------------------------------------------------------------
     def start_cycle(self, cycle: int) -> None:
+        if cycle in self.ring.sessions:
+            ccc, members = self.ring.sessions[cycle]
+            log.warning("cycle %d: gw%d already coordinates it (ring %s); not starting another",
+                        cycle, ccc, members)
+            return
         members = tuple(sorted([self.cfg.id] + [p for p, link in self.links.items() if link.up]))
         self.ring.set(cycle, self.cfg.id, members)
         self.ring.use(cycle)

@@ -22,6 +22,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from streamanon.net.tls import split_address
 from streamanon.sim.district import District
@@ -159,5 +160,6 @@ def _fmt(t: float) -> str:
     return str(int(t)) if float(t).is_integer() else repr(float(t))
 
 
-def replay(district: District, addresses: list[str], **kwargs: object) -> ReplayStats:
-    return asyncio.run(replay_async(district, addresses, **kwargs))  # type: ignore[arg-type]
+def replay(district: District, addresses: list[str], **kwargs: Any) -> ReplayStats:
+    """:func:`replay_async` in its own event loop."""
+    return asyncio.run(replay_async(district, addresses, **kwargs))
