@@ -2,8 +2,9 @@
 
 * A replayed day: the CE's table equals the in-process simulation's deZent publications
   tuple for tuple (exact structure, p_pub = 1 so no coin decides), the per (cycle, value)
-  counts equal the centralized scenario's, the independent z checker passes, and the bytes of
-  the ring frames per round equal the simulation's byte metric plus the framing overhead.
+  counts equal the centralized scenario's, the independent z checker passes, the bytes of
+  the ring frames per round equal the simulation's byte metric plus the framing overhead, and
+  the bytes TCP carried equal the frames plus the TLS record overhead.
 * A gateway killed in the middle of a cycle: no privacy violation, the others go on, it
   rejoins after a restart.
 """
@@ -21,6 +22,9 @@ from streamanon.dezent.ring import Ring
 from streamanon.net import framing
 from streamanon.net.cluster import Cluster, ClusterSpec, check_run, read_stats
 from streamanon.sim.scenarios import simulate
+
+TLS_RECORD_MAX = 16384  # plaintext bytes per TLS record
+TLS_RECORD_OVERHEAD = 22  # TLS 1.3 AEAD: 5-byte header + 1-byte inner type + 16-byte tag
 
 
 def _rows(path):
@@ -89,6 +93,11 @@ def test_a_replayed_day_equals_the_simulation(tmp_path, structure, cycles, perio
         overhead = sum(r["ring_bytes"] for r in rows) - frames * nbytes
         assert overhead == spec.gateways * (framing.ring_overhead(5, collect=True)
                                             + framing.ring_overhead(5, collect=False))
+        # and what TCP carried (TCP_INFO of each link): the frames in TLS records
+        sizes = [nbytes + framing.ring_overhead(5, collect=kind) for kind in (True, False)]
+        records = spec.gateways * sum(-(-n // TLS_RECORD_MAX) for n in sizes)
+        tls = sum(r["tcp_bytes"] for r in rows) - sum(r["ring_bytes"] for r in rows)
+        assert tls == records * TLS_RECORD_OVERHEAD, (c, tls, records)
     m = sim.metrics["dezent"].result
     assert m["messages"]["gw_gw"] == sum(r["ring_frames"] for r in stats)
     assert m["bytes"]["gw_gw"] == sum(r["payload_bytes"] for r in stats)

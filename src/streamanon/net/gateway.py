@@ -40,7 +40,9 @@ import os
 import re
 import secrets
 import signal
+import socket
 import ssl
+import struct
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -126,6 +128,7 @@ class PeerLink:
         self.ever_up = False
         self.tried = asyncio.Event()  # set after the first connection attempt ended
         self.lock = asyncio.Lock()
+        self.send_lock = asyncio.Lock()
         self.down = asyncio.Event()
         self.down.set()
 
@@ -187,17 +190,25 @@ class PeerLink:
             if not ok:
                 await asyncio.sleep(retry)
 
-    async def send(self, data: bytes) -> bool:
+    async def send(self, data: bytes) -> int | None:
+        """Send one frame; the bytes TCP took for it (TLS records included: measured from the
+        socket's ``TCP_INFO``; 0 where the kernel does not say), or None when it failed."""
         if not self.up and not await self.connect():
-            return False
-        assert self.writer is not None
-        try:
-            self.writer.write(data)
-            await asyncio.wait_for(self.writer.drain(), CONNECT_TIMEOUT)
-            return True
-        except (OSError, TimeoutError, RuntimeError) as exc:
-            self.mark_down(f"send failed: {exc}")
-            return False
+            return None
+        async with self.send_lock:  # one frame at a time: the byte count is this frame's
+            writer = self.writer
+            if writer is None:
+                return None
+            sock = writer.get_extra_info("socket")
+            before = tcp_bytes_written(sock)
+            try:
+                writer.write(data)
+                await asyncio.wait_for(writer.drain(), CONNECT_TIMEOUT)
+            except (OSError, TimeoutError, RuntimeError) as exc:
+                self.mark_down(f"send failed: {exc}")
+                return None
+            after = tcp_bytes_written(sock)
+            return after - before if before is not None and after is not None else 0
 
 
 class GatewayDaemon:
@@ -432,8 +443,12 @@ class GatewayDaemon:
             self.spawn(self._send(cycle, s.to, data))
 
     async def _send(self, cycle: int, to: int, data: bytes) -> None:
-        if not await self.links[to].send(data):
+        sent = await self.links[to].send(data)
+        if sent is None:
             log.warning("cycle %d: successor gw%d unreachable; the round stops here", cycle, to)
+        elif cycle in self.stats:
+            st = self.stats[cycle]
+            st["tcp_bytes"] = st.get("tcp_bytes", 0) + sent
 
     async def serve_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
                          ) -> None:
@@ -621,6 +636,23 @@ class GatewayDaemon:
         self.flush_stats()
         self.outbox.close()
         log.info("gateway %s stopped", self.cfg.name)
+
+
+_TCP_INFO = getattr(socket, "TCP_INFO", None)
+
+
+def tcp_bytes_written(sock: Any) -> int | None:
+    """Bytes the kernel took on this TCP socket so far (``tcpi_bytes_sent`` +
+    ``tcpi_notsent_bytes`` of Linux's ``struct tcp_info``), or None where unavailable."""
+    if sock is None or _TCP_INFO is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 512)
+    except OSError:
+        return None
+    if len(info) < 208:
+        return None
+    return struct.unpack_from("<Q", info, 200)[0] + struct.unpack_from("<I", info, 144)[0]
 
 
 def _secret(path: Path) -> bytes:
