@@ -1,0 +1,199 @@
+"""``streamanon flink ...``: the same operators as jobs on Apache Flink (the ``flink`` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from streamanon.cli.app import app
+from streamanon.cli.common import (
+    JSON_HELP,
+    REJECTS_HELP,
+    TOLERANCE_HELP,
+    fail,
+    on_error_option,
+    print_summary,
+)
+from streamanon.io import InputError, OnError
+
+flink_app = typer.Typer(
+    help=(
+        "Run the operators as Apache Flink jobs (PyFlink, `pip install 'streamanon[flink]'`, "
+        "Java 17): on a local mini-cluster by default, or submitted to a cluster with "
+        "`flink run` (see README). Output files are the same as the pure-Python commands', "
+        "so `diff` compares the two paths."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(flink_app, name="flink")
+
+SOURCE_HELP = "Input: a CSV (header t,u,a) or JSON Lines file, or tcp://HOST:PORT to read lines " \
+    "from a TCP server (the job connects to it and ends when it closes)."
+PARALLELISM_HELP = "Parallelism of the keyed operator (the source and validation run at 1)."
+MODE_HELP = "PyFlink execution mode: thread (Python inside the JVM, faster) or process."
+CHECKPOINT_HELP = "Checkpoint interval in milliseconds (> 0: the file sink commits on checkpoints)."
+WORK_HELP = "Keep the job's part files and checkpoints here (needed for --restore); default: " \
+    "a temporary folder removed after the merge."
+RESTORE_HELP = "Resume from this checkpoint (a chk-N folder), or 'latest' for the newest one " \
+    "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir."
+
+
+def _require_pyflink() -> None:
+    try:
+        import pyflink  # noqa: F401
+    except ImportError:
+        fail("Flink support is not installed: pip install 'streamanon[flink]' (needs Java 17)")
+
+
+def parse_source(source: str) -> Any:
+    from streamanon.flink.job import Endpoint
+
+    if source.startswith("tcp://"):
+        try:
+            return Endpoint.parse(source[len("tcp://"):])
+        except ValueError as exc:
+            fail(str(exc))
+    if not Path(source).is_file():
+        fail(f"no such input file: {source}")
+    return source
+
+
+def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
+                restore: str | None, work_dir: Path | None, release_to: str | None,
+                pace: float) -> Any:
+    from streamanon.flink.env import latest_checkpoint
+    from streamanon.flink.job import Endpoint, JobOptions
+
+    if mode not in ("thread", "process"):
+        fail(f"--mode must be thread or process, got {mode!r}")
+    if restore is not None and work_dir is None:
+        fail("--restore needs --work-dir: the folder of the run being resumed")
+    ckpt_dir = checkpoint_dir or (work_dir / "checkpoints" if work_dir else None)
+    restore_from: Path | None = None
+    if restore == "latest":
+        restore_from = latest_checkpoint(ckpt_dir) if ckpt_dir else None
+        if restore_from is None:
+            fail(f"no completed checkpoint under {ckpt_dir}")
+    elif restore is not None:
+        restore_from = Path(restore)
+        if not (restore_from / "_metadata").is_file():
+            fail(f"not a completed checkpoint (no _metadata): {restore}")
+    try:
+        target = Endpoint.parse(release_to) if release_to else None
+    except ValueError as exc:
+        fail(str(exc))
+    return JobOptions(parallelism=parallelism, mode=mode,
+                      checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
+                      restore_from=restore_from, work_dir=work_dir, pace=pace,
+                      release_to=target)
+
+
+parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
+mode_option = typer.Option("thread", "--mode", help=MODE_HELP)
+checkpoint_option = typer.Option(2000, "--checkpoint-interval", min=1, help=CHECKPOINT_HELP)
+checkpoint_dir_option = typer.Option(None, "--checkpoint-dir", help="Where checkpoints go "
+                                     "(default: WORK/checkpoints); kept after the run.")
+restore_option = typer.Option(None, "--restore", help=RESTORE_HELP)
+work_option = typer.Option(None, "--work-dir", help=WORK_HELP)
+release_option = typer.Option(None, "--release-to", help="Also send every outcome line "
+                              "(seq, P/S, ...) to this TCP server HOST:PORT as it leaves.")
+pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
+                           "(failure drills: lets a test kill the job after a checkpoint).")
+
+
+@flink_app.command("z")
+def flink_z(
+    source: str = typer.Argument(..., help=SOURCE_HELP),
+    z: int = typer.Option(..., "--z", min=1, help="Publish a value only when >= z distinct "
+                          "users exposed it within Δt."),
+    delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
+    output: str = typer.Option("-", "-o", "--output", help="One file of published t,u,a rows "
+                               "in input order, as `streamanon z` writes (- = stdout)."),
+    in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
+    on_error: OnError = on_error_option,
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
+                                 "OUTPUT.rejects.jsonl."),
+    time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
+    parallelism: int = parallelism_option,
+    mode: str = mode_option,
+    checkpoint_interval: int = checkpoint_option,
+    checkpoint_dir: Path = checkpoint_dir_option,
+    restore: str = restore_option,
+    work_dir: Path = work_option,
+    release_to: str = release_option,
+    pace: float = pace_option,
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """z-anonymity as a Flink job keyed by the coarsest level of the value; output as `z`.
+
+    Example (the two paths agree):
+
+        streamanon flink z --z 5 --delta-t 3600 -p 2 trace.csv -o flink.csv
+        streamanon z --z 5 --delta-t 3600 trace.csv -o pure.csv && diff pure.csv flink.csv
+    """
+    _require_pyflink()
+    from streamanon.flink.job import run_z_job
+    from streamanon.flink.outcomes import OutcomeGap
+
+    src = parse_source(source)
+    options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
+                          work_dir, release_to, pace)
+    if on_error is OnError.skip and rejects is None and output != "-":
+        rejects = Path(f"{output}.rejects.jsonl")
+    try:
+        result = run_z_job(src, output, z, delta_t, options, in_format=in_format,
+                           on_error=on_error, rejects_path=rejects,
+                           time_tolerance=time_tolerance)
+    except InputError as exc:
+        fail(str(exc))
+    except (OSError, ValueError, OutcomeGap) as exc:
+        fail(str(exc))
+    except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
+        fail(_job_failure(exc))
+    summary: dict[str, Any] = result.stats.to_dict()
+    print_summary(f"streamanon flink z (z={z}, Δt={delta_t:g} s, p={parallelism}, {mode})",
+                  summary, as_json)
+
+
+@flink_app.command("merge")
+def flink_merge(
+    parts: Path = typer.Argument(..., help="The job's part-file folder (WORK/parts)."),
+    output: str = typer.Option("-", "-o", "--output", help="One file in input order."),
+    on_error: OnError = on_error_option,
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Merge the part files of a job run elsewhere (e.g. with `flink run`) into one file.
+
+    Checks that every input line has exactly one outcome (no loss, no duplicate).
+    """
+    from streamanon.flink.outcomes import OutcomeGap, merge_outcomes
+    from streamanon.io import detect_format
+
+    try:
+        result = merge_outcomes(parts, output, out_format=detect_format(
+            None if output == "-" else output), on_error=on_error, rejects_path=rejects,
+            source=str(parts))
+    except (OSError, ValueError, OutcomeGap) as exc:
+        fail(str(exc))
+    if result.first_error is not None:
+        fail(str(result.first_error))
+    summary = result.stats.to_dict()
+    summary["published_per_level"] = {
+        f"level_{i}": n for i, n in enumerate(result.published_per_level)}
+    summary["restamped"] = result.restamped
+    print_summary(f"streamanon flink merge ({parts})", summary, as_json)
+
+
+def _job_failure(exc: Exception) -> str:
+    """The first line of the Python or Java cause of a failed job, not the whole trace."""
+    text = str(exc)
+    for marker in ("Traceback", "Caused by:"):
+        pos = text.rfind(marker)
+        if pos >= 0:
+            lines = [ln for ln in text[pos:].splitlines() if ln.strip()]
+            tail = [ln for ln in lines if not ln.startswith((" ", "\t"))]
+            return f"the Flink job failed: {(tail[-1] if tail else lines[0]).strip()}"
+    return f"the Flink job failed: {text.splitlines()[0] if text else type(exc).__name__}"
