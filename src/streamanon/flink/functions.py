@@ -1,9 +1,9 @@
 """The PyFlink functions of the z-anonymity job (needs the ``flink`` extra).
 
 * :class:`NumberAndValidate` (parallelism 1, one key): numbers input lines and validates them
-  with streamanon's own reader (:mod:`streamanon.io.readers`), so the Flink path rejects and
-  re-stamps exactly what ``streamanon z`` does. Its state (line number, clock, CSV header) is
-  in a Flink ``ValueState``.
+  with streamanon's own reader (:class:`~streamanon.flink.lines.LineValidator`), so the Flink
+  path rejects and re-stamps exactly what ``streamanon z`` does. Its state (line number,
+  clock, CSV header) is in a Flink ``ValueState``.
 * :class:`ZByCoarsestLevel` (parallelism p, keyed by the coarsest hierarchy level of the
   value): all levels of one tuple share that key, so each key's :class:`ZAnonymizer` counts
   exactly what a single global operator would count, and the rule stays in one place.
@@ -31,17 +31,8 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
-from streamanon.flink.outcomes import (
-    BLANK,
-    HEADER,
-    marker_line,
-    published_line,
-    rejected_line,
-    suppressed_line,
-)
-from streamanon.io.policy import OnError
-from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, _Reader
-from streamanon.records import Record, Suppressed
+from streamanon.flink.lines import LineValidator, z_outcome
+from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN
 from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 
 #: side output of the validator: outcome lines that need no operator (rejects, header, blanks)
@@ -49,10 +40,11 @@ META = OutputTag("meta", Types.STRING())
 
 
 class NumberAndValidate(KeyedProcessFunction):
-    """Lines in, ``(key, seq, t, t_text, u, a, restamped)`` records out (meta lines aside).
+    """Lines in, :data:`~streamanon.flink.lines.ZInput` records out (meta lines to :data:`META`).
 
-    ``pace`` seconds are slept per line: for failure drills and demos only (a job that would
-    otherwise end before a checkpoint can be taken and the process killed).
+    A :class:`~streamanon.flink.lines.LineValidator` does the work; its state tuple is kept in
+    a Flink ``ValueState`` after every line. ``pace`` seconds are slept per line: for failure
+    drills only (a job that would otherwise end before a checkpoint and a kill).
     """
 
     def __init__(
@@ -65,53 +57,31 @@ class NumberAndValidate(KeyedProcessFunction):
         source_name: str = "input",
         pace: float = 0.0,
     ) -> None:
+        self.options = {"time_tolerance": float(time_tolerance), "max_value_len": max_value_len,
+                        "separator": separator, "source_name": source_name}
         self.fmt = fmt
-        self.time_tolerance = float(time_tolerance)
-        self.max_value_len = max_value_len
-        self.separator = separator
-        self.source_name = source_name
         self.pace = float(pace)
 
     def open(self, runtime_context: Any) -> None:
         self._state = runtime_context.get_state(
-            ValueStateDescriptor("reader", Types.PICKLED_BYTE_ARRAY()))
-        self._reader: _Reader | None = None
-        self._line = 0
-
-    def _restore(self) -> _Reader:
-        # on_error=skip here: the policy is applied at the merge, which sees every rejection
-        reader = _Reader(self.fmt, OnError.skip, None, self.time_tolerance,
-                         self.max_value_len, self.source_name)
-        saved = self._state.value()
-        if saved is not None:
-            self._line, reader.clock, reader.header, reader.ncols = saved
-        return reader
+            ValueStateDescriptor("validator", Types.PICKLED_BYTE_ARRAY()))
+        self._validator: LineValidator | None = None
 
     def process_element(self, line: str, ctx: Any):  # type: ignore[override]
-        reader = self._reader
-        if reader is None:
-            reader = self._reader = self._restore()
+        validator = self._validator
+        if validator is None:  # first line of this task (also after a restore)
+            validator = self._validator = LineValidator(self.fmt, **self.options)
+            saved = self._state.value()
+            if saved is not None:
+                validator.restore(saved)
         if self.pace:
             time.sleep(self.pace)
-        self._line += 1
-        seq = self._line
-        if not line.strip():
-            yield META, marker_line(seq, BLANK)
-        elif self.fmt == "csv" and reader.header is None and not reader.take_header(seq, line)[1]:
-            yield META, marker_line(seq, HEADER)
-        else:
-            if self.fmt == "csv":
-                cols = reader.csv_chunk(seq, line)
-            else:
-                cols = reader.jsonl_chunk(seq, line)
-            batch, rejects = reader.finish(cols)
-            for r in rejects:
-                yield META, rejected_line(r)
-            if len(batch):
-                a = batch.a[0]
-                yield (a.split(self.separator, 1)[0], seq, float(batch.t[0]), batch.t_text[0],
-                       batch.u[0], a, batch.restamped > 0)
-        self._state.update((seq, reader.clock, reader.header, reader.ncols))
+        meta, record = validator.feed(line)
+        self._state.update(validator.state())
+        for text in meta:
+            yield META, text
+        if record is not None:
+            yield record
 
 
 class ZByCoarsestLevel(KeyedProcessFunction):
@@ -139,12 +109,12 @@ class ZByCoarsestLevel(KeyedProcessFunction):
         return op, log, [0]
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
-        key, seq, t, t_text, u, a, restamped = value
+        key, _, t, _, u, a, _ = value
         entry = self._cache.get(key)
         if entry is None:
             entry = self._cache[key] = self._rebuild()
         op, log, expired = entry
-        out = op.process(Record(t, u, a, t_text))
+        outcome = z_outcome(op, value)
         exposure = (t, u, a)
         self._log_state.add(exposure)
         log.append(exposure)
@@ -155,7 +125,4 @@ class ZByCoarsestLevel(KeyedProcessFunction):
         if expired[0] >= self.MIN_REWRITE and expired[0] > len(log):
             self._log_state.update(list(log))
             expired[0] = 0
-        if isinstance(out, Suppressed):
-            yield suppressed_line(seq, restamped)
-        else:
-            yield published_line(seq, out.a.count(self.separator), restamped, t_text, u, out.a)
+        yield outcome

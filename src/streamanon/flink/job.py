@@ -79,6 +79,7 @@ def line_source(env: Any, source: str | Path | Endpoint) -> Any:
 
 def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None) -> None:
     """Outcome lines to exactly-once part files under ``out_dir`` (and a TCP sink, if asked)."""
+    from pyflink.common import Types
     from pyflink.common.serialization import Encoder, SimpleStringSchema
     from pyflink.datastream import SinkFunction
     from pyflink.datastream.connectors.file_system import FileSink, OutputFileConfig
@@ -93,11 +94,13 @@ def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None)
     )
     stream.sink_to(sink).name("outcome part files").uid("outcome-files")
     if release_to is not None:
+        # one line per outcome, flushed as it leaves (SimpleStringSchema adds no delimiter)
         jvm = get_gateway().jvm
         j_schema = SimpleStringSchema()._j_serialization_schema
         fn = jvm.org.apache.flink.streaming.api.functions.sink.legacy.SocketClientSink(
             release_to.host, release_to.port, j_schema, 0, True)
-        stream.add_sink(SinkFunction(fn)).name("release socket").set_parallelism(1)
+        (stream.map(lambda line: line + "\n", output_type=Types.STRING()).set_parallelism(1)
+         .add_sink(SinkFunction(fn)).name("release socket").set_parallelism(1))
 
 
 def build_z_job(
