@@ -62,7 +62,7 @@ def parse_source(source: str) -> Any:
 
 def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
                 restore: str | None, work_dir: Path | None, release_to: str | None,
-                pace: float) -> Any:
+                pace: float, restarts: int = 0, python_executable: str | None = None) -> Any:
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.job import Endpoint, JobOptions
 
@@ -87,7 +87,8 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
     return JobOptions(parallelism=parallelism, mode=mode,
                       checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
                       restore_from=restore_from, work_dir=work_dir, pace=pace,
-                      release_to=target)
+                      release_to=target, restarts=restarts,
+                      python_executable=python_executable)
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
@@ -99,6 +100,10 @@ restore_option = typer.Option(None, "--restore", help=RESTORE_HELP)
 work_option = typer.Option(None, "--work-dir", help=WORK_HELP)
 release_option = typer.Option(None, "--release-to", help="Also send every outcome line "
                               "(seq, P/S, ...) to this TCP server HOST:PORT as it leaves.")
+restarts_option = typer.Option(0, "--restarts", min=0, help="Restart a failed job from its "
+                               "latest checkpoint up to this many times (default 0: fail).")
+python_option = typer.Option(None, "--python-executable", help="The Python of the "
+                             "TaskManagers' workers (default: this one); for clusters.")
 pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
                            "(failure drills: lets a test kill the job after a checkpoint).")
 
@@ -123,6 +128,8 @@ def flink_z(
     restore: str = restore_option,
     work_dir: Path = work_option,
     release_to: str = release_option,
+    restarts: int = restarts_option,
+    python_executable: str = python_option,
     pace: float = pace_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -139,7 +146,7 @@ def flink_z(
 
     src = parse_source(source)
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
-                          work_dir, release_to, pace)
+                          work_dir, release_to, pace, restarts, python_executable)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     try:

@@ -47,21 +47,33 @@ def flink_settings(
     checkpoint_interval_ms: int = 0,
     checkpoint_dir: str | Path | None = None,
     restore_from: str | Path | None = None,
+    restarts: int = 0,
+    python_executable: str | None = None,
 ) -> dict[str, str]:
-    """The configuration entries of one job (plain strings, so they can be shown or logged)."""
+    """The configuration entries of one job (plain strings, so they can be shown or logged).
+
+    ``restarts`` > 0 restarts a failed job from its latest checkpoint that many times (the
+    default, none, makes a Python error fail the job instead of looking like a hang).
+    ``python_executable`` is the interpreter of the TaskManagers' Python workers (default:
+    this one; on a cluster, a path that exists on every TaskManager).
+    """
     if mode not in EXECUTION_MODES:
         raise ValueError(f"execution mode must be one of {EXECUTION_MODES}, got {mode!r}")
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got {parallelism}")
     settings = {
         "python.execution-mode": mode,
-        "python.executable": sys.executable,
+        "python.executable": python_executable or sys.executable,
         "python.client.executable": sys.executable,
         "restart-strategy.type": "none",
         "parallelism.default": str(parallelism),
         # a bounded file job ends with a final checkpoint that commits the sink's last files
         "execution.checkpointing.checkpoints-after-tasks-finish": "true",
     }
+    if restarts > 0:
+        settings["restart-strategy.type"] = "fixed-delay"
+        settings["restart-strategy.fixed-delay.attempts"] = str(int(restarts))
+        settings["restart-strategy.fixed-delay.delay"] = "1 s"
     if checkpoint_interval_ms > 0:
         settings["execution.checkpointing.interval"] = f"{int(checkpoint_interval_ms)} ms"
         settings["execution.checkpointing.mode"] = "EXACTLY_ONCE"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,16 @@ class JobOptions:
     work_dir: str | Path | None = None  # part files; a temporary folder when None
     pace: float = 0.0
     release_to: Endpoint | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    restarts: int = 0
+    python_executable: str | None = None
+
+    def env_settings(self, work: Path) -> dict[str, Any]:
+        """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
+        return {"parallelism": self.parallelism, "mode": self.mode,
+                "checkpoint_interval_ms": self.checkpoint_interval_ms,
+                "checkpoint_dir": self.checkpoint_dir or work / "checkpoints",
+                "restore_from": self.restore_from, "restarts": self.restarts,
+                "python_executable": self.python_executable}
 
 
 def line_source(env: Any, source: str | Path | Endpoint) -> Any:
@@ -177,10 +186,7 @@ def run_z_job(
         options.work_dir)  # type: ignore[arg-type]
     try:
         prepare_python_path()
-        env = make_env(parallelism=options.parallelism, mode=options.mode,
-                       checkpoint_interval_ms=options.checkpoint_interval_ms,
-                       checkpoint_dir=options.checkpoint_dir or work / "checkpoints",
-                       restore_from=options.restore_from)
+        env = make_env(**options.env_settings(work))
         parts = work / "parts"
         build_z_job(env, source, parts, z, delta_t, fmt=fmt, time_tolerance=time_tolerance,
                     pace=options.pace, release_to=options.release_to)
