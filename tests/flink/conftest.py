@@ -1,4 +1,4 @@
-"""Flink tests: skipped without the ``flink`` extra or Java; each job costs ~25-40 s."""
+"""Helpers of the Flink tests; each job on the mini-cluster costs ~25-40 s."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyflink", reason="needs the flink extra: pip install 'streamanon[flink]'")
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("PyFlink needs Java 17", allow_module_level=True)
+
+def require_flink() -> None:
+    """Skip the calling test module without the ``flink`` extra or a Java runtime."""
+    pytest.importorskip("pyflink", reason="needs the flink extra: pip install 'streamanon[flink]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("PyFlink needs Java 17", allow_module_level=True)
 
 STREAMANON = [sys.executable, "-c", "from streamanon.cli import main; main()"]
 

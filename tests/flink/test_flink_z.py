@@ -18,8 +18,9 @@ from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io import OnError
 from streamanon.zanon import ZAnonymizer
-from tests.flink.conftest import run_and_kill_after_checkpoint, streamanon
+from tests.flink.conftest import require_flink, run_and_kill_after_checkpoint, streamanon
 
+require_flink()
 pytestmark = pytest.mark.flink
 
 Z, DELTA_T, TOLERANCE = 3, 600.0, 5.0
