@@ -221,6 +221,8 @@ def run_one(path: str, lines: list[str], spec: dict, args: argparse.Namespace,
                f"{HOST}:{client.rel_port}", "-p", str(parallelism), "--mode", mode,
                "-o", str(work / f"flink-{spec['operator']}-p{parallelism}-{mode}.csv"),
                "--checkpoint-interval", str(args.checkpoint_interval), "--json", *extra]
+        if args.buffer_timeout is not None:
+            cmd += ["--buffer-timeout", str(args.buffer_timeout)]
         if spec["operator"] == "z":
             cmd += ["--z", str(spec["z"]), "--delta-t", str(spec["delta_t"])]
         else:
@@ -414,7 +416,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.0,
                         help="tuples per second to send (default 0: as fast as taken)")
     parser.add_argument("--checkpoint-interval", type=int, default=2000, help="ms")
-    parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--buffer-timeout", type=int, default=None,
+                        help="Flink network buffer timeout in ms (default: Flink's 100)")
+    parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/out/flink"))
     args = parser.parse_args()
     if args.pure_operator:
         src, rel, spec = args.pure_operator

@@ -62,7 +62,8 @@ def parse_source(source: str) -> Any:
 
 def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
                 restore: str | None, work_dir: Path | None, release_to: str | None,
-                pace: float, restarts: int = 0, python_executable: str | None = None) -> Any:
+                pace: float, restarts: int = 0, python_executable: str | None = None,
+                buffer_timeout: int | None = None) -> Any:
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.job import Endpoint, JobOptions
 
@@ -88,7 +89,7 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
                       checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
                       restore_from=restore_from, work_dir=work_dir, pace=pace,
                       release_to=target, restarts=restarts,
-                      python_executable=python_executable)
+                      python_executable=python_executable, buffer_timeout_ms=buffer_timeout)
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
@@ -104,6 +105,9 @@ restarts_option = typer.Option(0, "--restarts", min=0, help="Restart a failed jo
                                "latest checkpoint up to this many times (default 0: fail).")
 python_option = typer.Option(None, "--python-executable", help="The Python of the "
                              "TaskManagers' workers (default: this one); for clusters.")
+buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds a record "
+                             "may wait in a network buffer (Flink's default 100; lower = less "
+                             "latency, less throughput).")
 pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
                            "(failure drills: lets a test kill the job after a checkpoint).")
 
@@ -130,6 +134,7 @@ def flink_z(
     release_to: str = release_option,
     restarts: int = restarts_option,
     python_executable: str = python_option,
+    buffer_timeout: int = buffer_option,
     pace: float = pace_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -146,7 +151,8 @@ def flink_z(
 
     src = parse_source(source)
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
-                          work_dir, release_to, pace, restarts, python_executable)
+                          work_dir, release_to, pace, restarts, python_executable,
+                          buffer_timeout)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     try:

@@ -49,13 +49,16 @@ def flink_settings(
     restore_from: str | Path | None = None,
     restarts: int = 0,
     python_executable: str | None = None,
+    buffer_timeout_ms: int | None = None,
 ) -> dict[str, str]:
     """The configuration entries of one job (plain strings, so they can be shown or logged).
 
     ``restarts`` > 0 restarts a failed job from its latest checkpoint that many times (the
     default, none, makes a Python error fail the job instead of looking like a hang).
     ``python_executable`` is the interpreter of the TaskManagers' Python workers (default:
-    this one; on a cluster, a path that exists on every TaskManager).
+    this one; on a cluster, a path that exists on every TaskManager). ``buffer_timeout_ms``
+    bounds how long a record may wait in a network buffer (Flink's default: 100 ms per
+    exchange; lower trades throughput for latency).
     """
     if mode not in EXECUTION_MODES:
         raise ValueError(f"execution mode must be one of {EXECUTION_MODES}, got {mode!r}")
@@ -70,6 +73,8 @@ def flink_settings(
         # a bounded file job ends with a final checkpoint that commits the sink's last files
         "execution.checkpointing.checkpoints-after-tasks-finish": "true",
     }
+    if buffer_timeout_ms is not None:
+        settings["execution.buffer-timeout.interval"] = f"{int(buffer_timeout_ms)} ms"
     if restarts > 0:
         settings["restart-strategy.type"] = "fixed-delay"
         settings["restart-strategy.fixed-delay.attempts"] = str(int(restarts))

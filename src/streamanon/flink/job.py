@@ -57,6 +57,7 @@ class JobOptions:
     release_to: Endpoint | None = None
     restarts: int = 0
     python_executable: str | None = None
+    buffer_timeout_ms: int | None = None
 
     def env_settings(self, work: Path) -> dict[str, Any]:
         """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
@@ -64,7 +65,8 @@ class JobOptions:
                 "checkpoint_interval_ms": self.checkpoint_interval_ms,
                 "checkpoint_dir": self.checkpoint_dir or work / "checkpoints",
                 "restore_from": self.restore_from, "restarts": self.restarts,
-                "python_executable": self.python_executable}
+                "python_executable": self.python_executable,
+                "buffer_timeout_ms": self.buffer_timeout_ms}
 
 
 def line_source(env: Any, source: str | Path | Endpoint) -> Any:
