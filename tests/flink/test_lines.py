@@ -61,3 +61,19 @@ def test_line_path_publishes_what_the_batch_path_publishes(tmp_path):
     result = merge_rows(outcomes, tmp_path / "line.csv", on_error=OnError.fail)
     assert (tmp_path / "line.csv").read_bytes() == (tmp_path / "batch.csv").read_bytes()
     assert result.stats.read == 3000 and result.stats.balanced
+
+
+def test_json_lines_agree_with_the_file_reader():
+    lines = ['{"t": 1, "u": "alice", "a": "EU*FR"}', "[1, 2]", '{"t": 2, "u": "bob"}',
+             '{"t": "2016-01-01T00:00:00Z", "u": "carol", "a": "EU"}', "{oops",
+             '{"t": 0.5, "u": "dave", "a": "EU"}', '{"t": 1451606401, "u": 7, "a": 1.5}']
+    v = LineValidator("jsonl", time_tolerance=1.0)
+    fed = [v.feed(x) for x in lines]
+    records = [(r[1], r[2], r[3], r[4], r[5]) for _, r in fed if r is not None]
+    log = RejectLog()
+    expected = [(r.line, r.t, r.time_text(), r.u, r.a)
+                for b in iter_batches(io.StringIO("\n".join(lines) + "\n"), "jsonl",
+                                      on_error="skip", rejects=log, time_tolerance=1.0)
+                for r in b.records()]
+    assert records == expected
+    assert sum(m.count("\tR\t") for meta, _ in fed for m in meta) == log.count == 4
