@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +202,12 @@ def flink_merge(
 
 
 def _job_failure(exc: Exception) -> str:
-    """The first line of the Python or Java cause of a failed job, not the whole trace."""
+    """The Python (or Java) cause of a failed job in one line, not the whole trace."""
     text = str(exc)
+    found = re.findall(r"PythonException: <class '([\w.]+)'>: ([^\n]*)", text)
+    if found:
+        cls, message = found[-1]
+        return f"the Flink job failed: {cls.rsplit('.', 1)[-1]}: {message}"
     for marker in ("Traceback", "Caused by:"):
         pos = text.rfind(marker)
         if pos >= 0:

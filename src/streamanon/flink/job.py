@@ -35,6 +35,9 @@ class Endpoint:
     host: str
     port: int
 
+    def __str__(self) -> str:
+        return f"tcp://{self.host}:{self.port}"
+
     @classmethod
     def parse(cls, text: str) -> Endpoint:
         host, sep, port = text.rpartition(":")
