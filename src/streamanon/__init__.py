@@ -5,13 +5,16 @@
 'x'
 """
 
+from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.records import Record, Rejected, RunStats, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
 __all__ = [
     "AdaptiveZAnonymizer",
+    "CastleAnonymizer",
     "Record",
     "Rejected",
+    "RuleSet",
     "RunStats",
     "Suppressed",
     "ZAnonymizer",

@@ -16,16 +16,149 @@ def publication_ratio_vs_z(
 ) -> Path:
     """Publication ratio against z, one line per series (e.g. per Δt or per scenario)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, points in series.items():
+    styles = [("-", "o", 8), ("--", "s", 5), (":", "^", 5), ("-.", "D", 4)]
+    ticks: set[float] = set()
+    for i, (label, points) in enumerate(series.items()):
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, marker="o", label=label)
+        line, marker, size = styles[i % len(styles)]
+        # identical series (deZent with an exact count == centralized) must stay visible
+        ax.plot(xs, ys, linestyle=line, marker=marker, markersize=size, label=label,
+                fillstyle="none" if i else "full")
+        ticks.update(xs)
     ax.set_xscale("log")
+    ax.set_xticks(sorted(ticks), [f"{x:g}" for x in sorted(ticks)])
+    ax.minorticks_off()
     ax.set_xlabel("z")
     ax.set_ylabel("publication ratio")
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def dezent_cost_vs_gateways(
+    messages: Mapping[str, Sequence[tuple[float, float]]],
+    bytes_: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | Path, title: str,
+) -> Path:
+    """deZent: messages and bytes per scenario (all links) against the number of gateways."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, series, label in ((axes[0], messages, "messages"), (axes[1], bytes_, "bytes")):
+        for name, points in series.items():
+            xs, ys = zip(*sorted(points), strict=True)
+            ax.plot(xs, ys, marker="o", label=name)
+        ax.set_xlabel("gateways")
+        ax.set_ylabel(f"{label} per simulated day (all links)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def collusion_vs_share(rows: Sequence[Mapping[str, float]], path: str | Path, title: str) -> Path:
+    """deZent: probability that colluders flank an honest gateway, formula and Monte Carlo."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [r["share"] for r in rows]
+    ax.plot(xs, [r["p_formula"] for r in rows], marker="o", label="formula c/(n-1)·(c-1)/(n-2)")
+    ax.plot(xs, [r["p_monte_carlo"] for r in rows], marker="x", linestyle="--",
+            label="Monte Carlo (random rings)")
+    ax.set_xlabel("share of colluding gateways")
+    ax.set_ylabel("p_att")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | Path,
+                            title: str) -> Path:
+    """deZent: privacy violations (published with < z true users) against the CBF's size."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs, ys = zip(*sorted(points), strict=True)
+    ax.plot(xs, ys, marker="o")
+    ax.set_xscale("log")
+    ax.set_xlabel("CBF bytes per ring message")
+    ax.set_ylabel("violations per run (mean over seeds)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def castle_info_loss_vs_k(
+    runs: Sequence[Mapping[str, object]], attributes: Sequence[str], path: str | Path,
+    title: str,
+) -> Path:
+    """CASTLE: mean information loss per attribute against k, one panel per δ.
+
+    ``runs`` are experiment rows with ``k``, ``delta`` and ``info_loss_<attribute>`` keys.
+    """
+    deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
+    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.5),
+                             squeeze=False, sharey=True)
+    colors = plt.get_cmap("tab20").colors
+    for ax, delta in zip(axes[0], deltas, strict=True):
+        ax.set_prop_cycle(color=colors)
+        sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
+                     key=lambda r: float(r["k"]))  # type: ignore[arg-type]
+        ks = [float(r["k"]) for r in sel]  # type: ignore[arg-type]
+        for a in attributes:
+            ax.plot(ks, [float(r[f"info_loss_{a}"]) for r in sel],  # type: ignore[arg-type]
+                    marker="o", label=a)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_title(f"δ = {delta:,}")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("mean information loss")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
+    """CASTLE: mean latency per tuple against k, one line per δ, in four panels: end to end,
+    waiting (held for the delay bound), best selection and delay constraint (per tuple)."""
+    deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
+    panels = (("latency_ms", "end to end (ms)", 1.0), ("waiting_ms", "waiting (ms)", 1.0),
+              ("best_selection_ms", "best selection (µs)", 1000.0),
+              ("delay_constraint_ms", "delay constraint (µs)", 1000.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+    for ax, (key, label, scale) in zip(axes, panels, strict=True):
+        for delta in deltas:
+            sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
+                         key=lambda r: float(r["k"]))  # type: ignore[arg-type]
+            ax.plot([float(r["k"]) for r in sel],  # type: ignore[arg-type]
+                    [float(r[key]) * scale for r in sel],  # type: ignore[arg-type]
+                    marker="o", label=f"δ = {delta:,}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("k")
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)

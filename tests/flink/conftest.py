@@ -31,27 +31,42 @@ def streamanon(*args: str, timeout: float = 300) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_and_kill_after_checkpoint(args: list[str], work: Path, *, checkpoints: int = 2,
-                                  timeout: float = 240) -> int:
-    """Start a job, SIGKILL its whole process group once ``checkpoints`` have completed.
+def outcome_lines_on_disk(work: Path) -> int:
+    """Outcome lines in the part files (committed or in progress) under ``work/parts``."""
+    return sum(len(p.read_bytes().splitlines()) for p in (work / "parts").rglob("*")
+               if p.is_file())
 
-    Returns the number of outcome lines written (visible or in progress) at the kill.
+
+def completed_checkpoints(work: Path) -> list[int]:
+    return [int(m.parent.name.split("-")[1])
+            for m in work.glob("checkpoints/*/chk-*/_metadata")]
+
+
+def run_and_kill_after_checkpoint(args: list[str], work: Path, *, min_written: int = 200,
+                                  timeout: float = 240) -> int:
+    """Start a job; once ``min_written`` outcome lines are on disk, wait for a checkpoint
+    completed after that moment and SIGKILL the job's whole process group.
+
+    The restore then starts from a checkpoint taken mid-stream (it covers at least
+    ``min_written`` outcomes). Returns the outcome lines on disk at the kill.
     """
     proc = subprocess.Popen([*STREAMANON, *args, "--work-dir", str(work)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     deadline = time.monotonic() + timeout
+    baseline: int | None = None
     try:
         while True:
-            done = list(work.glob("checkpoints/*/chk-*/_metadata"))
-            if any(int(m.parent.name.split("-")[1]) >= checkpoints for m in done):
+            done = completed_checkpoints(work)
+            if baseline is None and outcome_lines_on_disk(work) >= min_written:
+                baseline = max(done, default=0)
+            if baseline is not None and max(done, default=0) > baseline:
                 break
             assert proc.poll() is None, "the job ended before it could be killed: " + (
                 proc.stderr.read().decode()[-2000:] if proc.stderr else "")
             assert time.monotonic() < deadline, "no checkpoint completed in time"
-            time.sleep(0.1)
+            time.sleep(0.05)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    return sum(len(p.read_bytes().splitlines()) for p in (work / "parts").rglob("*")
-               if p.is_file())
+    return outcome_lines_on_disk(work)

@@ -81,7 +81,8 @@ def test_kill_after_checkpoint_and_restore_loses_and_duplicates_nothing(
     work = tmp_path / "work"
     out = tmp_path / "restored.csv"
     written = run_and_kill_after_checkpoint([*z_args(trace, out), "--checkpoint-interval",
-                                             "1000", "--pace", "0.003"], work)
+                                             "1000", "--unaligned-checkpoints", "--pace",
+                                             "0.003"], work)
     assert written < N, "the kill came after the job had written everything"
     assert not out.exists()
     summary = streamanon(*z_args(trace, out), "--work-dir", str(work), "--restore", "latest")

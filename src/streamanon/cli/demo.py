@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from streamanon.cli.app import app
+from streamanon.cli.castle import castle_demo
+from streamanon.cli.dezent import dezent_demo
 from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io import read_records
@@ -20,7 +22,7 @@ from streamanon.zanon.verify import check_z
 console = Console(stderr=True)
 
 
-def z_demo(workdir: Path, seed: int, n: int = 200_000) -> dict[str, Any]:
+def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     """z-anonymity over a hierarchical Zipf trace for several z; verified and plotted."""
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
 
@@ -60,7 +62,7 @@ def demo(
     workdir: Path = typer.Option(Path("streamanon-demo"), "--workdir",
                                  help="Where inputs, outputs and plots are written."),
     seed: int = typer.Option(1, "--seed", help="Seed of every generated data set."),
-    z_tuples: int = typer.Option(200_000, "--z-tuples", min=100,
+    z_tuples: int = typer.Option(100_000, "--z-tuples", min=100,
                                  help="Length of the z-anonymity trace."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
@@ -69,7 +71,8 @@ def demo(
     Writes everything (inputs, outputs named by their parameters, PNG plots) to --workdir.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed, z_tuples)}
+    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed, z_tuples),
+               "dezent": dezent_demo(workdir, seed), "castle": castle_demo(workdir, seed)}
     (workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     if as_json:
         print(json.dumps(summary, default=str))

@@ -64,7 +64,7 @@ def parse_source(source: str) -> Any:
 def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
                 restore: str | None, work_dir: Path | None, release_to: str | None,
                 pace: float, restarts: int = 0, python_executable: str | None = None,
-                buffer_timeout: int | None = None) -> Any:
+                buffer_timeout: int | None = None, unaligned: bool = False) -> Any:
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.job import Endpoint, JobOptions
 
@@ -90,7 +90,8 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
                       checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
                       restore_from=restore_from, work_dir=work_dir, pace=pace,
                       release_to=target, restarts=restarts,
-                      python_executable=python_executable, buffer_timeout_ms=buffer_timeout)
+                      python_executable=python_executable, buffer_timeout_ms=buffer_timeout,
+                      unaligned_checkpoints=unaligned)
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
@@ -109,6 +110,9 @@ python_option = typer.Option(None, "--python-executable", help="The Python of th
 buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds a record "
                              "may wait in a network buffer (Flink's default 100; lower = less "
                              "latency, less throughput).")
+unaligned_option = typer.Option(False, "--unaligned-checkpoints", help="Let checkpoints "
+                                "overtake buffered records (fast checkpoints under "
+                                "backpressure; in-flight records go into the checkpoint).")
 pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
                            "(failure drills: lets a test kill the job after a checkpoint).")
 
@@ -136,6 +140,7 @@ def flink_z(
     restarts: int = restarts_option,
     python_executable: str = python_option,
     buffer_timeout: int = buffer_option,
+    unaligned: bool = unaligned_option,
     pace: float = pace_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -153,7 +158,7 @@ def flink_z(
     src = parse_source(source)
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout)
+                          buffer_timeout, unaligned)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     try:
@@ -175,6 +180,8 @@ def flink_z(
 def flink_merge(
     parts: Path = typer.Argument(..., help="The job's part-file folder (WORK/parts)."),
     output: str = typer.Option("-", "-o", "--output", help="One file in input order."),
+    castle: bool = typer.Option(False, "--castle", help="The parts of a `flink castle` job "
+                                "(default: of a `flink z` job)."),
     on_error: OnError = on_error_option,
     rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -186,18 +193,28 @@ def flink_merge(
     from streamanon.flink.outcomes import OutcomeGap, merge_outcomes
     from streamanon.io import detect_format
 
+    fmt = detect_format(None if output == "-" else output)
+    summary: dict[str, Any]
     try:
-        result = merge_outcomes(parts, output, out_format=detect_format(
-            None if output == "-" else output), on_error=on_error, rejects_path=rejects,
-            source=str(parts))
+        if castle:
+            from streamanon.flink.castle_rows import merge_castle_outcomes
+
+            cres = merge_castle_outcomes(parts, output, out_format=fmt, on_error=on_error,
+                                         rejects_path=rejects, source=str(parts))
+            error, summary = cres.first_error, cres.stats.to_dict()
+            summary["suppressed_by_reason"] = cres.suppressed_by_reason
+            summary["mean_cluster_loss"] = round(cres.mean_cluster_loss, 6)
+        else:
+            zres = merge_outcomes(parts, output, out_format=fmt, on_error=on_error,
+                                  rejects_path=rejects, source=str(parts))
+            error, summary = zres.first_error, zres.stats.to_dict()
+            summary["published_per_level"] = {
+                f"level_{i}": n for i, n in enumerate(zres.published_per_level)}
+            summary["restamped"] = zres.restamped
     except (OSError, ValueError, OutcomeGap) as exc:
         fail(str(exc))
-    if result.first_error is not None:
-        fail(str(result.first_error))
-    summary = result.stats.to_dict()
-    summary["published_per_level"] = {
-        f"level_{i}": n for i, n in enumerate(result.published_per_level)}
-    summary["restamped"] = result.restamped
+    if error is not None:
+        fail(str(error))
     print_summary(f"streamanon flink merge ({parts})", summary, as_json)
 
 
@@ -215,3 +232,75 @@ def _job_failure(exc: Exception) -> str:
             tail = [ln for ln in lines if not ln.startswith((" ", "\t"))]
             return f"the Flink job failed: {(tail[-1] if tail else lines[0]).strip()}"
     return f"the Flink job failed: {text.splitlines()[0] if text else type(exc).__name__}"
+
+
+@flink_app.command("castle")
+def flink_castle(
+    source: str = typer.Argument(..., help=SOURCE_HELP.replace("(header t,u,a)", "(header)")),
+    rules_paths: list[Path] = typer.Option(..., "--rules", help="TOML rules file; repeat to "
+                                           "send replacements on the broadcast stream (each "
+                                           "applies to tuples from its arrival on)."),
+    k: int = typer.Option(5, "--k", min=1, help="Distinct individuals per released cluster."),
+    l: int = typer.Option(2, "--l", min=0, help="Distinct values per sensitive attribute "  # noqa: E741
+                          "(0 or 1 = off)."),
+    delta: int = typer.Option(200, "--delta", min=1, help="A tuple leaves at the latest after "
+                              "δ further tuples of its partition have arrived."),
+    beta: int = typer.Option(50, "--beta", min=1, help="Maximum open clusters (per partition)."),
+    mu: int = typer.Option(10, "--mu", min=1, help="τ = mean loss of the last μ clusters."),
+    zeta: int = typer.Option(10, "--zeta", min=0, help="Released clusters kept for reuse."),
+    partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
+                                   "individuals (crc32(id) mod this); default: the "
+                                   "parallelism. k and l hold within each."),
+    output: str = typer.Option("-", "-o", "--output", help="Released rows in input order, "
+                               "columns as `streamanon castle` writes them (- = stdout)."),
+    in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
+    on_error: OnError = on_error_option,
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
+    parallelism: int = parallelism_option,
+    mode: str = mode_option,
+    checkpoint_interval: int = checkpoint_option,
+    checkpoint_dir: Path = checkpoint_dir_option,
+    restore: str = restore_option,
+    work_dir: Path = work_option,
+    release_to: str = release_option,
+    restarts: int = restarts_option,
+    python_executable: str = python_option,
+    buffer_timeout: int = buffer_option,
+    unaligned: bool = unaligned_option,
+    pace: float = pace_option,
+    snapshot_every: int = typer.Option(2000, "--snapshot-every", min=1, hidden=True,
+                                       help="Redo-log entries between operator snapshots in "
+                                       "Flink state (restore replays at most this many)."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """CASTLE as a keyed broadcast Flink job: partitions of the individuals, rules broadcast.
+
+    Example (check the output with the CASTLE checker):
+
+        streamanon flink castle --rules rules.toml --k 5 --l 2 --delta 1250 -p 2 in.csv -o out.csv
+        streamanon verify castle out.csv --rules rules.toml --k 5 --l 2 --input in.csv
+    """
+    _require_pyflink()
+    from streamanon.flink.castle import run_castle_job
+    from streamanon.flink.outcomes import OutcomeGap
+
+    src = parse_source(source)
+    options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
+                          work_dir, release_to, pace, restarts, python_executable,
+                          buffer_timeout, unaligned)
+    if on_error is OnError.skip and rejects is None and output != "-":
+        rejects = Path(f"{output}.rejects.jsonl")
+    params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
+    try:
+        result = run_castle_job(src, output, list(rules_paths), params, options,
+                                partitions=partitions, in_format=in_format,
+                                on_error=on_error, rejects_path=rejects,
+                                snapshot_every=snapshot_every)
+    except InputError as exc:
+        fail(str(exc))
+    except (OSError, ValueError, OutcomeGap) as exc:
+        fail(str(exc))
+    except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
+        fail(_job_failure(exc))
+    print_summary(f"streamanon flink castle (k={k}, l={l}, δ={delta}, p={parallelism}, {mode})",
+                  result.stats.to_dict(), as_json)

@@ -1,12 +1,15 @@
 """streamanon on Apache Flink: PyFlink functions and job builders (the ``flink`` extra).
 
 Importing this package needs nothing beyond the core; the modules that touch PyFlink
-(:mod:`.env`, :mod:`.functions`, :mod:`.job`) import it when they are imported, while
-:mod:`.lines` (line validation, z outcomes) and :mod:`.outcomes` (merging a job's part files)
-need no PyFlink at all.
+(:mod:`.env`, :mod:`.functions`, :mod:`.job`, :mod:`.castle`) import it when they are
+imported, while :mod:`.lines` (line validation, z outcomes), :mod:`.castle_rows` (CASTLE rows
+and outcomes) and :mod:`.outcomes` (merging a job's part files) need no PyFlink at all.
 
 * z-anonymity: :func:`streamanon.flink.job.run_z_job` (``streamanon flink z``), keyed by the
   coarsest hierarchy level, output identical to ``streamanon z``.
+* CASTLE: :func:`streamanon.flink.castle.run_castle_job` (``streamanon flink castle``), a keyed
+  broadcast operator over ``crc32(id) mod partitions`` with the rules on a broadcast stream;
+  per partition it releases exactly what ``streamanon castle`` releases on that partition.
 
 Submitting to a Flink 2.3 cluster (tried against a standalone cluster started with
 ``start-cluster.sh``): install streamanon with the extra into the same path on the client and

@@ -61,6 +61,7 @@ class JobOptions:
     restarts: int = 0
     python_executable: str | None = None
     buffer_timeout_ms: int | None = None
+    unaligned_checkpoints: bool = False
 
     def env_settings(self, work: Path) -> dict[str, Any]:
         """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
@@ -69,7 +70,8 @@ class JobOptions:
                 "checkpoint_dir": self.checkpoint_dir or work / "checkpoints",
                 "restore_from": self.restore_from, "restarts": self.restarts,
                 "python_executable": self.python_executable,
-                "buffer_timeout_ms": self.buffer_timeout_ms}
+                "buffer_timeout_ms": self.buffer_timeout_ms,
+                "unaligned_checkpoints": self.unaligned_checkpoints}
 
 
 def line_source(env: Any, source: str | Path | Endpoint) -> Any:

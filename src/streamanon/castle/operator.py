@@ -1,0 +1,440 @@
+"""CASTLE with Prink's extensions: k_s-anonymity with l-diversity over a stream of rows.
+
+Each arriving tuple joins the open cluster it enlarges least (``best_selection``: among the
+clusters of minimum enlargement, one whose loss stays ``<= τ``, else one anyway once ``β``
+clusters are open, else a new cluster). The tuple that arrived ``δ`` positions earlier (or,
+with ``max_delay``, ``max_delay`` seconds earlier) must then leave (``delay_constraint``):
+
+1. its cluster meets k and l: release the cluster (split when it has >= 2k individuals);
+2. a kept released cluster (Ω, at most ζ) covers the tuple: release it with that
+   generalization;
+3. more than half the open clusters are larger than its cluster: suppress it (an outlier);
+4. all open clusters together have < k individuals or < l sensitive values: suppress it;
+5. else merge into its cluster the cluster of least enlargement until k and l hold; release.
+
+τ is the mean loss of the last μ released clusters. Clusters of different rule sets never mix.
+
+Proof sketch of the guarantee. (a) Every released tuple leaves in one of two ways: as a
+member of a cluster released by ``_output`` (steps 1 and 5), or through Ω (step 2).
+``_output`` releases a cluster only when it has >= k distinct individuals and, per sensitive
+attribute, >= l distinct values: step 1 checks it; step 5 merges until it holds, which
+terminates because step 4 established that the union of all open clusters of the rule set
+holds it; a split only forms sub-clusters that hold it (``_split`` builds each group until k
+and l hold and hands the leftovers to existing groups, which only adds individuals and
+values). Each released group's tuples all get the group's generalization, so the group's
+tuples lie in one equivalence class of the output. (b) Step 2 adds a tuple to the class of an
+already released group, adding never lowers a count. (c) An equivalence class of the output
+(all rows with equal generalized quasi-identifiers) is a union of released groups plus tuples
+added as in (b); distinct counts of a union are >= those of each member, so every class has
+>= k individuals and is l-diverse. The checker (:mod:`streamanon.castle.verify`) recomputes
+exactly this from the output alone. Termination: every expiry removes its tuple (released or
+suppressed) and merging strictly reduces the number of open clusters, so nothing loops;
+``flush`` expires the held tuples in order, so it ends too.
+
+>>> from streamanon.castle.rules import RuleSet
+>>> rules = RuleSet.from_dict({"id": "u", "attribute": [
+...     {"name": "age", "generalizer": "range"}, {"name": "dx", "sensitive": True}]})
+>>> op = CastleAnonymizer(rules, k=2, l=2, delta=3)
+>>> rows = [{"u": "a", "age": 30, "dx": "flu"}, {"u": "b", "age": 34, "dx": "cold"},
+...         {"u": "c", "age": 70, "dx": "flu"}]
+>>> out = [r for row in rows for r in op.process(row)] + op.flush()
+>>> sorted((r.values["u"], r.values["age"]) for r in out if isinstance(r, Released))
+[('a', '[30,34]'), ('b', '[30,34]')]
+>>> [type(r).__name__ for r in out].count("Suppressed")
+1
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from streamanon.castle.cluster import Cluster as _Cluster
+from streamanon.castle.cluster import ClusterSet, Item, Released, Row, State
+from streamanon.castle.rules import RuleSet
+from streamanon.records import Suppressed
+
+_EPS = 1e-12
+
+
+class Suppression(StrEnum):
+    """What a suppressed tuple becomes (it is always counted, never lost silently)."""
+
+    drop = "drop"
+    null = "null"
+    generalize = "generalize"
+
+
+@dataclass
+class _Kept:
+    """A released cluster kept for reuse (Ω)."""
+
+    cset: ClusterSet
+    state: State
+    values: dict[str, Any]
+    loss: float
+    attr_losses: dict[str, float]
+    cluster: int
+
+
+class CastleAnonymizer:
+    """The CASTLE operator (pure: rows in, released rows and :class:`Suppressed` out).
+
+    ``rules`` may be ``None``: tuples are then held (and counted) until :meth:`set_rules`.
+    ``l <= 1`` turns l-diversity off. ``max_delay`` (seconds, optional) bounds the wait of a
+    tuple by time as well as by ``delta`` positions. ``loss_field`` names an output column that
+    receives each tuple's cluster loss.
+    """
+
+    def __init__(
+        self,
+        rules: RuleSet | None,
+        k: int = 5,
+        l: int = 2,  # noqa: E741
+        delta: int = 200,
+        beta: int = 50,
+        mu: int = 10,
+        zeta: int = 10,
+        *,
+        suppression: Suppression | str = Suppression.drop,
+        max_delay: float | None = None,
+        loss_field: str | None = None,
+    ) -> None:
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        if l < 0:
+            raise ValueError("l must be >= 0 (0 or 1 = no l-diversity)")
+        if delta < 1:
+            raise ValueError("delta must be >= 1")
+        if beta < 1:
+            raise ValueError("beta must be >= 1")
+        if mu < 1:
+            raise ValueError("mu must be >= 1")
+        if zeta < 0:
+            raise ValueError("zeta must be >= 0")
+        if max_delay is not None and not (max_delay >= 0 and math.isfinite(max_delay)):
+            raise ValueError("max_delay must be a finite number of seconds >= 0")
+        self.k, self.l, self.delta, self.beta, self.mu, self.zeta = k, l, delta, beta, mu, zeta
+        self.suppression = Suppression(suppression)
+        self.max_delay = max_delay
+        self.loss_field = loss_field
+        self.tau = 0.0
+        self._recent: deque[float] = deque(maxlen=mu)
+        self._kept: deque[_Kept] = deque(maxlen=zeta) if zeta else deque(maxlen=0)
+        self._sets: list[ClusterSet] = []
+        self._current: ClusterSet | None = None
+        self._held: deque[Item] = deque()
+        self._pending: list[Row] = []
+        self._pos = 0
+        self._clock = -math.inf
+        self._next_cluster = 0
+        self.read = 0
+        self.released = 0
+        self.suppressed: Counter[str] = Counter()
+        self.clusters_released = 0
+        self.loss_sum: dict[str, float] = {}
+        self.timing = {"best_selection": 0.0, "delay_constraint": 0.0}
+        if rules is not None:
+            self._install(rules)
+
+    # -- rules -----------------------------------------------------------------------------
+    def _install(self, rules: RuleSet) -> None:
+        if self.l > 1 and not rules.sensitive:
+            raise ValueError(f"l = {self.l} needs at least one sensitive attribute in the "
+                             "rules (l-diversity of nothing cannot be met)")
+        cset = ClusterSet(rules)
+        self._sets.append(cset)
+        self._current = cset
+        for r in rules.qi_rules:
+            self.loss_sum.setdefault(r.name, 0.0)
+
+    @property
+    def rules(self) -> RuleSet | None:
+        return self._current.rules if self._current else None
+
+    def set_rules(self, rules: RuleSet) -> list[Any]:
+        """Use ``rules`` for tuples from now on; open clusters keep their own rules.
+
+        Tuples held because no rules had arrived are processed now; returns what that releases.
+        A held tuple the new rules refuse is suppressed with the reason (it was already read).
+        """
+        self._install(rules)
+        self._drop_empty_sets()
+        pending, self._pending = self._pending, []
+        out: list[Any] = []
+        for row in pending:
+            self.read -= 1
+            try:
+                out.extend(self.process(row))
+            except ValueError as exc:
+                self.read += 1
+                self.suppressed["refused by the rules"] += 1
+                out.append(Suppressed(row, f"refused by the rules: {exc}"))
+        return out
+
+    def _drop_empty_sets(self) -> None:
+        self._sets = [s for s in self._sets if s is self._current or s.clusters]
+
+    # -- the stream ------------------------------------------------------------------------
+    def process(self, row: Row | Mapping[str, Any]) -> list[Any]:
+        """Take one tuple; return the tuples this arrival releases or suppresses.
+
+        Raises ``ValueError`` (naming the field) for a tuple that cannot be anonymized; the
+        operator is then unchanged.
+        """
+        if not isinstance(row, Row):
+            if not isinstance(row, Mapping):
+                raise TypeError(f"expected a Row or a mapping of columns, got {type(row).__name__}")
+            row = Row(dict(row))
+        if self._current is None:
+            self._pending.append(row)
+            self.read += 1
+            return []
+        cset = self._current
+        item, hier_raw, other_raw = cset.parse(row, self._pos + 1, self.max_delay is not None)
+        if self.max_delay is not None and math.isnan(item.t):
+            raise ValueError("max_delay needs a time per tuple: set time = \"<column>\" in the "
+                             "rules or pass Row(t=...)")
+        cset.observe(item, hier_raw, other_raw)
+        self.read += 1
+        self._pos += 1
+        if not math.isnan(item.t):
+            self._clock = max(self._clock, item.t)
+            item.t = self._clock
+        t0 = time.perf_counter()
+        self._best_selection(cset, item)
+        self._held.append(item)
+        t1 = time.perf_counter()
+        out: list[Any] = []
+        self._expire(out, self._clock)
+        self.timing["best_selection"] += t1 - t0
+        self.timing["delay_constraint"] += time.perf_counter() - t1
+        return out
+
+    def advance(self, now: float) -> list[Any]:
+        """Tell the operator the time is ``now`` (no tuple arrived): enforce ``max_delay``."""
+        self._clock = max(self._clock, now)
+        out: list[Any] = []
+        self._expire(out, self._clock)
+        return out
+
+    def flush(self) -> list[Any]:
+        """End of stream: every held tuple leaves now, under the same guarantees."""
+        out: list[Any] = []
+        while self._held:
+            item = self._held.popleft()
+            if not item.done:
+                self._delay_constraint(item, out)
+        for row in self._pending:
+            out.append(Suppressed(row, "no rules arrived before the end of the stream"))
+            self.suppressed["no rules"] += 1
+        self._pending = []
+        self._drop_empty_sets()
+        return out
+
+    def _expire(self, out: list[Any], now: float) -> None:
+        held = self._held
+        timed = self.max_delay is not None
+        while held:
+            item = held[0]
+            if item.done:
+                held.popleft()
+            elif self._pos - item.pos >= self.delta or (
+                    timed and now - item.t >= self.max_delay):  # type: ignore[operator]
+                held.popleft()
+                self._delay_constraint(item, out)
+            else:
+                break
+
+    # -- CASTLE ------------------------------------------------------------------------------
+    def _best_selection(self, cset: ClusterSet, item: Item) -> None:
+        n = len(cset.clusters)
+        if n == 0:
+            cset.open_cluster(item)
+            return
+        cur, new = cset.enlargement(item)
+        e = new - cur
+        i = int(e.argmin())
+        ties = e <= e[i] + _EPS
+        if np.count_nonzero(ties) == 1:  # the usual case: one cluster of least enlargement
+            if new[i] <= self.tau + _EPS or n >= self.beta:
+                cset.insert(i, item)
+            else:
+                cset.open_cluster(item)
+            return
+        cand = np.flatnonzero(ties)
+        ok = cand[new[cand] <= self.tau + _EPS]
+        pick = ok if ok.size else (cand if n >= self.beta else None)
+        if pick is None:
+            cset.open_cluster(item)
+            return
+        if pick.size == 1:
+            cset.insert(int(pick[0]), item)
+            return
+        sizes = [len(cset.clusters[int(i)].ids) for i in pick]
+        cset.insert(int(pick[int(np.argmin(sizes))]), item)
+
+    def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
+        if len(ids) < self.k:
+            return False
+        return self.l <= 1 or all(len(s) >= self.l for s in sens)
+
+    def _delay_constraint(self, item: Item, out: list[Any]) -> None:
+        c = item.cluster
+        assert c is not None
+        cset = c.owner
+        if self._meets(c.ids, c.sens):
+            self._output(cset, c, out)
+            return
+        kept = self._covering(cset, item)
+        if kept is not None:
+            cset.remove_item(item)
+            self._emit(cset, [item], kept.values, kept.loss, kept.attr_losses, kept.cluster, out)
+            return
+        size = len(c.ids)
+        larger = sum(1 for x in cset.clusters if len(x.ids) > size)
+        if larger > len(cset.clusters) / 2:
+            self._suppress(cset, item, "outlier", out)
+            return
+        if not self._meets(cset.pool_ids, cset.pool_sens):
+            self._suppress(cset, item, "too few individuals or sensitive values held", out)
+            return
+        while not self._meets(c.ids, c.sens):
+            e = cset.merge_enlargement(c)
+            cset.absorb(c, cset.clusters[int(np.argmin(e))])
+        self._output(cset, c, out)
+
+    def _covering(self, cset: ClusterSet, item: Item) -> _Kept | None:
+        best: _Kept | None = None
+        for kept in self._kept:
+            if kept.cset is cset and cset.covers(kept.state, item) and (
+                    best is None or kept.loss < best.loss):
+                best = kept
+        return best
+
+    def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
+        cset.detach(c)
+        groups = self._split(cset, c.items) if len(c.ids) >= 2 * self.k else [c.items]
+        for items in groups:
+            st = cset.state_of(items)
+            attr = cset.attr_losses(st)
+            loss = cset.weighted(attr)
+            cid = self._next_cluster
+            self._next_cluster += 1
+            values = cset.output_values(st)
+            self._emit(cset, items, values, loss, attr, cid, out)
+            self.clusters_released += 1
+            self._recent.append(loss)
+            self.tau = sum(self._recent) / len(self._recent)
+            if self.zeta and loss < self.tau:
+                self._kept.append(_Kept(cset, st, values, loss, attr, cid))
+
+    def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
+              attr: dict[str, float], cid: int, out: list[Any]) -> None:
+        line_loss = round(loss, 6)
+        extra = {**values, self.loss_field: line_loss} if self.loss_field else values
+        for it in items:
+            it.done = True
+            it.cluster = None
+            out.append(Released({**it.row.values, **extra}, loss, cid, it.row.line))
+        n = len(items)
+        self.released += n
+        for name, v in attr.items():
+            self.loss_sum[name] = self.loss_sum.get(name, 0.0) + v * n
+
+    def _suppress(self, cset: ClusterSet, item: Item, reason: str, out: list[Any]) -> None:
+        cset.remove_item(item)
+        item.done = True
+        self.suppressed[reason] += 1
+        if self.suppression is Suppression.drop:
+            out.append(Suppressed(item.row, reason))
+            return
+        row = dict(item.row.values)
+        if self.suppression is Suppression.null:
+            row.update({r.name: None for r in cset.rules.qi_rules})
+        else:
+            row.update(cset.maximal_values())
+        if self.loss_field:
+            row[self.loss_field] = 1.0
+        out.append(Suppressed(Released(row, 1.0, -1, item.row.line), reason))
+
+    def _split(self, cset: ClusterSet, items: list[Item]) -> list[list[Item]]:
+        """Split into groups of whole individuals, each meeting k and l.
+
+        Groups grow from the oldest remaining individual by nearest individuals (distance:
+        loss of generalizing their first tuples together), first to k individuals, then by
+        individuals that bring a missing sensitive value, while the remaining individuals can
+        still form a group; leftover individuals join the group with the nearest seed.
+        """
+        buckets: dict[str, list[Item]] = {}
+        for it in items:
+            buckets.setdefault(it.pid, []).append(it)
+        pool = list(buckets)
+        values = {pid: [{it.sens[j] for it in b} for j in range(cset.n_sens)]
+                  for pid, b in buckets.items()}
+
+        def meets(pids: list[str]) -> bool:
+            if len(pids) < self.k:
+                return False
+            if self.l <= 1:
+                return True
+            return all(len(set().union(*(values[p][j] for p in pids))) >= self.l
+                       for j in range(cset.n_sens))
+
+        groups: list[list[str]] = []
+        seeds: list[Item] = []
+        while meets(pool):
+            seed = buckets[pool[0]][0]
+            dist = cset.pair_distance([buckets[p][0] for p in pool], seed)
+            order = [pool[i] for i in np.argsort(dist, kind="stable")]
+            group = [pool[0]]
+            rest = [p for p in order if p != pool[0]]
+            while len(group) < self.k:
+                group.append(rest.pop(0))
+            for j in range(cset.n_sens if self.l > 1 else 0):
+                have = set().union(*(values[p][j] for p in group))
+                while len(have) < self.l:
+                    nxt = next(p for p in rest if values[p][j] - have)
+                    rest.remove(nxt)
+                    group.append(nxt)
+                    have |= values[nxt][j]
+            groups.append(group)
+            seeds.append(seed)
+            chosen = set(group)
+            pool = [p for p in pool if p not in chosen]
+        if len(groups) <= 1:
+            return [items]
+        for pid in pool:
+            d = cset.pair_distance(seeds, buckets[pid][0])
+            groups[int(np.argmin(d))].append(pid)
+        return [[it for p in g for it in buckets[p]] for g in groups]
+
+    # -- reporting -------------------------------------------------------------------------
+    @property
+    def held(self) -> int:
+        """Tuples held now (in open clusters or waiting for rules)."""
+        return sum(len(c.items) for s in self._sets for c in s.clusters) + len(self._pending)
+
+    def summary(self) -> dict[str, Any]:
+        """Accounting and mean information loss per attribute over released tuples."""
+        n = max(1, self.released)
+        per_attr = {name: round(v / n, 6) for name, v in self.loss_sum.items()}
+        return {
+            "read": self.read,
+            "released": self.released,
+            "suppressed": sum(self.suppressed.values()),
+            "suppressed_by_reason": dict(self.suppressed),
+            "held": self.held,
+            "clusters_released": self.clusters_released,
+            "tau": round(self.tau, 6),
+            "info_loss": per_attr,
+            "mean_info_loss": round(sum(per_attr.values()) / len(per_attr), 6) if per_attr
+            else 0.0,
+        }

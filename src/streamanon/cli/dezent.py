@@ -1,0 +1,346 @@
+"""``streamanon simulate`` and ``streamanon experiment dezent``: the deZent paper's evaluation."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from streamanon.cli.app import app, experiment_app
+from streamanon.cli.common import JSON_HELP, fail
+from streamanon.dezent.collusion import collusion_table
+from streamanon.dezent.rules import RULES
+from streamanon.io import RecordWriter
+from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District, DistrictConfig
+from streamanon.sim.experiment import (
+    cycles_for,
+    grid,
+    iter_main_rows,
+    mean_by,
+    run_grid,
+    write_csv,
+)
+from streamanon.sim.scenarios import SCENARIOS, SimConfig, SimResult, simulate
+
+console = Console(stderr=True)
+if not console.is_terminal:
+    console = Console(stderr=True, width=160)  # tables stay readable in logs and pipes
+
+RULE_HELP = ("Publication rule: 'paper' (subtract z-1, publish while the count is positive) or "
+             "'window' (publish every current record of a value seen by >= z sensors in Δt: "
+             "the same guarantee, more utility). Both are reported.")
+
+
+def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str, fp_rate: float,
+                counter_bits: int, cbf_keys: int | None) -> SimConfig:
+    try:
+        return SimConfig(z=z, delta_t=delta_t, p_pub=p_pub, rule=rule, structure=structure,
+                         fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
+    """Write the measurements and each scenario's published tuples as ``t,u,a`` CSV files.
+
+    ``t`` = seconds since the start of the profile year (cycle x 900), ``u`` = the true sensor
+    ID, ``a`` = the bucket value in W; ``streamanon verify z --privacy-only`` re-checks them.
+    The measurements include the Δt before the first simulated cycle (counted, not published).
+    """
+    assert result.published is not None and result.readings is not None
+    assert result.history is not None
+    outdir.mkdir(parents=True, exist_ok=True)
+    ids = result.district.sensor_ids
+    h = len(result.history)
+    readings = np.concatenate([result.history, result.readings])
+    first = result.start - h
+    C, S = readings.shape
+    times = [str(int((first + c) * CYCLE_SECONDS)) for c in range(C)]
+    paths: dict[str, str] = {}
+
+    def write(path: Path, mask: Any) -> None:
+        with RecordWriter(path, "csv") as w:
+            for c in range(C):
+                if mask is None:
+                    cols: list[int] = list(range(S))
+                elif c < h:
+                    continue
+                else:
+                    cols = mask[c - h].nonzero()[0].tolist()
+                w.write_columns([times[c]] * len(cols), [ids[s] for s in cols],
+                                [str(int(readings[c, s])) for s in cols])
+
+    write(outdir / "measurements.csv", None)
+    paths["measurements"] = str(outdir / "measurements.csv")
+    for name in SCENARIOS:
+        path = outdir / f"published_{name}.csv"
+        write(path, result.published[name])
+        paths[name] = str(path)
+    return paths
+
+
+def _table(summary: dict[str, Any]) -> Table:
+    p = summary["params"]
+    other = "window" if p["rule"] == "paper" else "paper"
+    table = Table(title=(
+        f"deZent simulation: {p['gateways']} gateways, {p['sensors']} sensor nodes, "
+        f"{p['cycles']} cycles, z={p['z']}, Δt={p['delta_t']:g} s, p_pub={p['p_pub']:g}, "
+        f"{p['structure']} ({summary['structure']['bytes']:,} B), seed {p['seed']}"))
+    for col in ("scenario", f"ratio ({p['rule']})", f"ratio ({other})", "published",
+                "msgs SN->GW", "msgs GW<->GW", "msgs GW->CE", "bytes total", "violations"):
+        table.add_column(col, justify="right")
+    for name, m in summary["scenarios"].items():
+        table.add_row(name, f"{m['publication_ratio']:.3f}",
+                      f"{m['publication_ratio_by_rule'][other]:.3f}", f"{m['published']:,}",
+                      f"{m['messages']['sn_gw']:,}", f"{m['messages']['gw_gw']:,}",
+                      f"{m['messages']['gw_ce']:,}", f"{m['bytes']['total']:,}",
+                      f"{m['violations']:,}")
+    return table
+
+
+@app.command("simulate")
+def simulate_command(
+    gateways: int = typer.Option(25, "--gateways", min=1, help="Gateways in the ring."),
+    max_sn: int = typer.Option(20, "--max-sn", min=1,
+                               help="Max sensor nodes per gateway (drawn ~ normal(max/2, 2))."),
+    z: int = typer.Option(10, "--z", min=1, help="Publish a value only when >= z distinct "
+                          "sensor nodes reported it within Δt."),
+    days: float = typer.Option(1.0, "--days", min=0.0, help="Simulated days (96 cycles each)."),
+    cycles: int = typer.Option(None, "--cycles", min=1, help="Simulated cycles (overrides "
+                               "--days)."),
+    start_day: int = typer.Option(0, "--start-day", min=0, help="First day of the profile "
+                                  "year (0 = Jan 1)."),
+    delta_t: float = typer.Option(7260.0, "--delta-t", min=0, help="Δt in seconds (default "
+                                  "121 min: the current cycle and the 8 before it)."),
+    p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0, help="Publication "
+                                "probability of the first publication pass."),
+    rule: str = typer.Option("paper", "--rule", help=RULE_HELP),
+    structure: str = typer.Option("cbf", "--structure", help="Counting structure on the ring: "
+                                  "'cbf' (counting Bloom filter) or 'exact' (one counter per "
+                                  "bucket value)."),
+    fp_rate: float = typer.Option(0.05, "--fp-rate", help="CBF target false-positive rate."),
+    counter_bits: int = typer.Option(20, "--counter-bits", min=1, max=63,
+                                     help="Bits per counter (mask arithmetic is mod 2^bits)."),
+    cbf_keys: int = typer.Option(None, "--cbf-keys", min=1, help="Size the CBF for this many "
+                                 "keys (default 10 x mean SNs per gateway x cycles in Δt)."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the district, noise, ring and coins."),
+    export: Path = typer.Option(None, "--export", help="Also write measurements.csv and "
+                                "published_<scenario>.csv (t,u,a) to this directory."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Simulate a district: centralized vs fully decentralized vs deZent on identical readings.
+
+    Example: streamanon simulate --gateways 25 --max-sn 20 --z 10 --days 1 --seed 1
+    """
+    if rule not in RULES:
+        fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
+    n_cycles = cycles_for(days, cycles)
+    cfg = _sim_config(z, delta_t, p_pub, rule, structure, fp_rate, counter_bits, cbf_keys)
+    try:
+        district = District(DistrictConfig(gateways=gateways, max_sn=max_sn, seed=seed))
+        began = time.perf_counter()
+        start = start_day * CYCLES_PER_DAY
+        result = simulate(district, n_cycles, cfg, start=start,
+                          keep_published=export is not None)
+        seconds = time.perf_counter() - began
+    except (ValueError, OverflowError) as exc:
+        fail(str(exc))
+    summary = result.to_dict()
+    summary["seconds"] = round(seconds, 3)
+    if gateways >= 3:
+        summary["collusion"] = collusion_table(gateways, trials=20_000, seed=seed)
+    if export is not None:
+        summary["export"] = export_run(result, export)
+        summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
+                                  f"{export}/published_dezent.csv --z {z} "
+                                  f"--delta-t {delta_t:g} --privacy-only")
+    if as_json:
+        print(json.dumps(summary, default=str))
+    else:
+        console.print(_table(summary))
+        if "collusion" in summary:
+            console.print("collusion (two colluders flank an honest gateway), formula / Monte "
+                          "Carlo: " + ", ".join(
+                              f"{r['attackers']} of {r['n']}: {r['p_formula']:.3f} / "
+                              f"{r['p_monte_carlo']:.3f}" for r in summary["collusion"]))
+        if export is not None:
+            console.print(f"exported to {export}/; check with: {summary['verify_with']}")
+
+
+@experiment_app.command("dezent")
+def experiment_dezent(
+    gateways: str = typer.Option("5,25,50,100", "--gateways", help="Comma-separated gateway "
+                                 "counts."),
+    zs: str = typer.Option("1,5,10,25,50,100", "--z", help="Comma-separated z values."),
+    seeds: str = typer.Option("1-10", "--seeds", help="Seeds: '1-10' or '1,2,3'."),
+    max_sn: int = typer.Option(20, "--max-sn", min=1),
+    days: float = typer.Option(1.0, "--days", min=0.0),
+    p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0),
+    rule: str = typer.Option("paper", "--rule", help=RULE_HELP),
+    structure: str = typer.Option("cbf", "--structure", help="cbf or exact."),
+    fp_rate: float = typer.Option(0.05, "--fp-rate"),
+    cbf_keys: str = typer.Option("10,20,30,50,100,200,900", "--cbf-keys",
+                                 help="CBF sizes (keys) of the violations-vs-bytes sweep, run at "
+                                 "--sweep-gateways and --sweep-z; '' to skip."),
+    sweep_gateways: int = typer.Option(25, "--sweep-gateways", min=1,
+                                       help="Gateways of the CBF-size sweep."),
+    sweep_z: int = typer.Option(10, "--sweep-z", min=1, help="z of the CBF-size sweep and of "
+                                "the messages/bytes plot (if in --z; else the middle z)."),
+    jobs: int = typer.Option(0, "--jobs", min=0, help="Parallel processes (0 = all cores)."),
+    out: Path = typer.Option(Path("streamanon-experiments/dezent"), "--out",
+                             help="Directory of the CSV and the PNG plots."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Grid gateways x z x seeds: one CSV row per run, progress bar, PNG plots.
+
+    Plots: publication ratio vs z per scenario (one per gateway count), messages and bytes per
+    scenario vs gateways, collusion probability vs attacker share (formula and Monte Carlo),
+    and violations vs CBF bytes.
+    """
+    try:
+        g_list = _ints(gateways)
+        z_list = _ints(zs)
+        seed_list = _ints(seeds)
+        keys_list = _ints(cbf_keys) if cbf_keys.strip() else []
+    except ValueError as exc:
+        fail(str(exc))
+    if rule not in RULES:
+        fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
+    base = _sim_config(sweep_z, 7260.0, p_pub, rule, structure, fp_rate, 20, None)
+    specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=cycles_for(days, None),
+                 base=base, cbf_keys=keys_list, sweep_gateways=sweep_gateways)
+    out.mkdir(parents=True, exist_ok=True)
+    n_jobs = jobs or (os.cpu_count() or 1)
+    began = time.perf_counter()
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  disable=as_json) as progress:
+        task = progress.add_task("deZent runs", total=len(specs))
+        rows = run_grid(specs, n_jobs, on_done=lambda _row: progress.advance(task))
+    tag = f"maxsn{max_sn}_days{days:g}_seeds{seed_list[0]}-{seed_list[-1]}"
+    csv_path = write_csv(rows, out / f"dezent_grid_{tag}.csv")
+    plots = _plots(rows, out, tag, max_sn, sweep_z)
+    summary = {"runs": len(rows), "csv": str(csv_path), "plots": [str(p) for p in plots],
+               "seconds": round(time.perf_counter() - began, 2)}
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        console.print(f"{len(rows)} runs -> {csv_path}")
+        for p in plots:
+            console.print(f"plot: {p}")
+
+
+def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost: int
+           ) -> list[Path]:
+    from streamanon.plots import (  # matplotlib: only when plotting
+        collusion_vs_share,
+        dezent_cost_vs_gateways,
+        publication_ratio_vs_z,
+        violations_vs_cbf_bytes,
+    )
+
+    main = list(iter_main_rows(rows))
+    plots = []
+    for g in sorted({r["gateways"] for r in main}):
+        sub = [r for r in main if r["gateways"] == g]
+        series = {name: [(z, v) for (z,), v in mean_by(
+            sub, ["z"], f"{name}.publication_ratio").items()] for name in SCENARIOS}
+        plots.append(publication_ratio_vs_z(
+            series, out / f"dezent_publication_ratio_vs_z_gw{g}_{tag}.png",
+            f"deZent: publication ratio vs z ({g} gateways, max {max_sn} SNs)"))
+    zs = sorted({r["z"] for r in main})
+    z_mid = z_cost if z_cost in zs else zs[(len(zs) - 1) // 2]
+    sub = [r for r in main if r["z"] == z_mid]
+    per_day = {r["gateways"]: r["cycles"] / CYCLES_PER_DAY for r in sub}
+    msgs = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
+        sub, ["gateways"], f"{n}.messages.total").items()] for n in SCENARIOS}
+    byts = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
+        sub, ["gateways"], f"{n}.bytes.total").items()] for n in SCENARIOS}
+    plots.append(dezent_cost_vs_gateways(
+        msgs, byts, out / f"dezent_cost_vs_gateways_z{z_mid}_{tag}.png",
+        f"deZent: messages and bytes per day vs gateways (z={z_mid})"))
+    n_coll = 100
+    plots.append(collusion_vs_share(
+        collusion_table(n_coll, shares=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5), trials=20_000),
+        out / f"dezent_collusion_vs_share_n{n_coll}.png",
+        f"deZent: collusion success vs attacker share (n = {n_coll} gateways)"))
+    sweep = [r for r in rows if r["cbf_keys"] != ""]
+    if sweep:
+        points = [(b, v) for (b,), v in mean_by(sweep, ["structure.bytes"],
+                                                "dezent.violations").items()]
+        g0, z0 = sweep[0]["gateways"], sweep[0]["z"]
+        plots.append(violations_vs_cbf_bytes(
+            points, out / f"dezent_violations_vs_cbf_bytes_gw{g0}_z{z0}_{tag}.png",
+            f"deZent: violations vs CBF size ({g0} gateways, z={z0})"))
+    return plots
+
+
+def _ints(text: str) -> list[int]:
+    """'1-3,7' -> [1, 2, 3, 7]."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part[1:]:
+            lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+            out.extend(range(int(lo), int(hi) + 1))
+        else:
+            out.append(int(part))
+    if not out:
+        raise ValueError(f"no numbers in {text!r}")
+    return out
+
+
+def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
+    """``streamanon demo``'s deZent part: a one-day district through all three scenarios,
+    exported and re-checked with the independent z checker, and a publication-ratio plot."""
+    from streamanon.io import read_records
+    from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
+    from streamanon.zanon.verify import check_z
+
+    district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))
+    runs = {}
+    for z in (5, 10, 25):
+        runs[z] = simulate(district, CYCLES_PER_DAY, SimConfig(z=z), keep_published=(z == 10))
+    main = runs[10]
+    outdir = workdir / f"dezent-gw25-maxsn20-z10-day1-seed{seed}"
+    paths = export_run(main, outdir)
+    inputs = list(read_records(paths["measurements"]))
+    checks = {}
+    for name in SCENARIOS:
+        report = check_z(inputs, read_records(paths[name], monotone=False), 10, 7260.0,
+                         exact=False)
+        checks[name] = report.ok
+        if name != "dezent" and not report.ok:
+            raise RuntimeError(f"z checker failed for {name}: {report.first_problem}")
+    summary = main.to_dict()
+    console.print(_table(summary))
+    console.print("z checker (privacy only) on the exported tuples: " + ", ".join(
+        f"{k} {'ok' if v else 'VIOLATIONS (counted above)'}" for k, v in checks.items()))
+    exact = simulate(district, CYCLES_PER_DAY, SimConfig(z=10, structure="exact"))
+    ex = exact.metrics["dezent"].result
+    console.print(
+        f"with the exact counter instead of the CBF ({exact.spec.nbytes:,} B per ring message "
+        f"vs {main.spec.nbytes:,} B): deZent publishes {ex['published']:,} "
+        f"(centralized {exact.metrics['centralized'].result['published']:,}), "
+        f"{ex['bytes']['total']:,} bytes in total, {ex['violations']} violations")
+    series = {name: [(z, r.metrics[name].result["publication_ratio"]) for z, r in runs.items()]
+              for name in SCENARIOS}
+    plot = publication_ratio_vs_z(
+        series, workdir / f"dezent-publication-ratio-vs-z_gw25_seed{seed}.png",
+        f"deZent: publication ratio vs z (25 gateways, {district.sensors} SNs, 1 day)")
+    console.print(f"plot: {plot}")
+    return {"export": paths, "checker_ok": checks, "plot": str(plot),
+            "publication_ratio": {z: {n: r.metrics[n].result["publication_ratio"]
+                                      for n in SCENARIOS} for z, r in runs.items()},
+            "scenarios": summary["scenarios"], "exact_structure": {
+                "structure_bytes": exact.spec.nbytes, "dezent": ex}}

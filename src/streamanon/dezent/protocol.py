@@ -1,0 +1,414 @@
+"""deZent's gateway and coordinator logic for one clock cycle, as a sans-I/O core.
+
+A :class:`Gateway` takes its sensor nodes' readings (:meth:`Gateway.measure`) and protocol
+messages (:meth:`Gateway.handle`), and returns the messages to send to its ring successor and
+the tuples to publish to the central entity. It never opens a socket, sleeps or reads a clock:
+the simulation routes messages in-process (:func:`run_cycle`), the network daemons route the
+very same messages over TLS.
+
+One cycle (spec ``dezent.md``; the CCC rotates to the ring successor every cycle):
+
+1. ``start_cycle`` at the CCC: a fresh structure, masked with a :class:`SecureSumMask`
+   (one uniform value per counter, OS randomness); the CCC adds its own counts.
+2. Collection round: each gateway adds, for every value, the number of its **distinct** sensor
+   nodes that reported it within Δt (current cycle included), modulo ``2^b``, and forwards.
+3. Back at the CCC: remove the mask, subtract ``z - 1`` from every counter, clamp at 0.
+4. Publication pass 1 with ``p_pub``: each gateway, for each current record (sensor order)
+   whose value counts ``> 0``, publishes it with probability ``p_pub`` and decrements the count
+   (rule ``paper``); the CCC goes last. A gateway that skipped a publishable record by the coin
+   sets ``more``; then the CCC starts pass 2 with ``p_pub = 1``, after which nothing more can be
+   published (counts only decrease). With the ``window`` rule every record of a positive value
+   is published in one pass without decrementing.
+
+Proof sketch (exact structure == centralized, per (cycle, value)): the gateways' distinct-SN
+counts add up to the district's distinct-SN count ``D`` because each sensor node belongs to
+exactly one gateway; masking cancels (:mod:`~streamanon.dezent.securesum`); after step 3 the
+count is ``max(0, D - (z - 1))``; every publication decrements it by one and only current
+records are published, and pass 2 publishes while the count is positive and records remain, so
+exactly ``min(n, max(0, D - (z - 1)))`` records of the value are published, the centralized
+rule (:func:`~streamanon.dezent.rules.publishable`), whatever ``p_pub`` and the coins.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from streamanon.dezent.cbf import CountingBloomFilter, CountingStructure, ExactCounter, Key
+from streamanon.dezent.pseudonyms import Pseudonymizer
+from streamanon.dezent.ring import Ring
+from streamanon.dezent.rules import PAPER, WINDOW, check_rule
+from streamanon.dezent.securesum import SecureSumMask
+
+ID_MODES = ("sensor", "gateway", "pseudonym")
+
+
+@dataclass(frozen=True)
+class StructureSpec:
+    """What every gateway agrees on at setup: the kind and size of the counting structure."""
+
+    kind: str  # "cbf" or "exact"
+    m: int
+    k: int
+    bits: int
+    domain: tuple[Key, ...] = ()
+
+    def new(self) -> CountingStructure:
+        if self.kind == "cbf":
+            return CountingBloomFilter(self.m, self.k, self.bits)
+        if self.kind == "exact":
+            return ExactCounter(self.domain, self.bits)
+        raise ValueError(f"unknown structure kind {self.kind!r} (use cbf or exact)")
+
+    def decode(self, payload: bytes) -> CountingStructure:
+        if self.kind == "cbf":
+            return CountingBloomFilter.from_bytes(payload)
+        return ExactCounter.from_bytes(payload, self.domain)
+
+    @property
+    def nbytes(self) -> int:
+        return CountingStructure.encoded_size(self.m, self.bits)
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """Parameters shared by all gateways of a ring."""
+
+    z: int
+    delta_t: float
+    structure: StructureSpec
+    sensors_total: int
+    period: float = 900.0
+    t0: float = 0.0
+    rule: str = PAPER
+    p_pub: float = 1.0
+    id_mode: str = "sensor"
+
+    def __post_init__(self) -> None:
+        if self.z < 1:
+            raise ValueError(f"z must be >= 1, got {self.z}")
+        if not 0 < self.p_pub <= 1:
+            raise ValueError(f"p_pub must be in (0, 1], got {self.p_pub}")
+        check_rule(self.rule)
+        if self.id_mode not in ID_MODES:
+            raise ValueError(f"id_mode must be one of {ID_MODES}, got {self.id_mode!r}")
+        SecureSumMask.check_capacity(self.max_true_count, self.structure.bits)
+
+    @property
+    def window_cycles(self) -> int:
+        """Cycles whose records are within Δt of the current one (current included)."""
+        return window_cycles(self.delta_t, self.period)
+
+    @property
+    def max_true_count(self) -> int:
+        """An upper bound of any true counter: k hashes x sensors x values each in Δt."""
+        per_sensor = 1 if self.structure.kind == "exact" else self.window_cycles
+        return self.structure.k * self.sensors_total * per_sensor
+
+
+def window_cycles(delta_t: float, period: float) -> int:
+    """Cycles ``c' <= c`` with ``(c - c') * period <= delta_t`` (a reading expires strictly
+    after Δt, as in z-anonymity).
+
+    >>> window_cycles(7260, 900)
+    9
+    """
+    w = 1
+    while w * period <= delta_t:
+        w += 1
+    return w
+
+
+# -- messages -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Collect:
+    """The masked structure travelling the collection round."""
+
+    cycle: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Publish:
+    """The cleaned structure travelling a publication pass."""
+
+    cycle: int
+    pass_no: int
+    p_pub: float
+    more: bool
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Send:
+    """Deliver ``msg`` to gateway ``to`` (the ring successor)."""
+
+    to: int
+    msg: Collect | Publish
+
+
+@dataclass(frozen=True)
+class PublishedTuple:
+    """A tuple for the central entity: ``(t, id, value)``; ``sensor`` stays with the gateway
+    (kept here so that simulations can check the guarantee against the true sensor)."""
+
+    cycle: int
+    t: float
+    id: str
+    value: Key
+    sensor: str
+    gateway: int
+
+
+_COLLECT = struct.Struct("<cq")  # b"C", cycle
+_PUBLISH = struct.Struct("<cqBdB")  # b"P", cycle, pass, p_pub, more
+
+
+def encode_message(msg: Collect | Publish) -> bytes:
+    """Bytes of a ring message (for the network transport): a fixed header + the structure.
+
+    >>> decode_message(encode_message(Publish(7, 2, 1.0, False, b"xyz")))
+    Publish(cycle=7, pass_no=2, p_pub=1.0, more=False, payload=b'xyz')
+    """
+    if isinstance(msg, Collect):
+        return _COLLECT.pack(b"C", msg.cycle) + msg.payload
+    return _PUBLISH.pack(b"P", msg.cycle, msg.pass_no, msg.p_pub, msg.more) + msg.payload
+
+
+def decode_message(data: bytes) -> Collect | Publish:
+    """Inverse of :func:`encode_message`; raises ValueError naming what is wrong."""
+    if not data:
+        raise ValueError("empty ring message")
+    kind = data[:1]
+    if kind == b"C" and len(data) >= _COLLECT.size:
+        _, cycle = _COLLECT.unpack_from(data)
+        return Collect(cycle, bytes(data[_COLLECT.size :]))
+    if kind == b"P" and len(data) >= _PUBLISH.size:
+        _, cycle, pass_no, p_pub, more = _PUBLISH.unpack_from(data)
+        if pass_no not in (1, 2) or more not in (0, 1) or not 0 < p_pub <= 1:
+            raise ValueError(f"invalid publication header: pass {pass_no}, p_pub {p_pub}, "
+                             f"more {more}")
+        return Publish(cycle, pass_no, p_pub, bool(more), bytes(data[_PUBLISH.size :]))
+    if kind not in (b"C", b"P"):
+        raise ValueError(f"unknown ring message kind {kind!r} (want b'C' or b'P')")
+    raise ValueError(f"truncated ring message: {len(data)} bytes")
+
+
+# -- the publication step (shared with the fast simulation) ---------------------------------
+def publish_records(structure: CountingStructure, values: Sequence[Key], done: list[bool],
+                    coins: Sequence[float], p_pub: float, rule: str) -> tuple[list[int], bool]:
+    """One gateway's turn in a publication pass over its current records, in order.
+
+    Publishes record ``i`` (not ``done``) when its value counts ``> 0`` and ``coins[i] < p_pub``;
+    under the ``paper`` rule it then decrements the count. Returns the published indices and
+    whether a publishable record was left only because of the coin.
+    """
+    published: list[int] = []
+    more = False
+    for i, v in enumerate(values):
+        if done[i] or structure.count(v) <= 0:
+            continue
+        if rule == WINDOW:
+            published.append(i)
+            done[i] = True
+        elif coins[i] < p_pub:
+            structure.remove(v)
+            published.append(i)
+            done[i] = True
+        else:
+            more = True
+    return published, more
+
+
+# -- the gateway ----------------------------------------------------------------------------
+@dataclass
+class _CycleState:
+    sensors: list[str]
+    values: list[Key]
+    coins: np.ndarray
+    done: list[bool]
+    mask: SecureSumMask | None = None
+
+
+class Gateway:
+    """One gateway: its sensors' recent readings and its part of the ring protocol."""
+
+    def __init__(self, gw_id: int, config: ProtocolConfig, ring: Ring, *,
+                 rng: np.random.Generator | None = None,
+                 pseudonymizer: Pseudonymizer | None = None) -> None:
+        self.id = int(gw_id)
+        self.config = config
+        self.ring = ring
+        self.rng = rng if rng is not None else np.random.default_rng()
+        if config.id_mode == "pseudonym" and pseudonymizer is None:
+            pseudonymizer = Pseudonymizer()
+        self.pseudonymizer = pseudonymizer
+        # sensor -> readings (cycle, value) still within Δt, oldest first
+        self.history: dict[str, deque[tuple[int, Key]]] = {}
+        self.current: dict[int, _CycleState] = {}
+
+    # -- sensor side --------------------------------------------------------------------
+    def measure(self, cycle: int, readings: Sequence[tuple[str, Key]],
+                coins: Sequence[float] | None = None) -> None:
+        """Take the cycle's readings ``(sensor, value)`` (one per sensor) and drop old ones.
+
+        ``coins`` (uniform in [0, 1), one per reading) decide pass-1 publications; drawn from
+        the gateway's generator when not given (the simulation passes its own to compare
+        engines on identical randomness).
+        """
+        sensors = [str(s) for s, _ in readings]
+        if len(set(sensors)) != len(sensors):
+            raise ValueError(f"gateway {self.id}: a sensor reported twice in cycle {cycle}")
+        coin_arr = (self.rng.random(len(readings)) if coins is None
+                    else np.asarray(coins, dtype=np.float64))
+        if coin_arr.shape != (len(readings),):
+            raise ValueError("one coin per reading is needed")
+        w = self.config.window_cycles
+        for s, v in readings:
+            h = self.history.setdefault(str(s), deque())
+            if h and h[-1][0] >= cycle:
+                raise ValueError(f"gateway {self.id}: cycle {cycle} after {h[-1][0]} for {s}")
+            h.append((cycle, v))
+        for s in list(self.history):  # apply_delta_t
+            h = self.history[s]
+            while h and cycle - h[0][0] >= w:
+                h.popleft()
+            if not h:
+                del self.history[s]
+        self.current[cycle] = _CycleState(sensors, [v for _, v in readings], coin_arr,
+                                          [False] * len(readings))
+        for old in [c for c in self.current if c < cycle - 1]:
+            del self.current[old]
+
+    def local_counts(self, cycle: int) -> Counter[Key]:
+        """Per value, this gateway's distinct sensors that reported it within Δt of ``cycle``."""
+        w = self.config.window_cycles
+        out: Counter[Key] = Counter()
+        for h in self.history.values():
+            out.update({v for c, v in h if 0 <= cycle - c < w})
+        return out
+
+    def _add_counts(self, structure: CountingStructure, cycle: int) -> None:
+        counts = self.local_counts(cycle)
+        if counts:
+            keys = list(counts)
+            structure.add_counts(np.asarray(keys) if all(isinstance(k, int) for k in keys)
+                                 else keys, [counts[k] for k in keys], modular=True)
+
+    # -- ring side ------------------------------------------------------------------------
+    def start_cycle(self, cycle: int) -> tuple[list[Send], list[PublishedTuple]]:
+        """At the CCC only: initialise, mask, add own counts, start the collection round."""
+        if self.ring.ccc(cycle) != self.id:
+            raise ValueError(f"gateway {self.id} is not the CCC of cycle {cycle}")
+        state = self._state(cycle)
+        spec = self.config.structure
+        structure = spec.new()
+        state.mask = SecureSumMask(structure.m, structure.bits)
+        structure.counters = state.mask.apply(structure.counters)
+        self._add_counts(structure, cycle)
+        if self.ring.n == 1:
+            return self._finish_collection(cycle, structure)
+        return [self._to_successor(cycle, Collect(cycle, structure.to_bytes()))], []
+
+    def handle(self, msg: Collect | Publish) -> tuple[list[Send], list[PublishedTuple]]:
+        """Process a message from the ring predecessor: what to send on, what to publish."""
+        spec = self.config.structure
+        is_ccc = self.ring.ccc(msg.cycle) == self.id
+        structure = spec.decode(msg.payload)
+        if isinstance(msg, Collect):
+            if is_ccc:
+                return self._finish_collection(msg.cycle, structure)
+            self._add_counts(structure, msg.cycle)
+            return [self._to_successor(msg.cycle, Collect(msg.cycle, structure.to_bytes()))], []
+        pubs, more = self._publish_turn(msg.cycle, structure, msg.p_pub)
+        more = more or msg.more
+        if not is_ccc:
+            out = Publish(msg.cycle, msg.pass_no, msg.p_pub, more, structure.to_bytes())
+            return [self._to_successor(msg.cycle, out)], pubs
+        # back at the CCC (it went last): another pass with p_pub = 1 if something was left
+        if more and msg.pass_no == 1:
+            out = Publish(msg.cycle, 2, 1.0, False, structure.to_bytes())
+            return [self._to_successor(msg.cycle, out)], pubs
+        return [], pubs
+
+    def _finish_collection(self, cycle: int, structure: CountingStructure
+                           ) -> tuple[list[Send], list[PublishedTuple]]:
+        """Unmask, subtract z-1 and clamp; begin publication (or publish alone if n == 1)."""
+        state = self._state(cycle)
+        assert state.mask is not None
+        structure.counters = state.mask.remove(structure.counters)
+        state.mask = None
+        structure.subtract_clamp(self.config.z - 1)
+        if self.ring.n == 1:
+            pubs, more = self._publish_turn(cycle, structure, self.config.p_pub)
+            if more:
+                pubs += self._publish_turn(cycle, structure, 1.0)[0]
+            return [], pubs
+        first = Publish(cycle, 1, self.config.p_pub, False, structure.to_bytes())
+        return [self._to_successor(cycle, first)], []
+
+    def _publish_turn(self, cycle: int, structure: CountingStructure, p_pub: float
+                      ) -> tuple[list[PublishedTuple], bool]:
+        state = self._state(cycle)
+        idx, more = publish_records(structure, state.values, state.done, state.coins, p_pub,
+                                    self.config.rule)
+        t = self.config.t0 + cycle * self.config.period
+        out = [PublishedTuple(cycle, t, self._public_id(state.sensors[i], cycle),
+                              state.values[i], state.sensors[i], self.id) for i in idx]
+        return out, more
+
+    def _public_id(self, sensor: str, cycle: int) -> str:
+        mode = self.config.id_mode
+        if mode == "gateway":
+            return f"gw{self.id}"
+        if mode == "pseudonym":
+            assert self.pseudonymizer is not None
+            return self.pseudonymizer.pseudonym(sensor, self.ring.epoch(cycle))
+        return sensor
+
+    def _state(self, cycle: int) -> _CycleState:
+        try:
+            return self.current[cycle]
+        except KeyError:
+            raise ValueError(f"gateway {self.id} has no readings for cycle {cycle}") from None
+
+    def _to_successor(self, cycle: int, msg: Collect | Publish) -> Send:
+        return Send(self.ring.successor(self.id, cycle), msg)
+
+
+# -- the in-process transport ----------------------------------------------------------------
+@dataclass
+class CycleResult:
+    published: list[PublishedTuple] = field(default_factory=list)
+    ring_messages: int = 0
+    ring_bytes: int = 0
+    passes: int = 0
+
+
+def run_cycle(gateways: Sequence[Gateway], cycle: int) -> CycleResult:
+    """Route one cycle's messages between in-process gateways until the cycle is done.
+
+    Every gateway must have been given its readings for ``cycle`` (:meth:`Gateway.measure`).
+    """
+    ring = gateways[0].ring
+    ccc = gateways[ring.ccc(cycle)]
+    result = CycleResult()
+    sends, pubs = ccc.start_cycle(cycle)
+    result.published += pubs
+    queue: deque[Send] = deque(sends)
+    while queue:
+        send = queue.popleft()
+        result.ring_messages += 1
+        result.ring_bytes += len(send.msg.payload)
+        if isinstance(send.msg, Publish) and send.to == ccc.id:
+            result.passes = max(result.passes, send.msg.pass_no)
+        out, pubs = gateways[send.to].handle(send.msg)
+        queue.extend(out)
+        result.published += pubs
+    if ring.n == 1:
+        result.passes = 1
+    return result

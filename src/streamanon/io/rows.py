@@ -1,0 +1,256 @@
+"""Read and write general rows (dicts of columns) for CASTLE: CSV with a header, or JSON Lines.
+
+The bad-input policy is the one of :mod:`streamanon.io.policy`: every non-blank line ends as a
+:class:`~streamanon.castle.Row` or as a :class:`~streamanon.records.Rejected` naming its line
+(malformed line, wrong field count, missing field, value that is not a finite number where one
+is needed, oversized value); ``fail`` stops with :class:`~streamanon.io.InputError`, ``skip``
+hands it to the reject log and goes on. Problems found later (an unknown category, found by the
+operator) go through the same policy with :meth:`RowReader.refuse`, so the accounting adds up:
+``read == rows yielded + rejected``.
+
+>>> import io
+>>> rd = RowReader(io.StringIO("id,age,dx\\na,30,flu\\nb,x,flu\\n"), "csv", numeric=["age"],
+...                on_error="skip")
+>>> [(r.line, r.values) for r in rd]
+[(2, {'id': 'a', 'age': 30.0, 'dx': 'flu'})]
+>>> rd.rejected[0].reason
+"field age is not a number: 'x'"
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+from streamanon.castle.cluster import Row
+from streamanon.io.policy import InputError, OnError
+from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, detect_format
+from streamanon.records import Rejected
+
+
+class RowReader:
+    """Iterate validated rows of a CSV (header first) or JSON Lines source.
+
+    ``numeric`` columns are converted to float (a non-number or non-finite value is refused);
+    ``required`` columns must be present and non-empty. Empty CSV fields read as ``None``.
+    """
+
+    def __init__(
+        self,
+        source: str | Path | TextIO,
+        fmt: str | None = None,
+        *,
+        on_error: OnError | str = OnError.fail,
+        rejects: Callable[[Rejected], None] | None = None,
+        numeric: Iterable[str] = (),
+        required: Iterable[str] = (),
+        max_value_len: int = DEFAULT_MAX_VALUE_LEN,
+        source_name: str | None = None,
+    ) -> None:
+        path = source if isinstance(source, str | Path) else None
+        self.fmt = detect_format(path, fmt)
+        self.source = source
+        self.name = source_name or ("stdin" if str(source) == "-" else str(path or "input"))
+        self.on_error = OnError(on_error)
+        self.rejects = rejects
+        self.numeric = set(numeric)
+        self.required = list(required)
+        self.max_len = max_value_len
+        self.columns: list[str] = []
+        self.read = 0
+        self.rejected: list[Rejected] = []
+        self.n_rejected = 0
+
+    # -- policy ------------------------------------------------------------------------------
+    def refuse(self, line: int, text: str, reason: str) -> None:
+        """Apply the policy to a bad line: raise under ``fail``, log and count under ``skip``."""
+        rej = Rejected(line, text, reason)
+        if self.on_error is OnError.fail:
+            raise InputError(rej, self.name)
+        self.n_rejected += 1
+        if len(self.rejected) < 100:
+            self.rejected.append(rej)
+        if self.rejects is not None:
+            self.rejects(rej)
+
+    def refuse_row(self, row: Row, reason: str) -> None:
+        """Refuse a row that parsed but that a later stage (the operator) cannot take."""
+        self.refuse(row.line or 0, self.text_of(row.values), reason)
+
+    def text_of(self, values: Mapping[str, Any]) -> str:
+        if self.fmt == "jsonl":
+            return json.dumps(dict(values), default=str)
+        return ",".join("" if values.get(c) is None else str(values.get(c)) for c in self.columns)
+
+    # -- reading -----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Row]:
+        if isinstance(self.source, str | Path):
+            if str(self.source) == "-":
+                yield from self._iter(sys.stdin)
+            else:
+                with open(self.source, encoding="utf-8", newline="") as fh:
+                    yield from self._iter(fh)
+        else:
+            yield from self._iter(self.source)
+
+    def _iter(self, fh: TextIO) -> Iterator[Row]:
+        lines = self._csv(fh) if self.fmt == "csv" else self._jsonl(fh)
+        for line, text, values in lines:
+            self.read += 1
+            if isinstance(values, str):
+                self.refuse(line, text, values)
+                continue
+            reason = self._validate(values)
+            if reason:
+                self.refuse(line, text, reason)
+                continue
+            yield Row(values, line)
+
+    def _csv(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+        reader = csv.reader(fh)
+        header: list[str] | None = None
+        prev = 0
+        for fields in reader:
+            line = prev + 1
+            prev = reader.line_num
+            if not fields or (len(fields) == 1 and not fields[0].strip()):
+                continue
+            if header is None:
+                header = [f.strip() for f in fields]
+                dup = {h for h in header if header.count(h) > 1}
+                if dup or "" in header:
+                    raise InputError(Rejected(line, ",".join(fields),
+                                              "CSV header has empty or repeated column names"),
+                                     self.name)
+                missing = [c for c in self.required if c not in header]
+                if missing:
+                    raise InputError(Rejected(line, ",".join(fields),
+                                              f"CSV header lacks column(s) {', '.join(missing)}"),
+                                     self.name)
+                self.columns = header
+                continue
+            text = ",".join(fields)
+            if len(fields) != len(header):
+                yield line, text, (f"expected {len(header)} comma-separated fields, "
+                                   f"got {len(fields)}")
+                continue
+            yield line, text, {h: (v if v.strip() else None)
+                               for h, v in zip(header, fields, strict=True)}
+        if header is None and self.required:
+            raise InputError(Rejected(1, "", "empty input: expected a CSV header"), self.name)
+
+    def _jsonl(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+        for line, text in enumerate(fh, start=1):
+            text = text.rstrip("\r\n")
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield line, text, f"invalid JSON ({exc.msg})"
+                continue
+            if not isinstance(obj, dict):
+                yield line, text, "expected a JSON object"
+                continue
+            for key in obj:
+                if key not in self.columns:
+                    self.columns.append(key)
+            yield line, text, obj
+
+    def _validate(self, values: dict[str, Any]) -> str | None:
+        for c in self.required:
+            v = values.get(c)
+            if v is None or (isinstance(v, str) and not v.strip()):
+                return f"missing field {c}"
+        for c, v in values.items():
+            if isinstance(v, str):
+                if len(v) > self.max_len:
+                    return f"field {c} is longer than {self.max_len} characters"
+            elif isinstance(v, float) and not math.isfinite(v):
+                return f"field {c} is not a finite number"
+            elif isinstance(v, list | dict) and len(json.dumps(v)) > self.max_len:
+                return f"field {c} is longer than {self.max_len} characters"
+        for c in self.numeric:
+            v = values.get(c)
+            if v is None or (isinstance(v, int | float) and not isinstance(v, bool)):
+                if isinstance(v, int | float):
+                    values[c] = float(v)
+                continue
+            if isinstance(v, bool) or not isinstance(v, str):
+                return f"field {c} is not a number: {v!r}"
+            try:
+                x = float(v)
+            except ValueError:
+                return f"field {c} is not a number: {v!r}"
+            if not math.isfinite(x):
+                return f"field {c} is not a finite number: {v!r}"
+            values[c] = x
+        return None
+
+
+class RowWriter:
+    """Write rows as CSV (header = ``columns``) or JSON Lines (every key); ``-`` is stdout."""
+
+    def __init__(self, target: str | Path | TextIO, fmt: str, columns: list[str]) -> None:
+        if fmt not in ("csv", "jsonl"):
+            raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
+        self.fmt = fmt
+        self.columns = list(columns)
+        self.count = 0
+        self._own = False
+        if isinstance(target, str | Path):
+            if str(target) == "-":
+                self._fh: TextIO = sys.stdout
+            else:
+                self._fh = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
+                self._own = True
+        else:
+            self._fh = target
+        self._csv = csv.writer(self._fh, lineterminator="\n")
+        if fmt == "csv":
+            self._csv.writerow(self.columns)
+
+    def write(self, values: Mapping[str, Any]) -> None:
+        self.count += 1
+        if self.fmt == "jsonl":
+            self._fh.write(json.dumps(dict(values), default=str) + "\n")
+            return
+        self._csv.writerow([_cell(values.get(c)) for c in self.columns])
+
+    def close(self) -> None:
+        if self._own:
+            self._fh.close()
+        else:
+            self._fh.flush()
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+    if isinstance(v, list | dict):
+        return json.dumps(v)
+    return str(v)
+
+
+def read_rows(source: str | Path | TextIO, fmt: str | None = None, **options: Any
+              ) -> list[dict[str, Any]]:
+    """All rows of a source as dicts (for checkers and tests); options as :class:`RowReader`."""
+    return [dict(r.values) for r in RowReader(source, fmt, **options)]
+
+
+__all__ = ["RowReader", "RowWriter", "read_rows"]

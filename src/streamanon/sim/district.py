@@ -1,0 +1,202 @@
+"""A smart-metering district from the BDEW standard load profiles (the paper's Sec. VI data).
+
+Sensor nodes (smart meters) hang off gateways (``normal(max/2, 2)`` per gateway, rounded and
+clipped to ``1..max``); each gets a client type from the Berlin mix of the spec; its reading in
+cycle ``c`` (15 min) is its type's standard load profile value at ``c`` scaled to the type's
+annual consumption, times ``1 + noise`` with noise uniform in ``[-10 %, +10 %]``, in watts,
+rounded to a bucket (:func:`bucket`). One seed drives everything:
+
+* ``default_rng([seed, 0])``: sensors per gateway and client types;
+* ``default_rng([seed, 1, day])``: the noise of day ``day`` (so any range of cycles is
+  generated identically, whatever the chunking);
+* ``default_rng([seed, 2, day])``: the publication coins of day ``day`` (see ``scenarios``).
+
+The profiles come from ``demandlib`` (BDEW ``h0_dyn`` for households, ``g1/g2/g4/g5`` for
+businesses), computed offline once per year and kept as numpy arrays (pandas stays out of the
+hot path).
+
+>>> bucket(np.array([0.4, 24.6, 25.4, 49.0, 51.0, 240.0, 251.0])).tolist()
+[0, 25, 26, 50, 50, 240, 260]
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+CYCLE_SECONDS = 900.0
+CYCLES_PER_DAY = 96
+PROFILES = ("h0_dyn", "g1", "g2", "g4", "g5")
+
+
+@dataclass(frozen=True)
+class ClientType:
+    name: str
+    share: float
+    annual_kwh: float
+    profile: str
+
+
+CLIENT_TYPES: tuple[ClientType, ...] = (
+    ClientType("household_1p", 0.471, 2105, "h0_dyn"),
+    ClientType("household_2p", 0.299, 3470, "h0_dyn"),
+    ClientType("household_3p", 0.125, 5047, "h0_dyn"),
+    ClientType("household_4p", 0.090, 5047, "h0_dyn"),
+    ClientType("workshop", 0.0039, 6000, "g1"),
+    ClientType("restaurant", 0.0051, 20000, "g2"),
+    ClientType("store", 0.0051, 17000, "g4"),
+    ClientType("hairdresser", 0.0010, 7500, "g4"),
+    ClientType("bakery", 0.0001, 25000, "g5"),
+)
+
+
+@lru_cache(maxsize=4)
+def load_profiles(year: int = 2024) -> np.ndarray:
+    """Mean power in W per quarter hour at 1,000 kWh/a, shape ``(len(PROFILES), cycles)``.
+
+    demandlib 0.2.2 calls ``warnings.simplefilter("error")`` inside the profile builder, which
+    turns pandas' deprecation notices into exceptions and leaks into the caller; the filter is
+    neutralised for the duration of the call only.
+    """
+    from demandlib import bdew  # heavy (pandas): imported on first use only
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        original = warnings.simplefilter
+        warnings.simplefilter = lambda *a, **k: None  # type: ignore[assignment]
+        try:
+            frame = bdew.ElecSlp(year=year).get_scaled_power_profiles(
+                {p: 1000 for p in PROFILES})
+        finally:
+            warnings.simplefilter = original
+    out = np.ascontiguousarray(frame[list(PROFILES)].to_numpy(dtype=np.float64).T * 1000.0)
+    out.setflags(write=False)
+    return out
+
+
+_LEVELS = 25.0 * 2.0 ** np.arange(48)  # g = 25 * 2^i
+_WIDTHS = np.maximum(1, (25 * 2 ** np.arange(48, dtype=np.int64)) // 20).astype(np.float64)
+
+
+def bucket(values_w: np.ndarray) -> np.ndarray:
+    """Round to a bucket whose width grows with the value (spec): width ``max(1, g // 20)``
+    where ``g`` is the smallest ``25 * 2^i`` at least the value; nearest multiple, halves up.
+    """
+    v = np.maximum(np.asarray(values_w, dtype=np.float64), 0.0)
+    width = _WIDTHS[np.searchsorted(_LEVELS, v, side="left")]
+    return (np.floor(v / width + 0.5) * width).astype(np.int64)
+
+
+def bucket_grid(max_w: float) -> np.ndarray:
+    """Every bucket value of readings in ``[0, max_w]``: the known domain of the exact counter.
+
+    >>> grid = bucket_grid(120.0)
+    >>> bool(np.isin(bucket(np.linspace(0, 120, 10_001)), grid).all())
+    True
+    """
+    values = []
+    g, lo = 25, 0.0
+    while True:
+        w = max(1, g // 20)
+        values.extend(range(math.floor(lo / w) * w, g + w, w))
+        if g >= max_w:
+            break
+        lo, g = g, g * 2
+    return np.unique(np.asarray(values, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class DistrictConfig:
+    """The district's shape; ``seed`` drives every random choice of the data."""
+
+    gateways: int = 25
+    max_sn: int = 20
+    seed: int = 1
+    year: int = 2024
+    noise: float = 0.1
+    sn_sd: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.gateways < 1:
+            raise ValueError(f"gateways must be >= 1, got {self.gateways}")
+        if self.max_sn < 1:
+            raise ValueError(f"max_sn must be >= 1, got {self.max_sn}")
+        if not 0 <= self.noise < 1:
+            raise ValueError(f"noise must be in [0, 1), got {self.noise}")
+
+
+class District:
+    """Gateways, their sensor nodes and the sensors' bucketed readings for any cycle range."""
+
+    def __init__(self, config: DistrictConfig) -> None:
+        self.config = config
+        rng = np.random.default_rng([config.seed, 0])
+        per_gw = np.rint(rng.normal(config.max_sn / 2, config.sn_sd, config.gateways))
+        self.sn_per_gw = np.clip(per_gw, 1, config.max_sn).astype(np.int64)
+        self.sn_gateway = np.repeat(np.arange(config.gateways), self.sn_per_gw)
+        shares = np.array([t.share for t in CLIENT_TYPES])
+        self.sn_type = rng.choice(len(CLIENT_TYPES), size=self.sensors, p=shares / shares.sum())
+        self._profile_row = np.array([PROFILES.index(CLIENT_TYPES[t].profile)
+                                      for t in self.sn_type], dtype=np.int64)
+        self._scale = np.array([CLIENT_TYPES[t].annual_kwh / 1000.0 for t in self.sn_type])
+        first = np.concatenate(([0], np.cumsum(self.sn_per_gw)[:-1]))
+        local = np.arange(self.sensors) - np.repeat(first, self.sn_per_gw)
+        self.sensor_ids = [f"gw{g:03d}-sn{j:03d}" for g, j in
+                           zip(self.sn_gateway.tolist(), local.tolist(), strict=True)]
+
+    @property
+    def gateways(self) -> int:
+        return self.config.gateways
+
+    @property
+    def sensors(self) -> int:
+        return int(self.sn_per_gw.sum())
+
+    @property
+    def cycles_available(self) -> int:
+        return load_profiles(self.config.year).shape[1]
+
+    def max_reading(self) -> float:
+        """An upper bound of every reading (for the exact counter's domain)."""
+        peaks = load_profiles(self.config.year).max(axis=1)
+        return float((peaks[self._profile_row] * self._scale).max() * (1 + self.config.noise))
+
+    def domain(self) -> np.ndarray:
+        """All bucket values a reading of this district can take (sorted)."""
+        return bucket_grid(self.max_reading())
+
+    def readings_w(self, c0: int, c1: int) -> np.ndarray:
+        """Readings in W (before bucketing) of cycles ``[c0, c1)``, shape ``(c1 - c0, S)``."""
+        if not 0 <= c0 <= c1 <= self.cycles_available:
+            raise ValueError(f"cycles [{c0}, {c1}) outside 0..{self.cycles_available}")
+        prof = load_profiles(self.config.year)
+        base = prof[:, c0:c1][self._profile_row].T * self._scale
+        noise = np.empty_like(base)
+        day0, day1 = c0 // CYCLES_PER_DAY, (c1 - 1) // CYCLES_PER_DAY if c1 > c0 else -1
+        for day in range(day0, day1 + 1):
+            rng = np.random.default_rng([self.config.seed, 1, day])
+            day_noise = rng.uniform(-self.config.noise, self.config.noise,
+                                    (CYCLES_PER_DAY, self.sensors))
+            lo, hi = max(c0, day * CYCLES_PER_DAY), min(c1, (day + 1) * CYCLES_PER_DAY)
+            noise[lo - c0 : hi - c0] = day_noise[lo - day * CYCLES_PER_DAY :
+                                                 hi - day * CYCLES_PER_DAY]
+        return base * (1.0 + noise)
+
+    def readings(self, c0: int, c1: int) -> np.ndarray:
+        """Bucketed readings (int W) of cycles ``[c0, c1)``, shape ``(c1 - c0, S)``."""
+        return bucket(self.readings_w(c0, c1))
+
+    def coins(self, c0: int, c1: int) -> np.ndarray:
+        """Publication coins (uniform [0, 1)) of cycles ``[c0, c1)``, one per reading."""
+        out = np.empty((c1 - c0, self.sensors))
+        for day in range(c0 // CYCLES_PER_DAY, (c1 - 1) // CYCLES_PER_DAY + 1 if c1 > c0 else 0):
+            rng = np.random.default_rng([self.config.seed, 2, day])
+            day_coins = rng.random((CYCLES_PER_DAY, self.sensors))
+            lo, hi = max(c0, day * CYCLES_PER_DAY), min(c1, (day + 1) * CYCLES_PER_DAY)
+            out[lo - c0 : hi - c0] = day_coins[lo - day * CYCLES_PER_DAY :
+                                               hi - day * CYCLES_PER_DAY]
+        return out

@@ -1,0 +1,428 @@
+"""The three scenarios of the paper on identical measurements, vectorized across cycles.
+
+* ``centralized``: the central entity receives every reading and applies the publication rule
+  (:func:`~streamanon.dezent.rules.publishable`) with exact district-wide counts.
+* ``fully_decentralized``: every gateway applies the same rule to its own sensor nodes only.
+* ``dezent``: the ring protocol (:mod:`streamanon.dezent.protocol`) with a counting Bloom filter
+  or the exact counter; publication passes in ring order from the CCC's successor, first with
+  ``p_pub``, then with ``p_pub = 1``.
+
+All three share one count: ``D[c, v]``, the distinct sensor nodes with a reading of ``v`` in the
+window of cycle ``c`` (``W`` cycles, current included), computed for a whole chunk of cycles at
+once. A reading at cycle ``r`` of sensor ``s`` keeps ``s`` counted for ``v`` during cycles
+``r .. r + L - 1`` where ``L`` is the distance to ``s``'s next reading of the same value (at
+most ``W``): the intervals of one (sensor, value) tile its live span without overlap, so a
+difference array summed over cycles gives the distinct count. Per gateway the same with
+(gateway, value) bins.
+
+Which records of a value are published is decided by their rank in the order in which the
+scenario visits them (centralized: arrival order = sensor order; deZent: pass 1 records (coin
+``< p_pub``) before pass 2 records, each in ring order from the CCC's successor, sensors in
+order within a gateway). Proof sketch (fast deZent == protocol core): when no counter of the
+cleaned CBF is *contested* (its value is at least the publications the rule allows for all
+values hashed to it), no value's count ever reaches 0 through another value's decrements, so
+the records published are exactly the first ``publishable(est, n)`` in visiting order, where
+``est`` is the CBF's count; a contested cycle is replayed record by record with the protocol's
+own :func:`~streamanon.dezent.protocol.publish_records`. The test suite compares both engines
+on small districts, message for message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamanon.dezent.cbf import (
+    CountingBloomFilter,
+    CountingStructure,
+    cbf_parameters,
+    int_positions,
+)
+from streamanon.dezent.protocol import StructureSpec, publish_records, window_cycles
+from streamanon.dezent.ring import Ring
+from streamanon.dezent.rules import PAPER, WINDOW, check_rule, publishable
+from streamanon.dezent.securesum import SecureSumMask
+from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District
+from streamanon.sim.metrics import ScenarioMetrics
+
+SCENARIOS = ("centralized", "fully_decentralized", "dezent")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Parameters of the anonymization (the district has its own :class:`DistrictConfig`)."""
+
+    z: int = 10
+    delta_t: float = 7260.0
+    p_pub: float = 0.5
+    rule: str = PAPER
+    structure: str = "cbf"
+    fp_rate: float = 0.05
+    counter_bits: int = 20
+    max_hashes: int = 6
+    cbf_keys: int | None = None
+    epoch_cycles: int = CYCLES_PER_DAY
+
+    def __post_init__(self) -> None:
+        if self.z < 1:
+            raise ValueError(f"z must be >= 1, got {self.z}")
+        if not self.delta_t >= 0:
+            raise ValueError(f"delta_t must be >= 0, got {self.delta_t}")
+        if not 0 < self.p_pub <= 1:
+            raise ValueError(f"p_pub must be in (0, 1], got {self.p_pub}")
+        check_rule(self.rule)
+        if self.structure not in ("cbf", "exact"):
+            raise ValueError(f"structure must be cbf or exact, got {self.structure!r}")
+        if not 0 < self.fp_rate < 1:
+            raise ValueError(f"fp_rate must be in (0, 1), got {self.fp_rate}")
+
+    @property
+    def window(self) -> int:
+        return window_cycles(self.delta_t, CYCLE_SECONDS)
+
+    def structure_spec(self, district: District) -> StructureSpec:
+        """The counting structure every gateway agrees on at setup.
+
+        CBF sizing: the reference's ``X = 10 x SNs per gateway x cycles in Δt`` with the
+        district's *mean* sensors per gateway instead of the CCC's own (so the size does not
+        change with the rotating CCC and every gateway can compute it at setup), ``P`` =
+        ``fp_rate``; ``cbf_keys`` overrides ``X``.
+        """
+        if self.structure == "exact":
+            domain = tuple(int(v) for v in district.domain())
+            return StructureSpec("exact", len(domain), 1, self.counter_bits, domain)
+        keys = self.cbf_keys or max(1, round(10 * district.sensors / district.gateways
+                                             * self.window))
+        m, k = cbf_parameters(keys, self.fp_rate, self.max_hashes)
+        return StructureSpec("cbf", m, k, self.counter_bits)
+
+
+@dataclass
+class SimResult:
+    """Metrics per scenario, and (with ``keep_published``) who was published."""
+
+    district: District
+    config: SimConfig
+    cycles: int
+    spec: StructureSpec
+    metrics: dict[str, ScenarioMetrics]
+    published: dict[str, np.ndarray] | None = None  # scenario -> bool (cycles, sensors)
+    readings: np.ndarray | None = None  # int (cycles, sensors)
+    history: np.ndarray | None = None  # readings of the Δt before ``start`` (counted, not
+    # anonymized): part of the input any checker must see
+    start: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.district.config
+        c = self.config
+        return {
+            "params": {
+                "gateways": d.gateways, "max_sn": d.max_sn, "seed": d.seed, "year": d.year,
+                "sensors": self.district.sensors, "cycles": self.cycles,
+                "days": self.cycles / CYCLES_PER_DAY, "z": c.z, "delta_t": c.delta_t,
+                "window_cycles": c.window, "p_pub": c.p_pub, "rule": c.rule,
+                "structure": c.structure, "fp_rate": c.fp_rate,
+                "counter_bits": c.counter_bits, "epoch_cycles": c.epoch_cycles,
+            },
+            "structure": {"kind": self.spec.kind, "m": self.spec.m, "k": self.spec.k,
+                          "bits": self.spec.bits, "bytes": self.spec.nbytes},
+            "scenarios": {name: m.to_dict() for name, m in self.metrics.items()},
+            **self.extra,
+        }
+
+
+def simulate(district: District, cycles: int, config: SimConfig, *, start: int = 0,
+             keep_published: bool = False, chunk_days: int = 1) -> SimResult:
+    """Run the three scenarios on cycles ``[start, start + cycles)`` of ``district``."""
+    if cycles < 1:
+        raise ValueError(f"cycles must be >= 1, got {cycles}")
+    end = start + cycles
+    if end > district.cycles_available:
+        raise ValueError(f"the profiles of {district.config.year} have "
+                         f"{district.cycles_available} cycles; asked for [{start}, {end})")
+    spec = config.structure_spec(district)
+    w = config.window
+    SecureSumMask.check_capacity(spec.k * district.sensors * (1 if spec.kind == "exact" else w),
+                                 spec.bits)
+    domain = district.domain()
+    engine = _Engine(district, config, spec, domain)
+    lut = np.full(int(domain[-1]) + 1, -1, dtype=np.int64)  # bucket value -> code
+    lut[domain] = np.arange(len(domain))
+    metrics = {name: ScenarioMetrics(name, district, config.z) for name in SCENARIOS}
+    kept: dict[str, list[np.ndarray]] = {name: [] for name in SCENARIOS}
+    kept_readings: list[np.ndarray] = []
+    step = chunk_days * CYCLES_PER_DAY
+    c0 = start
+    while c0 < end:
+        c1 = min(end, (c0 // step + 1) * step)
+        h0 = max(0, c0 - (w - 1))
+        values = district.readings(h0, c1)
+        codes = lut[values]
+        coins = district.coins(c0, c1)
+        out, dist = engine.chunk(c0, c1, codes, c0 - h0, values[c0 - h0 :], coins)
+        for name, (pub, info) in out.items():
+            metrics[name].add_chunk(pub, dist, info)
+            if keep_published:
+                kept[name].append(pub)
+        if keep_published:
+            kept_readings.append(values[c0 - h0 :])
+        c0 = c1
+    for m in metrics.values():
+        m.finish(spec, config)
+    result = SimResult(district, config, cycles, spec, metrics, start=start)
+    if keep_published:
+        result.history = district.readings(max(0, start - (w - 1)), start)
+        result.published = {k: np.concatenate(v) for k, v in kept.items()}
+        result.readings = np.concatenate(kept_readings)
+    return result
+
+
+class _Engine:
+    """The vectorized per-chunk computation shared by the three scenarios."""
+
+    def __init__(self, district: District, config: SimConfig, spec: StructureSpec,
+                 domain: np.ndarray) -> None:
+        self.d, self.cfg, self.spec, self.domain = district, config, spec, domain
+        self.G, self.S, self.V = district.gateways, district.sensors, len(domain)
+        self.gw = district.sn_gateway
+        self.ring = Ring(self.G, district.config.seed, config.epoch_cycles)
+        self.pos = int_positions(domain, spec.m, spec.k) if spec.kind == "cbf" else None
+
+    def ring_order(self, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per cycle and gateway: hops after the CCC, and the publication visiting order
+        (successor first, the CCC last)."""
+        dist = np.empty((c1 - c0, self.G), dtype=np.int64)
+        for c in range(c0, c1):
+            dist[c - c0] = self.ring.distance_from_ccc(c)
+        return dist, (dist - 1) % self.G
+
+    def chunk(self, c0: int, c1: int, codes: np.ndarray, h: int, values: np.ndarray,
+              coins: np.ndarray
+              ) -> tuple[dict[str, tuple[np.ndarray, dict[str, Any]]], np.ndarray]:
+        """Published masks ``(C, S)`` per scenario for cycles ``[c0, c1)``; ``codes`` has ``h``
+        cycles of history before them."""
+        cfg, G, S, V, w = self.cfg, self.G, self.S, self.V, self.cfg.window
+        T = codes.shape[0]
+        C = T - h
+        # L[r, s]: cycles until s's next reading of the same value (capped at W)
+        L = np.full((T, S), w, dtype=np.int64)
+        for j in range(w - 1, 0, -1):
+            if j < T:
+                eq = codes[j:] == codes[:-j]
+                L[:-j][eq] = j
+        rows = np.repeat(np.arange(T), S)
+        flat_codes = codes.ravel()
+        ends = rows + L.ravel()
+        # district-wide distinct counts D[c, v] for the chunk's current cycles
+        g_rows = np.tile(self.gw, T)
+        Dl = _window_counts(rows, ends, g_rows * V + flat_codes, T + w, G * V)[h:T]
+        # every sensor belongs to one gateway: district counts are sums of gateway counts
+        D = Dl.reshape(C, G, V).sum(axis=1)
+        cur = codes[h:]
+        r_idx = np.repeat(np.arange(C), S)
+        cc = cur.ravel()
+        g_idx = np.tile(self.gw, C)
+        n = np.bincount(r_idx * V + cc, minlength=C * V).reshape(C, V)
+        nl = np.bincount((r_idx * G + g_idx) * V + cc, minlength=C * G * V).reshape(C, G * V)
+        dist, visit = self.ring_order(c0, c0 + C)
+        out: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+        key_c = r_idx * V + cc
+        key_l = (r_idx * G + g_idx) * V + cc
+        D_rec, n_rec = D.reshape(-1)[key_c], n.reshape(-1)[key_c]
+        # centralized: arrival (sensor) order
+        order_c = np.argsort(key_c, kind="stable")
+        rank_c = _group_rank(key_c, order_c)
+        out["centralized"] = self._decide(rank_c, D_rec, n_rec, D_rec, C, S)
+        # fully decentralized: each gateway alone, sensor order (a gateway's sensors are
+        # contiguous, so the groups of key_l are contiguous runs of order_c)
+        rank_l = _group_rank(key_l, order_c)
+        out["fully_decentralized"] = self._decide(rank_l, Dl.reshape(-1)[key_l],
+                                                  nl.reshape(-1)[key_l], D_rec, C, S)
+        # deZent: pass 1 (coin < p_pub) before pass 2, ring order from the CCC's successor
+        est, counters = self._estimates(D)
+        second = coins >= cfg.p_pub
+        vis = visit[r_idx.reshape(C, S), self.gw[None, :]].ravel()
+        key_d = (key_c * 2 + second.ravel()) * G + vis
+        order_d = np.argsort(key_d, kind="stable")
+        rank_d = _group_rank(key_c, order_d)
+        pub_d, info = self._decide(rank_d, est.reshape(-1)[key_c], n_rec, D_rec, C, S)
+        passes = np.ones(C, dtype=np.int64)
+        if cfg.rule == PAPER and cfg.p_pub < 1:
+            # pass 2 runs when some coin-failed record still saw a positive count in pass 1:
+            # fewer coin-passed records of its value came before it (ring order) than allowed
+            allowed = publishable(est.reshape(-1)[key_c], n_rec, cfg.z, cfg.rule)
+            order_v = np.argsort(key_c * G + vis, kind="stable")
+            before = _group_prefix(key_c, order_v, ~second.ravel())
+            more = second.ravel() & (before < allowed)
+            passes += more.reshape(C, S).any(axis=1)
+        contested = np.zeros(C, dtype=bool)
+        if counters is not None and cfg.rule == PAPER:
+            contested = self._contested(counters, publishable(est, n, cfg.z, cfg.rule))
+            for r in np.flatnonzero(contested).tolist():
+                pub_d[r], passes[r] = self._replay(self._row(counters, r), values[r], coins[r],
+                                                   visit[r])
+        info.update(passes=passes, contested=int(contested.sum()))
+        out["dezent"] = (pub_d, info)
+        return out, dist
+
+    def _decide(self, rank: np.ndarray, count: np.ndarray, n: np.ndarray, true: np.ndarray,
+                C: int, S: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """Per record: published when its rank in the visiting order is below what the rule
+        allows its value; also how many the *other* rule would publish (same order)."""
+        z, rule = self.cfg.z, self.cfg.rule
+        other = WINDOW if rule == PAPER else PAPER
+        pub = (rank < publishable(count, n, z, rule)).reshape(C, S)
+        n_other = int((rank < publishable(count, n, z, other)).sum())
+        return pub, {f"published_{other}": n_other, "true_count": true.reshape(C, S)}
+
+    def _estimates(self, D: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """The structure's count of every value with readings in Δt, per cycle, and the CBF's
+        nonzero counters as ``(flat index r * m + j, value)``, sorted by index (sparse: a
+        cycle touches a few hundred of the ``m`` counters). Values without readings get 0:
+        they have no current record to decide on."""
+        if self.pos is None:
+            return D, None
+        k, m = self.spec.k, self.spec.m
+        r, v = np.nonzero(D)
+        idx = (r[:, None] * m + self.pos[v]).ravel()
+        uniq, inv = np.unique(idx, return_inverse=True)
+        sums = np.bincount(inv, weights=np.repeat(D[r, v], k)).astype(np.int64)
+        est = np.zeros_like(D)
+        est[r, v] = sums[inv].reshape(-1, k).min(axis=1)
+        return est, (uniq, sums)
+
+    def _contested(self, counters: tuple[np.ndarray, np.ndarray], p: np.ndarray) -> np.ndarray:
+        """Cycles where some cleaned counter is below the decrements the rule allows on it."""
+        uniq, sums = counters
+        k, m = self.spec.k, self.spec.m
+        r, v = np.nonzero(p)
+        at = np.searchsorted(uniq, (r[:, None] * m + self.pos[v]).ravel())  # type: ignore[index]
+        demand = np.bincount(at, weights=np.repeat(p[r, v], k), minlength=len(uniq))
+        cleaned = np.maximum(sums - (self.cfg.z - 1), 0)
+        contested = np.zeros(p.shape[0], dtype=bool)
+        contested[uniq[demand > cleaned] // m] = True
+        return contested
+
+    def _row(self, counters: tuple[np.ndarray, np.ndarray], r: int) -> np.ndarray:
+        """The dense counters of cycle ``r`` of the chunk."""
+        uniq, sums = counters
+        m = self.spec.m
+        lo, hi = np.searchsorted(uniq, [r * m, (r + 1) * m])
+        row = np.zeros(m, dtype=np.int64)
+        row[uniq[lo:hi] - r * m] = sums[lo:hi]
+        return row
+
+    def _replay(self, counters: np.ndarray, values: np.ndarray, coins: np.ndarray,
+                visit: np.ndarray) -> tuple[np.ndarray, int]:
+        """One contested cycle, record by record, with the protocol's publication step."""
+        cbf: CountingStructure = CountingBloomFilter(self.spec.m, self.spec.k, self.spec.bits)
+        cbf.counters = counters.astype(np.uint64)
+        cbf.subtract_clamp(self.cfg.z - 1)
+        published = np.zeros(self.S, dtype=bool)
+        by_gw = [np.flatnonzero(self.gw == g) for g in np.argsort(visit)]
+        done = {g: [False] * len(ix) for g, ix in enumerate(by_gw)}
+        passes, p_pub = 0, self.cfg.p_pub
+        while True:
+            passes += 1
+            more = False
+            for g, ix in enumerate(by_gw):
+                got, m = publish_records(cbf, values[ix].tolist(), done[g], coins[ix], p_pub,
+                                         self.cfg.rule)
+                published[ix[got]] = True
+                more |= m
+            if not more or passes == 2:
+                return published, passes
+            p_pub = 1.0
+
+
+def _window_counts(rows: np.ndarray, ends: np.ndarray, bins: np.ndarray, T: int, B: int
+                   ) -> np.ndarray:
+    """``out[c, b]`` = records with bin ``b`` whose interval ``[row, end)`` covers ``c``."""
+    diff = np.bincount(rows * B + bins, minlength=T * B)
+    diff = diff - np.bincount(ends * B + bins, minlength=T * B)
+    return np.cumsum(diff.reshape(T, B), axis=0)
+
+
+def _group_prefix(keys: np.ndarray, order: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Per element, how many flagged elements with the same key come before it in ``order``
+    (equal keys contiguous in ``order``)."""
+    k = keys[order]
+    f = flags[order].astype(np.int64)
+    start = np.empty(len(k), dtype=bool)
+    start[:1] = True
+    start[1:] = k[1:] != k[:-1]
+    incl = np.cumsum(f)
+    excl = incl - f
+    base = np.maximum.accumulate(np.where(start, excl, 0))
+    out = np.empty(len(k), dtype=np.int64)
+    out[order] = excl - base
+    return out
+
+
+def _group_rank(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Rank of every element among equal ``keys``, counted in ``order`` (a sort of ``keys``
+    or a refinement of it)."""
+    k = keys[order]
+    start = np.empty(len(k), dtype=bool)
+    start[:1] = True
+    start[1:] = k[1:] != k[:-1]
+    pos = np.arange(len(k))
+    first = np.maximum.accumulate(np.where(start, pos, 0))
+    rank = np.empty(len(k), dtype=np.int64)
+    rank[order] = pos - first
+    return rank
+
+
+@dataclass
+class ProtocolRun:
+    """What the pure protocol core did on a district (the slow, message-level engine)."""
+
+    published: np.ndarray  # bool (cycles, sensors)
+    ring_messages: int
+    ring_bytes: int
+    passes: int
+    tuples: list[Any]
+
+
+def run_protocol(district: District, cycles: int, config: SimConfig, *, start: int = 0,
+                 id_mode: str = "sensor") -> ProtocolRun:
+    """deZent through :class:`~streamanon.dezent.protocol.Gateway` objects, message by message.
+
+    Same readings and coins as :func:`simulate`; real secure-sum masks (OS randomness), real
+    byte encodings on every hop. Meant for small districts: it is the executable specification
+    the vectorized engine is tested against.
+    """
+    from streamanon.dezent.protocol import Gateway, ProtocolConfig, run_cycle
+
+    spec = config.structure_spec(district)
+    pcfg = ProtocolConfig(z=config.z, delta_t=config.delta_t, structure=spec,
+                          sensors_total=district.sensors, period=CYCLE_SECONDS,
+                          rule=config.rule, p_pub=config.p_pub, id_mode=id_mode)
+    ring = Ring(district.gateways, district.config.seed, config.epoch_cycles)
+    gws = [Gateway(g, pcfg, ring) for g in range(district.gateways)]
+    members = [np.flatnonzero(district.sn_gateway == g) for g in range(district.gateways)]
+    index = {sid: i for i, sid in enumerate(district.sensor_ids)}
+    w = config.window
+    h0 = max(0, start - (w - 1))
+    values = district.readings(h0, start + cycles)
+    coins = district.coins(h0, start + cycles)
+    published = np.zeros((cycles, district.sensors), dtype=bool)
+    run = ProtocolRun(published, 0, 0, 0, [])
+    for c in range(h0, start + cycles):
+        r = c - h0
+        for g, ix in enumerate(members):
+            gws[g].measure(c, [(district.sensor_ids[i], int(values[r, i])) for i in ix],
+                           coins=coins[r, ix])
+        if c < start:
+            continue  # history only: readings before the simulated range are not anonymized
+        res = run_cycle(gws, c)
+        run.ring_messages += res.ring_messages
+        run.ring_bytes += res.ring_bytes
+        run.passes += res.passes
+        run.tuples.extend(res.published)
+        for tup in res.published:
+            published[c - start, index[tup.sensor]] = True
+    return run

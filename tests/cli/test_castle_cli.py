@@ -1,0 +1,121 @@
+"""``streamanon castle``, ``verify castle`` and ``experiment castle`` end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from typer.testing import CliRunner
+
+from streamanon.cli import app
+from streamanon.data import ashrae
+
+runner = CliRunner()
+
+
+def write_inputs(tmp_path, n: int = 900):
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(n, seed=2))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    return data, rules
+
+
+def test_castle_then_verify(tmp_path) -> None:
+    data, rules = write_inputs(tmp_path)
+    out = tmp_path / "out.csv"
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                              "--delta", "300", str(data), "-o", str(out),
+                              "--suppressed", str(tmp_path / "sup.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["balanced"] and summary["read"] == 900
+    assert summary["published"] + summary["suppressed"] == 900
+    assert set(summary["info_loss"]) == {*ashrae.NUMERIC_QI, "primary_use"}
+    assert all(0 <= v <= 1 for v in summary["info_loss"].values())
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == summary["published"]
+    assert list(rows[0]) == ashrae.COLUMNS
+    assert rows[0]["square_feet"].startswith("[")
+    ok = runner.invoke(app, ["verify", "castle", str(out), "--id", "building_id", "--qi",
+                             ",".join([*ashrae.NUMERIC_QI, "primary_use"]), "--sa",
+                             "meter_reading", "--k", "5", "--l", "2", "--input", str(data),
+                             "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["ok"]
+
+
+def test_verify_finds_a_tampered_output(tmp_path) -> None:
+    data, rules = write_inputs(tmp_path, 600)
+    out = tmp_path / "out.csv"
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "0",
+                              "--delta", "300", str(data), "-o", str(out), "--json",
+                              "--loss-column", "info_loss"])
+    assert res.exit_code == 0, res.output
+    with out.open() as fh:
+        released = list(csv.DictReader(fh))
+    assert all(0 <= float(r["info_loss"]) <= 1 for r in released)
+    lines = out.read_text().splitlines()
+    header = lines[0].split(",")
+    first = next(csv.reader([lines[1]]))
+    first[header.index("building_id")] = "1000"  # a new individual, and one less for its class
+    first[header.index("square_feet")] = "[1,2]"  # alone in its own class
+    lines[1] = ",".join(f'"{x}"' for x in first)
+    out.write_text("\n".join(lines) + "\n")
+    res = runner.invoke(app, ["verify", "castle", str(out), "--rules", str(rules), "--k", "5"])
+    assert res.exit_code == 1
+    assert "counterexample" in res.output and "distinct individual" in res.output
+
+
+def test_bad_lines_fail_or_skip_with_line_numbers(tmp_path) -> None:
+    _, rules = write_inputs(tmp_path, 10)
+    src = tmp_path / "bad.jsonl"
+    good = dict(next(ashrae.generate(1, seed=1)))
+    rows = [good, {**good, "primary_use": "Casino"}, {**good, "square_feet": "big"}, good]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n{oops\n")
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "1", "--l", "0",
+                              str(src), "-o", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2
+    assert "bad.jsonl:2" in res.output and "unknown category 'Casino'" in res.output
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "1", "--l", "0",
+                              str(src), "-o", str(tmp_path / "o.jsonl"), "--on-error", "skip",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert (s["read"], s["published"], s["rejected"]) == (5, 2, 3) and s["balanced"]
+    rejected = [json.loads(x) for x in (tmp_path / "o.jsonl.rejects.jsonl").read_text()
+                .splitlines()]
+    assert [r["line"] for r in rejected] == [2, 3, 5]
+
+
+def test_bad_rules_file_is_a_clear_error(tmp_path) -> None:
+    rules = tmp_path / "r.toml"
+    rules.write_text('id = "u"\n[[attribute]]\nname = "a"\ngeneralizer = "rnage"\n')
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "in.csv"])
+    assert res.exit_code == 2 and "unknown generalizer 'rnage'" in res.output
+
+
+def test_experiment_subset_writes_rows_and_plots(tmp_path) -> None:
+    res = runner.invoke(app, ["experiment", "castle", "--workdir", str(tmp_path), "--k", "5,10",
+                              "--delta", "200,400", "--l", "0", "--n", "700", "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    with open(summary["csv"]) as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["k"], r["delta"]) for r in rows} == {("5", "200"), ("10", "200"), ("5", "400"),
+                                                    ("10", "400")}
+    for r in rows:
+        assert int(r["released"]) + int(r["suppressed"]) == 700
+        assert float(r["latency_ms"]) >= 0
+    assert len(summary["plots"]) == 2
+    for p in summary["plots"]:
+        with open(p, "rb") as fh:
+            assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_part_runs_and_verifies(tmp_path) -> None:
+    from streamanon.cli.castle import castle_demo
+
+    summary = castle_demo(tmp_path, seed=3, n=890)
+    assert summary["balanced"] and summary["read"] == 890
+    assert summary["checker"]["ok"] and summary["checker"]["min_individuals"] >= 5
