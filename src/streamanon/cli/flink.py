@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ from streamanon.io import InputError, OnError
 
 flink_app = typer.Typer(
     help=(
-        "Run the operators as Apache Flink jobs (PyFlink, `pip install 'streamanon[flink]'`, "
-        "Java 17): on a local mini-cluster by default, or submitted to a cluster with "
-        "`flink run` (see README). Output files are the same as the pure-Python commands', "
-        "so `diff` compares the two paths."
+        "Run the operators as Apache Flink jobs (PyFlink: the flink extra, "
+        "`pip install 'streamanon\\[flink]'`, and Java 17): on a local mini-cluster by "
+        "default, or submitted to a cluster with `flink run -pym streamanon.flink ...` (see "
+        "README). Output files are the same as the pure-Python commands', so `diff` compares "
+        "the two paths."
     ),
     no_args_is_help=True,
 )
@@ -68,8 +70,6 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.job import Endpoint, JobOptions
 
-    if mode not in ("thread", "process"):
-        fail(f"--mode must be thread or process, got {mode!r}")
     if restore is not None and work_dir is None:
         fail("--restore needs --work-dir: the folder of the run being resumed")
     ckpt_dir = checkpoint_dir or (work_dir / "checkpoints" if work_dir else None)
@@ -86,7 +86,7 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
         target = Endpoint.parse(release_to) if release_to else None
     except ValueError as exc:
         fail(str(exc))
-    return JobOptions(parallelism=parallelism, mode=mode,
+    return JobOptions(parallelism=parallelism, mode=str(mode),
                       checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
                       restore_from=restore_from, work_dir=work_dir, pace=pace,
                       release_to=target, restarts=restarts,
@@ -95,7 +95,12 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
-mode_option = typer.Option("thread", "--mode", help=MODE_HELP)
+class ExecutionMode(StrEnum):
+    thread = "thread"
+    process = "process"
+
+
+mode_option = typer.Option(ExecutionMode.thread, "--mode", help=MODE_HELP)
 checkpoint_option = typer.Option(2000, "--checkpoint-interval", min=1, help=CHECKPOINT_HELP)
 checkpoint_dir_option = typer.Option(None, "--checkpoint-dir", help="Where checkpoints go "
                                      "(default: WORK/checkpoints); kept after the run.")
@@ -131,7 +136,7 @@ def flink_z(
                                  "OUTPUT.rejects.jsonl."),
     time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
     parallelism: int = parallelism_option,
-    mode: str = mode_option,
+    mode: ExecutionMode = mode_option,
     checkpoint_interval: int = checkpoint_option,
     checkpoint_dir: Path = checkpoint_dir_option,
     restore: str = restore_option,
@@ -257,7 +262,7 @@ def flink_castle(
     on_error: OnError = on_error_option,
     rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
     parallelism: int = parallelism_option,
-    mode: str = mode_option,
+    mode: ExecutionMode = mode_option,
     checkpoint_interval: int = checkpoint_option,
     checkpoint_dir: Path = checkpoint_dir_option,
     restore: str = restore_option,

@@ -114,8 +114,9 @@ def outcome_lines(out: Iterable[Any], loss_field: str | None = None) -> list[str
 
 def refused_line(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[str],
                  reason: str) -> str:
-    """A row the operator refused (ValueError), as the pure path's rejects file writes it."""
-    if fmt == "jsonl":
+    """A row the operator refused (ValueError), as the pure path's rejects file writes it
+    (as JSON when the CSV columns are unknown, e.g. for a socket source)."""
+    if fmt == "jsonl" or not columns:
         text = json.dumps(values, default=str)
     else:
         text = ",".join("" if values.get(c) is None else str(values.get(c)) for c in columns)
