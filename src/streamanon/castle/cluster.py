@@ -19,13 +19,13 @@ import operator
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from streamanon.castle.generalizers import Generalizer, HierarchyGeneralizer, RangeGeneralizer
 from streamanon.castle.rules import RuleSet
+from streamanon.timefmt import parse_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,20 +518,7 @@ def _dec(counter: Counter[str], key: str) -> None:
 def _parse_time(raw: Any, name: str) -> float:
     if isinstance(raw, bool) or raw is None or raw == "":
         raise ValueError(f"missing field {name} (the time)")
-    if isinstance(raw, int | float):
-        t = float(raw)
-    else:
-        s = str(raw).strip()
-        try:
-            t = float(s)
-        except ValueError:
-            try:
-                dt = datetime.fromisoformat(s)
-            except ValueError:
-                raise ValueError(f"field {name} is neither seconds nor ISO 8601: {raw!r}") from None
-            if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=UTC)
-            t = dt.timestamp()
-    if not math.isfinite(t):
-        raise ValueError(f"field {name} is not a finite time")
-    return t
+    try:
+        return parse_time(repr(raw) if isinstance(raw, int | float) else str(raw))
+    except ValueError as exc:
+        raise ValueError(f"field {name}: {exc}: {raw!r}") from None

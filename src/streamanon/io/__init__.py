@@ -6,8 +6,8 @@ independent checkers parse their input with the same readers (the only code they
 
 from streamanon.io.policy import InputError, OnError, RejectLog
 from streamanon.io.readers import RecordBatch, detect_format, iter_batches, read_records
-from streamanon.io.timefmt import parse_time
 from streamanon.io.writers import RecordWriter
+from streamanon.timefmt import parse_time
 
 __all__ = [
     "InputError",

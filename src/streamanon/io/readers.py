@@ -34,8 +34,8 @@ import numpy as np
 
 from streamanon.io.fastcsv import ArrowColumns, codes_of, parse_clean_chunk
 from streamanon.io.policy import InputError, OnError
-from streamanon.io.timefmt import parse_time
 from streamanon.records import Record, Rejected
+from streamanon.timefmt import parse_time
 
 DEFAULT_MAX_VALUE_LEN = 4096
 _CHUNK_CHARS = 1 << 24

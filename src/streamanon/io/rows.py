@@ -25,12 +25,12 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TextIO
 
 from streamanon.castle.cluster import Row
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, detect_format
+from streamanon.io.writers import TextSink
 from streamanon.records import Rejected
 
 
@@ -194,25 +194,12 @@ class RowReader:
         return None
 
 
-class RowWriter:
+class RowWriter(TextSink):
     """Write rows as CSV (header = ``columns``) or JSON Lines (every key); ``-`` is stdout."""
 
     def __init__(self, target: str | Path | TextIO, fmt: str, columns: list[str]) -> None:
-        if fmt not in ("csv", "jsonl"):
-            raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
-        self.fmt = fmt
+        super().__init__(target, fmt)
         self.columns = list(columns)
-        self.count = 0
-        self._own = False
-        if isinstance(target, str | Path):
-            if str(target) == "-":
-                self._fh: TextIO = sys.stdout
-            else:
-                self._fh = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
-                self._own = True
-        else:
-            self._fh = target
-        self._csv = csv.writer(self._fh, lineterminator="\n")
         if fmt == "csv":
             self._csv.writerow(self.columns)
 
@@ -222,19 +209,6 @@ class RowWriter:
             self._fh.write(json.dumps(dict(values), default=str) + "\n")
             return
         self._csv.writerow([_cell(values.get(c)) for c in self.columns])
-
-    def close(self) -> None:
-        if self._own:
-            self._fh.close()
-        else:
-            self._fh.flush()
-
-    def __enter__(self) -> RowWriter:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def _cell(v: Any) -> str:

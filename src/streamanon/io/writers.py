@@ -27,7 +27,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
 
 import numpy as np
 
@@ -43,10 +43,13 @@ def _needs_quoting(values: Sequence[str]) -> bool:
     return any(ch in joined for ch in _SPECIAL)
 
 
-class RecordWriter:
-    """A sink for published records; ``path`` may be ``-`` for stdout or an open text stream."""
+class TextSink:
+    """An output text stream: a path (created), ``-`` (stdout) or an open stream (not closed).
 
-    def __init__(self, target: str | Path | TextIO, fmt: str = "csv") -> None:
+    The base of every writer, so that opening, flushing and closing live in one place.
+    """
+
+    def __init__(self, target: str | Path | TextIO, fmt: str) -> None:
         if fmt not in ("csv", "jsonl"):
             raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
         self.fmt = fmt
@@ -61,6 +64,27 @@ class RecordWriter:
         else:
             self._fh = target
         self._csv = csv.writer(self._fh, lineterminator="\n")
+
+    def close(self) -> None:
+        if self._own:
+            self._fh.close()
+        else:
+            self._fh.flush()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class RecordWriter(TextSink):
+    """A sink for published ``(t, u, a)`` records."""
+
+    def __init__(self, target: str | Path | TextIO, fmt: str = "csv") -> None:
+        super().__init__(target, fmt)
         if fmt == "csv":
             self._fh.write("t,u,a\n")
 
@@ -95,20 +119,6 @@ class RecordWriter:
         t_text, u = batch.t_text, batch.u
         self.write_columns([t_text[i] for i in rows], [u[i] for i in rows],
                            [a_names[c] for c in a_codes.tolist()])
-
-    def close(self) -> None:
-        if self._own:
-            self._fh.close()
-        else:
-            self._fh.flush()
-
-    def __enter__(self) -> RecordWriter:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def _json_time(text: str) -> float | int | str:

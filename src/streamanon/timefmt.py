@@ -1,5 +1,8 @@
 """Timestamps: float seconds or ISO 8601 (naive times are taken as UTC).
 
+Pure (no I/O), so the readers and the operators that read times (CASTLE's ``max_delay``) share
+one parser.
+
 >>> parse_time("1451606400.5")
 1451606400.5
 >>> parse_time("2016-01-01T00:00:00Z")

@@ -1,0 +1,300 @@
+"""TOML configurations of the daemons (read with ``tomllib``; written by ``cluster up``).
+
+A gateway's file (``gw.toml``)::
+
+    [gateway]
+    id = 0                          # this gateway's index (its certificate names it gw0)
+    listen = "127.0.0.1:7100"       # mutual TLS, ring frames from the peers
+    sensors = "127.0.0.1:7200"      # line protocol of the sensor nodes (net.sensors)
+    state_dir = "gw0"               # outbox (unacknowledged published tuples), stats
+    ca = "pki/ca.crt"
+    cert = "pki/gw0.crt"
+    key = "pki/gw0.key"
+    ce = "127.0.0.1:7000"           # the central entity
+
+    [peers]                         # every gateway of the ring, this one included
+    gw0 = "127.0.0.1:7100"
+    gw1 = "127.0.0.1:7101"
+
+    [protocol]                      # identical on every gateway (checked at connect time)
+    z = 5
+    delta_t = 7260.0                # seconds of data time
+    p_pub = 0.5
+    rule = "paper"
+    structure = "exact"             # or "cbf" (then cbf_m, cbf_k)
+    domain_max_w = 30000.0          # exact: the bucket grid up to this value (or domain = [...])
+    counter_bits = 20
+    sensors_total = 2000            # upper bound of the district's sensors (counter capacity)
+    ring_seed = 1
+    epoch_cycles = 96
+    id_mode = "sensor"              # or "gateway", "pseudonym"
+    data_period = 900.0             # seconds of data time per cycle (t = data_t0 + cycle x this)
+    data_t0 = 0.0
+
+    [clock]
+    t0 = 1767225600.0               # wall-clock time (Unix) at which cycle 0 begins
+    period = 900.0                  # wall seconds per cycle (shorter to replay faster)
+    close = 0.5                     # readings of a cycle close at this fraction of it; the CCC
+                                    # then starts the collection round
+    ahead = 2                       # readings accepted up to this many cycles early
+    first_cycle = 0                 # the first cycle to run (earlier ones are skipped)
+    last_cycle = -1                 # >= 0: stop by itself after this cycle (flushing the outbox)
+    # t0_file = "clock.t0"          # instead of t0: wait for this file and read t0 from it
+                                    # (how `cluster up` starts a ring together once all are up)
+
+The central entity's file (``ce.toml``)::
+
+    [ce]
+    listen = "127.0.0.1:7000"
+    db = "ce.sqlite"                # SQLite database (created if missing)
+    ca = "pki/ca.crt"
+    cert = "pki/ce.crt"
+    key = "pki/ce.key"
+
+Relative paths are relative to the configuration file's directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from streamanon.dezent.cbf import Key
+from streamanon.dezent.protocol import ProtocolConfig, StructureSpec
+from streamanon.dezent.ring import Ring
+from streamanon.net.framing import MAX_FRAME
+from streamanon.net.pki import parse_gateway_name
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class ProtocolSection:
+    z: int
+    delta_t: float
+    p_pub: float = 1.0
+    rule: str = "paper"
+    structure: str = "exact"
+    domain_max_w: float | None = None
+    domain: tuple[int, ...] = ()
+    cbf_m: int = 0
+    cbf_k: int = 0
+    counter_bits: int = 20
+    sensors_total: int = 10_000
+    ring_seed: int = 1
+    epoch_cycles: int = 96
+    id_mode: str = "sensor"
+    data_period: float = 900.0
+    data_t0: float = 0.0
+
+    def structure_spec(self) -> StructureSpec:
+        if self.structure == "exact":
+            if self.domain:
+                dom: tuple[Key, ...] = tuple(int(v) for v in self.domain)
+            elif self.domain_max_w is not None:
+                from streamanon.sim.district import bucket_grid
+
+                dom = tuple(int(v) for v in bucket_grid(float(self.domain_max_w)))
+            else:
+                raise ConfigError("protocol.structure = 'exact' needs domain or domain_max_w")
+            return StructureSpec("exact", len(dom), 1, self.counter_bits, dom)
+        if self.structure == "cbf":
+            if self.cbf_m < 1 or self.cbf_k < 1:
+                raise ConfigError("protocol.structure = 'cbf' needs cbf_m >= 1 and cbf_k >= 1")
+            return StructureSpec("cbf", self.cbf_m, self.cbf_k, self.counter_bits)
+        raise ConfigError(f"protocol.structure must be 'exact' or 'cbf', got {self.structure!r}")
+
+    def protocol_config(self) -> ProtocolConfig:
+        try:
+            return ProtocolConfig(z=self.z, delta_t=self.delta_t,
+                                  structure=self.structure_spec(),
+                                  sensors_total=self.sensors_total, period=self.data_period,
+                                  t0=self.data_t0, rule=self.rule, p_pub=self.p_pub,
+                                  id_mode=self.id_mode)
+        except (ValueError, OverflowError) as exc:
+            raise ConfigError(f"[protocol]: {exc}") from None
+
+    def ring(self, n: int) -> Ring:
+        return Ring(n, self.ring_seed, self.epoch_cycles)
+
+
+@dataclass(frozen=True)
+class ClockSection:
+    t0: float = 0.0
+    period: float = 900.0
+    close: float = 0.5
+    ahead: int = 2
+    first_cycle: int = 0
+    last_cycle: int = -1
+    t0_file: str | None = None
+
+    def cycle_at(self, now: float) -> int:
+        return math.floor((now - self.t0) / self.period)
+
+    def start_of(self, cycle: int) -> float:
+        return self.t0 + cycle * self.period
+
+    def close_of(self, cycle: int) -> float:
+        return self.t0 + (cycle + self.close) * self.period
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    id: int
+    listen: str
+    sensors: str
+    state_dir: Path
+    ca: Path
+    cert: Path
+    key: Path
+    ce: str
+    peers: dict[int, str]
+    protocol: ProtocolSection
+    clock: ClockSection = field(default_factory=ClockSection)
+    max_frame: int = MAX_FRAME
+    coin_seed: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"gw{self.id}"
+
+    def fingerprint(self) -> bytes:
+        """SHA-256 of what every gateway of the ring must agree on."""
+        shared = {"protocol": asdict(self.protocol), "peers": sorted(self.peers),
+                  "clock": {"t0": self.clock.t0 if self.clock.t0_file is None else "file",
+                            "period": self.clock.period}}
+        return hashlib.sha256(json.dumps(shared, sort_keys=True, default=list)
+                              .encode()).digest()
+
+
+@dataclass(frozen=True)
+class CEConfig:
+    listen: str
+    db: Path
+    ca: Path
+    cert: Path
+    key: Path
+    max_frame: int = MAX_FRAME
+
+
+def _load(path: str | Path) -> tuple[dict[str, Any], Path]:
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            return tomllib.load(fh), p.resolve().parent
+    except OSError as exc:
+        raise ConfigError(f"cannot read {p}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+
+
+def _section(doc: dict[str, Any], name: str, path: str | Path) -> dict[str, Any]:
+    sec = doc.get(name)
+    if not isinstance(sec, dict):
+        raise ConfigError(f"{path}: missing section [{name}]")
+    return sec
+
+
+def _rel(base: Path, value: Any) -> Path:
+    p = Path(str(value))
+    return p if p.is_absolute() else base / p
+
+
+def _build(cls: type, values: dict[str, Any], where: str) -> Any:
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def load_gateway_config(path: str | Path) -> GatewayConfig:
+    doc, base = _load(path)
+    gw = dict(_section(doc, "gateway", path))
+    peers_raw = _section(doc, "peers", path)
+    peers: dict[int, str] = {}
+    for name, addr in peers_raw.items():
+        idx = parse_gateway_name(name)
+        if idx is None:
+            raise ConfigError(f"{path}: [peers] key {name!r} is not gw<N>")
+        peers[idx] = str(addr)
+    if sorted(peers) != list(range(len(peers))):
+        raise ConfigError(f"{path}: [peers] must name gw0..gw{len(peers) - 1}, got "
+                          f"{sorted(peers)}")
+    proto = dict(_section(doc, "protocol", path))
+    if "domain" in proto:
+        proto["domain"] = tuple(int(v) for v in proto["domain"])
+    protocol = _build(ProtocolSection, proto, f"{path} [protocol]")
+    clock = _build(ClockSection, dict(doc.get("clock", {})), f"{path} [clock]")
+    if clock.t0_file is not None:
+        clock = replace(clock, t0_file=str(_rel(base, clock.t0_file)))
+    try:
+        cfg = GatewayConfig(
+            id=int(gw.pop("id")), listen=str(gw.pop("listen")), sensors=str(gw.pop("sensors")),
+            state_dir=_rel(base, gw.pop("state_dir")), ca=_rel(base, gw.pop("ca")),
+            cert=_rel(base, gw.pop("cert")), key=_rel(base, gw.pop("key")),
+            ce=str(gw.pop("ce")), peers=peers, protocol=protocol, clock=clock,
+            max_frame=int(gw.pop("max_frame", MAX_FRAME)),
+            coin_seed=gw.pop("coin_seed", None))
+    except KeyError as exc:
+        raise ConfigError(f"{path}: [gateway] needs {exc.args[0]}") from None
+    if gw:
+        raise ConfigError(f"{path}: unknown [gateway] keys {sorted(gw)}")
+    if cfg.id not in peers:
+        raise ConfigError(f"{path}: gateway id {cfg.id} is not in [peers]")
+    if cfg.clock.period <= 0 or not 0 <= cfg.clock.close < 1:
+        raise ConfigError(f"{path}: [clock] needs period > 0 and 0 <= close < 1")
+    protocol.protocol_config()  # validate now, with the file's name in the message
+    return cfg
+
+
+def load_ce_config(path: str | Path) -> CEConfig:
+    doc, base = _load(path)
+    ce = dict(_section(doc, "ce", path))
+    try:
+        cfg = CEConfig(listen=str(ce.pop("listen")), db=_rel(base, ce.pop("db")),
+                       ca=_rel(base, ce.pop("ca")), cert=_rel(base, ce.pop("cert")),
+                       key=_rel(base, ce.pop("key")),
+                       max_frame=int(ce.pop("max_frame", MAX_FRAME)))
+    except KeyError as exc:
+        raise ConfigError(f"{path}: [ce] needs {exc.args[0]}") from None
+    if ce:
+        raise ConfigError(f"{path}: unknown [ce] keys {sorted(ce)}")
+    return cfg
+
+
+def toml_dump(doc: dict[str, dict[str, Any]]) -> str:
+    """A small TOML writer for the flat sections these files use.
+
+    >>> print(toml_dump({"a": {"x": 1, "y": "s", "z": [1, 2], "w": True}}), end="")
+    [a]
+    x = 1
+    y = "s"
+    z = [1, 2]
+    w = true
+    """
+    lines = []
+    for name, section in doc.items():
+        lines.append(f"[{name}]")
+        for k, v in section.items():
+            if v is None:
+                continue
+            lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+    return "\n".join(lines[:-1]) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))

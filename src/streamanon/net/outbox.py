@@ -1,0 +1,73 @@
+"""The gateway's outbox: published tuples kept on disk (SQLite) until the CE acknowledges them.
+
+Every tuple gets the next sequence number of this gateway (never reused: the counter lives in
+the same transaction as the tuples), so the central entity can store idempotently by
+``(gateway, sequence)`` and a retried batch is harmless. A tuple leaves the outbox only when an
+acknowledgement covering its sequence number arrives, which the CE sends after its commit.
+
+>>> import tempfile, os
+>>> d = tempfile.mkdtemp()
+>>> box = Outbox(os.path.join(d, "outbox.sqlite"))
+>>> box.append([(0, 0.0, "a", 5), (0, 0.0, "b", "x")])
+[1, 2]
+>>> box.ack(1); box.close()
+>>> box = Outbox(os.path.join(d, "outbox.sqlite"))
+>>> [(tp.seq, tp.id, tp.value) for tp in box.pending(10)], box.append([(1, 900.0, "c", 7)])
+([(2, 'b', 'x')], [3])
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from streamanon.net.framing import WireTuple
+
+
+class Outbox:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY, "
+                        "cycle INTEGER NOT NULL, t REAL NOT NULL, id TEXT NOT NULL, "
+                        "value TEXT NOT NULL, is_int INTEGER NOT NULL)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
+                        "value INTEGER NOT NULL)")
+        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('next_seq', 1)")
+
+    def append(self, tuples: Sequence[tuple[int, float, str, int | str]]) -> list[int]:
+        """Store ``(cycle, t, id, value)`` tuples durably; returns their sequence numbers."""
+        if not tuples:
+            return []
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            (first,) = self.db.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+            seqs = list(range(first, first + len(tuples)))
+            self.db.executemany(
+                "INSERT INTO outbox VALUES (?, ?, ?, ?, ?, ?)",
+                [(s, c, t, u, str(v), int(isinstance(v, int)))
+                 for s, (c, t, u, v) in zip(seqs, tuples, strict=True)])
+            self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'",
+                            (first + len(tuples),))
+        return seqs
+
+    def pending(self, limit: int) -> list[WireTuple]:
+        rows = self.db.execute("SELECT seq, cycle, t, id, value, is_int FROM outbox "
+                               "ORDER BY seq LIMIT ?", (limit,)).fetchall()
+        return [WireTuple(s, c, t, u, int(v) if is_int else v) for s, c, t, u, v, is_int in rows]
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
+
+    def ack(self, seq: int) -> int:
+        """Drop every tuple up to ``seq`` (acknowledged by the CE); returns how many."""
+        with self.db:
+            cur = self.db.execute("DELETE FROM outbox WHERE seq <= ?", (seq,))
+        return cur.rowcount
+
+    def close(self) -> None:
+        self.db.close()

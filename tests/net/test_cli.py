@@ -1,0 +1,51 @@
+"""``streamanon pki init``, ``cluster up`` (real processes), ``ce export``, then the
+independent ``verify z --privacy-only`` on what the cluster left in its workdir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from streamanon.cli import app
+
+runner = CliRunner()
+
+
+def test_pki_init_then_refuses_to_overwrite(tmp_path):
+    res = runner.invoke(app, ["pki", "init", str(tmp_path / "pki"), "--gateways", "3",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    files = json.loads(res.stdout)["certificates"]
+    assert sorted(files) == ["ca", "ce", "gw0", "gw1", "gw2"]
+    res = runner.invoke(app, ["pki", "init", str(tmp_path / "pki"), "--gateways", "3"])
+    assert res.exit_code == 2 and "exists" in res.output
+
+
+def test_cluster_up_runs_stops_by_itself_and_leaves_its_files(tmp_path):
+    work = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamanon", "cluster", "up", "--gateways", "3", "--period",
+         "0.4", "--cycles", "8", "--z", "3", "--max-sn", "10", "--workdir", str(work),
+         "--json"], capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["z_check"]["ok"] and summary["published"] > 0
+    assert set(summary["exit_codes"].values()) == {0}
+    for name in ("ce.sqlite", "measurements.csv", "published.csv", "logs/ce.log",
+                 "logs/gw0.log", "logs/replay.log", "pki/ca.crt", "gw2.toml", "ce.toml"):
+        assert (work / name).exists(), name
+    measured = (work / "measurements.csv").read_text().splitlines()
+    assert measured[0] == "t,u,a" and len(measured) > 8 * 3
+    res = runner.invoke(app, ["ce", "export", "--config", str(work / "ce.toml"), "-o",
+                              str(tmp_path / "again.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"] == summary["published"]
+    assert sorted((tmp_path / "again.csv").read_text().splitlines()) == sorted(
+        (work / "published.csv").read_text().splitlines())
+    res = runner.invoke(app, ["verify", "z", str(work / "measurements.csv"),
+                              str(work / "published.csv"), "--z", "3", "--delta-t", "7260",
+                              "--privacy-only", "--json"])
+    assert res.exit_code == 0, res.output
