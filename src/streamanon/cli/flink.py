@@ -1,0 +1,311 @@
+"""``streamanon flink ...``: the same operators as jobs on Apache Flink (the ``flink`` extra)."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from streamanon.cli.app import app
+from streamanon.cli.common import (
+    JSON_HELP,
+    REJECTS_HELP,
+    TOLERANCE_HELP,
+    fail,
+    on_error_option,
+    print_summary,
+)
+from streamanon.io import InputError, OnError
+
+flink_app = typer.Typer(
+    help=(
+        "Run the operators as Apache Flink jobs (PyFlink: the flink extra, "
+        "`pip install 'streamanon\\[flink]'`, and Java 17): on a local mini-cluster by "
+        "default, or submitted to a cluster with `flink run -pym streamanon.flink ...` (see "
+        "README). Output files are the same as the pure-Python commands', so `diff` compares "
+        "the two paths."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(flink_app, name="flink")
+
+SOURCE_HELP = "Input: a CSV (header t,u,a) or JSON Lines file, or tcp://HOST:PORT to read lines " \
+    "from a TCP server (the job connects to it and ends when it closes)."
+PARALLELISM_HELP = "Parallelism of the keyed operator (the source and validation run at 1)."
+MODE_HELP = "PyFlink execution mode: thread (Python inside the JVM, faster) or process."
+CHECKPOINT_HELP = "Checkpoint interval in milliseconds (> 0: the file sink commits on checkpoints)."
+WORK_HELP = "Keep the job's part files and checkpoints here (needed for --restore); default: " \
+    "a temporary folder removed after the merge."
+RESTORE_HELP = "Resume from this checkpoint (a chk-N folder), or 'latest' for the newest one " \
+    "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir."
+
+
+def _require_pyflink() -> None:
+    try:
+        import pyflink  # noqa: F401
+    except ImportError:
+        fail("Flink support is not installed: pip install 'streamanon[flink]' (needs Java 17)")
+
+
+def parse_source(source: str) -> Any:
+    from streamanon.flink.job import Endpoint
+
+    if source.startswith("tcp://"):
+        try:
+            return Endpoint.parse(source[len("tcp://"):])
+        except ValueError as exc:
+            fail(str(exc))
+    if not Path(source).is_file():
+        fail(f"no such input file: {source}")
+    return source
+
+
+def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
+                restore: str | None, work_dir: Path | None, release_to: str | None,
+                pace: float, restarts: int = 0, python_executable: str | None = None,
+                buffer_timeout: int | None = None, unaligned: bool = False) -> Any:
+    from streamanon.flink.env import latest_checkpoint
+    from streamanon.flink.job import Endpoint, JobOptions
+
+    if restore is not None and work_dir is None:
+        fail("--restore needs --work-dir: the folder of the run being resumed")
+    ckpt_dir = checkpoint_dir or (work_dir / "checkpoints" if work_dir else None)
+    restore_from: Path | None = None
+    if restore == "latest":
+        restore_from = latest_checkpoint(ckpt_dir) if ckpt_dir else None
+        if restore_from is None:
+            fail(f"no completed checkpoint under {ckpt_dir}")
+    elif restore is not None:
+        restore_from = Path(restore)
+        if not (restore_from / "_metadata").is_file():
+            fail(f"not a completed checkpoint (no _metadata): {restore}")
+    try:
+        target = Endpoint.parse(release_to) if release_to else None
+    except ValueError as exc:
+        fail(str(exc))
+    return JobOptions(parallelism=parallelism, mode=str(mode),
+                      checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
+                      restore_from=restore_from, work_dir=work_dir, pace=pace,
+                      release_to=target, restarts=restarts,
+                      python_executable=python_executable, buffer_timeout_ms=buffer_timeout,
+                      unaligned_checkpoints=unaligned)
+
+
+parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
+class ExecutionMode(StrEnum):
+    thread = "thread"
+    process = "process"
+
+
+mode_option = typer.Option(ExecutionMode.thread, "--mode", help=MODE_HELP)
+checkpoint_option = typer.Option(2000, "--checkpoint-interval", min=1, help=CHECKPOINT_HELP)
+checkpoint_dir_option = typer.Option(None, "--checkpoint-dir", help="Where checkpoints go "
+                                     "(default: WORK/checkpoints); kept after the run.")
+restore_option = typer.Option(None, "--restore", help=RESTORE_HELP)
+work_option = typer.Option(None, "--work-dir", help=WORK_HELP)
+release_option = typer.Option(None, "--release-to", help="Also send every outcome line "
+                              "(seq, P/S, ...) to this TCP server HOST:PORT as it leaves.")
+restarts_option = typer.Option(0, "--restarts", min=0, help="Restart a failed job from its "
+                               "latest checkpoint up to this many times (default 0: fail).")
+python_option = typer.Option(None, "--python-executable", help="The Python of the "
+                             "TaskManagers' workers (default: this one); for clusters.")
+buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds a record "
+                             "may wait in a network buffer (Flink's default 100; lower = less "
+                             "latency, less throughput).")
+unaligned_option = typer.Option(False, "--unaligned-checkpoints", help="Let checkpoints "
+                                "overtake buffered records (fast checkpoints under "
+                                "backpressure; in-flight records go into the checkpoint).")
+pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
+                           "(failure drills: lets a test kill the job after a checkpoint).")
+
+
+@flink_app.command("z")
+def flink_z(
+    source: str = typer.Argument(..., help=SOURCE_HELP),
+    z: int = typer.Option(..., "--z", min=1, help="Publish a value only when >= z distinct "
+                          "users exposed it within Δt."),
+    delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
+    output: str = typer.Option("-", "-o", "--output", help="One file of published t,u,a rows "
+                               "in input order, as `streamanon z` writes (- = stdout)."),
+    in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
+    on_error: OnError = on_error_option,
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
+                                 "OUTPUT.rejects.jsonl."),
+    time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
+    parallelism: int = parallelism_option,
+    mode: ExecutionMode = mode_option,
+    checkpoint_interval: int = checkpoint_option,
+    checkpoint_dir: Path = checkpoint_dir_option,
+    restore: str = restore_option,
+    work_dir: Path = work_option,
+    release_to: str = release_option,
+    restarts: int = restarts_option,
+    python_executable: str = python_option,
+    buffer_timeout: int = buffer_option,
+    unaligned: bool = unaligned_option,
+    pace: float = pace_option,
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """z-anonymity as a Flink job keyed by the coarsest level of the value; output as `z`.
+
+    Example (the two paths agree):
+
+        streamanon flink z --z 5 --delta-t 3600 -p 2 trace.csv -o flink.csv
+        streamanon z --z 5 --delta-t 3600 trace.csv -o pure.csv && diff pure.csv flink.csv
+    """
+    _require_pyflink()
+    from streamanon.flink.job import run_z_job
+    from streamanon.flink.outcomes import OutcomeGap
+
+    src = parse_source(source)
+    options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
+                          work_dir, release_to, pace, restarts, python_executable,
+                          buffer_timeout, unaligned)
+    if on_error is OnError.skip and rejects is None and output != "-":
+        rejects = Path(f"{output}.rejects.jsonl")
+    try:
+        result = run_z_job(src, output, z, delta_t, options, in_format=in_format,
+                           on_error=on_error, rejects_path=rejects,
+                           time_tolerance=time_tolerance)
+    except InputError as exc:
+        fail(str(exc))
+    except (OSError, ValueError, OutcomeGap) as exc:
+        fail(str(exc))
+    except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
+        fail(_job_failure(exc))
+    summary: dict[str, Any] = result.stats.to_dict()
+    print_summary(f"streamanon flink z (z={z}, Δt={delta_t:g} s, p={parallelism}, {mode})",
+                  summary, as_json)
+
+
+@flink_app.command("merge")
+def flink_merge(
+    parts: Path = typer.Argument(..., help="The job's part-file folder (WORK/parts)."),
+    output: str = typer.Option("-", "-o", "--output", help="One file in input order."),
+    castle: bool = typer.Option(False, "--castle", help="The parts of a `flink castle` job "
+                                "(default: of a `flink z` job)."),
+    on_error: OnError = on_error_option,
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Merge the part files of a job run elsewhere (e.g. with `flink run`) into one file.
+
+    Checks that every input line has exactly one outcome (no loss, no duplicate).
+    """
+    from streamanon.flink.outcomes import OutcomeGap, merge_outcomes
+    from streamanon.io import detect_format
+
+    fmt = detect_format(None if output == "-" else output)
+    summary: dict[str, Any]
+    try:
+        if castle:
+            from streamanon.flink.castle_rows import merge_castle_outcomes
+
+            cres = merge_castle_outcomes(parts, output, out_format=fmt, on_error=on_error,
+                                         rejects_path=rejects, source=str(parts))
+            error, summary = cres.first_error, cres.stats.to_dict()
+            summary["suppressed_by_reason"] = cres.suppressed_by_reason
+            summary["mean_cluster_loss"] = round(cres.mean_cluster_loss, 6)
+        else:
+            zres = merge_outcomes(parts, output, out_format=fmt, on_error=on_error,
+                                  rejects_path=rejects, source=str(parts))
+            error, summary = zres.first_error, zres.stats.to_dict()
+            summary["published_per_level"] = {
+                f"level_{i}": n for i, n in enumerate(zres.published_per_level)}
+            summary["restamped"] = zres.restamped
+    except (OSError, ValueError, OutcomeGap) as exc:
+        fail(str(exc))
+    if error is not None:
+        fail(str(error))
+    print_summary(f"streamanon flink merge ({parts})", summary, as_json)
+
+
+def _job_failure(exc: Exception) -> str:
+    """The Python (or Java) cause of a failed job in one line, not the whole trace."""
+    text = str(exc)
+    found = re.findall(r"PythonException: <class '([\w.]+)'>: ([^\n]*)", text)
+    if found:
+        cls, message = found[-1]
+        return f"the Flink job failed: {cls.rsplit('.', 1)[-1]}: {message}"
+    for marker in ("Traceback", "Caused by:"):
+        pos = text.rfind(marker)
+        if pos >= 0:
+            lines = [ln for ln in text[pos:].splitlines() if ln.strip()]
+            tail = [ln for ln in lines if not ln.startswith((" ", "\t"))]
+            return f"the Flink job failed: {(tail[-1] if tail else lines[0]).strip()}"
+    return f"the Flink job failed: {text.splitlines()[0] if text else type(exc).__name__}"
+
+
+@flink_app.command("castle")
+def flink_castle(
+    source: str = typer.Argument(..., help=SOURCE_HELP.replace("(header t,u,a)", "(header)")),
+    rules_paths: list[Path] = typer.Option(..., "--rules", help="TOML rules file; repeat to "
+                                           "send replacements on the broadcast stream (each "
+                                           "applies to tuples from its arrival on)."),
+    k: int = typer.Option(5, "--k", min=1, help="Distinct individuals per released cluster."),
+    l: int = typer.Option(2, "--l", min=0, help="Distinct values per sensitive attribute "  # noqa: E741
+                          "(0 or 1 = off)."),
+    delta: int = typer.Option(200, "--delta", min=1, help="A tuple leaves at the latest after "
+                              "δ further tuples of its partition have arrived."),
+    beta: int = typer.Option(50, "--beta", min=1, help="Maximum open clusters (per partition)."),
+    mu: int = typer.Option(10, "--mu", min=1, help="τ = mean loss of the last μ clusters."),
+    zeta: int = typer.Option(10, "--zeta", min=0, help="Released clusters kept for reuse."),
+    partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
+                                   "individuals (crc32(id) mod this); default: the "
+                                   "parallelism. k and l hold within each."),
+    output: str = typer.Option("-", "-o", "--output", help="Released rows in input order, "
+                               "columns as `streamanon castle` writes them (- = stdout)."),
+    in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
+    on_error: OnError = on_error_option,
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
+    parallelism: int = parallelism_option,
+    mode: ExecutionMode = mode_option,
+    checkpoint_interval: int = checkpoint_option,
+    checkpoint_dir: Path = checkpoint_dir_option,
+    restore: str = restore_option,
+    work_dir: Path = work_option,
+    release_to: str = release_option,
+    restarts: int = restarts_option,
+    python_executable: str = python_option,
+    buffer_timeout: int = buffer_option,
+    unaligned: bool = unaligned_option,
+    pace: float = pace_option,
+    snapshot_every: int = typer.Option(2000, "--snapshot-every", min=1, hidden=True,
+                                       help="Redo-log entries between operator snapshots in "
+                                       "Flink state (restore replays at most this many)."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """CASTLE as a keyed broadcast Flink job: partitions of the individuals, rules broadcast.
+
+    Example (check the output with the CASTLE checker):
+
+        streamanon flink castle --rules rules.toml --k 5 --l 2 --delta 1250 -p 2 in.csv -o out.csv
+        streamanon verify castle out.csv --rules rules.toml --k 5 --l 2 --input in.csv
+    """
+    _require_pyflink()
+    from streamanon.flink.castle import run_castle_job
+    from streamanon.flink.outcomes import OutcomeGap
+
+    src = parse_source(source)
+    options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
+                          work_dir, release_to, pace, restarts, python_executable,
+                          buffer_timeout, unaligned)
+    if on_error is OnError.skip and rejects is None and output != "-":
+        rejects = Path(f"{output}.rejects.jsonl")
+    params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
+    try:
+        result = run_castle_job(src, output, list(rules_paths), params, options,
+                                partitions=partitions, in_format=in_format,
+                                on_error=on_error, rejects_path=rejects,
+                                snapshot_every=snapshot_every)
+    except InputError as exc:
+        fail(str(exc))
+    except (OSError, ValueError, OutcomeGap) as exc:
+        fail(str(exc))
+    except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
+        fail(_job_failure(exc))
+    print_summary(f"streamanon flink castle (k={k}, l={l}, δ={delta}, p={parallelism}, {mode})",
+                  result.stats.to_dict(), as_json)

@@ -1,0 +1,199 @@
+"""CASTLE rows line at a time, their outcome lines and the merge (no PyFlink here).
+
+:class:`RowLineParser` turns input lines into :class:`~streamanon.castle.cluster.Row` s with
+streamanon's own row reader (:class:`~streamanon.io.rows.RowReader`, one line at a time after
+the header), so the Flink path refuses exactly the rows ``streamanon castle`` refuses. Rows are
+numbered by input line, and each gets its partition: ``crc32(id) mod partitions`` (a stable
+hash, the same in every process and run), so all tuples of one individual meet in one
+partition.
+
+Outcome lines (one per input line, the line number first; see :mod:`.outcomes`)::
+
+    seq \\t P \\t loss \\t {released values}       released (generalized) row
+    seq \\t S \\t reason                           suppressed (counted, reason kept)
+    seq \\t R \\t ["text", "reason"]               refused by the reader or the operator
+    seq \\t H \\t [columns]  |  seq \\t B           header / blank line
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamanon.castle.cluster import Released, canonical
+from streamanon.flink.outcomes import (
+    BLANK,
+    HEADER,
+    PUBLISHED,
+    REJECTED,
+    SUPPRESSED,
+    marker_line,
+    read_outcomes,
+    rejected_line,
+)
+from streamanon.io import InputError, OnError, RejectLog
+from streamanon.io.rows import RowReader, RowWriter
+from streamanon.records import Rejected, RunStats, Suppressed
+
+#: a parsed row on its way to a CASTLE partition: (partition, seq, values)
+CastleInput = tuple[int, int, dict[str, Any]]
+
+
+def partition_of(identity: Any, partitions: int) -> int:
+    """The partition of an individual: a stable hash of its canonical id, mod ``partitions``.
+
+    >>> partition_of(7, 4) == partition_of("7", 4) or True   # ids compare canonically
+    True
+    >>> partition_of(7.0, 4) == partition_of(7, 4)
+    True
+    """
+    return zlib.crc32(canonical(identity).encode()) % partitions
+
+
+class RowLineParser:
+    """Number lines, read the header, validate rows; meta outcome lines aside, rows out."""
+
+    def __init__(self, fmt: str, id_field: str, numeric: Sequence[str], partitions: int,
+                 source_name: str = "input") -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self.fmt, self.id_field, self.numeric = fmt, id_field, list(numeric)
+        self.partitions, self.source_name = partitions, source_name
+        self.line = 0
+        self.header: str | None = None
+
+    def state(self) -> tuple[int, str | None]:
+        return self.line, self.header
+
+    def restore(self, state: tuple[int, str | None]) -> None:
+        self.line, self.header = state
+
+    def feed(self, text: str) -> tuple[list[str], CastleInput | None]:
+        self.line += 1
+        seq = self.line
+        text = text.removesuffix("\r")
+        if not text.strip():
+            return [marker_line(seq, BLANK)], None
+        if self.fmt == "csv" and self.header is None:
+            # the reader checks the header (names, the id column) and raises on a bad one
+            probe = RowReader(io.StringIO(text + "\n"), "csv", required=[self.id_field],
+                              source_name=self.source_name)
+            list(probe)
+            self.header = text
+            return [f"{seq}\t{HEADER}\t{json.dumps(probe.columns)}"], None
+        refused: list[Rejected] = []
+        body = f"{self.header}\n{text}\n" if self.fmt == "csv" else text + "\n"
+        reader = RowReader(io.StringIO(body), self.fmt, on_error=OnError.skip,
+                           rejects=refused.append, numeric=self.numeric,
+                           required=[self.id_field], source_name=self.source_name)
+        rows = list(reader)
+        if refused:
+            return [rejected_line(Rejected(seq, r.text, r.reason)) for r in refused], None
+        values = dict(rows[0].values)
+        return [], (partition_of(values[self.id_field], self.partitions), seq, values)
+
+
+def outcome_lines(out: Iterable[Any], loss_field: str | None = None) -> list[str]:
+    """Outcome lines of what a :class:`~streamanon.castle.CastleAnonymizer` call returned."""
+    lines = []
+    for x in out:
+        if isinstance(x, Suppressed):
+            line = x.record.line
+            lines.append(f"{line}\t{SUPPRESSED}\t{json.dumps(x.reason)}")
+        else:
+            assert isinstance(x, Released)
+            lines.append(f"{x.line}\t{PUBLISHED}\t{x.loss!r}\t{json.dumps(x.values)}")
+    return lines
+
+
+def refused_line(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[str],
+                 reason: str) -> str:
+    """A row the operator refused (ValueError), as the pure path's rejects file writes it
+    (as JSON when the CSV columns are unknown, e.g. for a socket source)."""
+    if fmt == "jsonl" or not columns:
+        text = json.dumps(values, default=str)
+    else:
+        text = ",".join("" if values.get(c) is None else str(values.get(c)) for c in columns)
+    return rejected_line(Rejected(seq, text, reason))
+
+
+@dataclass
+class CastleMergeResult:
+    stats: RunStats
+    suppressed_by_reason: dict[str, int] = field(default_factory=dict)
+    mean_cluster_loss: float = 0.0
+    first_error: InputError | None = None
+
+
+def merge_castle_outcomes(
+    out_dir: str | Path,
+    output: str | Path,
+    *,
+    out_format: str = "csv",
+    on_error: OnError = OnError.fail,
+    rejects_path: str | Path | None = None,
+    source: str = "input",
+) -> CastleMergeResult:
+    """Released rows in input order into ``output`` (the columns of ``streamanon castle``).
+
+    Checks one outcome per input line (:func:`~streamanon.flink.outcomes.read_outcomes`).
+    """
+    rows = read_outcomes(out_dir)
+    stats = RunStats()
+    result = CastleMergeResult(stats)
+    rejects = RejectLog(rejects_path, source)
+    writer: RowWriter | None = None
+    columns: list[str] = []
+    loss_sum = 0.0
+    try:
+        for _, line in rows:
+            parts = line.split("\t", 3)
+            kind = parts[1]
+            if kind == HEADER:
+                columns = json.loads(parts[2])
+            elif kind == PUBLISHED:
+                values = json.loads(parts[3])
+                if writer is None:
+                    writer = RowWriter(output, out_format, columns or list(values))
+                writer.write(values)
+                loss_sum += float(parts[2])
+                stats.count_published()
+            elif kind == SUPPRESSED:
+                reason = json.loads(parts[2])
+                result.suppressed_by_reason[reason] = result.suppressed_by_reason.get(
+                    reason, 0) + 1
+                stats.count_suppressed()
+            elif kind == REJECTED:
+                text, reason = json.loads(parts[2])
+                rejected = Rejected(int(parts[0]), text, reason)
+                if OnError(on_error) is OnError.fail:
+                    result.first_error = InputError(rejected, source)
+                    break
+                rejects(rejected)
+                stats.count_rejected()
+            if kind in (PUBLISHED, SUPPRESSED, REJECTED):
+                stats.count_read()
+        if writer is None:
+            writer = RowWriter(output, out_format, columns)
+    finally:
+        if writer is not None:
+            writer.close()
+        rejects.close()
+        rejects.warn_summary()
+    result.mean_cluster_loss = loss_sum / max(1, stats.published)
+    return result
+
+
+def header_columns(path: str | Path) -> list[str]:
+    """The column names of a CSV file's header (for the client's early checks)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        for fields in csv.reader(fh):
+            if fields and any(f.strip() for f in fields):
+                return [f.strip() for f in fields]
+    return []

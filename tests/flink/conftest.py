@@ -1,0 +1,72 @@
+"""Helpers of the Flink tests; each job on the mini-cluster costs ~25-40 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def require_flink() -> None:
+    """Skip the calling test module without the ``flink`` extra or a Java runtime."""
+    pytest.importorskip("pyflink", reason="needs the flink extra: pip install 'streamanon[flink]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("PyFlink needs Java 17", allow_module_level=True)
+
+STREAMANON = [sys.executable, "-c", "from streamanon.cli import main; main()"]
+
+
+def streamanon(*args: str, timeout: float = 300) -> dict:
+    """Run the CLI with ``--json``; returns the summary (fails the test with stderr)."""
+    proc = subprocess.run([*STREAMANON, *args, "--json"], capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def outcome_lines_on_disk(work: Path) -> int:
+    """Outcome lines in the part files (committed or in progress) under ``work/parts``."""
+    return sum(len(p.read_bytes().splitlines()) for p in (work / "parts").rglob("*")
+               if p.is_file())
+
+
+def completed_checkpoints(work: Path) -> list[int]:
+    return [int(m.parent.name.split("-")[1])
+            for m in work.glob("checkpoints/*/chk-*/_metadata")]
+
+
+def run_and_kill_after_checkpoint(args: list[str], work: Path, *, min_written: int = 200,
+                                  timeout: float = 240) -> int:
+    """Start a job; once ``min_written`` outcome lines are on disk, wait for a checkpoint
+    completed after that moment and SIGKILL the job's whole process group.
+
+    The restore then starts from a checkpoint taken mid-stream (it covers at least
+    ``min_written`` outcomes). Returns the outcome lines on disk at the kill.
+    """
+    proc = subprocess.Popen([*STREAMANON, *args, "--work-dir", str(work)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    baseline: int | None = None
+    try:
+        while True:
+            done = completed_checkpoints(work)
+            if baseline is None and outcome_lines_on_disk(work) >= min_written:
+                baseline = max(done, default=0)
+            if baseline is not None and max(done, default=0) > baseline:
+                break
+            assert proc.poll() is None, "the job ended before it could be killed: " + (
+                proc.stderr.read().decode()[-2000:] if proc.stderr else "")
+            assert time.monotonic() < deadline, "no checkpoint completed in time"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return outcome_lines_on_disk(work)
