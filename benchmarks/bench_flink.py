@@ -170,7 +170,7 @@ class LoadClient:
             for line in fh:
                 now = time.perf_counter_ns()
                 line = line.rstrip("\n")
-                if not line:
+                if not line or line.startswith("#\t"):  # empty, or a note (rule sets)
                     continue
                 seq = int(line[: line.index("\t")])
                 received[seq] = now

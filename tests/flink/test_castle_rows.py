@@ -10,11 +10,17 @@ from streamanon.castle.cluster import Row
 from streamanon.cli.castle import run_castle
 from streamanon.data import ashrae
 from streamanon.flink.castle_rows import (
+    RULES_END,
+    RULES_FILE,
+    RULES_LINE,
     RowLineParser,
+    RulesInbox,
     merge_castle_outcomes,
     outcome_lines,
     partition_of,
+    rules_report,
 )
+from streamanon.flink.outcomes import note_line, read_outcomes
 from streamanon.io import OnError
 from streamanon.io.rows import RowReader
 
@@ -87,3 +93,56 @@ def test_merge_of_line_outcomes_equals_run_castle(tmp_path):
     assert result.stats.balanced and result.stats.rejected >= 3
     assert result.stats.published + result.stats.suppressed + result.stats.rejected == \
         result.stats.read == len([x for x in lines if x.strip()]) - 1
+
+
+PARAMS = {"k": 4, "l": 2, "delta": 60, "beta": 50, "mu": 10, "zeta": 10}
+V2 = ashrae.rules_toml().replace('name = "square_feet"\ngeneralizer = "range"',
+                                 'name = "square_feet"\ngeneralizer = "reduction"')
+
+
+def live(inbox: RulesInbox, text: str, end: bool = True) -> list:
+    """Feed ``text`` as lines of the live connection (ended by the end line)."""
+    out: list = []
+    for line in [*text.splitlines(), *([RULES_END] if end else [])]:
+        out += inbox.feed(RULES_LINE, line)
+    return out
+
+
+def test_rules_inbox_numbers_good_rule_sets_and_refuses_bad_ones_whole():
+    inbox = RulesInbox(1, RULES.id_field, PARAMS, columns=ashrae.COLUMNS)
+    # a live rule set that completes before the --rules file waits for it (file = version 1)
+    assert live(inbox, V2) == []
+    judged = inbox.feed(RULES_FILE, ashrae.rules_toml())
+    assert [(n["event"], n.get("version"), n["from"]) for n, _ in judged] == [
+        ("accepted", 1, "--rules"), ("accepted", 2, "--rules-from")]
+    assert judged[1][1] is not None and "reduction" in judged[1][1]
+    bad = [live(inbox, V2.replace('id = "building_id"', 'id = "site_id"')),
+           live(inbox, V2.replace("sensitive = true", 'generalizer = "range"')),
+           live(inbox, "id = [\n"),
+           live(inbox, V2.replace('"wind_speed"', '"wind_gust"'))]
+    reasons = [n["reason"] for ((n, text),) in bad if text is None]
+    assert len(reasons) == 4 and "cannot change" in reasons[0] and "sensitive" in reasons[1]
+    assert "not valid TOML" in reasons[2] and "wind_gust" in reasons[3]
+    state = inbox.state()
+    assert live(inbox, V2, end=False) == []
+    again = RulesInbox(1, RULES.id_field, PARAMS)
+    again.restore(state)  # what Flink state holds: the half-received rule set is not in it
+    assert again.finish() == [] and inbox.version == 2
+    ((note, text),) = inbox.finish()
+    assert text is None and "incomplete" in note["reason"] and note["message"] == 7
+
+
+def test_notes_are_not_outcomes_and_report_the_fate_of_each_rule_set(tmp_path):
+    folder = tmp_path / "parts" / "b"
+    folder.mkdir(parents=True)
+    notes = [{"event": "accepted", "message": 1, "from": "--rules", "version": 1},
+             {"event": "installed", "version": 1, "subtask": 1},
+             {"event": "installed", "version": 1, "subtask": 0},
+             {"event": "refused", "message": 2, "from": "--rules-from", "reason": "x"}]
+    (folder / "part-0").write_text("".join(note_line(n) + "\n" for n in notes)
+                                   + "1\tH\t[\"u\"]\n2\tB\n")
+    seen: list[dict] = []
+    assert [seq for seq, _ in read_outcomes(tmp_path / "parts", seen)] == [1, 2]
+    assert seen == notes
+    report = rules_report(seen)
+    assert [(n["message"], n.get("installed_by")) for n in report] == [(1, [0, 1]), (2, None)]

@@ -209,6 +209,7 @@ def flink_merge(
             error, summary = cres.first_error, cres.stats.to_dict()
             summary["suppressed_by_reason"] = cres.suppressed_by_reason
             summary["mean_cluster_loss"] = round(cres.mean_cluster_loss, 6)
+            summary["rules"] = cres.rules
         else:
             zres = merge_outcomes(parts, output, out_format=fmt, on_error=on_error,
                                   rejects_path=rejects, source=str(parts))
@@ -239,12 +240,26 @@ def _job_failure(exc: Exception) -> str:
     return f"the Flink job failed: {text.splitlines()[0] if text else type(exc).__name__}"
 
 
+class BadRules(StrEnum):
+    skip = "skip"
+    fail = "fail"
+
+
 @flink_app.command("castle")
 def flink_castle(
     source: str = typer.Argument(..., help=SOURCE_HELP.replace("(header t,u,a)", "(header)")),
     rules_paths: list[Path] = typer.Option(..., "--rules", help="TOML rules file; repeat to "
                                            "send replacements on the broadcast stream (each "
                                            "applies to tuples from its arrival on)."),
+    rules_from: str = typer.Option(None, "--rules-from", help="tcp://HOST:PORT: read "
+                                   "replacement rule sets from this TCP server while running "
+                                   "(TOML, each ended by a line %%; each applies to tuples "
+                                   "arriving after it, open clusters keep theirs). The job "
+                                   "ends when the input and this connection have closed."),
+    bad_rules: BadRules = typer.Option("skip", "--bad-rules", help="A rule set from "
+                                       "--rules-from that cannot be used: skip (refuse it, "
+                                       "report why, keep the rules in force) or fail (stop "
+                                       "the job)."),
     k: int = typer.Option(5, "--k", min=1, help="Distinct individuals per released cluster."),
     l: int = typer.Option(2, "--l", min=0, help="Distinct values per sensitive attribute "  # noqa: E741
                           "(0 or 1 = off)."),
@@ -290,6 +305,11 @@ def flink_castle(
     from streamanon.flink.outcomes import OutcomeGap
 
     src = parse_source(source)
+    live = None
+    if rules_from is not None:
+        if not rules_from.startswith("tcp://"):
+            fail(f"--rules-from takes tcp://HOST:PORT, got {rules_from!r}")
+        live = parse_source(rules_from)
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
                           buffer_timeout, unaligned)
@@ -300,12 +320,22 @@ def flink_castle(
         result = run_castle_job(src, output, list(rules_paths), params, options,
                                 partitions=partitions, in_format=in_format,
                                 on_error=on_error, rejects_path=rejects,
-                                snapshot_every=snapshot_every)
+                                snapshot_every=snapshot_every, rules_from=live,
+                                bad_rules=str(bad_rules))
     except InputError as exc:
         fail(str(exc))
     except (OSError, ValueError, OutcomeGap) as exc:
         fail(str(exc))
     except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
         fail(_job_failure(exc))
+    for note in result.rules:
+        if note["event"] == "refused":
+            typer.echo(f"warning: rule set {note['message']} ({note['from']}) refused, the "
+                       f"rules in force stay: {note['reason']}", err=True)
+    summary: dict[str, Any] = result.stats.to_dict()
+    summary["rules"] = result.rules if as_json else {
+        f"rule set {n['message']} ({n['from']})":
+        f"version {n['version']}, installed by {len(n['installed_by'])} subtask(s)"
+        if n["event"] == "accepted" else f"refused: {n['reason']}" for n in result.rules}
     print_summary(f"streamanon flink castle (k={k}, l={l}, δ={delta}, p={parallelism}, {mode})",
-                  result.stats.to_dict(), as_json)
+                  summary, as_json)

@@ -8,13 +8,23 @@ extra).
       -> CastlePartition (parallelism p): one CastleAnonymizer per partition
       -> outcome lines (+ meta) -> FileSink (exactly-once part files) -> merged -o file
 
+    rules: --rules files + lines of --rules-from tcp://HOST:PORT (parallelism 1)
+      -> ParseRules (one key, parallelism 1): frame, check, number; refusals -> notes
+      -> (version, TOML) broadcast
+
 k (and l) hold per partition, because all tuples of one individual are in one partition and
 each partition's operator is the CASTLE core itself; δ counts positions within a partition.
 
-Rules arrive on a broadcast stream (every ``--rules`` file in order: version 1, 2, ...) and
-are kept in Flink's broadcast state. A partition applies the newest version before its next
-tuple (``CastleAnonymizer.set_rules``: open clusters keep their rules); tuples that arrive
-before any rules are held and counted, not dropped (Prink drops them).
+Rules arrive on a broadcast stream (every ``--rules`` file in order: version 1, 2, ...; then
+every rule set of the live ``--rules-from`` connection, each ended by a line ``%%``) and are
+kept in Flink's broadcast state. :class:`ParseRules` checks each rule set whole before it is
+broadcast (:func:`~streamanon.flink.castle_rows.check_rules`): a bad one is refused with its
+reason as a note in the outcome stream (or fails the job, ``bad_rules="fail"``), never
+applied in part. A partition applies the newest version before its next tuple
+(``CastleAnonymizer.set_rules``: open clusters keep their rules), from a fresh ``RuleSet`` of
+its own (rule sets carry run-time state); each subtask notes when it installed a version.
+Tuples that arrive before any rules are held and counted, not dropped (Prink drops them).
+With ``--rules-from`` the job ends when the input *and* the rules connection have closed.
 
 State. A partition's operator holds clusters, τ, Ω, adaptive domains and hierarchies, so a
 ``ValueState`` re-pickled on every tuple would cost O(state) per tuple. Flink state holds a
@@ -29,10 +39,12 @@ event-time timer at the maximal watermark, which flushes the held tuples.
 from __future__ import annotations
 
 import contextlib
+import logging
 import pickle
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +59,12 @@ from pyflink.datastream.state import (
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.cluster import Row
 from streamanon.flink.castle_rows import (
+    RULES_FILE,
+    RULES_LINE,
     CastleMergeResult,
     RowLineParser,
+    RulesInbox,
+    check_rules,
     header_columns,
     merge_castle_outcomes,
     outcome_lines,
@@ -56,12 +72,71 @@ from streamanon.flink.castle_rows import (
 )
 from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.job import Endpoint, JobOptions, line_source, outcome_sink
+from streamanon.flink.outcomes import note_line
 from streamanon.io import InputError, OnError, detect_format
 from streamanon.records import Rejected
 
 META = OutputTag("castle-meta", Types.STRING())
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
 END_OF_INPUT = 2**63 - 2  # an event-time timer here fires on the final (maximal) watermark
+log = logging.getLogger(__name__)
+
+
+def subtask_index(runtime_context: Any) -> int:
+    """This subtask's index. PyFlink 2.3's thread mode asks the Java context for
+    ``getIndexOfThisSubtask``, which Flink 2 moved to ``getTaskInfo()``; ask there."""
+    j_context = getattr(runtime_context, "_runtime_context", None)
+    if j_context is not None:
+        return int(j_context.getTaskInfo().getIndexOfThisSubtask())
+    return int(runtime_context.get_index_of_this_subtask())
+
+
+class ParseRules(KeyedProcessFunction):
+    """``(RULES_FILE, text)`` / ``(RULES_LINE, line)`` in, ``(version, TOML)`` out for the
+    broadcast; every judgement also goes to META as a note. One instance, so versions are
+    numbered once for all partitions."""
+
+    def __init__(self, files: int, id_field: str, params: dict[str, Any],
+                 columns: list[str], bad_rules: str = "skip") -> None:
+        if bad_rules not in ("skip", "fail"):
+            raise ValueError("bad_rules must be skip or fail")
+        self.args = (files, id_field, params, columns)
+        self.bad_rules = bad_rules
+
+    def open(self, runtime_context: Any) -> None:
+        self._state = runtime_context.get_state(
+            ValueStateDescriptor("rules-inbox", Types.PICKLED_BYTE_ARRAY()))
+
+    def _inbox(self) -> RulesInbox:
+        inbox = RulesInbox(*self.args)
+        saved = self._state.value()
+        if saved is not None:
+            inbox.restore(saved)
+        return inbox
+
+    def _emit(self, judged: list[tuple[dict, str | None]]) -> Iterator[Any]:
+        for note, text in judged:
+            if text is None:
+                log.warning("rule set %s refused: %s", note["message"], note["reason"])
+                if self.bad_rules == "fail":
+                    raise ValueError(f"rule set {note['message']} ({note['from']}) refused: "
+                                     f"{note['reason']}")
+            yield META, note_line(note)
+            if text is not None:
+                yield note["version"], text
+
+    def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
+        inbox = self._inbox()
+        ctx.timer_service().register_event_time_timer(END_OF_INPUT)  # once: same timestamp
+        judged = inbox.feed(value[0], value[1])
+        self._state.update(inbox.state())
+        yield from self._emit(judged)
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        inbox = self._inbox()
+        judged = inbox.finish()
+        self._state.update(inbox.state())
+        yield from self._emit(judged)
 
 
 class ParseRows(KeyedProcessFunction):
@@ -110,19 +185,20 @@ class CastlePartition(KeyedBroadcastProcessFunction):
             ValueStateDescriptor("snapshot", Types.PICKLED_BYTE_ARRAY()))
         self._log = runtime_context.get_list_state(
             ListStateDescriptor("redo", Types.PICKLED_BYTE_ARRAY()))
+        self._subtask = subtask_index(runtime_context)
         # partition -> [operator, applied rules version, log length]
         self._ops: dict[int, list[Any]] = {}
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
 
     # -- rules ---------------------------------------------------------------------------------
-    def process_broadcast_element(self, value: str, ctx: Any):  # type: ignore[override]
-        state = ctx.get_broadcast_state(RULES)
-        version = 1 + max((k for k, _ in state.items()), default=0)
-        state.put(version, value)
-        self._rules[version] = value
-        self._latest = version
-        return iter(())
+    def process_broadcast_element(self, value: tuple, ctx: Any):  # type: ignore[override]
+        version, text = value
+        ctx.get_broadcast_state(RULES).put(version, text)
+        self._rules[version] = text
+        self._latest = max(self._latest, version)
+        # from now on every tuple of this subtask's partitions meets this version (or newer)
+        yield note_line({"event": "installed", "version": version, "subtask": self._subtask})
 
     def _rules_of(self, ctx: Any, version: int) -> RuleSet:
         """A fresh rule set of ``version`` for one partition: rule sets carry run-time state
@@ -200,8 +276,10 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
                      rules_texts: list[str], params: dict[str, Any], *, partitions: int,
                      fmt: str = "csv", pace: float = 0.0,
                      release_to: Endpoint | None = None,
-                     snapshot_every: int = CastlePartition.SNAPSHOT_EVERY) -> None:
-    """Add the CASTLE pipeline to ``env``; ``rules_texts`` (TOML) go on the broadcast stream."""
+                     snapshot_every: int = CastlePartition.SNAPSHOT_EVERY,
+                     rules_from: Endpoint | None = None, bad_rules: str = "skip") -> None:
+    """Add the CASTLE pipeline to ``env``; ``rules_texts`` (TOML), then the rule sets read
+    from ``rules_from``, go on the broadcast stream."""
     first = RuleSet.from_toml(rules_texts[0])
     numeric = [r.name for r in first.qi_rules
                if type(r.generalizer).__name__ == "RangeGeneralizer"]
@@ -213,8 +291,20 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
         .process(ParseRows(fmt, first.id_field, numeric, partitions, str(source), pace))
         .name("parse rows").uid("parse-rows").set_parallelism(1)
     )
-    rules = (env.from_collection(rules_texts, type_info=Types.STRING()).set_parallelism(1)
-             .name("rules").broadcast(RULES))
+    tagged = Types.TUPLE([Types.INT(), Types.STRING()])
+    messages = env.from_collection([(RULES_FILE, t) for t in rules_texts],
+                                   type_info=tagged).set_parallelism(1).name("rules files")
+    if rules_from is not None:
+        live = line_source(env, rules_from).map(lambda line: (RULES_LINE, line),
+                                                output_type=tagged).set_parallelism(1)
+        messages = messages.union(live)
+    judged = (
+        messages.key_by(lambda _: 0, key_type=Types.INT())
+        .process(ParseRules(len(rules_texts), first.id_field, params, columns, bad_rules),
+                 output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
+        .name("check rules").uid("parse-rules").set_parallelism(1)
+    )
+    rules = judged.broadcast(RULES)
     outcomes = (
         rows.key_by(lambda r: r[0], key_type=Types.INT())
         .connect(rules)
@@ -223,7 +313,8 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
         .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']}")
         .uid("castle")
     )
-    outcome_sink(outcomes.union(rows.get_side_output(META)), out_dir, release_to)
+    outcome_sink(outcomes.union(rows.get_side_output(META), judged.get_side_output(META)),
+                 out_dir, release_to)
 
 
 def run_castle_job(
@@ -239,16 +330,25 @@ def run_castle_job(
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
     snapshot_every: int = CastlePartition.SNAPSHOT_EVERY,
+    rules_from: Endpoint | None = None,
+    bad_rules: str = "skip",
 ) -> CastleMergeResult:
     """Run the CASTLE job to its end and merge the outcomes into ``output`` (rows in input
-    order); returns the accounting. Raises :class:`InputError` under ``on_error=fail``."""
+    order); returns the accounting. Raises :class:`InputError` under ``on_error=fail``.
+
+    ``rules_from``: a TCP server sending replacement rule sets while the job runs (each
+    ended by a line ``%%``); the job then also waits for it to close."""
     options = options or JobOptions()
     partitions = partitions or options.parallelism
     texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
     if not texts:
         raise ValueError("give at least one rules file")
     first = RuleSet.from_toml(texts[0])  # fail early on bad rules
-    CastleAnonymizer(first, **params)
+    for text, path in zip(texts, rules_paths, strict=True):
+        try:
+            check_rules(text, first.id_field, params)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
     if fmt == "csv" and not isinstance(source, Endpoint):
         columns = header_columns(source)
@@ -265,7 +365,8 @@ def run_castle_job(
         env = make_env(**options.env_settings(work))
         build_castle_job(env, source, work / "parts", texts, params, partitions=partitions,
                          fmt=fmt, pace=options.pace, release_to=options.release_to,
-                         snapshot_every=snapshot_every)
+                         snapshot_every=snapshot_every, rules_from=rules_from,
+                         bad_rules=bad_rules)
         start = time.perf_counter()
         env.execute(f"streamanon castle k={params['k']} l={params['l']} "
                     f"delta={params['delta']}")

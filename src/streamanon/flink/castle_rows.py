@@ -13,6 +13,12 @@ Outcome lines (one per input line, the line number first; see :mod:`.outcomes`):
     seq \\t S \\t reason                           suppressed (counted, reason kept)
     seq \\t R \\t ["text", "reason"]               refused by the reader or the operator
     seq \\t H \\t [columns]  |  seq \\t B           header / blank line
+    # \\t {"event": "accepted" | "refused" | "installed", ...}   a rule set's fate (a note)
+
+Rule sets arrive as whole texts (``--rules`` files) or as lines of a live connection
+(``--rules-from``), where a line ``%%`` ends each rule set. :class:`RulesInbox` frames them,
+numbers the good ones as versions (the files first, in order) and refuses the bad ones whole,
+with the reason; a rule set is parsed completely before anything of it is used.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.cluster import Released, canonical
 from streamanon.flink.outcomes import (
     BLANK,
@@ -43,6 +50,102 @@ from streamanon.records import Rejected, RunStats, Suppressed
 
 #: a parsed row on its way to a CASTLE partition: (partition, seq, values)
 CastleInput = tuple[int, int, dict[str, Any]]
+
+#: the line that ends one rule set on a ``--rules-from`` connection (never a TOML line
+#: outside a multi-line string, which rules do not use)
+RULES_END = "%%"
+#: what a rule-set input carries: a whole ``--rules`` file, or one line of the live connection
+RULES_FILE, RULES_LINE = 0, 1
+
+
+def check_rules(text: str, id_field: str, params: dict[str, Any],
+                columns: Sequence[str] = ()) -> RuleSet:
+    """Parse a replacement rule set and refuse it (``ValueError``, the reason) unless every
+    partition can use it: same individual (the partitioning key), accepted by the operator
+    with ``params`` (e.g. l > 1 needs a sensitive attribute), and, when the input's columns
+    are known, naming only those columns."""
+    rules = RuleSet.from_toml(text)
+    if rules.id_field != id_field:
+        raise ValueError(f"the id field is {id_field!r} and cannot change while running "
+                         f"(the partitions are keyed by it), got {rules.id_field!r}")
+    CastleAnonymizer(rules, **params)
+    named = [a.name for a in rules.attributes] + ([rules.time_field] if rules.time_field
+                                                  else [])
+    missing = [n for n in named if columns and n not in columns]
+    if missing:
+        raise ValueError(f"the rules name column(s) {', '.join(missing)} that the input "
+                         f"lacks (columns: {', '.join(columns)})")
+    return rules
+
+
+class RulesInbox:
+    """Frame, check and number rule sets; the state is plain data (it lives in Flink state).
+
+    The ``files`` ``--rules`` texts become versions 1..files whatever the arrival order;
+    live rule sets that complete earlier wait for them. :meth:`feed` returns, per judged
+    rule set, ``(note, text)``: ``text`` is the TOML of an accepted version, ``None`` for a
+    refused one (the note says why).
+    """
+
+    def __init__(self, files: int, id_field: str, params: dict[str, Any],
+                 columns: Sequence[str] = ()) -> None:
+        self.files, self.id_field, self.params = files, id_field, params
+        self.columns = list(columns)
+        self.files_seen = self.messages = self.version = 0
+        self.lines: list[str] = []
+        self.waiting: list[str] = []
+
+    def state(self) -> tuple:
+        """A copy of the state (plain data, for a Flink ``ValueState``)."""
+        return (self.files_seen, self.messages, self.version, list(self.lines),
+                list(self.waiting))
+
+    def restore(self, state: tuple) -> None:
+        self.files_seen, self.messages, self.version, lines, waiting = state
+        self.lines, self.waiting = list(lines), list(waiting)
+
+    def feed(self, kind: int, payload: str) -> list[tuple[dict, str | None]]:
+        out: list[tuple[dict, str | None]] = []
+        if kind == RULES_FILE:
+            self.files_seen += 1
+            out.append(self._judge(payload, "--rules"))
+            if self.files_seen >= self.files:
+                out += [self._judge(m, "--rules-from") for m in self.waiting]
+                self.waiting = []
+        elif payload.removesuffix("\r").strip() == RULES_END:
+            text, self.lines = "\n".join(self.lines) + "\n", []
+            if self.files_seen < self.files:
+                self.waiting.append(text)
+            else:
+                out.append(self._judge(text, "--rules-from"))
+        else:
+            self.lines.append(payload.removesuffix("\r"))
+        return out
+
+    def finish(self) -> list[tuple[dict, str | None]]:
+        """The end of the rule-set inputs: an unterminated rule set is refused, not used."""
+        out: list[tuple[dict, str | None]] = [self._judge(m, "--rules-from")
+                                              for m in self.waiting]
+        self.waiting = []
+        if any(line.strip() for line in self.lines):
+            self.messages += 1
+            out.append(({"event": "refused", "message": self.messages, "from": "--rules-from",
+                         "reason": f"incomplete rule set: the connection closed before its "
+                                   f"{RULES_END!r} line"}, None))
+        self.lines = []
+        return out
+
+    def _judge(self, text: str, origin: str) -> tuple[dict, str | None]:
+        self.messages += 1
+        note: dict[str, Any] = {"message": self.messages, "from": origin}
+        try:
+            rules = check_rules(text, self.id_field, self.params,
+                                self.columns if origin == "--rules-from" else ())
+        except ValueError as exc:
+            return {**note, "event": "refused", "reason": str(exc)}, None
+        self.version += 1
+        return {**note, "event": "accepted", "version": self.version,
+                "rules": rules.describe()}, text
 
 
 def partition_of(identity: Any, partitions: int) -> int:
@@ -129,6 +232,8 @@ class CastleMergeResult:
     suppressed_by_reason: dict[str, int] = field(default_factory=dict)
     mean_cluster_loss: float = 0.0
     first_error: InputError | None = None
+    #: rule sets accepted (with the partitions that installed them) and refused, in order
+    rules: list[dict] = field(default_factory=list)
 
 
 def merge_castle_outcomes(
@@ -144,9 +249,10 @@ def merge_castle_outcomes(
 
     Checks one outcome per input line (:func:`~streamanon.flink.outcomes.read_outcomes`).
     """
-    rows = read_outcomes(out_dir)
+    notes: list[dict] = []
+    rows = read_outcomes(out_dir, notes)
     stats = RunStats()
-    result = CastleMergeResult(stats)
+    result = CastleMergeResult(stats, rules=rules_report(notes))
     rejects = RejectLog(rejects_path, source)
     writer: RowWriter | None = None
     columns: list[str] = []
@@ -188,6 +294,19 @@ def merge_castle_outcomes(
         rejects.warn_summary()
     result.mean_cluster_loss = loss_sum / max(1, stats.published)
     return result
+
+
+def rules_report(notes: Iterable[dict]) -> list[dict]:
+    """The fate of every rule set from the notes: accepted and refused ones in order, an
+    accepted one with ``installed_by``, the partitions' subtasks that installed it."""
+    notes = list(notes)
+    report = sorted((dict(n) for n in notes if n.get("event") in ("accepted", "refused")),
+                    key=lambda n: n["message"])
+    for n in report:
+        if n["event"] == "accepted":
+            n["installed_by"] = sorted({m["subtask"] for m in notes if m.get("event") ==
+                                        "installed" and m["version"] == n["version"]})
+    return report
 
 
 def header_columns(path: str | Path) -> list[str]:

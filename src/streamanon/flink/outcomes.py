@@ -6,6 +6,7 @@ Every input line ends as exactly one outcome line, keyed by its line number (``s
     seq \\t S \\t restamped                                     suppressed
     seq \\t R \\t ["text", "reason"]                            rejected by the reader's checks
     seq \\t H | B                                              CSV header / blank line
+    # \\t {json}                                              a note (rule sets), no input line
 
 This module needs no pyflink: it is the pure half of the sink. The job writes outcome lines
 through Flink's ``FileSink``, whose part files are exactly-once (a file becomes visible only
@@ -28,6 +29,7 @@ from streamanon.io import InputError, OnError, RecordWriter, RejectLog
 from streamanon.records import Rejected, RunStats
 
 PUBLISHED, SUPPRESSED, REJECTED, HEADER, BLANK = "P", "S", "R", "H", "B"
+NOTE = "#"  # first field of a note line: about the job (rule sets), not about an input line
 
 
 def published_line(seq: int, level: int, restamped: bool, t_text: str, u: str, a: str) -> str:
@@ -46,6 +48,11 @@ def marker_line(seq: int, kind: str) -> str:
     return f"{seq}\t{kind}"
 
 
+def note_line(note: dict) -> str:
+    """A note in the outcome stream (e.g. a rule set accepted, refused or installed)."""
+    return f"{NOTE}\t{json.dumps(note, sort_keys=True)}"
+
+
 class OutcomeGap(RuntimeError):
     """The part files do not hold exactly one outcome per input line (a loss or a duplicate)."""
 
@@ -59,14 +66,20 @@ def part_files(out_dir: str | Path) -> list[Path]:
     )
 
 
-def read_outcomes(out_dir: str | Path) -> list[tuple[int, str]]:
-    """All outcome lines as ``(seq, line)``, sorted by ``seq``; checks one outcome per line."""
+def read_outcomes(out_dir: str | Path,
+                  notes: list[dict] | None = None) -> list[tuple[int, str]]:
+    """All outcome lines as ``(seq, line)``, sorted by ``seq``; checks one outcome per line.
+
+    Note lines are not outcomes: they go to ``notes`` (in file order) when given."""
     rows: list[tuple[int, str]] = []
     for path in part_files(out_dir):
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 line = line.rstrip("\n")
-                if line:
+                if line.startswith(NOTE + "\t"):
+                    if notes is not None:
+                        notes.append(json.loads(line[2:]))
+                elif line:
                     rows.append((int(line[: line.index("\t")]), line))
     rows.sort(key=lambda r: r[0])
     for i, (seq, _) in enumerate(rows, start=1):
