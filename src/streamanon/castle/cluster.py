@@ -70,6 +70,16 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _canonical(value: Any) -> str:
+    """:func:`canonical`, with the common types (text, int, float) tested first."""
+    tp = type(value)
+    if tp is str:
+        return value  # type: ignore[no-any-return]
+    if tp is float or tp is int:
+        return repr(float(value))
+    return canonical(value)
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
@@ -150,6 +160,10 @@ class ClusterSet:
         self._all = [(r, k) for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
         self._slow = [(r, k) for r, k in self._all if k != "num"]
         d = len(self.num)
+        # one call fetches all numeric columns (itemgetter gives a tuple for >= 2 names)
+        self._get_num = operator.itemgetter(*self._num_names) if d > 1 else None
+        # -1 then +1 per numeric attribute: (-x, x) = (x, x) * _sign in one numpy call
+        self._sign = np.concatenate((np.full(d, -1.0), np.ones(d)))
         self.dlo = np.array([g.lo for g in self.num], dtype=np.float64)
         self.dhi = np.array([g.hi for g in self.num], dtype=np.float64)
         self._dlo_l, self._dhi_l = self.dlo.tolist(), self.dhi.tolist()
@@ -165,6 +179,8 @@ class ClusterSet:
         self._cur: np.ndarray | None = None
         self._cur_key: tuple[int, ...] | None = None
         self._new: np.ndarray | None = None
+        self._grown: np.ndarray | None = None  # rows of lh grown by the last tuple, see insert
+        self._buf = np.empty((0, 2 * d))
         self._lca_cache: dict[int, tuple[tuple[int, int], np.ndarray]] = {}
         self.pool_ids: Counter[str] = Counter()
         self.pool_sens: list[Counter[str]] = [Counter() for _ in range(self.n_sens)]
@@ -205,29 +221,35 @@ class ClusterSet:
                 raise ValueError(f"missing field {name} (sensitive)")
             if isinstance(raw, float) and not math.isfinite(raw):
                 raise ValueError(f"field {name} is not a finite number")
-            sens.append(raw if type(raw) is str else canonical(raw))
+            sens.append(_canonical(raw))
         t = row.t
         if t is None and need_time and rules.time_field is not None:
             raw_t = values.get(rules.time_field)
             t = _parse_time(raw_t, rules.time_field)
-        item = Item(row, pos, pid if type(pid) is str else canonical(pid), num, [], (),
-                    tuple(sens),
+        item = Item(row, pos, _canonical(pid), num, [], (), tuple(sens),
                     t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
     def _fast_numbers(self, values: Mapping[str, Any]) -> np.ndarray | None:
-        """All numeric attributes at once; ``None`` when one is bad (the slow path says why)."""
-        raw = [values.get(n) for n in self._num_names]
+        """All numeric attributes at once; ``None`` when one is bad (the slow path says why).
+
+        Runs once per tuple, so it avoids per-value Python work: one ``itemgetter`` call, one
+        ``map(float)``, a finite check on the sum (finite only when every value is), and
+        ``(-x, x)`` as one product with ``_sign`` (exact: multiplying by -1 negates).
+        """
         try:
-            floats = [float(v) for v in raw]
-        except (TypeError, ValueError):
+            raw = self._get_num(values) if self._get_num else [values[n] for n in self._num_names]
+            floats = list(map(float, raw))
+        except (KeyError, TypeError, ValueError):
             return None
-        if not all(map(math.isfinite, floats)) or bool in set(map(type, raw)):
+        if not math.isfinite(sum(floats)) and not all(map(math.isfinite, floats)):
+            return None
+        if bool in set(map(type, raw)):
             return None
         if any(map(operator.lt, floats, self._dlo_l)) or any(map(operator.gt, floats,
                                                                    self._dhi_l)):
             self._outside = True
-        return np.array([-v for v in floats] + floats)
+        return np.array(floats + floats) * self._sign
 
     def observe(self, item: Item, hier_raw: list[Any], other_raw: list[Any]) -> None:
         """Let the generalizers account for an accepted tuple (domains, growth, counts)."""
@@ -267,12 +289,24 @@ class ClusterSet:
         return out
 
     def enlargement(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
-        """``(loss now, loss with item)`` of every open cluster."""
+        """``(loss now, loss with item)`` of every open cluster.
+
+        The grown rows ``max((-lo, hi), (-x, x))`` are formed in a buffer kept across calls
+        (one broadcast copy and one flat ``maximum``, cheaper than a broadcasting
+        ``maximum`` into a new array) and kept for :meth:`insert`, which copies the chosen
+        row instead of recomputing it.
+        """
         lh = self.lh
         lvs = [g.loss_vector() for g in self.hier]
         key = (self._inv_version, *map(id, lvs))
         cur = self._cur if key == self._cur_key else None
-        new = np.maximum(lh, item.xx) @ self._inv
+        n = len(lh)
+        if len(self._buf) < n:
+            self._buf = np.empty((2 * n, lh.shape[1]))
+        grown = self._buf[:n]
+        grown[...] = item.xx
+        np.maximum(lh, grown, out=grown)
+        new = grown @ self._inv
         if cur is None:
             cur = lh @ self._inv
             for j, lv in enumerate(lvs):
@@ -282,22 +316,27 @@ class ClusterSet:
                                           zip(self.w_other, self.other, c.gen, strict=True))
                                       for c in self.clusters])
         for j, g in enumerate(self.hier):
-            new += self._lca_loss(j, g, lvs[j])[self.nodes[:, j], item.cat[j]]
+            new += self._lca_loss(j, g, lvs[j])[item.cat[j]][self.nodes[:, j]]
         if self.other:
             new += np.array([sum(w * g.loss(g.add(s, v)) for w, g, s, v in
                                  zip(self.w_other, self.other, c.gen, item.gen, strict=True))
                              for c in self.clusters])
-        self._cur, self._cur_key, self._new = cur, key, new
+        self._cur, self._cur_key, self._new, self._grown = cur, key, new, grown
         return cur, new
 
     def _lca_loss(self, j: int, g: HierarchyGeneralizer, lv: np.ndarray) -> np.ndarray:
-        """``w * loss(lca(a, b))`` for all node pairs, cached while the loss vector holds."""
+        """``w * loss(lca(a, b))`` for all node pairs, cached while the loss vector holds.
+
+        Stored transposed (``[b, a]``), so that the losses of all clusters' nodes ``a`` with a
+        tuple's node ``b`` are one row gathered by the nodes column (cheaper than indexing
+        the table with an array and a scalar; the values are the same entries).
+        """
         n = len(g.tree.names)
         key = (id(lv), n)
         hit = self._lca_cache.get(j)
         if hit is None or hit[0] != key:
             table = g.tree.lca_table()[:n, :n]
-            hit = (key, self.w_hier[j] * lv[table])
+            hit = (key, np.ascontiguousarray((self.w_hier[j] * lv[table]).T))
             self._lca_cache[j] = hit
         return hit[1]
 
@@ -338,7 +377,7 @@ class ClusterSet:
         """The generalization of a set of tuples, from scratch (no removal bookkeeping)."""
         d = len(self.num)
         if d:
-            lh = np.max(np.stack([it.xx for it in items]), axis=0)
+            lh = np.array([it.xx for it in items]).max(axis=0)
             lo, hi = -lh[:d], lh[d:]
         else:
             lo = hi = np.empty(0)
@@ -356,6 +395,20 @@ class ClusterSet:
                 s = g.add(s, it.gen[j])
             gen.append(s)
         return State(lo, hi, nodes, gen)
+
+    def cluster_state(self, c: Cluster) -> State:
+        """The generalization of open cluster ``c``, read from its rows of the arrays.
+
+        Equal to ``state_of(c.items)`` without touching the tuples: a row is kept as the
+        maximum of its tuples' ``(-x, x)`` and the lowest common node of their nodes, both
+        exact and independent of order. Plug-in states are folded from the tuples as
+        ``state_of`` does, since their ``merge`` need not equal folding ``add``.
+        """
+        i = self.index(c)
+        d = len(self.num)
+        row = self.lh[i]
+        gen = self.state_of(c.items).gen if self.other else []
+        return State(-row[:d], row[d:].copy(), self.nodes[i].copy(), gen)
 
     def covers(self, st: State, item: Item) -> bool:
         d = len(self.num)
@@ -392,15 +445,16 @@ class ClusterSet:
             ps[v] = ps.get(v, 0) + 1
         if fresh:
             self._cur_key = None
-        elif self._new is not None and self._cur is not None and len(self._cur) == len(
-                self.clusters):
-            self._cur[idx] = self._new[idx]
-            self._new = None
         else:
-            self._cur_key = None
-        if not fresh:
-            row = self.lh[idx]
-            np.maximum(row, item.xx, out=row)
+            if self._new is not None and self._cur is not None and len(self._cur) == len(
+                    self.clusters):  # enlargement() just computed this tuple's losses
+                self._cur[idx] = self._new[idx]
+                self.lh[idx] = self._grown[idx]  # type: ignore[index]
+                self._new = self._grown = None
+            else:
+                self._cur_key = None
+                row = self.lh[idx]
+                np.maximum(row, item.xx, out=row)
             for j, g in enumerate(self.hier):
                 self.nodes[idx, j] = g.tree.lca_table()[self.nodes[idx, j], item.cat[j]]
         for j, g in enumerate(self.other):

@@ -262,9 +262,9 @@ class CastleAnonymizer:
         cur, new = cset.enlargement(item)
         e = new - cur
         i = int(e.argmin())
-        ties = e <= e[i] + _EPS
+        ties = e <= float(e[i]) + _EPS
         if np.count_nonzero(ties) == 1:  # the usual case: one cluster of least enlargement
-            if new[i] <= self.tau + _EPS or n >= self.beta:
+            if float(new[i]) <= self.tau + _EPS or n >= self.beta:
                 cset.insert(i, item)
             else:
                 cset.open_cluster(item)
@@ -320,10 +320,11 @@ class CastleAnonymizer:
         return best
 
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
+        whole = cset.cluster_state(c)
         cset.detach(c)
         groups = self._split(cset, c.items) if len(c.ids) >= 2 * self.k else [c.items]
         for items in groups:
-            st = cset.state_of(items)
+            st = whole if items is c.items else cset.state_of(items)
             attr = cset.attr_losses(st)
             loss = cset.weighted(attr)
             cid = self._next_cluster
