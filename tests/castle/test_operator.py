@@ -183,3 +183,16 @@ def test_invalid_parameters_are_refused() -> None:
                    {"max_delay": float("inf")}):
         with pytest.raises(ValueError):
             CastleAnonymizer(rules(), **kwargs)
+
+
+def test_operators_sharing_one_rule_set_do_not_influence_each_other() -> None:
+    """Adaptive domains live in the generalizers: each operator installs its own copy."""
+    rs = ashrae.rules_toml()
+    shared = RuleSet.from_toml(rs)
+    first = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=5))]
+    other = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=6))]
+    alone = run(CastleAnonymizer(RuleSet.from_toml(rs), 5, 2, 100, 20, 10, 5), other)
+    a = CastleAnonymizer(shared, 5, 2, 100, 20, 10, 5)
+    b = CastleAnonymizer(shared, 5, 2, 100, 20, 10, 5)
+    run(a, first)  # widens a's adaptive domains; b must not see them
+    assert run(b, other) == alone

@@ -298,7 +298,7 @@ class ClusterSet:
         """
         lh = self.lh
         lvs = [g.loss_vector() for g in self.hier]
-        key = (self._inv_version, *map(id, lvs))
+        key = (self._inv_version, *(g.loss_stamp for g in self.hier))
         cur = self._cur if key == self._cur_key else None
         n = len(lh)
         if len(self._buf) < n:
@@ -332,7 +332,7 @@ class ClusterSet:
         the table with an array and a scalar; the values are the same entries).
         """
         n = len(g.tree.names)
-        key = (id(lv), n)
+        key = (g.loss_stamp, n)
         hit = self._lca_cache.get(j)
         if hit is None or hit[0] != key:
             table = g.tree.lca_table()[:n, :n]

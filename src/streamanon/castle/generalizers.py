@@ -254,8 +254,10 @@ class HierarchyGeneralizer(Generalizer):
         self.requests: dict[str, int] = {}
         self._requests_total = 0
         self._observed = 0
-        self._vec_key: tuple[int, int, int] | None = None
+        self._changes = 0  # observations that changed NCP/PRL losses
+        self._vec_key: tuple[int, int] | None = None
         self._vec: np.ndarray | None = None
+        self._stamp = 0  # bumped on every rebuild of the loss vector
 
     def _check_path(self, path: Sequence[str]) -> None:
         parent = self.tree.root
@@ -304,8 +306,11 @@ class HierarchyGeneralizer(Generalizer):
             self.tree.add_path(value)
             value = value[-1]
         if self.metric is Metric.ncp:
-            self.seen.add(value)
+            if value not in self.seen:
+                self.seen.add(value)
+                self._changes += 1
         elif self.metric is Metric.prl:
+            self._changes += 1
             if self._observed >= self.prl_reset:
                 self.requests.clear()
                 self._requests_total = 0
@@ -332,13 +337,24 @@ class HierarchyGeneralizer(Generalizer):
                    leaf=t.is_leaf(state))
 
     def loss_vector(self) -> np.ndarray:
-        """Loss of every node, indexed like :meth:`Hierarchy.index` (for vectorized search)."""
-        key = (self.tree.version, len(self.seen), self._requests_total if
-               self.metric is Metric.prl else 0)
-        if self.metric is Metric.prl or self._vec is None or key != self._vec_key:
+        """Loss of every node, indexed like :meth:`Hierarchy.index` (for vectorized search).
+
+        Rebuilt only when the tree grew or an observation changed the losses; callers that
+        cache values derived from it key them on :attr:`loss_stamp`, never on ``id()`` of the
+        array (a freed array's address can be reused by the next one).
+        """
+        key = (self.tree.version, self._changes)
+        if self._vec is None or key != self._vec_key:
             self._vec = np.array([self.loss(n) for n in self.tree.names], dtype=np.float64)
             self._vec_key = key
+            self._stamp += 1
         return self._vec
+
+    @property
+    def loss_stamp(self) -> int:
+        """Changes whenever :meth:`loss_vector` changes (a cache key for derived tables)."""
+        self.loss_vector()
+        return self._stamp
 
     def output(self, state: str) -> str:
         return state

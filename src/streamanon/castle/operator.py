@@ -46,6 +46,7 @@ suppressed) and merging strictly reduces the number of open clusters, so nothing
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections import Counter, deque
@@ -146,6 +147,10 @@ class CastleAnonymizer:
 
     # -- rules -----------------------------------------------------------------------------
     def _install(self, rules: RuleSet) -> None:
+        # generalizers carry run-time state (adaptive domains, grown hierarchies, request
+        # counts): each operator works on its own copy, so two operators given one RuleSet
+        # never influence each other
+        rules = copy.deepcopy(rules)
         if self.l > 1 and not rules.sensitive:
             raise ValueError(f"l = {self.l} needs at least one sensitive attribute in the "
                              "rules (l-diversity of nothing cannot be met)")

@@ -96,7 +96,12 @@ class AttributeRule:
 
 
 class RuleSet:
-    """An immutable set of attribute rules plus the individual (and optional time) column."""
+    """A set of attribute rules plus the individual (and optional time) column.
+
+    The list of rules is fixed once built; the generalizers inside carry run-time state
+    (adaptive domains, grown hierarchies, request counts), so :class:`CastleAnonymizer`
+    installs its own deep copy of every rule set it is given.
+    """
 
     def __init__(self, id_field: str, attributes: list[AttributeRule],
                  time_field: str | None = None) -> None:
