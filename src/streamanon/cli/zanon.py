@@ -20,7 +20,7 @@ from streamanon.cli.common import (
     print_summary,
 )
 from streamanon.io import InputError, OnError, RecordWriter, RejectLog, detect_format, iter_batches
-from streamanon.records import RunStats
+from streamanon.records import RunStats, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
 
@@ -61,8 +61,8 @@ def run_z(
                 else:
                     for record in batch.records():
                         out = operator.process(record)
-                        if not hasattr(out, "reason"):
-                            writer.write(out)  # type: ignore[arg-type]
+                        if not isinstance(out, Suppressed):
+                            writer.write(out)
     finally:
         rejects.close()
         rejects.warn_summary()
