@@ -9,6 +9,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    """Lay out, write the PNG and free the figure (every plot ends here)."""
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def publication_ratio_vs_z(
@@ -34,11 +44,7 @@ def publication_ratio_vs_z(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def dezent_cost_vs_gateways(
@@ -58,11 +64,7 @@ def dezent_cost_vs_gateways(
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def collusion_vs_share(rows: Sequence[Mapping[str, float]], path: str | Path, title: str) -> Path:
@@ -77,11 +79,7 @@ def collusion_vs_share(rows: Sequence[Mapping[str, float]], path: str | Path, ti
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | Path,
@@ -95,11 +93,7 @@ def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | P
     ax.set_ylabel("violations per run (mean over seeds)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def castle_info_loss_vs_k(
@@ -130,11 +124,7 @@ def castle_info_loss_vs_k(
     axes[0][0].set_ylabel("mean information loss")
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
@@ -159,8 +149,4 @@ def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
