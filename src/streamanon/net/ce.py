@@ -27,6 +27,7 @@ from pathlib import Path
 
 from streamanon.net import framing
 from streamanon.net.config import CEConfig
+from streamanon.net.outbox import connect_durable
 from streamanon.net.pki import parse_gateway_name
 from streamanon.net.tls import peer_name, server_context, split_address
 
@@ -38,10 +39,7 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db = connect_durable(self.path)
         self.db.execute("CREATE TABLE IF NOT EXISTS published (gateway TEXT NOT NULL, "
                         "seq INTEGER NOT NULL, cycle INTEGER NOT NULL, t REAL NOT NULL, "
                         "u TEXT NOT NULL, a TEXT NOT NULL, received REAL NOT NULL, "

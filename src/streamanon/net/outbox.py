@@ -25,13 +25,23 @@ from pathlib import Path
 from streamanon.net.framing import WireTuple
 
 
+def connect_durable(path: Path) -> sqlite3.Connection:
+    """SQLite where a returned commit is on disk (WAL, synchronous=FULL, autocommit).
+
+    Both ends of the CE link rely on it: the CE acks only after a commit, and a gateway
+    deletes an outbox row only after that ack.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
 class Outbox:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db = connect_durable(self.path)
         self.db.execute("CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY, "
                         "cycle INTEGER NOT NULL, t REAL NOT NULL, id TEXT NOT NULL, "
                         "value TEXT NOT NULL, is_int INTEGER NOT NULL)")
