@@ -42,9 +42,13 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture
 def topic_names() -> Iterator[object]:
-    """``names("in", "out")`` -> unique topic names for this test."""
-    tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
-    yield lambda *names: [f"t{tag}-{n}" for n in names]
+    """``names("in", "out")`` -> topic names no other call uses."""
+
+    def names(*parts: str) -> list[str]:
+        tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
+        return [f"t{tag}-{n}" for n in parts]
+
+    yield names
 
 
 def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,

@@ -68,10 +68,10 @@ left for brokers that honour them).
 >>> m.add(0, np.array([0, 1]), np.array([10, 30]), [b"a", b"c"])
 >>> m.add(1, np.array([0]), np.array([20]), [b"b"])
 >>> b = m.take(exhausted=lambda p: False)
->>> [bytes(v) for v in b.values]   # c (key 30) waits: partition 1 may still send key < 30
-[b'a', b'b']
->>> [bytes(v) for v in m.take(exhausted=lambda p: True).values]
-[b'c']
+>>> [bytes(v) for v in b.values]   # b and c wait: partition 1 may still send key 20..29
+[b'a']
+>>> [bytes(v) for v in m.take(exhausted=lambda p: True).values]   # both partitions ended
+[b'b', b'c']
 """
 
 from __future__ import annotations
@@ -301,6 +301,7 @@ class ProgressLog:
 
         c = Consumer({**client_config(self.bootstrap, self.watch, self.config),
                       "group.id": "streamanon-progress-reader", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 10,
                       "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20})
         try:
             c.assign([TopicPartition(self.topic, 0, start)])
@@ -309,7 +310,7 @@ class ProgressLog:
             while len(out) < end - start:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading {self.topic} offsets {start}..{end}")
-                m = c.poll(0.5)
+                m = c.poll(0.1)
                 if m is None or m.error() is not None:
                     continue
                 if m.offset() < end:
@@ -342,7 +343,7 @@ class ProgressLog:
             if not hmac.compare_digest(mac, str(meta.get("hmac", ""))):
                 raise RuntimeError(f"snapshot {meta['seq']} in {self.topic} is not signed "
                                    "with this pipeline's secret: refusing to load it")
-        stage, merge = pickle.loads(payload)  # noqa: S301 - our own topic (assumption A4)
+        stage, merge = pickle.loads(payload)  # our own topic (assumption A4)
         self.last_commit = commit_at
         return Snapshot(meta["seq"], {int(p): o for p, o in meta["positions"].items()},
                         {d: {int(q): o for q, o in v.items()} for d, v in meta["outputs"].items()},
@@ -396,7 +397,8 @@ def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mappi
     if not want:
         return out
     c = Consumer({**client_config(bootstrap, None, config), "group.id": "streamanon-gate",
-                  "enable.auto.commit": False, "fetch.max.bytes": 64 << 20})
+                  "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
+                  "fetch.wait.max.ms": 10})
     try:
         c.assign([TopicPartition(topic, q, s) for q, (s, _) in want.items()])
         deadline = time.monotonic() + timeout
@@ -404,7 +406,7 @@ def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mappi
         while any(left.values()):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading the tail of {topic}")
-            for m in c.consume(10_000, 0.5):
+            for m in c.consume(10_000, 0.1):
                 if m.error() is not None:
                     continue
                 q = m.partition()
@@ -439,7 +441,7 @@ class ExactlyOnceRun:
         self.make_stage = make_stage
         self.checkpoint_every = checkpoint_every
         self.idle_ms = idle_ms
-        self.stop = stop or StopFlag(install=False)
+        self.stop = stop if stop is not None else StopFlag(install=False)
         self.resume = resume
         self.after_batch = after_batch
         self.log = log or (lambda s: None)
