@@ -123,14 +123,18 @@ class PartitionMerge:
 
     def __init__(self, partitions: Sequence[int]) -> None:
         self.partitions = sorted(partitions)
-        self.last_key = {p: -(1 << 62) for p in self.partitions}
+        self.last_key = {p: -(1 << 62) for p in self.partitions}  # of the last record added
+        self.released_key = dict(self.last_key)  # of the last record released into a batch
         self.frontier: dict[int, int] = {}
         self._buf: dict[int, list[tuple[np.ndarray, np.ndarray, list[bytes]]]] = {
             p: [] for p in self.partitions}
 
     def __getstate__(self) -> dict[str, Any]:
+        # buffered records are not part of the state: a restart re-reads them from the
+        # frontier, so the running keys restart from the last released record
         state = dict(self.__dict__)
-        state["_buf"] = {p: [] for p in self.partitions}  # buffered records are re-read
+        state["_buf"] = {p: [] for p in self.partitions}
+        state["last_key"] = dict(self.released_key)
         return state
 
     def reset_buffers(self) -> None:
@@ -161,6 +165,7 @@ class PartitionMerge:
         self._buf[partition] = [rest] if len(rest[2]) else []
         if n:
             self.frontier[partition] = int(offs[n - 1]) + 1
+            self.released_key[partition] = int(keys[n - 1])
         return keys[:n], offs[:n], vals[:n]
 
     def take(self, exhausted: Callable[[int], bool],
