@@ -132,6 +132,29 @@ def test_castle_exactly_once_across_sigkills(kafka_broker, topic_names, tmp_path
     assert final["balanced"] and final["held"] == 0 and final["read"] == 4000
 
 
+def _scan(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[bytes, dict]]:
+    """Partition 0 read from offset 0 to the end reported by the fetch (Tansu on S3 answers
+    nothing to a fetch that starts inside a batch written before a restart, so
+    ``read_topic``'s short cut to the end cannot be used after one)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from streamanon.io.kafka_broker import quiet_logs
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "scan",
+                  "enable.partition.eof": True, **quiet_logs()})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple[bytes, dict]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in c.consume(10_000, 0.5):
+            if m.error() is None:
+                out.append((m.value(), dict(m.headers() or [])))
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                c.close()
+                return out
+    raise TimeoutError(topic)
+
+
 def test_broker_stopped_and_restarted_mid_run(tmp_path, topic_names):
     """The broker process goes away for a while (S3 storage keeps its data); the pipeline
     waits, says so on stderr, and finishes with the uninterrupted run's output."""
@@ -154,16 +177,13 @@ def test_broker_stopped_and_restarted_mid_run(tmp_path, topic_names):
         run_t = _topics(bs, topic_names("out", "rej", "prog"), 1)
         p = subprocess.Popen([*DRIVER, *args(run_t)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while not read_topic(bs, run_t[0])[0]:
-            assert time.monotonic() < deadline and p.poll() is None
-            time.sleep(0.05)
+        time.sleep(2.0)  # well into the run (600 batches of 100 records take ~5 s here)
         assert p.poll() is None, "the run ended before the broker went away"
         broker.restart(down_for=3.0)
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err[-3000:]
         assert "broker unreachable" in err and "broker back" in err
         got = json.loads(out.strip().splitlines()[-1])
-        assert read_topic(bs, run_t[0]) == read_topic(bs, ref_t[0])
+        assert _scan(bs, run_t[0]) == _scan(bs, ref_t[0])
         assert (got["read"], got["published"], got["suppressed"]) == (
             ref["read"], ref["published"], ref["suppressed"])
