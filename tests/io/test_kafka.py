@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -146,8 +145,8 @@ def test_partitions_merge_by_timestamp_deterministically(kafka_broker, topic_nam
     for q, msgs in outs[0].items():
         assert {h["streamanon-in-partition"] for _, h in msgs} <= {str(q).encode()}
     # merged by time: z over the merged stream equals z over the trace sorted by time
-    from streamanon.zanon import ZAnonymizer
     from streamanon.records import Record, Suppressed
+    from streamanon.zanon import ZAnonymizer
 
     order = sorted(range(len(trace)), key=lambda i: (times[i], users[i] % 3, i))
     op = ZAnonymizer(3, 15)
