@@ -108,6 +108,8 @@ class CentralEntity:
                 frame = await framing.read_frame(reader, self.cfg.max_frame)
                 if frame is None:
                     return
+                if ident is not None and self.revocations.is_revoked(ident.serial):
+                    raise framing.FrameError(f"certificate of {name!r} revoked")
                 if not isinstance(frame, framing.Batch):
                     raise framing.FrameError(f"unexpected {type(frame).__name__} frame "
                                              "(the CE takes batches)")

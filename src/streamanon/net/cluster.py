@@ -408,3 +408,65 @@ def check_run(workdir: str | Path, z: int, delta_t: float) -> dict[str, Any]:
             "output_tuples": report.output_tuples,
             "privacy_violations": report.privacy_violations, "unmatched": report.unmatched,
             "first_problem": report.first_problem}
+
+
+def site_status(workdir: str | Path) -> list[dict[str, Any]]:
+    """One row per daemon of the site in ``workdir`` (from its ``ce.toml``, ``gw*.toml`` and
+    metrics endpoints, scraped with ``pki/monitor.crt``): reachable or not, and its figures."""
+    from streamanon.net.config import ConfigError, load_ce_config, load_gateway_config
+    from streamanon.net.metrics import scrape
+
+    d = Path(workdir)
+    pki = d / "pki"
+    creds = {"ca": pki / "ca.crt", "cert": pki / "monitor.crt", "key": pki / "monitor.key"}
+    targets: list[tuple[str, str | None]] = []
+    if (d / "ce.toml").exists():
+        targets.append(("ce", load_ce_config(d / "ce.toml").metrics))
+    for path in sorted(d.glob("gw*.toml"), key=lambda p: int(p.stem[2:] or 0)
+                       if p.stem[2:].isdigit() else 0):
+        try:
+            targets.append((path.stem, load_gateway_config(path).metrics))
+        except ConfigError:
+            continue
+    rows = []
+    for name, address in targets:
+        row: dict[str, Any] = {"daemon": name, "metrics": address}
+        if address is None:
+            row["state"] = "no metrics address"
+        else:
+            try:
+                m = scrape(address, name, **creds)
+                row["state"] = "up"
+                row.update(_summarize(name, m))
+            except (OSError, ValueError) as exc:
+                row["state"] = f"unreachable ({type(exc).__name__})"
+        rows.append(row)
+    return rows
+
+
+def _summarize(name: str, m: dict[str, float]) -> dict[str, Any]:
+    def total(prefix: str, skip: str | None = None) -> int:
+        return int(sum(v for k, v in m.items() if k.startswith(prefix + "{")
+                       and (skip is None or skip not in k)))
+
+    if name == "ce":
+        return {"rows": int(m.get("dezent_ce_rows", 0)),
+                "stored": int(m.get("dezent_ce_tuples_stored", 0)),
+                "refused": int(m.get("dezent_ce_tuples_refused", 0)),
+                "batches": total("dezent_ce_batches"),
+                "commit_ms": _mean_ms(m, "dezent_ce_commit_seconds")}
+    return {"cycle": int(m.get("dezent_last_cycle", -1)),
+            "ring": int(m.get("dezent_ring_size", 0)),
+            "peers_up": int(m.get("dezent_peers_up", 0)),
+            "completed": int(m.get("dezent_cycles_completed", 0)),
+            "skipped": total("dezent_cycles_skipped"),
+            "readings_ok": int(m.get("dezent_readings{outcome=ok}", 0)),
+            "readings_refused": total("dezent_readings", skip="outcome=ok"),
+            "published": int(m.get("dezent_tuples_published", 0)),
+            "outbox": int(m.get("dezent_outbox_depth", 0)),
+            "commit_ms": _mean_ms(m, "dezent_ce_commit_seconds")}
+
+
+def _mean_ms(m: dict[str, float], hist: str) -> float | None:
+    n = m.get(hist + "_count", 0.0)
+    return round(1e3 * m.get(hist + "_sum", 0.0) / n, 2) if n else None

@@ -48,6 +48,7 @@ from streamanon.net.tls import Revocations, check_peer
 log = logging.getLogger("streamanon.gateway")
 
 MAX_READINGS_PER_CYCLE = 200_000
+LOGGED_REFUSALS = 3  # per connection; the rest are counted (a flood must not flood the log)
 _INT = re.compile(r"-?\d+\Z")
 MALFORMED = ("err malformed line (want t,a or t,u,a or {\"t\":..,\"a\":..}, u naming this "
              "sensor)")
@@ -157,6 +158,9 @@ class SensorServer:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer: Any = writer.get_extra_info("peername")
+        sensor: str | None = None
+        ident = None
+        refused = 0
         self.connections += 1
         try:
             if self.connections > self.max_connections:
@@ -165,7 +169,6 @@ class SensorServer:
                             peer, self.connections - 1, self.max_connections)
                 writer.write(b"err busy: too many sensor connections\n")
                 return
-            sensor: str | None = None
             if self.tls is not None:
                 ident, why = check_peer(writer.get_extra_info("ssl_object"), self.revocations,
                                         (self.role,))
@@ -196,11 +199,17 @@ class SensorServer:
                     writer.write(f"err line too long (max {self.max_line} bytes)\n".encode())
                     return
                 line = raw.decode("utf-8", errors="replace").strip()
+                if ident is not None and self.revocations.is_revoked(ident.serial):
+                    self.count("refused_certificate")
+                    writer.write(b"err refused: certificate revoked\n")
+                    return
                 if line:
                     reply, outcome = self.intake.offer(sensor, line, self.wall_cycle())
                     self.count(outcome)
                     if outcome != "ok":
-                        log.info("sensor %s (%s): %s", sensor or "?", peer, reply)
+                        refused += 1
+                        if refused <= LOGGED_REFUSALS:
+                            log.info("sensor %s (%s): %s", sensor or "?", peer, reply)
                     writer.write((reply + "\n").encode())
                     await writer.drain()
         except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
@@ -208,6 +217,9 @@ class SensorServer:
         except asyncio.CancelledError:
             pass  # stopping
         finally:
+            if refused > LOGGED_REFUSALS:
+                log.warning("sensor %s (%s): %d lines refused on this connection (the first "
+                            "%d logged)", sensor or "?", peer, refused, LOGGED_REFUSALS)
             self.connections -= 1
             with contextlib.suppress(Exception):
                 writer.close()

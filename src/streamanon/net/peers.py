@@ -167,6 +167,8 @@ class PeerServer:
                 if not isinstance(frame, framing.Ring):
                     raise framing.FrameError(f"unexpected {type(frame).__name__} frame on a ring "
                                              "link")
+                if ident is not None and self.revocations.is_revoked(ident.serial):
+                    raise framing.FrameError(f"certificate of {name!r} revoked")
                 self.on_ring(sender, frame)
         except framing.FrameError as exc:
             log.warning("closing connection from %s: %s", name, exc)
