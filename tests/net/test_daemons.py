@@ -260,10 +260,10 @@ def test_ce_validates_commits_before_ack_is_idempotent_and_refuses_outsiders(sit
     assert "not finite" in log
 
 
-def test_a_gateway_sets_bad_tuples_aside_without_a_retry_storm(site, procs, caplog):
+def test_a_gateway_sets_bad_tuples_aside_without_a_retry_storm(site, procs):
     """Tuples the CE refuses (a time that is not finite, a value out of its domain, an ID too
-    large for any frame) move to the outbox's refused table with the reason; the rest is delivered; a
-    handful of round trips, no loop."""
+    large for any frame) move to the outbox's refused table with the reason; the rest is
+    delivered; a handful of round trips, no loop."""
     d, pki, port = site["dir"], site["pki"], site["ce_port"]
     spawn(procs, d, "ce", "ce", "--config", str(d / "ce.toml"))
     wait_for(lambda: listening(port), "the CE to listen")
