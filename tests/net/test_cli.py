@@ -19,9 +19,13 @@ def test_pki_init_then_refuses_to_overwrite(tmp_path):
                               "--json"])
     assert res.exit_code == 0, res.output
     files = json.loads(res.stdout)["certificates"]
-    assert sorted(files) == ["ca", "ce", "gw0", "gw1", "gw2"]
+    assert sorted(files) == ["ca", "ca_key", "ce", "crl", "gw0", "gw1", "gw2", "monitor"]
+    assert not (tmp_path / "pki" / "ca.key").exists()  # kept apart: pki-ca/
     res = runner.invoke(app, ["pki", "init", str(tmp_path / "pki"), "--gateways", "3"])
     assert res.exit_code == 2 and "exists" in res.output
+    res = runner.invoke(app, ["pki", "init", str(tmp_path / "s2"), "--gateways", "2",
+                              "--ca-dir", str(tmp_path / "s2" / "ca")])
+    assert res.exit_code == 2 and "must not be inside" in res.output
 
 
 def test_cluster_up_runs_stops_by_itself_and_leaves_its_files(tmp_path):
@@ -35,8 +39,16 @@ def test_cluster_up_runs_stops_by_itself_and_leaves_its_files(tmp_path):
     assert summary["z_check"]["ok"] and summary["published"] > 0
     assert set(summary["exit_codes"].values()) == {0}
     for name in ("ce.sqlite", "measurements.csv", "published.csv", "logs/ce.log",
-                 "logs/gw0.log", "logs/replay.log", "pki/ca.crt", "gw2.toml", "ce.toml"):
+                 "logs/gw0.log", "logs/replay.log", "pki/ca.crt", "gw2.toml", "ce.toml",
+                 "ca/ca.key", "run.json"):
         assert (work / name).exists(), name
+    # a second run in the same workdir is refused (exit 2) rather than mixing two runs
+    again = subprocess.run(
+        [sys.executable, "-m", "streamanon", "cluster", "up", "--gateways", "3", "--period",
+         "0.4", "--cycles", "8", "--workdir", str(work)], capture_output=True, text=True,
+        timeout=60)
+    assert again.returncode == 2 and "--force" in again.stderr, again.stderr
+    assert "WARNING" not in (work / "logs" / "gw0.log").read_text().split("stopping")[-1]
     measured = (work / "measurements.csv").read_text().splitlines()
     assert measured[0] == "t,u,a" and len(measured) > 8 * 3
     res = runner.invoke(app, ["ce", "export", "--config", str(work / "ce.toml"), "-o",
