@@ -138,6 +138,10 @@ class GatewayDaemon:
         return self.clock.cycle_at(time.time())
 
     def up(self) -> set[int]:
+        """Peers with a live link (a link to a peer revoked since it connected is closed)."""
+        for link in self.links.values():
+            if link.up and link.serial is not None and self.revocations.is_revoked(link.serial):
+                link.mark_down("its certificate was revoked")
         return {p for p, link in self.links.items() if link.up}
 
     def _stat(self, cycle: int) -> dict[str, Any]:

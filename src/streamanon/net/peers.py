@@ -40,6 +40,7 @@ class PeerLink:
         self.ctx, self.fingerprint, self.max_frame = ctx, fingerprint, max_frame
         self.revocations, self.spawn = revocations, spawn
         self.writer: asyncio.StreamWriter | None = None
+        self.serial: int | None = None  # of the peer's certificate on the live link
         self.up = False
         self.ever_up = False
         self.tried = asyncio.Event()  # set after the first connection attempt ended
@@ -58,10 +59,11 @@ class PeerLink:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(
                     host, port, ssl=self.ctx, server_hostname=gateway_name(self.peer)),
                     CONNECT_TIMEOUT)
-                _ident, why = check_peer(writer.get_extra_info("ssl_object"), self.revocations,
-                                         (ROLE_GATEWAY,))
-                if why is not None:
-                    raise framing.FrameError(why)
+                ident, why = check_peer(writer.get_extra_info("ssl_object"), self.revocations,
+                                        (ROLE_GATEWAY,))
+                if why is not None or ident is None:
+                    raise framing.FrameError(str(why))
+                self.serial = ident.serial
                 writer.write(framing.encode_hello(self.fingerprint))
                 await writer.drain()
                 frame = await asyncio.wait_for(framing.read_frame(reader, self.max_frame),
