@@ -433,10 +433,12 @@ def test_gateway_sensor_port_outbox_crash_and_outbox_loss(site, procs):
     # the outbox's database is lost: the new one numbers from 1 again under a new
     # incarnation, and the CE stores its tuples (they are not taken for duplicates)
     shutil.rmtree(d / "state" / "gw0")
-    (d / "clock.t0").write_text(f"{time.time() + 0.3 - 10 * 0.3!r}\n")  # now in cycle 10
+    t0 = time.time() - 10 * 0.3  # now in cycle 10
+    (d / "clock.t0").write_text(f"{t0!r}\n")
     gw3 = spawn(procs, d, "gw0", "gateway", "--config", str(cfg_path))
     wait_for(lambda: listening(site["sensors"]), "the gateway to listen again")
-    assert sensor(site, "m0", ["11700,m0,1"]) == ["ok 13"]
+    ahead = int((time.time() - t0) / 0.3) + 8  # well after its clock has started
+    assert sensor(site, "m0", [f"{ahead * 900},m0,1"]) == [f"ok {ahead}"]
     wait_for(lambda: len(ce_rows(store)) == len(published) + 1, "the new tuple at the CE")
     new = [r for r in ce_rows(store) if r[5] == "m0" and r[6] == "1"]
     assert len(new) == 1 and new[0][2] == 1 and new[0][1] != rows[0][1]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class ReplayStats:
     refused: int = 0
     undelivered: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    stopped: bool = False  # by SIGTERM/SIGINT before the last cycle
 
 
 class _Conn:
@@ -117,12 +119,21 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
     try:
         if t0_file is not None:
             t0 = await _wait_start([c for c, _ in flat], Path(t0_file), ready_file, timeout)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)  # main thread only
         for r in range(cycles):
             c = start + r
             due = t0 + c * period - lead
             delay = due - time.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                stats.stopped = True
+                break
             t_text = _fmt(data_t0 + c * data_period)
             batches = [[f"{t_text},{district.sensor_ids[i]},{int(values[r, i])}" for i in ix]
                        for _conn, ix in flat]
