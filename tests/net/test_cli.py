@@ -111,3 +111,24 @@ def test_cluster_up_resumes_and_stops_in_order_on_ctrl_c(tmp_path):
              (work / "measurements.csv").read_text().splitlines()[1:]]
     assert min(times[rows_before - 1:]) >= 4 * 900  # the resumed run went on at cycle 4
     assert summary["z_check"]["ok"]
+
+
+def test_cluster_up_on_postgresql_and_force_clears_the_earlier_run(tmp_path, pg_database):
+    work = tmp_path / "run"
+    cmd = [sys.executable, "-m", "streamanon", "cluster", "up", "--gateways", "3", "--period",
+           "0.3", "--cycles", "4", "--max-sn", "8", "--workdir", str(work), "--store",
+           pg_database, "--json"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+    assert first.returncode == 0, first.stderr[-2000:]
+    summary = json.loads(first.stdout)
+    assert summary["published"] > 0 and summary["z_check"]["ok"]
+    assert "***" in summary["ce_store"] and pg_database not in first.stdout  # no password
+    refused = subprocess.run([*cmd[:-1]], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "rows in the PostgreSQL store" in refused.stderr
+    second = subprocess.run([*cmd, "--force"], capture_output=True, text=True, timeout=150)
+    assert second.returncode == 0, second.stderr[-2000:]
+    again = json.loads(second.stdout)
+    measured = (work / "measurements.csv").read_text().splitlines()[1:]
+    published = (work / "published.csv").read_text().splitlines()[1:]
+    assert again["published"] == len(published) <= len(measured)  # this run's rows only
+    assert set(published) <= set(measured)

@@ -360,6 +360,26 @@ def test_gateway_sensor_port_outbox_crash_and_outbox_loss(site, procs):
     # a stolen credential (m9's) is m9 and only m9, once per cycle, and only at gw0
     assert sensor(site, "m9", ["0,m8,4", "0,m9,4", "0,m9,5"])[1:] == [
         "ok 0", "err duplicate: m9 already reported cycle 0"]
+    # squatting: m9's credential naming m8 first; m8's own reading is taken all the same
+    assert sensor(site, "m9", ["2700,m8,5"])[0].startswith("err the line names sensor 'm8'")
+    assert sensor(site, "m8", ["2700,m8,4"]) == ["ok 3"]
+    # the sensor port's caps: a line over max_line, more than max_connections at once, and
+    # idle_timeout seconds of silence each close a connection
+    assert sensor(site, "m1", ["0," + "9" * 5000])[0].startswith("err line too long")
+    pki_ = site["pki"]
+    ctx = client_context(pki_ / "ca.crt", *sensor_paths(pki_, 0, "m1"))
+    held = []
+    for _ in range(8):
+        raw = socket.create_connection(("127.0.0.1", site["sensors"]), timeout=5)
+        held.append(ctx.wrap_socket(raw, server_hostname="gw0"))
+    assert sensor(site, "m1", ["0,1"])[0].startswith("err busy")
+    began = time.time()
+    assert held[0].recv(100) == b""  # closed by the gateway after idle_timeout = 2 s
+    assert time.time() - began > 1.0
+    for h in held:
+        h.close()
+    wait_for(lambda: not sensor(site, "m1", ["0,1"])[0].startswith("err busy"),
+             "the idle connections to be gone")
     # no certificate, a self-signed one, a gateway's, one of another gateway's sensor
     cert, key = write_self_signed(d / "outsider", "m1", role=sensor_role(0))
     assert sensor(site, "m1", ["0,m1,1"], cert=(cert, key))[0] in ("closed", "tls SSLError")
@@ -375,7 +395,7 @@ def test_gateway_sensor_port_outbox_crash_and_outbox_loss(site, procs):
     assert "revoked" in sensor(site, "m2", ["1800,m2,3"])[0]
 
     published = {(str(c * 900), f"m{s}", str(10 * c + s)) for c in range(3) for s in range(3)}
-    published |= {("0", "m8", "4"), ("0", "m9", "4")}  # z = 1: everything is published
+    published |= {("0", "m8", "4"), ("0", "m9", "4"), ("2700", "m8", "4")}  # z = 1
     outbox = d / "state" / "gw0" / "outbox.sqlite"
 
     def outbox_rows() -> list[tuple]:
@@ -387,7 +407,7 @@ def test_gateway_sensor_port_outbox_crash_and_outbox_loss(site, procs):
         finally:
             con.close()
 
-    wait_for(lambda: len(outbox_rows()) == len(published), "11 tuples in the outbox")
+    wait_for(lambda: len(outbox_rows()) == len(published), "12 tuples in the outbox")
 
     # peers: an outsider and a revoked peer are refused; a real peer's bad frames close only
     # its connection

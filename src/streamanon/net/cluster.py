@@ -143,12 +143,13 @@ class Cluster:
 
     def earlier_run(self) -> list[str]:
         """What of an earlier run the workdir holds (empty: none)."""
-        found = [n for n in RUN_FILES + RUN_DIRS if (self.dir / n).exists()]
-        found += [p.name for p in self.dir.glob("gw*.toml")]
+        found = []
         if self.spec.store and is_postgres(self.spec.store):
             n = stored_rows(self.spec.store)
             if n:
                 found.append(f"{n} rows in the PostgreSQL store")
+        found += [n for n in RUN_FILES + RUN_DIRS if (self.dir / n).exists()]
+        found += [p.name for p in self.dir.glob("gw*.toml")]
         return found
 
     def _clear(self) -> None:
@@ -166,7 +167,7 @@ class Cluster:
     def prepare(self) -> None:
         s = self.spec
         if self.mode != "resume":
-            earlier = self.earlier_run() if self.dir.exists() else []
+            earlier = self.earlier_run()
             if earlier and self.mode == "new":
                 raise WorkdirInUse(
                     f"{self.dir} holds an earlier run ({', '.join(earlier[:6])}); use "
