@@ -47,10 +47,10 @@ def replay_command(
                               "year (default 0)."),
     cycles: int = typer.Option(None, "--cycles", min=1, help="Cycles to replay (default 96)."),
     t0: float = typer.Option(None, "--t0", help="Wall time (Unix) at which cycle 0 begins on "
-                             "the gateways' clock ([clock] t0)."),
+                             "the gateways' clock (\\[clock] t0)."),
     t0_file: Path = typer.Option(None, "--t0-file", help="Instead of --t0: connect to every "
                                  "gateway, then wait for this file to hold t0 (the gateways' "
-                                 "[clock] t0_file)."),
+                                 "\\[clock] t0_file)."),
     period: float = typer.Option(None, "--period", min=0.001, help="Wall seconds per cycle "
                                  "(default 900: real time)."),
     lead: float = typer.Option(None, "--lead", min=0.0, help="Send each cycle this many "
