@@ -247,7 +247,7 @@ class GatewayDaemon:
     def on_ring(self, sender: int, frame: framing.Ring) -> None:
         try:
             msg = decode_message(frame.message)
-        except ValueError as exc:
+        except CORE_ERRORS as exc:  # undecodable: the sender is broken, close its link
             raise framing.FrameError(f"bad ring message: {exc}") from None
         m = RingMessage.of(sender, frame.ccc, frame.members, msg)
         why = admit(m, self.sessions, self.wall_cycle())
