@@ -75,7 +75,8 @@ def test_window_rule_publishes_every_record_of_a_value_reaching_z():
 
 
 def test_counts_are_distinct_sensors_within_delta_t():
-    cfg = ProtocolConfig(z=2, delta_t=900, structure=EXACT, sensors_total=3, rule="window")
+    cfg = ProtocolConfig(z=2, delta_t=900, structure=EXACT, sensors_total=3, rule="window",
+                         min_members=1)
     gws = make_ring(1, cfg)
     gw = gws[0]
     gw.measure(0, [("a", 1), ("b", 3)])
@@ -88,7 +89,7 @@ def test_counts_are_distinct_sensors_within_delta_t():
 
 
 def test_coin_failures_trigger_a_second_pass_that_publishes_the_rest():
-    cfg = ProtocolConfig(z=1, delta_t=0, structure=EXACT, sensors_total=4, p_pub=0.5)
+    cfg = ProtocolConfig(z=1, delta_t=0, structure=EXACT, sensors_total=4, p_pub=0.5, min_members=1)
     gws = make_ring(2, cfg)
     for g, gw in enumerate(gws):
         gw.measure(0, [(f"s{g}a", 1), (f"s{g}b", 1)], coins=[0.9, 0.1])
@@ -98,7 +99,7 @@ def test_coin_failures_trigger_a_second_pass_that_publishes_the_rest():
 
 
 def test_single_gateway_ring_sends_nothing():
-    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=3)
+    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=3, min_members=1)
     gws = make_ring(1, cfg)
     gws[0].measure(0, [("a", 1), ("b", 1), ("c", 2)])
     res = run_cycle(gws, 0)
@@ -107,7 +108,8 @@ def test_single_gateway_ring_sends_nothing():
 
 @pytest.mark.parametrize("mode", ["gateway", "pseudonym"])
 def test_id_masking(mode):
-    cfg = ProtocolConfig(z=1, delta_t=0, structure=EXACT, sensors_total=2, id_mode=mode)
+    cfg = ProtocolConfig(z=1, delta_t=0, structure=EXACT, sensors_total=2, id_mode=mode,
+                         min_members=1)
     gws = make_ring(2, cfg)
     feed(gws, 0, {0: [("a", 1)], 1: [("b", 1)]})
     ids = {t.sensor: t.id for t in run_cycle(gws, 0).published}
@@ -127,7 +129,7 @@ def test_pseudonyms_rotate_per_epoch_and_depend_on_the_key():
 
 
 def test_bad_inputs_are_refused_with_a_reason():
-    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=4)
+    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=4, min_members=1)
     gws = make_ring(2, cfg)
     with pytest.raises(ValueError, match="reported twice"):
         gws[0].measure(0, [("a", 1), ("a", 2)])
@@ -167,7 +169,7 @@ def test_gateways_survive_pickling_between_cycles():
 
 
 def test_messages_carry_only_encoded_structures():
-    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=4)
+    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=4, min_members=1)
     gws = make_ring(2, cfg)
     feed(gws, 0, {0: [("a", 1)], 1: [("b", 1)]})
     sends, _ = gws[gws[0].ring.ccc(0)].start_cycle(0)
@@ -206,3 +208,21 @@ def test_ring_messages_round_trip_as_bytes(cycle, pass_no, p_pub, more, payload)
         decode_message(raw[:5])
     with pytest.raises(ValueError, match="unknown ring message kind"):
         decode_message(b"X" + raw[1:])
+
+
+def test_a_ring_below_min_members_runs_no_cycle():
+    """Two gateways: the coordinator would learn the other's counts (total minus its own), so
+    the default minimum of 3 makes the coordinator refuse to start and a member refuse a
+    message of such a ring; with 3 the same readings are published."""
+    cfg = ProtocolConfig(z=1, delta_t=0, structure=EXACT, sensors_total=6)
+    assert cfg.min_members == 3
+    gws = make_ring(2, cfg)
+    feed(gws, 0, {0: [("a", 1)], 1: [("b", 1)]})
+    ccc = gws[0].ring.ccc(0)
+    with pytest.raises(ValueError, match="min_members 3"):
+        gws[ccc].start_cycle(0)
+    with pytest.raises(ValueError, match="min_members 3"):
+        gws[1 - ccc].handle(Collect(0, EXACT.new().to_bytes()))
+    gws = make_ring(3, cfg)
+    feed(gws, 0, {0: [("a", 1)], 1: [("b", 1)], 2: [("c", 1)]})
+    assert len(run_cycle(gws, 0).published) == 3

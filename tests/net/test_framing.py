@@ -17,18 +17,27 @@ from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import publishable
 from streamanon.net import framing
 from streamanon.net.config import ConfigError, load_gateway_config, toml_dump
-from streamanon.net.gateway import SessionRing
+from streamanon.net.session import SessionRing
 
 tuples = st.builds(framing.WireTuple, st.integers(0, 2**63 - 1), st.integers(-2**62, 2**62),
                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),
                    st.one_of(st.integers(-2**63, 2**63 - 1), st.text(max_size=20)))
 
 
-@given(st.lists(tuples, max_size=20))
-def test_batches_round_trip(batch):
-    data = framing.encode_batch(batch)
+INC = bytes(range(16))
+
+
+@given(st.lists(tuples, max_size=20), st.binary(min_size=16, max_size=16))
+def test_batches_round_trip(batch, incarnation):
+    data = framing.encode_batch(incarnation, batch)
     assert framing.LEN.unpack(data[:4])[0] == len(data) - 4
-    assert framing.decode_frame(data[4:]) == framing.Batch(tuple(batch))
+    assert framing.decode_frame(data[4:]) == framing.Batch(incarnation, tuple(batch))
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.text(max_size=30)), max_size=10))
+def test_refusals_round_trip(items):
+    data = framing.encode_refused(items)
+    assert framing.decode_frame(data[4:]) == framing.Refused(tuple(items))
 
 
 @given(st.integers(0, 99), st.sets(st.integers(0, 99), min_size=0, max_size=30),
@@ -68,11 +77,12 @@ def read(data: bytes, max_frame: int = 1000):
     (framing.encode_ring(5, (1, 2), b"x"), "does not hold its coordinator 5"),
     (framing.encode_ring(1, (1, 1), b"x"), "does not hold its coordinator 1 once"),
     (framing.LEN.pack(3) + b"R\x00\x01", "malformed b'R' frame"),
-    (_reprefix(framing.encode_batch([framing.WireTuple(1, 0, 0.0, "u", 1)])[:-2]),
+    (framing.LEN.pack(5) + b"B\x00\x00\x00\x00", "batch without an incarnation"),
+    (_reprefix(framing.encode_batch(INC, [framing.WireTuple(1, 0, 0.0, "u", 1)])[:-2]),
      "malformed b'B' frame"),
-    (_reprefix(framing.encode_batch([framing.WireTuple(1, 0, 0.0, "u", 1)]) + b"x"),
+    (_reprefix(framing.encode_batch(INC, [framing.WireTuple(1, 0, 0.0, "u", 1)]) + b"x"),
      "1 trailing bytes"),
-    (_reprefix(framing.encode_batch([framing.WireTuple(1, 0, 0.0, "uvw", 1)])[:37]),
+    (_reprefix(framing.encode_batch(INC, [framing.WireTuple(1, 0, 0.0, "uvw", 1)])[:53]),
      "truncated batch"),
 ])
 def test_bad_frames_are_refused_with_a_reason(data, reason):

@@ -1,5 +1,6 @@
-"""The gateway daemon's acceptance rules for ring messages (what keeps a failure from ever
-double-counting), driven in-process with real protocol messages from a core coordinator."""
+"""The gateway's pure parts, without sockets: the admission rule for ring messages (what keeps
+a failure from ever double-counting), the minimum ring size, and the sensor intake rules
+(identity from the certificate, one reading per sensor per cycle, no squatting)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,28 @@ import time
 import numpy as np
 import pytest
 
-from streamanon.dezent.protocol import Gateway, encode_message
+from streamanon.dezent.protocol import Gateway, ProtocolConfig, StructureSpec, encode_message
 from streamanon.dezent.ring import Ring
 from streamanon.net import framing
 from streamanon.net.config import load_gateway_config, toml_dump
-from streamanon.net.gateway import GatewayDaemon, SessionRing
+from streamanon.net.gateway import GatewayDaemon
+from streamanon.net.intake import SensorIntake
 from streamanon.net.pki import init_pki
+from streamanon.net.session import RingMessage, SessionRing, Sessions, admit
 
 N, SEED, CYCLE = 3, 4, 5
+EXACT = StructureSpec("exact", 8, 1, 16, tuple(range(8)))
 
 
 def make_daemon(tmp_path, gw_id: int) -> GatewayDaemon:
-    init_pki(tmp_path / "pki", N)
+    init_pki(tmp_path / "pki", N, sensors={"c": gw_id})
     path = tmp_path / f"gw{gw_id}.toml"
     path.write_text(toml_dump({
         "gateway": {"id": gw_id, "listen": "127.0.0.1:9", "sensors": "127.0.0.1:9",
                     "state_dir": f"state/gw{gw_id}", "ca": "pki/ca.crt",
                     "cert": f"pki/gw{gw_id}.crt", "key": f"pki/gw{gw_id}.key",
-                    "ce": "127.0.0.1:9"},
+                    "crl": "pki/crl.pem", "ce": "127.0.0.1:9"},
+        "sensors": {"registry": f"pki/sensors/gw{gw_id}.txt"},
         "peers": {f"gw{i}": f"127.0.0.1:{9 + i}" for i in range(N)},
         "protocol": {"z": 2, "delta_t": 0.0, "p_pub": 1.0, "structure": "exact",
                      "domain": list(range(8)), "sensors_total": 12, "ring_seed": SEED},
@@ -37,13 +42,12 @@ def make_daemon(tmp_path, gw_id: int) -> GatewayDaemon:
 
 def test_ring_messages_are_taken_once_from_the_predecessor_of_the_first_session(
         tmp_path, caplog):
+    """The daemon with its real admission and core, fed real protocol messages."""
     ring = Ring(N, SEED, 96)
-    order = ring.order(CYCLE).tolist()
     ccc = ring.ccc(CYCLE)
     me = ring.successor(ccc, CYCLE)
     third = ring.successor(me, CYCLE)
     daemon = make_daemon(tmp_path, me)
-    # the coordinator: the unchanged core, alone with its readings
     session = SessionRing(ring)
     session.set(CYCLE, ccc, tuple(range(N)))
     session.use(CYCLE)
@@ -53,7 +57,7 @@ def test_ring_messages_are_taken_once_from_the_predecessor_of_the_first_session(
     assert send.to == me
     good = framing.decode_frame(framing.encode_ring(ccc, tuple(range(N)),
                                                     encode_message(send.msg))[4:])
-    daemon.buffer[CYCLE] = {"c": 3}
+    daemon.intake.buffer[CYCLE] = {"c": 3}
 
     async def drive() -> list[int]:
         frames = []
@@ -61,7 +65,7 @@ def test_ring_messages_are_taken_once_from_the_predecessor_of_the_first_session(
             (third, good),  # not from the predecessor
             (ccc, good),  # taken
             (ccc, good),  # a duplicate: dropped (would count gw's sensors twice)
-            (ccc, framing.Ring(ccc, (ccc, me), good.message)),  # a conflicting session
+            (ccc, framing.Ring(ccc, (ccc, me), good.message)),  # too small a session
             (ccc, framing.Ring(me, tuple(range(N)), good.message)),  # "me" never started it
             (ccc, framing.Ring(ccc, tuple(range(N)),  # a cycle long gone
                                encode_message(type(send.msg)(CYCLE - 3, send.msg.payload)))),
@@ -78,17 +82,108 @@ def test_ring_messages_are_taken_once_from_the_predecessor_of_the_first_session(
     reasons = [r.getMessage() for r in caplog.records if "dropped a ring message" in
                r.getMessage()]
     assert len(reasons) == 5
-    for needle in ("duplicate C0", "not the predecessor", "conflicts with",
+    for needle in ("duplicate C0", "not the predecessor", "min_members 3",
                    "which it did not start", "outside the live window"):
         assert any(needle in r for r in reasons), (needle, reasons)
-    assert order.index(me) == (order.index(ccc) + 1) % N
     # its own reading of the cycle (closed when the first message came) was taken once
     assert daemon.core.local_counts(CYCLE)[3] == 1
     daemon.outbox.close()
 
 
-@pytest.mark.parametrize("line", ["", "1,2", '{"t": 1}', "nan,u,1", "0,,1"])
-def test_bad_sensor_lines_get_an_error_reply(tmp_path, line):
-    daemon = make_daemon(tmp_path, 0)
-    assert daemon.take_reading(line).startswith("err")
-    daemon.outbox.close()
+def _sessions(me: int, n: int = 5, min_members: int = 3) -> Sessions:
+    cfg = ProtocolConfig(z=2, delta_t=0, structure=EXACT, sensors_total=10,
+                         min_members=min_members)
+    return Sessions(me, frozenset(range(n)), cfg, SessionRing(Ring(n, SEED, 96)))
+
+
+def test_admission_is_a_pure_function_of_the_message_and_the_state():
+    ring = Ring(5, SEED, 96)
+    members = (0, 1, 2, 3, 4)
+    ccc = ring.ccc(CYCLE)
+    me = ring.successor(ccc, CYCLE)
+    state = _sessions(me)
+    msg = RingMessage(ccc, ccc, members, CYCLE, "C", 0)
+    assert admit(msg, state, CYCLE) is None
+    assert state.ring.sessions == {} and state.seen == set()  # admit changed nothing
+    state.accept(msg)
+    assert "duplicate C0" in admit(msg, state, CYCLE)
+    third = next(g for g in members if g not in (ccc, me))
+    other = RingMessage(ccc, ccc, tuple(sorted({ccc, me, third})), CYCLE, "P", 1)
+    assert "conflicts with" in admit(other, state, CYCLE)
+    assert "unknown gateways" in admit(RingMessage(ccc, ccc, (*members, 7), CYCLE + 1, "C", 0),
+                                       state, CYCLE)
+    assert "outside the live window" in admit(
+        RingMessage(ccc, ccc, members, CYCLE + 2, "C", 0), state, CYCLE)
+    small = tuple(sorted({ccc, me}))
+    assert "min_members 3" in admit(RingMessage(ccc, ccc, small, CYCLE + 1, "C", 0), state,
+                                    CYCLE)
+    # with min_members = 2 the same pair is admitted
+    assert admit(RingMessage(ccc, ccc, small, CYCLE + 1, "C", 0), _sessions(me, min_members=2),
+                 CYCLE) is None
+
+
+def test_a_coordinator_starts_only_with_min_members_reachable():
+    state = _sessions(0)
+    assert state.view_too_small({1}) is not None  # 2 gateways: the sum would hide nothing
+    members, why = state.start(CYCLE, {1})
+    assert members is None and "min_members 3" in why
+    members, why = state.start(CYCLE, {1, 3})
+    assert members == (0, 1, 3) and why is None and CYCLE in state.coordinated
+    members, why = state.start(CYCLE, {1, 2, 3})
+    assert members is None and "already coordinates" in why
+    # the acting coordinator skips gateways that are down, in ring order
+    order = state.ring.base.order(CYCLE + 1).tolist()
+    pos = (CYCLE + 1) % 5
+    other = _sessions(order[(pos + 3) % 5])
+    assert other.acting_ccc(CYCLE + 1, set(range(5))) == order[pos]
+    assert other.acting_ccc(CYCLE + 1, set(range(5)) - {order[pos]}) == order[(pos + 1) % 5]
+
+
+def _intake(registry=frozenset({"m1", "m2"})) -> SensorIntake:
+    return SensorIntake(registry=registry, domain=frozenset(range(100)), data_t0=0.0,
+                        data_period=900.0, ahead=2)
+
+
+def test_the_sensor_id_is_the_certificates_and_one_reading_per_cycle():
+    intake = _intake()
+    # the line may name the sensor, but only as itself
+    assert intake.offer("m1", "900,m1,42", 1) == ("ok 1", "ok")
+    reply, outcome = intake.offer("m2", "900,m1,42", 1)  # squatting m1 with m2's credential
+    assert outcome == "foreign_id" and "certificate is 'm2'" in reply
+    reply, outcome = intake.offer("m2", "900,zz-fake-1,42", 1)
+    assert outcome == "foreign_id"
+    assert intake.offer("m2", "900,42", 1) == ("ok 1", "ok")  # t,a: the certificate's ID
+    assert intake.offer("m2", '{"t": 900, "a": 42}', 1)[1] == "duplicate"  # once per cycle
+    assert intake.offer("m2", '{"t": 1800, "a": 42}', 1) == ("ok 2", "ok")
+    assert intake.offer("m1", "900,m1,43", 1)[1] == "duplicate"
+    readings, dropped = intake.close(1)
+    assert readings == [("m1", 42), ("m2", 42)] and dropped == 0  # no fake ID got in
+    assert intake.offer("m1", "900,41", 1)[1] == "late"
+    assert intake.offer("m1", "9000,41", 1)[1] == "early"
+    assert intake.offer("m1", "1800,4200", 1)[1] == "domain"
+    assert intake.close(1) == (None, 0)
+
+
+def test_squatting_cannot_refuse_a_real_reading():
+    """Another sensor's credential naming m1 first: refused; the real m1 is then taken."""
+    intake = _intake()
+    assert intake.offer("m2", "900,m1,7", 1)[1] == "foreign_id"
+    assert intake.offer("m2", '{"t": 900, "u": "m1", "a": 7}', 1)[1] == "foreign_id"
+    assert intake.offer("m1", "900,m1,42", 1) == ("ok 1", "ok")
+    assert intake.close(1)[0] == [("m1", 42)]
+
+
+def test_plaintext_mode_trusts_the_line_but_only_registered_ids():
+    intake = _intake()
+    assert intake.offer(None, "900,m1,42", 1) == ("ok 1", "ok")
+    assert intake.offer(None, "900,zz-fake-1,42", 1)[1] == "not_registered"
+    assert intake.offer(None, "900,42", 1)[1] == "malformed"  # no ID at all
+    anyone = _intake(registry=None)
+    assert anyone.offer(None, "900,zz-fake-1,42", 1)[1] == "ok"  # why it is insecure
+
+
+@pytest.mark.parametrize("line", ["", "1,2,3,4", '{"t": 1}', "nan,1", "inf,m1,1", "x,1",
+                                  '{"t": 0, "a": 1.5}', '[1, 2]'])
+def test_bad_sensor_lines_get_an_error_reply(line):
+    reply, outcome = _intake().offer("m1", line, 1)
+    assert reply.startswith("err") and outcome == "malformed", (line, reply)

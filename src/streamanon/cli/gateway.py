@@ -22,8 +22,10 @@ def gateway_command(
     config: Path = typer.Option(..., "--config", help="gw.toml (see streamanon.net.config)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
-    """Run one gateway: sensor input, ring rounds with its peers over mutual TLS, published
-    tuples to the CE. Stops on SIGTERM/Ctrl-C (flushing its outbox) or after clock.last_cycle.
+    """Run one gateway: its authenticated sensor nodes (TLS, one certificate each, from its
+    registry), ring rounds with its peers over mutual TLS (no cycle below min_members),
+    published tuples to the CE. Stops on SIGTERM/Ctrl-C (flushing its outbox) or after
+    clock.last_cycle.
     """
     from streamanon.net.config import ConfigError, load_gateway_config
     from streamanon.net.gateway import run_gateway
@@ -35,7 +37,7 @@ def gateway_command(
     setup_logging(cfg.name, verbose)
     try:
         code = run_gateway(cfg)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ports in use, an unusable CRL or registry
         fail(f"gateway {cfg.name}: {exc}")
     if code:
         raise typer.Exit(code)

@@ -13,7 +13,8 @@ from streamanon.cli.app import app
 from streamanon.cli.common import JSON_HELP, fail, print_summary
 
 sensors_app = typer.Typer(help="Sensor nodes: replay a simulated district against running "
-                          "gateways (line protocol, see streamanon.net.sensors).",
+                          "gateways, each sensor node with its own TLS certificate (see "
+                          "streamanon.net.intake).",
                           no_args_is_help=True)
 app.add_typer(sensors_app, name="sensors")
 
@@ -26,7 +27,7 @@ def _cluster_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
         fail(f"{path}: not a cluster file ({exc})")
     base = path.resolve().parent
-    for key in ("measurements", "t0_file", "ready_file"):
+    for key in ("measurements", "t0_file", "ready_file", "pki"):
         if key in rep:
             rep[key] = base / str(rep[key])
     return district, rep
@@ -46,16 +47,20 @@ def replay_command(
                               "year (default 0)."),
     cycles: int = typer.Option(None, "--cycles", min=1, help="Cycles to replay (default 96)."),
     t0: float = typer.Option(None, "--t0", help="Wall time (Unix) at which cycle 0 begins on "
-                             "the gateways' clock ([clock] t0)."),
+                             "the gateways' clock (\\[clock] t0)."),
     t0_file: Path = typer.Option(None, "--t0-file", help="Instead of --t0: connect to every "
                                  "gateway, then wait for this file to hold t0 (the gateways' "
-                                 "[clock] t0_file)."),
+                                 "\\[clock] t0_file)."),
     period: float = typer.Option(None, "--period", min=0.001, help="Wall seconds per cycle "
                                  "(default 900: real time)."),
     lead: float = typer.Option(None, "--lead", min=0.0, help="Send each cycle this many "
                                "seconds before it begins (default 0)."),
     measurements: Path = typer.Option(None, "--measurements", help="Write the acknowledged "
                                       "readings here as t,u,a CSV."),
+    pki: Path = typer.Option(None, "--pki", help="The deployment folder of `pki init "
+                             "--sensors`: each sensor node connects over TLS with its own "
+                             "certificate (sensors/gw<i>/<id>.crt). Without it: plain TCP, "
+                             "for gateways with insecure_plaintext_sensors = true only."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Send each sensor's bucketed readings (BDEW profiles + noise) to its gateway, cycle by
@@ -71,7 +76,8 @@ def replay_command(
         district_args.update(more_district)
         rep.update(more_rep)
     given = {"start": start, "cycles": cycles, "period": period, "lead": lead,
-             "measurements": measurements, "gateways": list(gateway) if gateway else None}
+             "measurements": measurements, "gateways": list(gateway) if gateway else None,
+             "pki": pki}
     rep.update({k: v for k, v in given.items() if v is not None})
     district_args.update({k: v for k, v in {"max_sn": max_sn, "seed": seed}.items()
                           if v is not None})
@@ -91,7 +97,8 @@ def replay_command(
                        period=float(rep["period"]), lead=float(rep["lead"]),
                        measurements=rep.get("measurements"),
                        data_period=float(rep["data_period"]), t0_file=rep.get("t0_file"),
-                       ready_file=rep.get("ready_file"))
+                       ready_file=rep.get("ready_file"), pki=rep.get("pki"),
+                       append=bool(rep.get("append", False)))
     except (ValueError, TypeError) as exc:
         fail(str(exc))
     print_summary("sensor replay", asdict(stats), as_json)

@@ -27,6 +27,23 @@ count is ``max(0, D - (z - 1))``; every publication decrements it by one and onl
 records are published, and pass 2 publishes while the count is positive and records remain, so
 exactly ``min(n, max(0, D - (z - 1)))`` records of the value are published, the centralized
 rule (:func:`~streamanon.dezent.rules.publishable`), whatever ``p_pub`` and the coins.
+
+Minimum ring size (``ProtocolConfig.min_members``, default 3): a cycle runs only in a ring of
+at least that many gateways; below it the coordinator does not start and every member refuses
+the cycle's messages (:meth:`ProtocolConfig.ring_too_small` says why), so nothing is published.
+The privacy argument: the secure sum shows each member only uniformly random values, but the
+coordinator learns the unmasked *total* ``T = sum_i c_i`` of every counter. In a ring of two,
+``T - c_ccc`` is the other member's counts, exactly: the sum hides nothing. With ``n >= 3``
+members, ``T - c_ccc`` is a sum over ``n - 1 >= 2`` other gateways, and one share is learnt only
+if its two ring neighbours collude (the one before it sees ``R + S``, the one after it
+``R + S + c_i``: the difference is ``c_i``). For ``c`` colluders among ``n`` gateways in a ring
+drawn at random per epoch, a given honest gateway has both neighbours among them with
+probability ``c/(n-1) x (c-1)/(n-2)`` (:func:`~streamanon.dezent.collusion.p_attack`, the
+paper's Table I): documented and measured, not prevented. A ring of fewer than 3 *honest*
+members cannot be told apart from a larger ring with colluders, which is why ``min_members``
+counts gateways and a deployment should choose it above the number of gateways it fears may
+collude plus 2. (The simulation reproduces the paper, which has no minimum: it passes
+``min_members=1``.)
 """
 
 from __future__ import annotations
@@ -87,16 +104,34 @@ class ProtocolConfig:
     rule: str = PAPER
     p_pub: float = 1.0
     id_mode: str = "sensor"
+    min_members: int = 3
 
     def __post_init__(self) -> None:
         if self.z < 1:
             raise ValueError(f"z must be >= 1, got {self.z}")
+        if self.min_members < 1:
+            raise ValueError(f"min_members must be >= 1, got {self.min_members}")
         if not 0 < self.p_pub <= 1:
             raise ValueError(f"p_pub must be in (0, 1], got {self.p_pub}")
         check_rule(self.rule)
         if self.id_mode not in ID_MODES:
             raise ValueError(f"id_mode must be one of {ID_MODES}, got {self.id_mode!r}")
         SecureSumMask.check_capacity(self.max_true_count, self.structure.bits)
+
+    def ring_too_small(self, members: int) -> str | None:
+        """Why a ring of ``members`` gateways must not run a cycle, or None when it may.
+
+        >>> cfg = ProtocolConfig(z=2, delta_t=0, structure=StructureSpec("exact", 1, 1, 8, (0,)),
+        ...                      sensors_total=4)
+        >>> cfg.ring_too_small(2)
+        'ring of 2 gateways < min_members 3 (a secure sum hides a share only among >= 3)'
+        >>> cfg.ring_too_small(3) is None
+        True
+        """
+        if members >= self.min_members:
+            return None
+        return (f"ring of {members} gateways < min_members {self.min_members} "
+                "(a secure sum hides a share only among >= 3)")
 
     @property
     def window_cycles(self) -> int:
@@ -304,6 +339,7 @@ class Gateway:
         """At the CCC only: initialise, mask, add own counts, start the collection round."""
         if self.ring.ccc(cycle) != self.id:
             raise ValueError(f"gateway {self.id} is not the CCC of cycle {cycle}")
+        self._check_ring_size(cycle)
         state = self._state(cycle)
         spec = self.config.structure
         structure = spec.new()
@@ -317,6 +353,7 @@ class Gateway:
     def handle(self, msg: Collect | Publish) -> tuple[list[Send], list[PublishedTuple]]:
         """Process a message from the ring predecessor: what to send on, what to publish."""
         spec = self.config.structure
+        self._check_ring_size(msg.cycle)
         is_ccc = self.ring.ccc(msg.cycle) == self.id
         structure = spec.decode(msg.payload)
         if isinstance(msg, Collect):
@@ -375,6 +412,11 @@ class Gateway:
             return self.current[cycle]
         except KeyError:
             raise ValueError(f"gateway {self.id} has no readings for cycle {cycle}") from None
+
+    def _check_ring_size(self, cycle: int) -> None:
+        why = self.config.ring_too_small(self.ring.n)
+        if why is not None:
+            raise ValueError(f"gateway {self.id}, cycle {cycle}: {why}")
 
     def _to_successor(self, cycle: int, msg: Collect | Publish) -> Send:
         return Send(self.ring.successor(self.id, cycle), msg)

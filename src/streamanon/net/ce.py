@@ -1,17 +1,20 @@
-"""The central entity: receives published tuples over mutual TLS and stores them durably.
+"""The central entity: receives published tuples over mutual TLS, checks them, stores them.
 
-Only clients with a certificate of the deployment's CA whose name is a gateway (``gw<N>``)
-are served. Each ``B`` (batch) frame is written in one SQLite transaction
-(``INSERT OR IGNORE`` keyed by ``(gateway, seq)``: a retried batch changes nothing), and the
-``A`` (ack) frame carrying the batch's highest sequence number is sent only after the commit
-returned (``synchronous=FULL`` in WAL mode: durable across a crash of the CE or of the
-machine). The gateway deletes a tuple from its outbox only on that ack, so no acknowledged
-tuple is lost by a CE restart and no unacknowledged one by a gateway restart.
+Only clients with a certificate of the deployment's CA whose role is ``gateway`` and that is not
+revoked are served. Every tuple of a ``B`` (batch) frame is checked (:func:`invalid_tuples`:
+finite time on the cycle's grid, value within the configured domain, ID size, sequence
+numbers); a batch with an invalid tuple is stored not at all and answered with an ``N`` frame
+naming each invalid tuple and why (logged; the gateway sets those aside and sends the rest
+again). A valid batch is written in one transaction of the store (:mod:`.store`: SQLite or
+PostgreSQL), idempotent by ``(gateway, outbox incarnation, sequence)``, and the ``A`` (ack)
+frame carrying the batch's highest sequence number is sent only after the commit returned. The
+gateway deletes a tuple from its outbox only on that ack, so no acknowledged tuple is lost by a
+CE restart and no unacknowledged one by a gateway restart.
 
-A malformed or oversized frame, or one of the wrong kind, closes that connection with an
-``E`` frame and a logged reason; the daemon goes on serving the others.
-
-Only SQLite is implemented (no PostgreSQL option).
+A malformed or oversized frame, an over-long batch, or one of the wrong kind, closes that
+connection with an ``E`` frame and a logged reason; the daemon goes on serving the others.
+When the store cannot commit (database down), the connection is closed without an answer and
+the gateway retries later.
 """
 
 from __future__ import annotations
@@ -19,116 +22,132 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
-import sqlite3
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 from streamanon.net import framing
 from streamanon.net.config import CEConfig
-from streamanon.net.outbox import connect_durable
-from streamanon.net.pki import parse_gateway_name
-from streamanon.net.tls import peer_name, server_context, split_address
+from streamanon.net.metrics import CEMetrics, serve
+from streamanon.net.pki import ROLE_GATEWAY
+from streamanon.net.store import StoreUnavailable, export_csv, iter_rows, open_store
+from streamanon.net.tls import Revocations, check_peer, server_context, split_address
+
+__all__ = ["CentralEntity", "export_csv", "invalid_tuples", "iter_rows", "run_ce"]
 
 log = logging.getLogger("streamanon.ce")
 
 
-class Store:
-    """The CE's table of published tuples (SQLite)."""
+def invalid_tuples(tuples: tuple[framing.WireTuple, ...], cfg: CEConfig
+                   ) -> list[tuple[int, str]]:
+    """``(seq, reason)`` for every tuple of a batch the CE must not store.
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.db = connect_durable(self.path)
-        self.db.execute("CREATE TABLE IF NOT EXISTS published (gateway TEXT NOT NULL, "
-                        "seq INTEGER NOT NULL, cycle INTEGER NOT NULL, t REAL NOT NULL, "
-                        "u TEXT NOT NULL, a TEXT NOT NULL, received REAL NOT NULL, "
-                        "PRIMARY KEY (gateway, seq))")
-
-    def store(self, gateway: str, tuples: tuple[framing.WireTuple, ...]) -> int:
-        """Commit a batch; returns how many tuples were new."""
-        now = time.time()
-        with self.db:
-            self.db.execute("BEGIN IMMEDIATE")
-            before = self.db.total_changes
-            self.db.executemany("INSERT OR IGNORE INTO published VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                [(gateway, tp.seq, tp.cycle, tp.t, tp.id, str(tp.value), now)
-                                 for tp in tuples])
-            return self.db.total_changes - before
-
-    def count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM published").fetchone()[0])
-
-    def close(self) -> None:
-        self.db.close()
-
-
-def iter_rows(db_path: str | Path) -> Iterator[tuple[str, int, int, float, str, str, float]]:
-    """``(gateway, seq, cycle, t, u, a, received)`` in time order (read-only)."""
-    if not Path(db_path).exists():
-        raise FileNotFoundError(f"no CE database at {db_path}")
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    try:
-        yield from db.execute("SELECT gateway, seq, cycle, t, u, a, received FROM published "
-                              "ORDER BY t, gateway, seq")
-    finally:
-        db.close()
-
-
-def format_time(t: float) -> str:
-    """``900.0 -> '900'``; fractional times keep their digits."""
-    return str(int(t)) if float(t).is_integer() else repr(float(t))
-
-
-def export_csv(db_path: str | Path, out: str | Path) -> int:
-    """Write the CE's tuples as ``t,u,a`` CSV (time order); returns the row count."""
-    from streamanon.io import RecordWriter
-
-    n = 0
-    with RecordWriter(out, "csv") as w:
-        for _g, _s, _c, t, u, a, _r in iter_rows(db_path):
-            w.write_columns([format_time(t)], [u], [a])
-            n += 1
-    return n
+    >>> from pathlib import Path
+    >>> cfg = CEConfig("x:1", "ce.sqlite", Path("."), Path("."), Path("."),
+    ...                domain=frozenset({10, 20}), data_period=900.0)
+    >>> T = framing.WireTuple
+    >>> invalid_tuples((T(1, 1, 900.0, "m", 10), T(2, 1, float("nan"), "m", 10),
+    ...                 T(3, 1, 900.0, "m", 15), T(4, 2, 900.0, "m", 20)), cfg)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [(2, 'time nan is not finite'), (3, "value 15 is outside the CE's domain"),
+     (4, 'time 900.0 is not the time of cycle 2 (1800.0)')]
+    """
+    out = []
+    seen: set[int] = set()
+    for tp in tuples:
+        why = None
+        if tp.seq < 1 or tp.seq in seen:
+            why = f"sequence number {tp.seq} is not >= 1 or repeats in the batch"
+        elif not math.isfinite(tp.t):
+            why = f"time {tp.t} is not finite"
+        elif tp.cycle < 0:
+            why = f"cycle {tp.cycle} is negative"
+        elif cfg.data_period is not None and tp.t != cfg.data_t0 + tp.cycle * cfg.data_period:
+            why = (f"time {tp.t} is not the time of cycle {tp.cycle} "
+                   f"({cfg.data_t0 + tp.cycle * cfg.data_period})")
+        elif not tp.id or len(tp.id.encode("utf-8")) > cfg.max_id_length:
+            why = f"ID of {len(tp.id.encode('utf-8'))} bytes (want 1..{cfg.max_id_length})"
+        elif any(ch in tp.id for ch in ",\n\r\"") or not tp.id.isprintable():
+            why = f"ID {tp.id[:40]!r} holds a separator or an unprintable character"
+        elif cfg.domain is not None and tp.value not in cfg.domain:
+            why = f"value {tp.value!r} is outside the CE's domain"
+        elif isinstance(tp.value, str) and (len(tp.value) > 256 or not tp.value.isprintable()
+                                            or any(ch in tp.value for ch in ",\"")):
+            why = f"text value {tp.value[:40]!r} is too long or holds a separator"
+        seen.add(tp.seq)
+        if why is not None:
+            out.append((tp.seq, why))
+    return out
 
 
 class CentralEntity:
     def __init__(self, cfg: CEConfig) -> None:
         self.cfg = cfg
-        self.store = Store(cfg.db)
+        self.store = open_store(cfg.store)
+        self.revocations = Revocations(cfg.crl, cfg.ca)
+        self.metrics = CEMetrics()
         self.stopping = asyncio.Event()
         self.connections = 0
         self.refused = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        name = peer_name(writer.get_extra_info("ssl_object"))
+        ident, why = check_peer(writer.get_extra_info("ssl_object"), self.revocations,
+                                (ROLE_GATEWAY,))
+        name = ident.name if ident is not None else None
         peer = writer.get_extra_info("peername")
         try:
-            if name is None or parse_gateway_name(name) is None:
+            if why is not None:
                 self.refused += 1
-                log.warning("refusing %s: certificate name %r is not a gateway", peer, name)
-                writer.write(framing.encode_error(f"{name!r} is not a gateway"))
+                self.metrics.connections_refused.inc()
+                log.warning("refusing %s: %s", peer, why)
+                writer.write(framing.encode_error(f"refused: {why}"))
                 return
+            assert name is not None
             self.connections += 1
             while not self.stopping.is_set():
                 frame = await framing.read_frame(reader, self.cfg.max_frame)
                 if frame is None:
                     return
+                if ident is not None and self.revocations.is_revoked(ident.serial):
+                    raise framing.FrameError(f"certificate of {name!r} revoked")
                 if not isinstance(frame, framing.Batch):
                     raise framing.FrameError(f"unexpected {type(frame).__name__} frame "
                                              "(the CE takes batches)")
                 if not frame.tuples:
                     raise framing.FrameError("empty batch")
-                new = self.store.store(name, frame.tuples)
+                if len(frame.tuples) > self.cfg.max_batch:
+                    raise framing.FrameError(f"batch of {len(frame.tuples):,} tuples > max "
+                                             f"{self.cfg.max_batch:,}")
+                bad = invalid_tuples(frame.tuples, self.cfg)
+                if bad:
+                    self.metrics.batches.labels("refused").inc()
+                    self.metrics.refused.inc(len(bad))
+                    for seq, reason in bad[:5]:
+                        log.warning("%s: refused tuple %d of a batch of %d: %s", name, seq,
+                                    len(frame.tuples), reason)
+                    writer.write(framing.encode_refused(bad))
+                    await writer.drain()
+                    continue
+                began = time.perf_counter()
+                new = self.store.store(name, frame.incarnation, frame.tuples)
+                self.metrics.commit.observe(time.perf_counter() - began)
+                self.metrics.batches.labels("stored").inc()
+                self.metrics.stored.inc(new)
+                self.metrics.rows.inc(new)
                 top = max(tp.seq for tp in frame.tuples)
                 writer.write(framing.encode_ack(top))  # only after the commit returned
                 await writer.drain()
-                log.info("%s: batch of %d (%d new) committed, ack %d", name, len(frame.tuples),
-                         new, top)
+                log.debug("%s: batch of %d (%d new) committed, ack %d", name,
+                          len(frame.tuples), new, top)
         except framing.FrameError as exc:
+            self.metrics.batches.labels("error").inc()
             log.warning("closing connection from %s (%s): %s", name, peer, exc)
             with contextlib.suppress(OSError, RuntimeError):
                 writer.write(framing.encode_error(str(exc)))
+        except StoreUnavailable as exc:
+            self.metrics.batches.labels("store_unavailable").inc()
+            log.error("store unavailable, closing the connection from %s without an ack: %s",
+                      name, exc)
         except (OSError, asyncio.IncompleteReadError) as exc:
             log.info("connection from %s (%s) ended: %s", name, peer, exc)
         except asyncio.CancelledError:
@@ -142,15 +161,38 @@ class CentralEntity:
         ctx = server_context(self.cfg.ca, self.cfg.cert, self.cfg.key)
         server = await asyncio.start_server(self.handle, host, port, ssl=ctx,
                                             ssl_handshake_timeout=10)
+        metrics = None
+        if self.cfg.metrics:
+            metrics = serve(self.metrics.registry, self.cfg.metrics, ca=self.cfg.ca,
+                            cert=self.cfg.cert, key=self.cfg.key)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
-        log.info("central entity listening on %s (db %s, %d tuples held)", self.cfg.listen,
-                 self.cfg.db, self.store.count())
+        held = self.store.count()
+        self.metrics.rows.set(held)
+        log.info("central entity listening on %s (store %s, %d tuples held)", self.cfg.listen,
+                 _redact(self.cfg.store), held)
         async with server:
             await self.stopping.wait()
+        if metrics is not None:
+            metrics.shutdown()
         self.store.close()
         log.info("central entity stopped")
+
+
+def _redact(store: str) -> str:
+    """A DSN without its password, for the logs.
+
+    >>> _redact("postgresql://ce:s3cret@127.0.0.1:5432/dezent")
+    'postgresql://ce:***@127.0.0.1:5432/dezent'
+    """
+    head, sep, tail = store.partition("://")
+    if sep and "@" in tail:
+        cred, _, host = tail.rpartition("@")
+        if ":" in cred:
+            cred = cred.split(":", 1)[0] + ":***"
+        return f"{head}://{cred}@{host}"
+    return store
 
 
 def run_ce(cfg: CEConfig) -> None:

@@ -1,12 +1,20 @@
 """A whole local deployment on loopback: CA, central entity, gateways and a sensor replay, each
 a separate process (``python -m streamanon ...``), for a try-out and for the tests.
 
-``Cluster(spec, workdir)`` writes ``pki/``, ``ce.toml``, ``gw<i>.toml`` and ``cluster.toml``
-(the replay's district and clock), starts the processes with their output in ``logs/``, and
-``run()`` waits for the replayed cycles, lets the gateways stop by themselves (each flushes its
-outbox to the CE), stops the CE and writes ``published.csv`` (what the CE holds) next to
-``measurements.csv`` (what the sensors sent and the gateways acknowledged). Every child process
-is terminated on the way out, also on Ctrl-C or an error.
+``Cluster(spec, workdir)`` writes ``ca/`` (the CA's key, kept apart from what the configs point
+to), ``pki/`` (certificates of the CE, the gateways, every sensor node and ``monitor``, the
+sensor registries, the CRL), ``ce.toml``, ``gw<i>.toml`` and ``cluster.toml`` (the replay's
+district and clock), starts the processes with their output in ``logs/``, and ``run()`` waits
+for the replayed cycles, lets the gateways stop by themselves (each flushes its outbox to the
+CE), stops the CE and writes ``published.csv`` (what the CE holds) next to
+``measurements.csv`` (what the sensors sent and the gateways acknowledged) and ``run.json``
+(how far the run got). Every child process is terminated on the way out, also on Ctrl-C or an
+error.
+
+A workdir holding an earlier run is refused (:class:`WorkdirInUse`) unless ``mode`` is
+``force`` (its files and the CE's rows are cleared first) or ``resume`` (the PKI, the CE's rows
+and the gateways' outboxes are kept, the replay continues at the cycle after the last one of
+the earlier run, and ``measurements.csv`` grows).
 
 The district is the simulation's (:class:`~streamanon.sim.district.District`, same seed),
 the ring seed is the district's seed and the counting structure is sized like the
@@ -18,18 +26,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from streamanon.net.ce import export_csv
 from streamanon.net.config import toml_dump
 from streamanon.net.pki import gateway_name, init_pki
+from streamanon.net.store import clear_store, export_csv, is_postgres, stored_rows
 from streamanon.sim.district import District, DistrictConfig
 from streamanon.sim.scenarios import SimConfig
 
@@ -53,6 +63,10 @@ class ClusterSpec:
     close: float = 0.5
     lead: float | None = None  # default: half a period before each cycle
     coin_seed: int | None = None
+    min_members: int = 3
+    store: str | None = None  # None: ce.sqlite in the workdir; or a postgresql:// DSN
+    insecure_plaintext_sensors: bool = False
+    metrics: bool = True  # every daemon serves its metrics (for `cluster status`)
 
     def district(self) -> District:
         return District(DistrictConfig(gateways=self.gateways, max_sn=self.max_sn,
@@ -88,26 +102,93 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+class WorkdirInUse(RuntimeError):
+    """The workdir holds an earlier run (and neither force nor resume was asked for)."""
+
+
+# what a run leaves in its workdir (removed by mode="force"; nothing else is touched)
+RUN_FILES = ("ce.sqlite", "ce.sqlite-wal", "ce.sqlite-shm", "measurements.csv",
+             "published.csv", "run.json", "clock.t0", "clock.t0.tmp", "replay.ready",
+             "ce.toml", "cluster.toml")
+RUN_DIRS = ("state", "logs", "pki", "ca")
+MODES = ("new", "force", "resume")
+
+
 class Cluster:
-    def __init__(self, spec: ClusterSpec, workdir: str | Path) -> None:
-        self.spec = spec
+    def __init__(self, spec: ClusterSpec, workdir: str | Path, mode: str = "new") -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.dir = Path(workdir).resolve()
+        self.mode = mode
+        if mode == "resume":
+            spec = replace(spec, start_cycle=self._resume_cycle())
+        self.spec = spec
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs = self.dir / "logs"
         self.district = spec.district()
         self.t0 = 0.0
+        self.interrupted = False
+
+    @property
+    def store(self) -> str:
+        return self.spec.store or str(self.dir / "ce.sqlite")
+
+    def _resume_cycle(self) -> int:
+        try:
+            run = json.loads((self.dir / "run.json").read_text())
+            return int(run["next_cycle"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise WorkdirInUse(f"nothing to resume in {self.dir}: no usable run.json "
+                               f"({exc})") from None
+
+    def earlier_run(self) -> list[str]:
+        """What of an earlier run the workdir holds (empty: none)."""
+        found = []
+        if self.spec.store and is_postgres(self.spec.store):
+            n = stored_rows(self.spec.store)
+            if n:
+                found.append(f"{n} rows in the PostgreSQL store")
+        found += [n for n in RUN_FILES + RUN_DIRS if (self.dir / n).exists()]
+        found += [p.name for p in self.dir.glob("gw*.toml")]
+        return found
+
+    def _clear(self) -> None:
+        for n in RUN_FILES:
+            (self.dir / n).unlink(missing_ok=True)
+        for p in self.dir.glob("gw*.toml"):
+            p.unlink()
+        for n in RUN_DIRS:
+            if (self.dir / n).exists():
+                shutil.rmtree(self.dir / n)
+        if self.spec.store and is_postgres(self.spec.store):
+            clear_store(self.spec.store)
 
     # -- setup ------------------------------------------------------------------------------
     def prepare(self) -> None:
         s = self.spec
+        if self.mode != "resume":
+            earlier = self.earlier_run()
+            if earlier and self.mode == "new":
+                raise WorkdirInUse(
+                    f"{self.dir} holds an earlier run ({', '.join(earlier[:6])}); use "
+                    "--force to clear it or --resume to continue it")
+            if earlier:
+                self._clear()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
-        if not (self.dir / "pki" / "ca.key").exists():
-            init_pki(self.dir / "pki", s.gateways)
-        ports = free_ports(2 * s.gateways + 1)
+        pki = self.dir / "pki"
+        if not (pki / "ca.crt").exists():
+            sensors = dict(zip(self.district.sensor_ids,
+                               self.district.sn_gateway.tolist(), strict=True))
+            init_pki(pki, s.gateways, sensors=sensors, ca_dir=self.dir / "ca")
+        ports = free_ports(4 * s.gateways + 2)
         self.ce_addr = f"127.0.0.1:{ports[0]}"
         self.ring_addrs = [f"127.0.0.1:{p}" for p in ports[1 : 1 + s.gateways]]
-        self.sensor_addrs = [f"127.0.0.1:{p}" for p in ports[1 + s.gateways :]]
+        self.sensor_addrs = [f"127.0.0.1:{p}" for p in ports[1 + s.gateways :
+                                                              1 + 2 * s.gateways]]
+        self.metrics_addrs = {f"gw{i}": f"127.0.0.1:{p}" for i, p in
+                              enumerate(ports[1 + 2 * s.gateways : 1 + 3 * s.gateways])}
+        self.metrics_addrs["ce"] = f"127.0.0.1:{ports[1 + 3 * s.gateways]}"
         for stale in (self.dir / "clock.t0", self.dir / "replay.ready"):
             stale.unlink(missing_ok=True)
         spec = s.sim_config().structure_spec(self.district)
@@ -116,7 +197,7 @@ class Cluster:
             "structure": spec.kind, "counter_bits": spec.bits,
             "sensors_total": self.district.sensors, "ring_seed": s.seed,
             "epoch_cycles": s.sim_config().epoch_cycles, "id_mode": "sensor",
-            "data_period": 900.0, "data_t0": 0.0}
+            "data_period": 900.0, "data_t0": 0.0, "min_members": s.min_members}
         if spec.kind == "exact":
             proto["domain_max_w"] = self.district.max_reading()
         else:
@@ -124,15 +205,28 @@ class Cluster:
         clock = {"t0_file": "clock.t0", "period": float(s.period), "close": s.close, "ahead": 2,
                  "first_cycle": s.start_cycle, "last_cycle": s.last_cycle}
         peers = {gateway_name(i): a for i, a in enumerate(self.ring_addrs)}
-        (self.dir / "ce.toml").write_text(toml_dump({"ce": {
-            "listen": self.ce_addr, "db": "ce.sqlite", "ca": "pki/ca.crt",
-            "cert": "pki/ce.crt", "key": "pki/ce.key"}}))
+        ce: dict[str, Any] = {
+            "listen": self.ce_addr, "store": s.store or "ce.sqlite", "ca": "pki/ca.crt",
+            "cert": "pki/ce.crt", "key": "pki/ce.key", "crl": "pki/crl.pem",
+            "data_period": 900.0, "data_t0": 0.0}
+        if spec.kind == "exact":
+            ce["domain_max_w"] = proto["domain_max_w"]
+        if s.metrics:
+            ce["metrics"] = self.metrics_addrs["ce"]
+        (self.dir / "ce.toml").write_text(toml_dump({"ce": ce}))
         for i in range(s.gateways):
             gw = {"id": i, "listen": self.ring_addrs[i], "sensors": self.sensor_addrs[i],
                   "state_dir": f"state/gw{i}", "ca": "pki/ca.crt", "cert": f"pki/gw{i}.crt",
-                  "key": f"pki/gw{i}.key", "ce": self.ce_addr, "coin_seed": s.coin_seed}
+                  "key": f"pki/gw{i}.key", "crl": "pki/crl.pem", "ce": self.ce_addr,
+                  "coin_seed": s.coin_seed}
+            if s.metrics:
+                gw["metrics"] = self.metrics_addrs[f"gw{i}"]
+            intake: dict[str, Any] = {"registry": f"pki/sensors/gw{i}.txt"}
+            if s.insecure_plaintext_sensors:
+                intake["insecure_plaintext_sensors"] = True
             (self.dir / f"gw{i}.toml").write_text(toml_dump(
-                {"gateway": gw, "peers": peers, "protocol": proto, "clock": clock}))
+                {"gateway": gw, "sensors": intake, "peers": peers, "protocol": proto,
+                 "clock": clock}))
         lead = s.lead if s.lead is not None else s.period / 2
         (self.dir / "cluster.toml").write_text(toml_dump({
             "district": {"gateways": s.gateways, "max_sn": s.max_sn, "sn_sd": s.sn_sd,
@@ -141,7 +235,9 @@ class Cluster:
                        "t0_file": "clock.t0",
                        "ready_file": "replay.ready",
                        "period": float(s.period), "lead": lead, "data_period": 900.0,
-                       "measurements": "measurements.csv", "gateways": self.sensor_addrs},
+                       "measurements": "measurements.csv", "gateways": self.sensor_addrs,
+                       **({} if s.insecure_plaintext_sensors else {"pki": "pki"}),
+                       **({"append": True} if self.mode == "resume" else {})},
             "spec": {k: v for k, v in asdict(s).items() if v is not None}}))
 
     # -- processes --------------------------------------------------------------------------
@@ -225,28 +321,48 @@ class Cluster:
         tmp.write_text(f"{self.t0!r}\n")
         tmp.replace(self.dir / "clock.t0")
 
-    def finish(self) -> dict[str, Any]:
+    def current_cycle(self) -> int:
+        """The cycle the site's clock is in now."""
+        return int((time.time() - self.t0) // self.spec.period)
+
+    def finish(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Wait for the run to end (or for Ctrl-C when it has no end), stop, export, summarize.
+
+        ``progress(cycle)`` is called about five times per period with the current cycle.
+        On Ctrl-C the processes are stopped in order all the same (gateways first: they flush
+        their outboxes), what the CE holds is exported and the summary says
+        ``interrupted: true``.
         """
         s = self.spec
         exits: dict[str, int | None] = {}
-        if s.cycles is None:
-            with contextlib.suppress(KeyboardInterrupt):
-                while all(p.poll() is None for p in self.procs.values()):
-                    time.sleep(0.2)
-            exits = self._stop(["replay"] + [f"gw{i}" for i in range(s.gateways)])
-        else:
-            end = self.t0 + (s.last_cycle + 2) * s.period
-            for name in ["replay"] + [f"gw{i}" for i in range(s.gateways)]:
-                if name in self.procs:
-                    exits[name] = self.wait(name, end + 20 - time.time())
+        names = ["replay"] + [f"gw{i}" for i in range(s.gateways)]
+        end = self.t0 + (s.last_cycle + 2) * s.period
+        try:
+            while any(self.procs[n].poll() is None for n in names if n in self.procs):
+                if s.cycles is not None and time.time() > end + 20:
+                    break
+                if s.cycles is None and any(p.poll() is not None
+                                            for p in self.procs.values()):
+                    break  # a daemon died: stop the rest
+                if progress is not None:
+                    progress(self.current_cycle())
+                time.sleep(min(0.2, s.period / 5))
+        except KeyboardInterrupt:
+            self.interrupted = True
+        exits = self._stop(names)
         exits.update(self._stop(["ce"]))
         self.stop_all()
-        published = export_csv(self.dir / "ce.sqlite", self.dir / "published.csv")
+        published = export_csv(self.store, self.dir / "published.csv")
+        last = min(self.current_cycle(), s.last_cycle) if s.cycles is not None \
+            else self.current_cycle()
+        (self.dir / "run.json").write_text(json.dumps({
+            "first_cycle": s.start_cycle, "next_cycle": max(s.start_cycle, last + 1),
+            "interrupted": self.interrupted, "exit_codes": exits}) + "\n")
         return {"workdir": str(self.dir), "exit_codes": exits, "published": published,
+                "interrupted": self.interrupted, "cycles": [s.start_cycle, last],
                 "measurements": str(self.dir / "measurements.csv"),
                 "published_csv": str(self.dir / "published.csv"),
-                "ce_db": str(self.dir / "ce.sqlite"), "logs": str(self.logs)}
+                "ce_store": _redact_dsn(self.store), "logs": str(self.logs)}
 
     def _stop(self, names: list[str], timeout: float = 15.0) -> dict[str, int | None]:
         """SIGTERM (graceful: gateways flush their outboxes), then wait."""
@@ -257,12 +373,18 @@ class Cluster:
                     proc.send_signal(signal.SIGTERM)
         return {name: self.wait(name, timeout) for name in names if name in self.procs}
 
-    def run(self) -> dict[str, Any]:
+    def run(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         try:
             self.start()
-            return self.finish()
+            return self.finish(progress)
         finally:
             self.stop_all()
+
+
+def _redact_dsn(store: str) -> str:
+    from streamanon.net.ce import _redact
+
+    return _redact(store)
 
 
 def read_stats(workdir: str | Path) -> list[dict[str, Any]]:
@@ -287,3 +409,65 @@ def check_run(workdir: str | Path, z: int, delta_t: float) -> dict[str, Any]:
             "output_tuples": report.output_tuples,
             "privacy_violations": report.privacy_violations, "unmatched": report.unmatched,
             "first_problem": report.first_problem}
+
+
+def site_status(workdir: str | Path) -> list[dict[str, Any]]:
+    """One row per daemon of the site in ``workdir`` (from its ``ce.toml``, ``gw*.toml`` and
+    metrics endpoints, scraped with ``pki/monitor.crt``): reachable or not, and its figures."""
+    from streamanon.net.config import ConfigError, load_ce_config, load_gateway_config
+    from streamanon.net.metrics import scrape
+
+    d = Path(workdir)
+    pki = d / "pki"
+    creds = {"ca": pki / "ca.crt", "cert": pki / "monitor.crt", "key": pki / "monitor.key"}
+    targets: list[tuple[str, str | None]] = []
+    if (d / "ce.toml").exists():
+        targets.append(("ce", load_ce_config(d / "ce.toml").metrics))
+    for path in sorted(d.glob("gw*.toml"), key=lambda p: int(p.stem[2:] or 0)
+                       if p.stem[2:].isdigit() else 0):
+        try:
+            targets.append((path.stem, load_gateway_config(path).metrics))
+        except ConfigError:
+            continue
+    rows = []
+    for name, address in targets:
+        row: dict[str, Any] = {"daemon": name, "metrics": address}
+        if address is None:
+            row["state"] = "no metrics address"
+        else:
+            try:
+                m = scrape(address, name, **creds)
+                row["state"] = "up"
+                row.update(_summarize(name, m))
+            except (OSError, ValueError) as exc:
+                row["state"] = f"unreachable ({type(exc).__name__})"
+        rows.append(row)
+    return rows
+
+
+def _summarize(name: str, m: dict[str, float]) -> dict[str, Any]:
+    def total(prefix: str, skip: str | None = None) -> int:
+        return int(sum(v for k, v in m.items() if k.startswith(prefix + "{")
+                       and (skip is None or skip not in k)))
+
+    if name == "ce":
+        return {"rows": int(m.get("dezent_ce_rows", 0)),
+                "stored": int(m.get("dezent_ce_tuples_stored", 0)),
+                "refused": int(m.get("dezent_ce_tuples_refused", 0)),
+                "batches": total("dezent_ce_batches"),
+                "commit_ms": _mean_ms(m, "dezent_ce_commit_seconds")}
+    return {"cycle": int(m.get("dezent_last_cycle", -1)),
+            "ring": int(m.get("dezent_ring_size", 0)),
+            "peers_up": int(m.get("dezent_peers_up", 0)),
+            "completed": int(m.get("dezent_cycles_completed", 0)),
+            "skipped": total("dezent_cycles_skipped"),
+            "readings_ok": int(m.get("dezent_readings{outcome=ok}", 0)),
+            "readings_refused": total("dezent_readings", skip="outcome=ok"),
+            "published": int(m.get("dezent_tuples_published", 0)),
+            "outbox": int(m.get("dezent_outbox_depth", 0)),
+            "commit_ms": _mean_ms(m, "dezent_ce_commit_seconds")}
+
+
+def _mean_ms(m: dict[str, float], hist: str) -> float | None:
+    n = m.get(hist + "_count", 0.0)
+    return round(1e3 * m.get(hist + "_sum", 0.0) / n, 2) if n else None

@@ -5,12 +5,22 @@ A gateway's file (``gw.toml``)::
     [gateway]
     id = 0                          # this gateway's index (its certificate names it gw0)
     listen = "127.0.0.1:7100"       # mutual TLS, ring frames from the peers
-    sensors = "127.0.0.1:7200"      # line protocol of the sensor nodes (net.sensors)
+    sensors = "127.0.0.1:7200"      # TLS line protocol of the sensor nodes (net.intake)
     state_dir = "gw0"               # outbox (unacknowledged published tuples), stats
     ca = "pki/ca.crt"
     cert = "pki/gw0.crt"
     key = "pki/gw0.key"
+    crl = "pki/crl.pem"             # revoked certificates (re-read when it changes); optional
     ce = "127.0.0.1:7000"           # the central entity
+    # metrics = "127.0.0.1:9100"    # Prometheus metrics (HTTP /metrics); off when absent
+
+    [sensors]                       # the sensor port (net.intake)
+    registry = "pki/sensors/gw0.txt"  # sensor IDs registered to this gateway, one per line
+    idle_timeout = 300.0            # close a sensor connection silent this many seconds
+    max_connections = 256           # sensor connections at once (more are refused)
+    max_line = 4096                 # bytes per line (a longer line closes the connection)
+    insecure_plaintext_sensors = false  # true: plain TCP, the ID taken from the line (TESTS
+                                    # ONLY: anyone who reaches the port can inject readings)
 
     [peers]                         # every gateway of the ring, this one included
     gw0 = "127.0.0.1:7100"
@@ -28,6 +38,7 @@ A gateway's file (``gw.toml``)::
     ring_seed = 1
     epoch_cycles = 96
     id_mode = "sensor"              # or "gateway", "pseudonym"
+    min_members = 3                 # no cycle runs in a ring of fewer gateways (secure sum)
     data_period = 900.0             # seconds of data time per cycle (t = data_t0 + cycle x this)
     data_t0 = 0.0
 
@@ -46,10 +57,20 @@ The central entity's file (``ce.toml``)::
 
     [ce]
     listen = "127.0.0.1:7000"
-    db = "ce.sqlite"                # SQLite database (created if missing)
+    store = "ce.sqlite"             # SQLite file (created if missing), or a PostgreSQL DSN
+                                    # "postgresql://ce@127.0.0.1:5432/dezent" (net.store)
     ca = "pki/ca.crt"
     cert = "pki/ce.crt"
     key = "pki/ce.key"
+    crl = "pki/crl.pem"             # optional, as for the gateways
+    # metrics = "127.0.0.1:9200"    # Prometheus metrics; off when absent
+    # what a batch may hold (a tuple outside it is refused with a reason, never stored):
+    domain_max_w = 30000.0          # values: the bucket grid up to this (or domain = [...]);
+                                    # without either, any integer or text value
+    data_period = 900.0             # with data_t0: t must be data_t0 + cycle x data_period
+    data_t0 = 0.0
+    max_batch = 10000               # tuples per batch
+    max_id_length = 128             # bytes of a published ID
 
 Relative paths are relative to the configuration file's directory.
 """
@@ -93,6 +114,7 @@ class ProtocolSection:
     id_mode: str = "sensor"
     data_period: float = 900.0
     data_t0: float = 0.0
+    min_members: int = 3
 
     def structure_spec(self) -> StructureSpec:
         if self.structure == "exact":
@@ -117,7 +139,7 @@ class ProtocolSection:
                                   structure=self.structure_spec(),
                                   sensors_total=self.sensors_total, period=self.data_period,
                                   t0=self.data_t0, rule=self.rule, p_pub=self.p_pub,
-                                  id_mode=self.id_mode)
+                                  id_mode=self.id_mode, min_members=self.min_members)
         except (ValueError, OverflowError) as exc:
             raise ConfigError(f"[protocol]: {exc}") from None
 
@@ -146,6 +168,26 @@ class ClockSection:
 
 
 @dataclass(frozen=True)
+class SensorIntakeSection:
+    registry: Path | None = None
+    idle_timeout: float = 300.0
+    max_connections: int = 256
+    max_line: int = 4096
+    insecure_plaintext_sensors: bool = False
+
+    def registered(self) -> frozenset[str]:
+        """The sensor IDs of the registry file (blank lines and ``#`` comments ignored)."""
+        if self.registry is None:
+            return frozenset()
+        try:
+            text = Path(self.registry).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"sensor registry {self.registry}: {exc.strerror}") from None
+        return frozenset(line.split("#", 1)[0].strip() for line in text.splitlines()
+                         if line.split("#", 1)[0].strip())
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     id: int
     listen: str
@@ -158,8 +200,11 @@ class GatewayConfig:
     peers: dict[int, str]
     protocol: ProtocolSection
     clock: ClockSection = field(default_factory=ClockSection)
+    intake: SensorIntakeSection = field(default_factory=SensorIntakeSection)
     max_frame: int = MAX_FRAME
     coin_seed: int | None = None
+    crl: Path | None = None
+    metrics: str | None = None
 
     @property
     def name(self) -> str:
@@ -177,11 +222,18 @@ class GatewayConfig:
 @dataclass(frozen=True)
 class CEConfig:
     listen: str
-    db: Path
+    store: str  # a SQLite path or a postgresql:// DSN
     ca: Path
     cert: Path
     key: Path
     max_frame: int = MAX_FRAME
+    crl: Path | None = None
+    metrics: str | None = None
+    domain: frozenset[Key] | None = None
+    data_period: float | None = None
+    data_t0: float = 0.0
+    max_batch: int = 10_000
+    max_id_length: int = 128
 
 
 def _load(path: str | Path) -> tuple[dict[str, Any], Path]:
@@ -241,7 +293,10 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
             cert=_rel(base, gw.pop("cert")), key=_rel(base, gw.pop("key")),
             ce=str(gw.pop("ce")), peers=peers, protocol=protocol, clock=clock,
             max_frame=int(gw.pop("max_frame", MAX_FRAME)),
-            coin_seed=gw.pop("coin_seed", None))
+            coin_seed=gw.pop("coin_seed", None),
+            crl=_rel(base, gw.pop("crl")) if "crl" in gw else None,
+            metrics=str(gw.pop("metrics")) if "metrics" in gw else None,
+            intake=_intake(doc, base, path))
     except KeyError as exc:
         raise ConfigError(f"{path}: [gateway] needs {exc.args[0]}") from None
     if gw:
@@ -251,19 +306,56 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
     if cfg.clock.period <= 0 or not 0 <= cfg.clock.close < 1:
         raise ConfigError(f"{path}: [clock] needs period > 0 and 0 <= close < 1")
     protocol.protocol_config()  # validate now, with the file's name in the message
+    if cfg.intake.registry is None and not cfg.intake.insecure_plaintext_sensors:
+        raise ConfigError(f"{path}: [sensors] needs registry (the sensor IDs of this "
+                          "gateway), or insecure_plaintext_sensors = true")
     return cfg
 
 
+def _intake(doc: dict[str, Any], base: Path, path: str | Path) -> SensorIntakeSection:
+    sec = dict(doc.get("sensors", {}))
+    if "registry" in sec:
+        sec["registry"] = _rel(base, sec["registry"])
+    intake = _build(SensorIntakeSection, sec, f"{path} [sensors]")
+    if intake.idle_timeout <= 0 or intake.max_connections < 1 or intake.max_line < 64:
+        raise ConfigError(f"{path}: [sensors] needs idle_timeout > 0, max_connections >= 1 "
+                          "and max_line >= 64")
+    return intake
+
+
 def load_ce_config(path: str | Path) -> CEConfig:
+    from streamanon.net.store import is_postgres
+
     doc, base = _load(path)
     ce = dict(_section(doc, "ce", path))
+    if "db" in ce and "store" not in ce:  # the key's name before PostgreSQL came
+        ce["store"] = ce.pop("db")
+    domain: frozenset[Key] | None = None
+    if "domain" in ce:
+        domain = frozenset(int(v) if isinstance(v, int) else str(v) for v in ce.pop("domain"))
+    elif "domain_max_w" in ce:
+        from streamanon.sim.district import bucket_grid
+
+        domain = frozenset(int(v) for v in bucket_grid(float(ce.pop("domain_max_w"))))
     try:
-        cfg = CEConfig(listen=str(ce.pop("listen")), db=_rel(base, ce.pop("db")),
+        store = str(ce.pop("store"))
+        cfg = CEConfig(listen=str(ce.pop("listen")),
+                       store=store if is_postgres(store) else str(_rel(base, store)),
                        ca=_rel(base, ce.pop("ca")), cert=_rel(base, ce.pop("cert")),
                        key=_rel(base, ce.pop("key")),
-                       max_frame=int(ce.pop("max_frame", MAX_FRAME)))
+                       max_frame=int(ce.pop("max_frame", MAX_FRAME)),
+                       crl=_rel(base, ce.pop("crl")) if "crl" in ce else None,
+                       metrics=str(ce.pop("metrics")) if "metrics" in ce else None,
+                       domain=domain,
+                       data_period=(float(ce.pop("data_period")) if "data_period" in ce
+                                    else None),
+                       data_t0=float(ce.pop("data_t0", 0.0)),
+                       max_batch=int(ce.pop("max_batch", 10_000)),
+                       max_id_length=int(ce.pop("max_id_length", 128)))
     except KeyError as exc:
         raise ConfigError(f"{path}: [ce] needs {exc.args[0]}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: [ce]: {exc}") from None
     if ce:
         raise ConfigError(f"{path}: unknown [ce] keys {sorted(ce)}")
     return cfg

@@ -11,8 +11,12 @@ Kinds:
 * ``H`` hello: 32 bytes, SHA-256 of the canonical protocol parameters (both ends must agree).
 * ``R`` ring: the cycle's session (its coordinator and members, u16 each) and one encoded
   protocol message (:func:`streamanon.dezent.protocol.encode_message`).
-* ``B`` batch: published tuples for the central entity, each with the gateway's sequence number.
+* ``B`` batch: published tuples for the central entity: the outbox's 16-byte incarnation,
+  then the tuples, each with its sequence number (unique per gateway and incarnation).
 * ``A`` ack: the highest sequence number the central entity has committed.
+* ``N`` refused: a batch the central entity stored nothing of, with the sequence numbers of
+  its invalid tuples and why each is invalid (the connection stays open; the gateway sets
+  those tuples aside and sends the rest again).
 * ``E`` error: a UTF-8 reason, sent before the sender closes the connection.
 
 Overhead of a ring frame over the counting structure (what the simulation counts per message):
@@ -37,6 +41,7 @@ LEN = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _SESSION = struct.Struct(">HH")
 _ACK = struct.Struct(">Q")
+INCARNATION_BYTES = 16
 _TUPLE = struct.Struct(">QqdH")  # seq, cycle, t, id length
 _VALUE_INT = b"i"
 _VALUE_STR = b"s"
@@ -71,6 +76,7 @@ class WireTuple:
 
 @dataclass(frozen=True)
 class Batch:
+    incarnation: bytes
     tuples: tuple[WireTuple, ...]
 
 
@@ -80,11 +86,16 @@ class Ack:
 
 
 @dataclass(frozen=True)
+class Refused:
+    items: tuple[tuple[int, str], ...]  # (sequence number, reason)
+
+
+@dataclass(frozen=True)
 class Error:
     reason: str
 
 
-Frame = Hello | Ring | Batch | Ack | Error
+Frame = Hello | Ring | Batch | Ack | Refused | Error
 
 
 def ring_overhead(members: int, *, collect: bool) -> int:
@@ -108,8 +119,11 @@ def encode_ring(ccc: int, members: tuple[int, ...] | list[int], message: bytes) 
     return _frame(b"R", body + message)
 
 
-def encode_batch(tuples: list[WireTuple] | tuple[WireTuple, ...]) -> bytes:
-    parts = [struct.pack(">I", len(tuples))]
+def encode_batch(incarnation: bytes, tuples: list[WireTuple] | tuple[WireTuple, ...]
+                 ) -> bytes:
+    if len(incarnation) != INCARNATION_BYTES:
+        raise ValueError(f"an incarnation is {INCARNATION_BYTES} bytes")
+    parts = [incarnation, struct.pack(">I", len(tuples))]
     for tp in tuples:
         uid = tp.id.encode("utf-8")
         parts.append(_TUPLE.pack(tp.seq, tp.cycle, tp.t, len(uid)) + uid)
@@ -123,6 +137,14 @@ def encode_batch(tuples: list[WireTuple] | tuple[WireTuple, ...]) -> bytes:
 
 def encode_ack(seq: int) -> bytes:
     return _frame(b"A", _ACK.pack(seq))
+
+
+def encode_refused(items: list[tuple[int, str]] | tuple[tuple[int, str], ...]) -> bytes:
+    parts = [struct.pack(">I", len(items))]
+    for seq, reason in items:
+        raw = reason.encode("utf-8")[:1000]
+        parts.append(_ACK.pack(seq) + _U16.pack(len(raw)) + raw)
+    return _frame(b"N", b"".join(parts))
 
 
 def encode_error(reason: str) -> bytes:
@@ -151,7 +173,12 @@ def decode_frame(body: bytes) -> Frame:
                                  "once")
             return Ring(ccc, members, bytes(rest[end:]))
         if kind == b"B":
-            return Batch(_decode_tuples(rest))
+            if len(rest) < INCARNATION_BYTES:
+                raise FrameError("batch without an incarnation")
+            return Batch(bytes(rest[:INCARNATION_BYTES]),
+                         _decode_tuples(rest[INCARNATION_BYTES:]))
+        if kind == b"N":
+            return Refused(_decode_refused(rest))
         if kind == b"A":
             if len(rest) != _ACK.size:
                 raise FrameError(f"ack of {len(rest)} bytes (want 8)")
@@ -161,6 +188,22 @@ def decode_frame(body: bytes) -> Frame:
     except (struct.error, UnicodeDecodeError) as exc:
         raise FrameError(f"malformed {kind!r} frame: {exc}") from None
     raise FrameError(f"unknown frame kind {kind!r}")
+
+
+def _decode_refused(data: bytes) -> tuple[tuple[int, str], ...]:
+    (count,) = struct.unpack_from(">I", data)
+    off, out = 4, []
+    for _ in range(count):
+        (seq,) = _ACK.unpack_from(data, off)
+        (n,) = _U16.unpack_from(data, off + 8)
+        off += 10
+        if off + n > len(data):
+            raise FrameError("truncated refusal")
+        out.append((seq, data[off : off + n].decode("utf-8")))
+        off += n
+    if off != len(data):
+        raise FrameError("refusal with trailing bytes")
+    return tuple(out)
 
 
 def _decode_tuples(data: bytes) -> tuple[WireTuple, ...]:

@@ -1,18 +1,43 @@
 """A private certificate authority for a deZent deployment (library ``cryptography``).
 
-``init_pki(dir, gateways=N)`` writes ``ca.crt``/``ca.key``, ``gw<i>.crt``/``gw<i>.key`` for
-``i = 0..N-1`` and ``ce.crt``/``ce.key``. Keys are ECDSA P-256, written with mode ``0600`` in a
-directory of mode ``0700``; certificates are ``0644``. Every leaf certificate names its entity
-twice: the subject's common name and a DNS subject alternative name (``gw3``, ``ce``), so a TLS
-client checks the identity of the server it dialled with ordinary hostname verification
-(``server_hostname="gw3"``), and a server reads the client's identity from its common name.
-Leaves are valid for client and server authentication (every gateway is both).
+Two folders, kept apart on purpose (threat model: "the CA's private key never lives on a
+gateway or the CE"):
+
+* the **CA folder** (``ca_dir``, default ``<deployment>-ca`` beside the deployment folder):
+  ``ca.key`` and ``ca.crt``, and ``revoked.txt`` (the serials revoked so far). It is needed
+  only to issue, re-issue or revoke certificates: move it off the site's hosts (an offline
+  machine, an encrypted stick) once the deployment folder is written. :func:`init_pki`
+  refuses to put it inside the deployment folder, where every config points.
+* the **deployment folder**: ``ca.crt`` (the trust anchor), ``crl.pem`` (the certificate
+  revocation list, signed by the CA), ``gw<i>.crt``/``.key`` per gateway, ``ce.crt``/``.key``,
+  ``monitor.crt``/``.key`` (for scraping the daemons' metrics: ``cluster status``,
+  Prometheus), and per sensor node ``sensors/gw<i>/<id>.crt``/``.key`` with the registry
+  ``sensors/gw<i>.txt`` (the IDs registered to gateway ``i``, one per line). Each host gets
+  ``ca.crt``, ``crl.pem`` and its own certificate and key only.
+
+Keys are ECDSA P-256, written with mode ``0600`` in folders of mode ``0700``; certificates
+``0644``. Every certificate carries a **role** in its organizational unit: ``gateway``, ``ce``,
+``monitor`` or ``sensor@gw<i>`` (a sensor node bound to exactly one gateway), and its identity
+in the common name (``gw3``, ``ce``, the sensor ID). Servers check the role, so a sensor whose ID
+happens to be ``gw3`` is still only a sensor. Gateways and the CE also carry their name as a DNS
+subject alternative name, so a TLS client checks whom it dialled by ordinary hostname
+verification; sensor certificates carry none and are valid for client authentication only.
+
+Rotation (documented in the README): a leaf is rotated with :func:`issue` (new key, new serial;
+the old certificate stays valid until revoked with :func:`revoke`, so hosts can be switched one
+by one); a compromised leaf is revoked at once and the new ``crl.pem`` copied to every host
+(the daemons reload it when it changes). The CA itself is rotated by a new ``init_pki`` into
+a new deployment folder, with ``ca.crt`` holding both CA certificates while hosts move over.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -22,6 +47,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_NAME = "streamanon deZent CA"
 VALID_DAYS = 825
+CRL_DAYS = 825  # the CRL's nextUpdate: OpenSSL tools refuse an expired CRL
+ROLE_GATEWAY, ROLE_CE, ROLE_MONITOR, SENSOR_ROLE_PREFIX = "gateway", "ce", "monitor", "sensor@"
+_SENSOR_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
 
 
 def gateway_name(index: int) -> str:
@@ -44,6 +72,52 @@ def parse_gateway_name(name: str) -> int | None:
     return None
 
 
+def sensor_role(gateway: int) -> str:
+    """The role of a sensor node registered to ``gateway``.
+
+    >>> sensor_role(4)
+    'sensor@gw4'
+    """
+    return SENSOR_ROLE_PREFIX + gateway_name(gateway)
+
+
+def check_sensor_id(sensor_id: str) -> str:
+    """A sensor ID usable as a certificate name, a file name and a CSV field, or ValueError.
+
+    >>> check_sensor_id("gw000-sn017")
+    'gw000-sn017'
+    >>> check_sensor_id("a,b")
+    Traceback (most recent call last):
+    ...
+    ValueError: sensor ID 'a,b' must be 1-128 of A-Z a-z 0-9 . _ - (not starting with . or -)
+    """
+    if not _SENSOR_ID.match(sensor_id):
+        raise ValueError(f"sensor ID {sensor_id!r} must be 1-128 of A-Z a-z 0-9 . _ - "
+                         "(not starting with . or -)")
+    return sensor_id
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a verified certificate says its holder is."""
+
+    role: str  # "gateway", "ce", "monitor" or "sensor@gw<i>"
+    name: str  # "gw3", "ce" or the sensor ID
+    serial: int
+
+    @property
+    def gateway(self) -> int | None:
+        """The gateway's index for a gateway certificate, None otherwise."""
+        return parse_gateway_name(self.name) if self.role == ROLE_GATEWAY else None
+
+    @property
+    def sensor_of(self) -> int | None:
+        """For a sensor certificate, the index of the gateway it is bound to."""
+        if self.role.startswith(SENSOR_ROLE_PREFIX):
+            return parse_gateway_name(self.role[len(SENSOR_ROLE_PREFIX):])
+        return None
+
+
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
@@ -58,9 +132,18 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
     os.chmod(path, 0o644)
 
 
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "streamanon"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+def _private_dir(d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    return d
+
+
+def _name(cn: str, role: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "streamanon")]
+    if role is not None:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role))
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
+    return x509.Name(attrs)
 
 
 def make_ca(common_name: str = CA_NAME, days: int = VALID_DAYS
@@ -86,56 +169,216 @@ def make_ca(common_name: str = CA_NAME, days: int = VALID_DAYS
 
 
 def make_leaf(name: str, ca_cert: x509.Certificate | None,
-              ca_key: ec.EllipticCurvePrivateKey | None,
-              days: int = VALID_DAYS) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+              ca_key: ec.EllipticCurvePrivateKey | None, days: int = VALID_DAYS, *,
+              role: str | None = None
+              ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A certificate for entity ``name`` signed by the CA (self-signed when ``ca_key`` is None:
-    what an outsider without the CA's key can make, used by the tests)."""
+    what an outsider without the CA's key can make, used by the tests).
+
+    ``role`` defaults to ``gateway`` for ``gw<N>`` and ``ce`` for ``ce``; a sensor's role is
+    :func:`sensor_role`. Gateways get server and client authentication and a DNS name, the CE
+    server authentication and a DNS name, sensors client authentication only.
+    """
+    if role is None:
+        role = ROLE_CE if name == "ce" else ROLE_GATEWAY
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
-    issuer = ca_cert.subject if ca_cert is not None and ca_key is not None else _name(name)
+    issuer = ca_cert.subject if ca_cert is not None and ca_key is not None else _name(name, role)
+    usages = {ROLE_GATEWAY: [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+              ROLE_CE: [ExtendedKeyUsageOID.SERVER_AUTH]}.get(
+                  role, [ExtendedKeyUsageOID.CLIENT_AUTH])
     builder = (x509.CertificateBuilder()
-               .subject_name(_name(name)).issuer_name(issuer)
+               .subject_name(_name(name, role)).issuer_name(issuer)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - dt.timedelta(minutes=5))
                .not_valid_after(now + dt.timedelta(days=days))
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                     ExtendedKeyUsageOID.CLIENT_AUTH]),
-                              critical=False))
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+    if role in (ROLE_GATEWAY, ROLE_CE):
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]),
+                                        critical=False)
     cert = builder.sign(ca_key if ca_key is not None else key, hashes.SHA256())
     return cert, key
 
 
-def init_pki(directory: str | Path, gateways: int, *, force: bool = False) -> dict[str, str]:
-    """Create the CA and the certificates of ``gateways`` gateways and the CE in ``directory``.
+def default_ca_dir(directory: str | Path) -> Path:
+    """``site/pki -> site/pki-ca``: beside the deployment folder, never inside it."""
+    d = Path(directory).resolve()
+    return d.with_name(d.name + "-ca")
 
-    Refuses to overwrite an existing CA unless ``force``. Returns name -> certificate path.
+
+def _inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def sensor_paths(directory: str | Path, gateway: int, sensor_id: str) -> tuple[Path, Path]:
+    """Certificate and key of a sensor node in the deployment folder."""
+    d = Path(directory) / "sensors" / gateway_name(gateway)
+    return d / f"{sensor_id}.crt", d / f"{sensor_id}.key"
+
+
+def registry_path(directory: str | Path, gateway: int) -> Path:
+    """The sensor registry of ``gateway``: the IDs registered to it, one per line."""
+    return Path(directory) / "sensors" / f"{gateway_name(gateway)}.txt"
+
+
+def init_pki(directory: str | Path, gateways: int, *,
+             sensors: Mapping[str, int] | None = None, ca_dir: str | Path | None = None,
+             force: bool = False) -> dict[str, str]:
+    """Create the CA (in ``ca_dir``) and the certificates of ``gateways`` gateways, the CE and
+    the ``sensors`` (sensor ID -> its gateway's index) in ``directory``.
+
+    Refuses to overwrite an existing CA unless ``force``, and to put the CA's folder inside
+    the deployment folder (or the other way round). Returns name -> certificate path (sensors
+    are summarized as ``sensors`` -> their folder).
     """
     if gateways < 1:
         raise ValueError(f"gateways must be >= 1, got {gateways}")
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o700)
-    if (d / "ca.key").exists() and not force:
-        raise FileExistsError(f"{d / 'ca.key'} exists (use --force to make a new CA)")
+    d = Path(directory).resolve()
+    ca = Path(ca_dir).resolve() if ca_dir is not None else default_ca_dir(d)
+    if _inside(ca, d) or _inside(d, ca):
+        raise ValueError(f"the CA folder {ca} must not be inside the deployment folder {d} "
+                         "(or hold it): every host gets a copy of the deployment folder's "
+                         "files, and the CA key can mint any identity")
+    sensors = dict(sensors or {})
+    for sid, g in sensors.items():
+        check_sensor_id(sid)
+        if not 0 <= g < gateways:
+            raise ValueError(f"sensor {sid!r} is bound to gateway {g}, not one of "
+                             f"0..{gateways - 1}")
+    for existing in (ca / "ca.key", d / "ca.key"):
+        if existing.exists() and not force:
+            raise FileExistsError(f"{existing} exists (use --force to make a new CA)")
+    _private_dir(d)
+    _private_dir(ca)
+    (d / "ca.key").unlink(missing_ok=True)  # an older layout kept it here
+    if force and (d / "sensors").exists():
+        shutil.rmtree(d / "sensors")
     ca_cert, ca_key = make_ca()
-    _write_key(d / "ca.key", ca_key)
+    _write_key(ca / "ca.key", ca_key)
+    _write_cert(ca / "ca.crt", ca_cert)
     _write_cert(d / "ca.crt", ca_cert)
-    out = {"ca": str(d / "ca.crt")}
-    for name in [gateway_name(i) for i in range(gateways)] + ["ce"]:
-        cert, key = make_leaf(name, ca_cert, ca_key)
+    (ca / "revoked.txt").write_text("")
+    write_crl(d, ca)
+    out = {"ca": str(d / "ca.crt"), "ca_key": str(ca / "ca.key"), "crl": str(d / "crl.pem")}
+    for name in [gateway_name(i) for i in range(gateways)] + ["ce", "monitor"]:
+        cert, key = make_leaf(name, ca_cert, ca_key,
+                              role=ROLE_MONITOR if name == "monitor" else None)
         _write_key(d / f"{name}.key", key)
         _write_cert(d / f"{name}.crt", cert)
         out[name] = str(d / f"{name}.crt")
+    if sensors:
+        _private_dir(d / "sensors")
+        by_gw: dict[int, list[str]] = {}
+        for sid, g in sensors.items():
+            by_gw.setdefault(g, []).append(sid)
+        for g in range(gateways):
+            ids = sorted(by_gw.get(g, []))
+            _private_dir(d / "sensors" / gateway_name(g))
+            for sid in ids:
+                cert, key = make_leaf(sid, ca_cert, ca_key, role=sensor_role(g))
+                crt_path, key_path = sensor_paths(d, g, sid)
+                _write_key(key_path, key)
+                _write_cert(crt_path, cert)
+            registry_path(d, g).write_text("".join(f"{sid}\n" for sid in ids))
+        out["sensors"] = str(d / "sensors")
     return out
 
 
-def write_self_signed(directory: str | Path, name: str) -> tuple[Path, Path]:
+def _load_ca(ca_dir: str | Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    ca = Path(ca_dir)
+    if not (ca / "ca.key").exists():
+        raise FileNotFoundError(f"no CA key in {ca} (the CA folder that `pki init` wrote)")
+    cert = x509.load_pem_x509_certificate((ca / "ca.crt").read_bytes())
+    key = serialization.load_pem_private_key((ca / "ca.key").read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{ca / 'ca.key'} is not an EC key")
+    return cert, key
+
+
+def issue(directory: str | Path, name: str, ca_dir: str | Path, *,
+          sensor_of: int | None = None) -> Path:
+    """(Re-)issue the certificate of ``name`` (``gw<i>``, ``ce`` or, with ``sensor_of``, a
+    sensor ID): a new key and serial. The old certificate stays valid until :func:`revoke`
+    is called on its serial (so a host can switch first). Returns the certificate's path.
+    """
+    ca_cert, ca_key = _load_ca(ca_dir)
+    d = Path(directory)
+    if sensor_of is not None:
+        check_sensor_id(name)
+        crt_path, key_path = sensor_paths(d, sensor_of, name)
+        _private_dir(crt_path.parent)
+        cert, key = make_leaf(name, ca_cert, ca_key, role=sensor_role(sensor_of))
+        reg = registry_path(d, sensor_of)
+        ids = set(reg.read_text().split()) if reg.exists() else set()
+        if name not in ids:
+            reg.write_text("".join(f"{s}\n" for s in sorted(ids | {name})))
+    else:
+        if name != "ce" and parse_gateway_name(name) is None:
+            raise ValueError(f"{name!r} is neither gw<N> nor ce (give sensor_of for a sensor)")
+        crt_path, key_path = d / f"{name}.crt", d / f"{name}.key"
+        cert, key = make_leaf(name, ca_cert, ca_key)
+    _write_key(key_path, key)
+    _write_cert(crt_path, cert)
+    return crt_path
+
+
+def revoke(directory: str | Path, certificate: str | Path, ca_dir: str | Path) -> int:
+    """Revoke ``certificate`` (a PEM file): its serial joins the CA's ``revoked.txt`` and the
+    deployment folder gets a new ``crl.pem``. Returns the serial."""
+    cert = x509.load_pem_x509_certificate(Path(certificate).read_bytes())
+    ca = Path(ca_dir)
+    listed = _revoked_serials(ca)
+    if cert.serial_number not in listed:
+        with open(ca / "revoked.txt", "a", encoding="utf-8") as fh:
+            fh.write(f"{cert.serial_number:x}\n")
+    write_crl(directory, ca)
+    return cert.serial_number
+
+
+def _revoked_serials(ca_dir: Path) -> list[int]:
+    path = ca_dir / "revoked.txt"
+    if not path.exists():
+        return []
+    return [int(x, 16) for x in path.read_text().split()]
+
+
+def write_crl(directory: str | Path, ca_dir: str | Path) -> Path:
+    """Sign the CRL of every serial in the CA's ``revoked.txt`` into ``directory/crl.pem``."""
+    ca_cert, ca_key = _load_ca(ca_dir)
+    now = dt.datetime.now(dt.UTC)
+    builder = (x509.CertificateRevocationListBuilder().issuer_name(ca_cert.subject)
+               .last_update(now - dt.timedelta(minutes=5))
+               .next_update(now + dt.timedelta(days=CRL_DAYS)))
+    for serial in _revoked_serials(Path(ca_dir)):
+        builder = builder.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build())
+    crl = builder.sign(ca_key, hashes.SHA256())
+    out = Path(directory) / "crl.pem"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(crl.public_bytes(serialization.Encoding.PEM))
+    os.chmod(tmp, 0o644)
+    tmp.replace(out)  # atomic: a daemon reloading it never reads half a file
+    return out
+
+
+def load_crl(crl_path: str | Path, ca_path: str | Path) -> frozenset[int]:
+    """The revoked serials of a CRL, after checking that the CA signed it (ValueError if not).
+    """
+    crl = x509.load_pem_x509_crl(Path(crl_path).read_bytes())
+    ca = x509.load_pem_x509_certificate(Path(ca_path).read_bytes())
+    pub = ca.public_key()
+    if crl.issuer != ca.subject or not crl.is_signature_valid(pub):  # type: ignore[arg-type]
+        raise ValueError(f"{crl_path} is not signed by the CA in {ca_path}")
+    return frozenset(r.serial_number for r in crl)
+
+
+def write_self_signed(directory: str | Path, name: str, *, role: str | None = None
+                      ) -> tuple[Path, Path]:
     """A self-signed certificate + key claiming to be ``name`` (not from the CA)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    cert, key = make_leaf(name, None, None)
+    cert, key = make_leaf(name, None, None, role=role)
     _write_key(d / f"{name}-selfsigned.key", key)
     _write_cert(d / f"{name}-selfsigned.crt", cert)
     return d / f"{name}-selfsigned.crt", d / f"{name}-selfsigned.key"

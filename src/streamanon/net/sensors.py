@@ -1,13 +1,12 @@
-"""Sensor input of the gateways, and the replay of a simulated district against them.
+"""The replay of a simulated district against running gateways, as its sensor nodes.
 
-The sensor protocol (plain TCP on the gateway's ``sensors`` address, meant for the local
-network of a gateway and its sensor nodes): one reading per line, UTF-8, either CSV
-``t,u,a`` (the streamanon record format: data time in seconds, sensor ID, value) or a JSON
-object ``{"t": 900, "u": "meter-17", "a": 230}``. The gateway answers every line with one line:
-``ok <cycle>`` when the reading is taken, or ``err <reason>`` (malformed, value outside the
-exact counter's domain, late: its cycle is already closed, early: more than ``ahead`` cycles in
-the future, duplicate: the sensor already reported that cycle). Lines longer than 4 KiB close
-the connection. Try it with ``printf '900,meter-17,230\\n' | nc 127.0.0.1 7200``.
+Each sensor node speaks the gateway's sensor protocol (:mod:`.intake`): TLS 1.3 with its own
+certificate (``sensors/gw<i>/<id>.crt`` of the deployment folder written by
+``streamanon pki init --sensors``), one connection per sensor node, kept open across cycles,
+one ``t,u,a`` line per cycle answered ``ok <cycle>`` or ``err <reason>``. Against a gateway in
+``insecure_plaintext_sensors`` mode (no ``pki`` given) one plain TCP connection per gateway
+carries all of its sensors' lines. Try a sensor by hand with
+``openssl s_client -quiet -cert S.crt -key S.key -CAfile ca.crt -connect 127.0.0.1:7200``.
 
 ``replay`` sends a :class:`~streamanon.sim.district.District`'s bucketed readings, cycle by
 cycle, each sensor to its gateway, on the gateways' clock (``t0``, ``period``), ``lead``
@@ -19,12 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamanon.net.tls import split_address
+from streamanon.net.pki import sensor_paths
+from streamanon.net.tls import client_context, split_address
 from streamanon.sim.district import District
 
 
@@ -36,20 +38,27 @@ class ReplayStats:
     refused: int = 0
     undelivered: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    stopped: bool = False  # by SIGTERM/SIGINT before the last cycle
 
 
 class _Conn:
-    def __init__(self, address: str) -> None:
-        self.address = address
+    """One sensor node's TLS connection (``ctx``), or a gateway's plain TCP one."""
+
+    def __init__(self, address: str, ctx: ssl.SSLContext | None = None,
+                 server_name: str | None = None) -> None:
+        self.address, self.ctx, self.server_name = address, ctx, server_name
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def send(self, lines: list[str], timeout: float) -> list[str]:
         """Send lines, return one reply per line; raises OSError/TimeoutError on failure."""
+        if self.reader is not None and self.reader.at_eof():
+            self.close()  # the gateway closed it (idle timeout): dial again
         if self.writer is None:
             host, port = split_address(self.address)
             self.reader, self.writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), timeout)
+                asyncio.open_connection(host, port, ssl=self.ctx,
+                                        server_hostname=self.server_name), timeout)
         assert self.reader is not None
         try:
             self.writer.write("".join(line + "\n" for line in lines).encode())
@@ -61,7 +70,7 @@ class _Conn:
                     raise ConnectionError("gateway closed the connection")
                 replies.append(raw.decode().strip())
             return replies
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, ssl.SSLError):
             self.close()
             raise
 
@@ -76,9 +85,12 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
                        t0: float, period: float, lead: float = 0.0,
                        measurements: str | Path | None = None, data_period: float = 900.0,
                        data_t0: float = 0.0, timeout: float = 5.0,
-                       t0_file: str | Path | None = None, ready_file: str | Path | None = None
-                       ) -> ReplayStats:
-    """With ``t0_file``: first connect to every gateway, touch ``ready_file``, then wait for
+                       t0_file: str | Path | None = None, ready_file: str | Path | None = None,
+                       pki: str | Path | None = None, append: bool = False) -> ReplayStats:
+    """With ``pki`` (the deployment folder): every sensor node connects with its own
+    certificate; without it, plain TCP (gateways in insecure plaintext mode only).
+    ``append``: add to an existing ``measurements`` file.
+    With ``t0_file``: first connect to every gateway, touch ``ready_file``, then wait for
     ``t0_file`` to hold the clock's t0 (how ``cluster up`` starts everyone together)."""
     if len(addresses) != district.gateways:
         raise ValueError(f"{district.gateways} gateways in the district, {len(addresses)} "
@@ -86,29 +98,50 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
     values = district.readings(start, start + cycles)
     members = [[i for i in range(district.sensors) if district.sn_gateway[i] == g]
                for g in range(district.gateways)]
-    conns = [_Conn(a) for a in addresses]
+    if pki is not None:
+        # one connection per sensor node, each with its own certificate
+        groups = [[[i] for i in ix] for ix in members]
+        conns = [[_sensor_conn(Path(pki), addresses[g], g, district.sensor_ids[i])
+                  for i in ix] for g, ix in enumerate(members)]
+    else:
+        groups = [[ix] if ix else [] for ix in members]
+        conns = [[_Conn(addresses[g])] if ix else [] for g, ix in enumerate(members)]
+    flat = [(conn, ix) for g in range(district.gateways)
+            for conn, ix in zip(conns[g], groups[g], strict=True)]
     stats = ReplayStats()
     out = None
     if measurements is not None:
-        out = open(measurements, "w", encoding="utf-8", newline="")  # noqa: SIM115
-        out.write("t,u,a\n")
+        fresh = not append or not Path(measurements).exists()
+        out = open(measurements, "w" if fresh else "a", encoding="utf-8",  # noqa: SIM115
+                   newline="")
+        if fresh:
+            out.write("t,u,a\n")
     try:
         if t0_file is not None:
-            t0 = await _wait_start(conns, Path(t0_file), ready_file, timeout)
+            t0 = await _wait_start([c for c, _ in flat], Path(t0_file), ready_file, timeout)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)  # main thread only
         for r in range(cycles):
             c = start + r
             due = t0 + c * period - lead
             delay = due - time.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                stats.stopped = True
+                break
             t_text = _fmt(data_t0 + c * data_period)
             batches = [[f"{t_text},{district.sensor_ids[i]},{int(values[r, i])}" for i in ix]
-                       for ix in members]
-            results = await asyncio.gather(*(conn.send(b, timeout) for conn, b in
-                                             zip(conns, batches, strict=True) if b),
+                       for _conn, ix in flat]
+            results = await asyncio.gather(*(conn.send(b, timeout) for (conn, _ix), b in
+                                             zip(flat, batches, strict=True)),
                                            return_exceptions=True)
             stats.cycles += 1
-            for lines, res in zip([b for b in batches if b], results, strict=True):
+            for lines, res in zip(batches, results, strict=True):
                 stats.sent += len(lines)
                 if isinstance(res, BaseException):
                     stats.undelivered += len(lines)
@@ -127,25 +160,40 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
             if out is not None:
                 out.flush()
     finally:
-        for conn in conns:
+        for conn, _ix in flat:
             conn.close()
         if out is not None:
             out.close()
     return stats
 
 
+def _sensor_conn(pki: Path, address: str, gateway: int, sensor_id: str) -> _Conn:
+    crt, key = sensor_paths(pki, gateway, sensor_id)
+    ctx = client_context(pki / "ca.crt", crt, key)
+    return _Conn(address, ctx, f"gw{gateway}")
+
+
 async def _wait_start(conns: list[_Conn], t0_file: Path, ready_file: str | Path | None,
                       timeout: float) -> float:
     end = time.time() + 60
-    for conn in conns:
+
+    async def dial(conn: _Conn) -> None:
         while True:
             try:
                 await conn.send([], timeout)
-                break
-            except (OSError, TimeoutError):
+                return
+            except (OSError, TimeoutError, ssl.SSLError):
                 if time.time() > end:
                     raise
                 await asyncio.sleep(0.1)
+
+    sem = asyncio.Semaphore(64)  # TLS handshakes at once
+
+    async def limited(conn: _Conn) -> None:
+        async with sem:
+            await dial(conn)
+
+    await asyncio.gather(*(limited(c) for c in conns))
     if ready_file is not None:
         Path(ready_file).write_text(f"{time.time()}\n")
     while True:

@@ -400,7 +400,8 @@ def run_protocol(district: District, cycles: int, config: SimConfig, *, start: i
     spec = config.structure_spec(district)
     pcfg = ProtocolConfig(z=config.z, delta_t=config.delta_t, structure=spec,
                           sensors_total=district.sensors, period=CYCLE_SECONDS,
-                          rule=config.rule, p_pub=config.p_pub, id_mode=id_mode)
+                          rule=config.rule, p_pub=config.p_pub, id_mode=id_mode,
+                          min_members=1)  # the paper's protocol: no minimum ring size
     ring = Ring(district.gateways, district.config.seed, config.epoch_cycles)
     gws = [Gateway(g, pcfg, ring) for g in range(district.gateways)]
     members = [np.flatnonzero(district.sn_gateway == g) for g in range(district.gateways)]

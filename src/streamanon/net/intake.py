@@ -1,0 +1,225 @@
+"""Authenticated sensor intake: who may report what to a gateway, and the sensor port.
+
+The sensor protocol: TLS 1.3 on the gateway's ``sensors`` address, the sensor node presenting
+its own certificate (role ``sensor@gw<i>``, issued by ``streamanon pki init --sensors``).
+A connection is served only if the certificate is bound to *this* gateway, its ID is in the
+gateway's registry (``[sensors] registry``) and it is not revoked. Then one reading per line,
+UTF-8: CSV ``t,a`` or ``t,u,a`` (data time in seconds, [sensor ID,] value), or JSON
+``{"t": 900, "a": 230}`` (``"u"`` optional). **The reading's sensor ID is the certificate's**,
+never the line's: a line naming another ID is refused. The gateway answers every line with
+``ok <cycle>`` or ``err <reason>``: malformed, another sensor's ID, value outside the exact
+counter's domain, late (its cycle is closed), early (more than ``ahead`` cycles in the future),
+duplicate (this sensor already reported that cycle: one reading per sensor per cycle), buffer
+full. A line longer than ``max_line`` bytes, or ``idle_timeout`` seconds of silence, closes the
+connection; at most ``max_connections`` sensor connections are served at once.
+
+So an attacker who reaches the port without a sensor's key cannot send anything; one who stole
+one sensor's key can report as that sensor only, once per cycle; and no one can squat another
+sensor's ID (the real sensor's reading is never refused as a duplicate of someone else's).
+
+``insecure_plaintext_sensors = true`` keeps the old plain-TCP mode, where the ID is taken from
+the line (``t,u,a``) and any registered ID is accepted (all IDs when no registry is given):
+anyone who can reach the port can then inject readings under invented IDs and defeat the
+z-anonymity guarantee. It exists for trials on an isolated host; the gateway logs a warning
+at start-up and ``cluster up`` prints one.
+
+:class:`SensorIntake` is the pure part (lines in, replies and closed cycles out, no I/O);
+:class:`SensorServer` serves it on a socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import logging
+import math
+import re
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamanon.dezent.cbf import Key
+from streamanon.net.pki import sensor_role
+from streamanon.net.tls import Revocations, check_peer
+
+log = logging.getLogger("streamanon.gateway")
+
+MAX_READINGS_PER_CYCLE = 200_000
+LOGGED_REFUSALS = 3  # per connection; the rest are counted (a flood must not flood the log)
+_INT = re.compile(r"-?\d+\Z")
+MALFORMED = ("err malformed line (want t,a or t,u,a or {\"t\":..,\"a\":..}, u naming this "
+             "sensor)")
+
+
+@dataclass
+class SensorIntake:
+    """A gateway's buffer of its sensors' readings per cycle, and the rules to take one.
+
+    ``registry``: the sensor IDs registered to this gateway (None: any, plaintext mode only).
+    ``domain``: the exact counter's values (None: any). Time ``t`` belongs to cycle
+    ``floor((t - data_t0) / data_period)``.
+    """
+
+    registry: frozenset[str] | None
+    domain: frozenset[Key] | None
+    data_t0: float
+    data_period: float
+    ahead: int
+    buffer: dict[int, dict[str, Key]] = field(default_factory=dict)
+    closed_upto: int | None = None
+
+    def offer(self, sensor: str | None, line: str, wall_cycle: int) -> tuple[str, str]:
+        """One line from ``sensor`` (the certificate's ID; None in plaintext mode, where the
+        line's ID is used) -> ``(reply, outcome)``; outcome is ``ok`` or the refusal's kind
+        (for the metrics)."""
+        try:
+            if line.startswith("{"):
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError
+                t_raw, a_raw = obj["t"], obj["a"]
+                u = str(obj["u"]) if "u" in obj else None
+            else:
+                fields = next(csv.reader([line]))
+                if len(fields) == 2:
+                    (t_raw, a_raw), u = fields, None
+                elif len(fields) == 3:
+                    t_raw, u, a_raw = fields
+                else:
+                    raise ValueError
+            t = float(t_raw)
+        except (ValueError, KeyError, TypeError, StopIteration):
+            return MALFORMED, "malformed"
+        if sensor is None:  # plaintext: the line names the sensor
+            if not u:
+                return "err the sensor id is missing (t,u,a)", "malformed"
+            if self.registry is not None and u not in self.registry:
+                return f"err sensor {u} is not registered at this gateway", "not_registered"
+            sensor = u
+        elif u is not None and u != sensor:
+            return (f"err the line names sensor {u!r} but the certificate is {sensor!r}",
+                    "foreign_id")
+        if not math.isfinite(t):
+            return "err time must be finite", "malformed"
+        if isinstance(a_raw, bool | dict | list | float):
+            return f"err value {a_raw!r} is not an integer or a text", "malformed"
+        value: Key = int(a_raw) if isinstance(a_raw, int) or _INT.match(str(a_raw)) else str(a_raw)
+        if self.domain is not None and value not in self.domain:
+            return f"err value {value!r} is outside the exact counter's domain", "domain"
+        cycle = math.floor((t - self.data_t0) / self.data_period)
+        if self.closed_upto is not None and cycle <= self.closed_upto:
+            return f"err late: cycle {cycle} is closed", "late"
+        if cycle > wall_cycle + self.ahead:
+            return f"err early: cycle {cycle} is more than {self.ahead} ahead", "early"
+        buf = self.buffer.setdefault(cycle, {})
+        if sensor in buf:
+            return f"err duplicate: {sensor} already reported cycle {cycle}", "duplicate"
+        if len(buf) >= MAX_READINGS_PER_CYCLE:
+            return "err buffer full", "full"
+        buf[sensor] = value
+        return f"ok {cycle}", "ok"
+
+    def close(self, cycle: int) -> tuple[list[tuple[str, Key]] | None, int]:
+        """Close ``cycle``: its readings in sensor-ID order (None if it was closed already) and
+        how many readings of earlier, never closed cycles were dropped."""
+        if self.closed_upto is not None and cycle <= self.closed_upto:
+            return None, 0
+        readings = sorted(self.buffer.pop(cycle, {}).items())
+        dropped = sum(len(self.buffer.pop(c)) for c in [c for c in self.buffer if c < cycle])
+        self.closed_upto = cycle
+        return readings, dropped
+
+
+class SensorServer:
+    """The sensor port: TLS (or, explicitly insecure, plain TCP) around a :class:`SensorIntake`.
+
+    ``wall_cycle`` tells the current cycle; ``count(outcome)`` is called once per line and
+    per refused connection (for the metrics).
+    """
+
+    def __init__(self, intake: SensorIntake, gateway: int, *, tls: ssl.SSLContext | None,
+                 revocations: Revocations, wall_cycle: Callable[[], int],
+                 count: Callable[[str], None], idle_timeout: float, max_connections: int,
+                 max_line: int) -> None:
+        self.intake, self.gateway, self.tls = intake, gateway, tls
+        self.revocations, self.wall_cycle, self.count = revocations, wall_cycle, count
+        self.idle_timeout, self.max_connections = idle_timeout, max_connections
+        self.max_line = max_line
+        self.connections = 0
+        self.role = sensor_role(gateway)
+
+    async def start(self, host: str, port: int) -> asyncio.Server:
+        return await asyncio.start_server(self.serve, host, port, ssl=self.tls,
+                                          ssl_handshake_timeout=10.0 if self.tls else None,
+                                          limit=self.max_line)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer: Any = writer.get_extra_info("peername")
+        sensor: str | None = None
+        ident = None
+        refused = 0
+        self.connections += 1
+        try:
+            if self.connections > self.max_connections:
+                self.count("busy")
+                log.warning("sensor connection from %s refused: %d connections open (max %d)",
+                            peer, self.connections - 1, self.max_connections)
+                writer.write(b"err busy: too many sensor connections\n")
+                return
+            if self.tls is not None:
+                ident, why = check_peer(writer.get_extra_info("ssl_object"), self.revocations,
+                                        (self.role,))
+                if why is None and ident is not None and (
+                        self.intake.registry is None or ident.name not in self.intake.registry):
+                    why = f"sensor {ident.name!r} is not in this gateway's registry"
+                if why is not None or ident is None:
+                    self.count("refused_certificate")
+                    log.warning("sensor connection from %s refused: %s", peer, why)
+                    writer.write(f"err refused: {why}\n".encode())
+                    return
+                sensor = ident.name
+            while True:
+                try:
+                    raw = await asyncio.wait_for(reader.readline(), self.idle_timeout)
+                except TimeoutError:
+                    log.debug("sensor %s (%s) idle for %g s: closed", sensor, peer,
+                              self.idle_timeout)
+                    return
+                except ValueError:  # longer than the stream's limit
+                    self.count("line_too_long")
+                    writer.write(f"err line too long (max {self.max_line} bytes)\n".encode())
+                    return
+                if not raw:
+                    return
+                if not raw.endswith(b"\n") and len(raw) >= self.max_line:
+                    self.count("line_too_long")
+                    writer.write(f"err line too long (max {self.max_line} bytes)\n".encode())
+                    return
+                line = raw.decode("utf-8", errors="replace").strip()
+                if ident is not None and self.revocations.is_revoked(ident.serial):
+                    self.count("refused_certificate")
+                    writer.write(b"err refused: certificate revoked\n")
+                    return
+                if line:
+                    reply, outcome = self.intake.offer(sensor, line, self.wall_cycle())
+                    self.count(outcome)
+                    if outcome != "ok":
+                        refused += 1
+                        if refused <= LOGGED_REFUSALS:
+                            log.info("sensor %s (%s): %s", sensor or "?", peer, reply)
+                    writer.write((reply + "\n").encode())
+                    await writer.drain()
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # stopping
+        finally:
+            if refused > LOGGED_REFUSALS:
+                log.warning("sensor %s (%s): %d lines refused on this connection (the first "
+                            "%d logged)", sensor or "?", peer, refused, LOGGED_REFUSALS)
+            self.connections -= 1
+            with contextlib.suppress(Exception):
+                writer.close()

@@ -1,0 +1,114 @@
+"""Prometheus metrics of the daemons (library ``prometheus-client``), and reading them back.
+
+Each daemon keeps its metrics in a registry of its own and, with ``metrics = "host:port"`` in
+its config, serves them at ``https://host:port/metrics`` over **mutual TLS with the site's CA**
+(TLS 1.3; the scraper presents a certificate of the CA, e.g. the ``monitor`` certificate that
+``pki init`` writes): a stranger on the network is not served (threat model). Prometheus
+scrapes it with ``scheme: https`` and a ``tls_config`` of ``ca_file``, ``cert_file``,
+``key_file`` and ``server_name`` (``gw3``, ``ce``). ``streamanon cluster status`` reads them.
+
+Gateway: ``dezent_cycles_completed_total``, ``dezent_cycles_skipped_total{reason}``,
+``dezent_ring_size`` (members of the last session this gateway took part in),
+``dezent_peers_up``, ``dezent_readings_total{outcome}`` (``ok`` or why refused),
+``dezent_tuples_published_total``, ``dezent_outbox_depth``, ``dezent_tuples_refused_total``
+(set aside after the CE refused them), ``dezent_ce_commit_seconds`` (batch sent -> ack),
+``dezent_last_cycle``. CE: ``dezent_ce_batches_total{outcome}``,
+``dezent_ce_tuples_stored_total``, ``dezent_ce_tuples_refused_total``,
+``dezent_ce_connections_refused_total``, ``dezent_ce_commit_seconds``, ``dezent_ce_rows``.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from streamanon.net.tls import split_address
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.cycles_completed = Counter("dezent_cycles_completed",
+                                        "Cycles whose rounds this gateway completed as "
+                                        "coordinator", registry=r)
+        self.cycles_skipped = Counter("dezent_cycles_skipped", "Cycles this gateway saw run "
+                                      "nothing, by reason", ["reason"], registry=r)
+        self.ring_size = Gauge("dezent_ring_size", "Members of the last session this gateway "
+                               "took part in", registry=r)
+        self.peers_up = Gauge("dezent_peers_up", "Peers this gateway holds a live link to",
+                              registry=r)
+        self.readings = Counter("dezent_readings", "Sensor readings by outcome (ok or why "
+                                "refused)", ["outcome"], registry=r)
+        self.published = Counter("dezent_tuples_published", "Tuples this gateway published "
+                                 "(into its outbox)", registry=r)
+        self.outbox_depth = Gauge("dezent_outbox_depth", "Tuples waiting for the CE's ack",
+                                  registry=r)
+        self.refused = Counter("dezent_tuples_refused", "Tuples the CE refused (set aside)",
+                               registry=r)
+        self.ce_commit = Histogram("dezent_ce_commit_seconds", "Batch sent to the CE until "
+                                   "its ack (after the commit)", buckets=_LATENCY_BUCKETS,
+                                   registry=r)
+        self.last_cycle = Gauge("dezent_last_cycle", "The last cycle this gateway closed",
+                                registry=r)
+
+
+class CEMetrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.batches = Counter("dezent_ce_batches", "Batches by outcome", ["outcome"],
+                               registry=r)
+        self.stored = Counter("dezent_ce_tuples_stored", "New tuples committed", registry=r)
+        self.refused = Counter("dezent_ce_tuples_refused", "Tuples refused as invalid",
+                               registry=r)
+        self.connections_refused = Counter("dezent_ce_connections_refused", "Connections "
+                                           "refused (not a gateway, revoked)", registry=r)
+        self.commit = Histogram("dezent_ce_commit_seconds", "Store commit of one batch",
+                                buckets=_LATENCY_BUCKETS, registry=r)
+        self.rows = Gauge("dezent_ce_rows", "Tuples the store holds", registry=r)
+
+
+def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, key: Path
+          ) -> Any:
+    """Serve ``registry`` on ``address`` (mutual TLS); returns the server (``shutdown()``)."""
+    host, port = split_address(address)
+    server, _thread = start_http_server(
+        port, host, registry=registry, certfile=str(cert), keyfile=str(key),
+        client_cafile=str(ca), client_auth_required=True,
+        tls_min_version=ssl.TLSVersion.TLSv1_3)
+    return server
+
+
+def scrape(address: str, server_name: str, *, ca: Path, cert: Path, key: Path,
+           timeout: float = 2.0) -> dict[str, float]:
+    """One daemon's metrics as ``{"name{label=value}": value}`` (counters without
+    ``_total``; histograms as ``_sum``/``_count``). The daemon must present the certificate
+    of ``server_name`` (``gw3``, ``ce``). Raises OSError when unreachable."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca))
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(str(cert), str(key))
+    host, port = split_address(address)
+    with socket.create_connection((host, port), timeout=timeout) as raw, \
+            ctx.wrap_socket(raw, server_hostname=server_name) as conn:
+        conn.sendall(f"GET /metrics HTTP/1.0\r\nHost: {server_name}\r\n\r\n".encode())
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode(errors="replace")
+    if " 200 " not in status + " ":
+        raise OSError(f"{address}: {status}")
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            name = s.name.removesuffix("_total")
+            if s.labels:
+                name += "{" + ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) + "}"
+            out[name] = float(s.value)
+    return out

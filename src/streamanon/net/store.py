@@ -1,0 +1,112 @@
+"""The central entity's store: one interface, a module per backend.
+
+* :mod:`.store_sqlite` (default; ``store = "ce.sqlite"``, a file path): WAL with
+  ``synchronous=FULL``, one ``BEGIN IMMEDIATE`` transaction per batch;
+* :mod:`.store_postgres` (``store = "postgresql://user@host:port/db"``, libpq's URI form,
+  driver psycopg 3): one transaction per batch, committed with PostgreSQL's default
+  ``synchronous_commit = on`` (the commit returns once its WAL record is flushed).
+
+Both give the same two guarantees the gateways rely on: :meth:`Store.store` returns only after
+the batch is durable (the CE acks after that), and storing the same ``(gateway, incarnation,
+sequence)`` again changes nothing (a retried batch is harmless). A store that fails (the
+database is down) raises :class:`StoreUnavailable`: the CE then closes the gateway's
+connection without an ack, and the gateway retries later from its outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from streamanon.net.framing import WireTuple
+
+# (gateway, incarnation hex, seq, cycle, t, u, a, received)
+Row = tuple[str, str, int, int, float, str, str, float]
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot take a batch now (nothing of the batch was committed)."""
+
+
+class Store(Protocol):
+    def store(self, gateway: str, incarnation: bytes, tuples: tuple[WireTuple, ...]) -> int:
+        """Commit a batch durably; returns how many tuples were new."""
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def is_postgres(spec: str | Path) -> bool:
+    """``postgresql://...`` or ``postgres://...`` select PostgreSQL; anything else is a path.
+
+    >>> is_postgres("postgresql://ce@127.0.0.1:5432/dezent"), is_postgres("ce.sqlite")
+    (True, False)
+    """
+    return str(spec).startswith(("postgresql://", "postgres://"))
+
+
+def open_store(spec: str | Path) -> Store:
+    if is_postgres(spec):
+        from streamanon.net.store_postgres import PostgresStore
+
+        return PostgresStore(str(spec))
+    from streamanon.net.store_sqlite import SQLiteStore
+
+    return SQLiteStore(Path(spec))
+
+
+def iter_rows(spec: str | Path) -> Iterator[Row]:
+    """Every stored tuple in time order (read-only)."""
+    if is_postgres(spec):
+        from streamanon.net.store_postgres import iter_rows as pg_rows
+
+        yield from pg_rows(str(spec))
+    else:
+        from streamanon.net.store_sqlite import iter_rows as sqlite_rows
+
+        yield from sqlite_rows(Path(spec))
+
+
+def format_time(t: float) -> str:
+    """``900.0 -> '900'``; fractional times keep their digits.
+
+    >>> format_time(900.0), format_time(0.5)
+    ('900', '0.5')
+    """
+    return str(int(t)) if float(t).is_integer() else repr(float(t))
+
+
+def export_csv(spec: str | Path, out: str | Path) -> int:
+    """Write the CE's tuples as ``t,u,a`` CSV (time order); returns the row count."""
+    from streamanon.io import RecordWriter
+
+    n = 0
+    with RecordWriter(out, "csv") as w:
+        for _g, _i, _s, _c, t, u, a, _r in iter_rows(spec):
+            w.write_columns([format_time(t)], [u], [a])
+            n += 1
+    return n
+
+
+def stored_rows(spec: str | Path) -> int:
+    """How many tuples a store holds (0 for a SQLite file that does not exist)."""
+    if not is_postgres(spec) and not Path(spec).exists():
+        return 0
+    store = open_store(spec)
+    try:
+        return store.count()
+    finally:
+        store.close()
+
+
+def clear_store(spec: str | Path) -> None:
+    """Delete every stored tuple (``cluster up --force`` on a PostgreSQL store)."""
+    if is_postgres(spec):
+        from streamanon.net.store_postgres import clear
+
+        clear(str(spec))
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(spec) + suffix).unlink(missing_ok=True)
