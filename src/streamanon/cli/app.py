@@ -1,17 +1,64 @@
-"""The typer application objects; command modules attach themselves to these."""
+"""The typer application objects; command modules attach themselves to these.
+
+Help texts are plain text: the root group (:class:`LiteralHelpGroup`) escapes every ``[`` of
+every command's and option's help once, so ``[lo,hi]`` or ``[t-Δt, t]`` is shown as written
+instead of being eaten as rich markup, and names arguments in upper case (``INPUT``) so that
+usage lines match the prose. Command modules therefore write brackets plainly.
+"""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
+
+_UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
+
+
+def literal(text: str | None) -> str | None:
+    r"""``text`` with every ``[`` escaped for rich markup (an escaped one is left alone).
+
+    >>> print(literal("ranges as [lo,hi], extra \\[flink]"))
+    ranges as \[lo,hi], extra \[flink]
+    """
+    return None if text is None else _UNESCAPED_BRACKET.sub(r"\\[", text)
+
+
+def _literal_help(command: Any) -> None:
+    for attr in ("help", "short_help", "epilog"):
+        setattr(command, attr, literal(getattr(command, attr, None)))
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = literal(param.help)  # type: ignore[attr-defined]
+        if param.param_type_name == "argument" and param.metavar is None and param.name:
+            param.metavar = param.name.upper()
+    for sub in getattr(command, "commands", {}).values():
+        _literal_help(sub)
+
+
+class LiteralHelpGroup(TyperGroup):
+    """The root command group: built last, it makes every help text below it literal."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _literal_help(self)
+
 
 app = typer.Typer(
     name="streamanon",
+    cls=LiteralHelpGroup,
     help=(
         "Anonymize data streams before anyone untrusted sees them.\n\n"
         "z-anonymity (`z`), decentralized z-anonymity (deZent), and CASTLE k_s-anonymity with "
         "l-diversity. Every command prints a summary that adds up (read = published + "
         "suppressed + rejected); add --json for one JSON object instead of the table. "
-        "Start with `streamanon demo`."
+        "Rows go to stdout only with -o -, and then nothing else does.\n\n"
+        "Exit codes: 0 ok, 1 a check found a problem, 2 usage or input error (nothing "
+        "written), 70 internal error, 130 interrupted (143 terminated).\n\n"
+        "Start with `streamanon demo`: it writes trace.csv, in.csv and rules.toml for the "
+        "README's quick tour."
     ),
     no_args_is_help=True,
     add_completion=False,
