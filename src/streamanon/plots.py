@@ -9,6 +9,7 @@ would expect it to be gets a caption line saying so and why.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -214,11 +215,12 @@ def castle_info_loss_vs_k(
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(title, fontsize=10)
     if falling:
-        fig.text(0.01, 0.01, "Not monotone in k: " + ", ".join(sorted(falling)) + ". CASTLE "
-                 "picks clusters by their loss over all attributes, so a larger k can widen one "
-                 "attribute\nand narrow another; loss is averaged over released tuples only.",
-                 fontsize=7, ha="left", va="bottom")
-        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        caption = ("Not monotone in k: " + ", ".join(sorted(falling)) + ". CASTLE picks "
+                   "clusters by their loss over all attributes, so a larger k can widen one "
+                   "attribute and narrow another; loss is averaged over released tuples only.")
+        lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 15))
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.03 * len(lines) + 0.02, 1, 1))
     return _save(fig, path, layout=not falling)
 
 

@@ -332,7 +332,7 @@ def _ints(text: str, option: str) -> list[int]:
 
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
-SEVEN_NAME = "numeric attributes of the CASTLEGUARD comparison"
+SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"
 
 
 def run_experiment(

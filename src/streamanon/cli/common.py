@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -111,6 +112,16 @@ def warn(message: str, summary: dict[str, Any] | None = None) -> None:
     print(f"warning: {message}", file=sys.stderr)
     if summary is not None:
         summary.setdefault("warnings", []).append(message)
+
+
+def cli_wording(message: str, names: Mapping[str, str]) -> str:
+    """A core's error message with its parameter names replaced by the user's option names.
+
+    >>> cli_wording("p_pub must be in (0, 1], got 0.0", {"p_pub": "--p-pub"})
+    '--p-pub must be in (0, 1], got 0.0'
+    """
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    return pattern.sub(lambda m: names[m.group(1)], message) if names else message
 
 
 def require_input(path: str | Path, what: str = "INPUT") -> None:
