@@ -21,6 +21,7 @@ from streamanon.castle.verify import CastleCheckReport, check_castle
 from streamanon.cli.app import app, experiment_app, verify_app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
+    JSON_DATA_HELP,
     JSON_HELP,
     OUTPUT_FORMAT_HELP,
     REJECTS_HELP,
@@ -238,7 +239,7 @@ def castle_command(
     on_error: OnError = on_error_option,
     rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
                                  "OUTPUT.rejects.jsonl (with -o -: only counted)."),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
     """k_s-anonymize a stream with CASTLE (and l-diversity): clusters of >= k individuals.

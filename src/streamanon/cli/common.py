@@ -54,7 +54,8 @@ TOLERANCE_HELP = (
     "Seconds a record may be late (behind the latest time seen). Late within the tolerance: "
     "re-stamped to the latest time and counted; later: rejected."
 )
-JSON_HELP = (
+JSON_HELP = "Print the summary as one JSON object on stdout instead of a table."
+JSON_DATA_HELP = (
     "Print the summary as one JSON object instead of a table: on stdout, or on stderr when "
     "stdout carries the rows (-o -)."
 )

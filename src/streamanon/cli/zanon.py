@@ -12,7 +12,7 @@ import typer
 from streamanon.cli.app import app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
-    JSON_HELP,
+    JSON_DATA_HELP,
     OUTPUT_FORMAT_HELP,
     REJECTS_HELP,
     SUMMARY_HELP,
@@ -139,7 +139,7 @@ def z_command(
     pk: float = typer.Option(0.8, "--pk", min=0, max=1, help="With --adaptive: target share."),
     rate: float = typer.Option(1800.0, "--rate", min=0, help="With --adaptive: seconds between "
                                "updates of z."),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
     """Publish each tuple at its most specific level seen by >= z users within Δt, else suppress.
