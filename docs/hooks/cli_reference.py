@@ -18,7 +18,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
 
 def _plain(text: str | None) -> str:
     """Help text as written: undo the rich-markup escaping of the app."""
-    return (text or "").replace("\\[", "[")
+    return (text or "").replace("\\[", "[").replace("\b", "")
 
 
 def _md(text: str) -> str:

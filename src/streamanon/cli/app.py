@@ -2,19 +2,24 @@
 
 Help texts are plain text: the root group (:class:`LiteralHelpGroup`) escapes every ``[`` of
 every command's and option's help once, so ``[lo,hi]`` or ``[t-Δt, t]`` is shown as written
-instead of being eaten as rich markup, and names arguments in upper case (``INPUT``) so that
-usage lines match the prose. Command modules therefore write brackets plainly.
+instead of being eaten as rich markup; it joins the lines of each docstring paragraph (the
+terminal wraps them; indented examples keep theirs), and names arguments in upper case in the
+usage line as in the prose (``streamanon z [OPTIONS] INPUT``). Command modules therefore write
+brackets plainly.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
+_EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")
 
 
 def literal(text: str | None) -> str | None:
@@ -26,14 +31,44 @@ def literal(text: str | None) -> str | None:
     return None if text is None else _UNESCAPED_BRACKET.sub(r"\\[", text)
 
 
+def reflow(text: str | None) -> str | None:
+    """Docstring paragraphs as single lines (the terminal wraps them); indented blocks, such
+    as examples, keep their lines.
+
+    >>> reflow("First line\\nof a paragraph. Example:\\n\\n    cmd --x 1")
+    'First line of a paragraph.\\n\\nExample:\\n\\n\\x08    cmd --x 1'
+    """
+    if text is None:
+        return None
+    out = []
+    for p in inspect.cleandoc(text).split("\n\n"):
+        if p.startswith("\b"):
+            out.append(p)
+        elif p.startswith(" "):
+            # typer dedents the help once more; a leading "\b" (dropped when shown, as rich
+            # drops control characters) keeps an example block indented as written
+            out.append("\n".join("\b" + line for line in p.splitlines()))
+        else:  # a closing "Example:" on its own line keeps the example below it indented
+            out.append(_EXAMPLE.sub(r"\n\n\1", " ".join(p.split())))
+    return "\n\n".join(out)
+
+
+def _usage_name(name: str, required: bool) -> Callable[[], str]:
+    return lambda: name if required else f"[{name}]"
+
+
 def _literal_help(command: Any) -> None:
+    command.help = reflow(command.help)
     for attr in ("help", "short_help", "epilog"):
         setattr(command, attr, literal(getattr(command, attr, None)))
     for param in command.params:
         if getattr(param, "help", None):
             param.help = literal(param.help)  # type: ignore[attr-defined]
-        if param.param_type_name == "argument" and param.metavar is None and param.name:
-            param.metavar = param.name.upper()
+        if param.param_type_name == "argument" and param.name:
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            if hasattr(param, "_usage_display_name"):  # typer writes a required one as {NAME}
+                param._usage_display_name = _usage_name(param.metavar, param.required)
     for sub in getattr(command, "commands", {}).values():
         _literal_help(sub)
 
