@@ -1,20 +1,79 @@
-"""One function per figure; each writes a PNG and names its parameters in the title."""
+"""One function per figure; each writes a PNG and names its parameters in the title.
+
+Rules every figure follows, so that none misleads: ticks at the values that were run, labelled
+as plain numbers (``80``, ``10k``, never ``8×10¹``); series that coincide are labelled as
+identical instead of one hiding the other; when a figure has many lines, the ones a table
+reports are drawn strongly and the rest faded; a curve that is not monotone where a reader
+would expect it to be gets a caption line saying so and why.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import (
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 
-def _save(fig: Figure, path: str | Path) -> Path:
+def plain_number(x: float, _pos: object = None) -> str:
+    """A tick label without exponents: ``80``, ``2.5``, ``12k``, ``3M``.
+
+    >>> [plain_number(x) for x in (80, 0.25, 1000, 12_000, 3_000_000, 2.5e9)]
+    ['80', '0.25', '1k', '12k', '3M', '2.5G']
+    """
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:g}{suffix}"
+    return f"{x:g}"
+
+
+def _plain_axis(ax: Axes, axis: str = "y", ticks: Sequence[float] | None = None) -> None:
+    """Plain labels on ``axis``; with ``ticks``, exactly those ticks and no minor ones."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    if ticks is not None:
+        target.set_major_locator(FixedLocator(sorted(set(ticks))))
+        target.set_minor_locator(NullLocator())
+    elif target.get_scale() == "log":  # 1-2-5 steps: labels even within a single decade
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        target.set_minor_locator(NullLocator())
+    target.set_major_formatter(FuncFormatter(plain_number))
+    target.set_minor_formatter(NullFormatter())
+
+
+def _same(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> bool:
+    return len(a) == len(b) and all(
+        x1 == x2 and abs(y1 - y2) <= 1e-12 for (x1, y1), (x2, y2) in zip(
+            sorted(a), sorted(b), strict=True))
+
+
+def not_monotone(xs: Sequence[float], ys: Sequence[float], tol: float = 0.005) -> bool:
+    """True when ``ys`` falls by more than ``tol`` somewhere as ``xs`` grows.
+
+    >>> not_monotone([2, 5, 10], [0.1, 0.3, 0.298]), not_monotone([2, 5, 10], [0.1, 0.3, 0.2])
+    (False, True)
+    """
+    pts = sorted(zip(xs, ys, strict=True))
+    return any(b[1] < a[1] - tol for a, b in pairwise(pts))
+
+
+def _save(fig: Figure, path: str | Path, layout: bool = True) -> Path:
     """Lay out, write the PNG and free the figure (every plot ends here)."""
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -28,16 +87,20 @@ def publication_ratio_vs_z(
     fig, ax = plt.subplots(figsize=(6, 4))
     styles = [("-", "o", 8), ("--", "s", 5), (":", "^", 5), ("-.", "D", 4)]
     ticks: set[float] = set()
+    names = list(series)
     for i, (label, points) in enumerate(series.items()):
         xs, ys = zip(*sorted(points), strict=True)
         line, marker, size = styles[i % len(styles)]
-        # identical series (deZent with an exact count == centralized) must stay visible
+        # identical series (deZent with an exact count == centralized) stay visible and are
+        # named as identical, so that a hidden line is never mistaken for a missing one
+        twin = next((n for n in names[:i] if _same(series[n], points)), None)
+        if twin is not None:
+            label = f"{label} (identical to {twin}: lines overlap)"
         ax.plot(xs, ys, linestyle=line, marker=marker, markersize=size, label=label,
                 fillstyle="none" if i else "full")
         ticks.update(xs)
     ax.set_xscale("log")
-    ax.set_xticks(sorted(ticks), [f"{x:g}" for x in sorted(ticks)])
-    ax.minorticks_off()
+    _plain_axis(ax, "x", sorted(ticks))
     ax.set_xlabel("z")
     ax.set_ylabel("publication ratio")
     ax.set_ylim(0, 1.02)
@@ -55,12 +118,20 @@ def dezent_cost_vs_gateways(
     """deZent: messages and bytes per scenario (all links) against the number of gateways."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, series, label in ((axes[0], messages, "messages"), (axes[1], bytes_, "bytes")):
-        for name, points in series.items():
+        xs_all: set[float] = set()
+        names = list(series)
+        for i, (name, points) in enumerate(series.items()):
             xs, ys = zip(*sorted(points), strict=True)
-            ax.plot(xs, ys, marker="o", label=name)
+            xs_all.update(xs)
+            twin = next((n for n in names[:i] if _same(series[n], points)), None)
+            shown = f"{name} (identical to {twin})" if twin else name
+            ax.plot(xs, ys, marker="o", label=shown, linestyle="--" if twin else "-",
+                    fillstyle="none" if twin else "full")
         ax.set_xlabel("gateways")
         ax.set_ylabel(f"{label} per simulated day (all links)")
         ax.set_yscale("log")
+        _plain_axis(ax, "x", sorted(xs_all))
+        _plain_axis(ax, "y")
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(title, fontsize=10)
@@ -89,6 +160,7 @@ def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | P
     xs, ys = zip(*sorted(points), strict=True)
     ax.plot(xs, ys, marker="o")
     ax.set_xscale("log")
+    _plain_axis(ax, "x", xs)
     ax.set_xlabel("CBF bytes per ring message")
     ax.set_ylabel("violations per run (mean over seeds)")
     ax.set_title(title)
@@ -98,33 +170,58 @@ def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | P
 
 def castle_info_loss_vs_k(
     runs: Sequence[Mapping[str, object]], attributes: Sequence[str], path: str | Path,
-    title: str,
+    title: str, highlight: Sequence[str] = (), highlight_name: str = "highlighted",
 ) -> Path:
     """CASTLE: mean information loss per attribute against k, one panel per δ.
 
-    ``runs`` are experiment rows with ``k``, ``delta`` and ``info_loss_<attribute>`` keys.
+    ``runs`` are experiment rows with ``k``, ``delta`` and ``info_loss_<attribute>`` keys. The
+    ``highlight`` attributes (the ones a table reports, e.g. the seven numeric ones) are drawn
+    in colour with their mean as a thick black line (``highlight_name`` names it); the other
+    attributes are faded. The x axis shows the k values that were run. Curves that fall as k
+    rises are named in a caption line, with the reason.
     """
     deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
-    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.5),
+    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.8),
                              squeeze=False, sharey=True)
-    colors = plt.get_cmap("tab20").colors
+    strong = [a for a in attributes if a in highlight] or list(attributes)
+    faded = [a for a in attributes if a not in strong]
+    colors = plt.get_cmap("tab10").colors
+    falling: set[str] = set()
     for ax, delta in zip(axes[0], deltas, strict=True):
-        ax.set_prop_cycle(color=colors)
         sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
                      key=lambda r: float(r["k"]))  # type: ignore[arg-type]
         ks = [float(r["k"]) for r in sel]  # type: ignore[arg-type]
-        for a in attributes:
+        for i, a in enumerate(faded):
             ax.plot(ks, [float(r[f"info_loss_{a}"]) for r in sel],  # type: ignore[arg-type]
-                    marker="o", label=a)
-        ax.set_xscale("log", base=2)
+                    color="0.6", alpha=0.5, linewidth=1,
+                    label="other attributes (faded)" if i == 0 else None)
+        for i, a in enumerate(strong):
+            ys = [float(r[f"info_loss_{a}"]) for r in sel]  # type: ignore[arg-type]
+            ax.plot(ks, ys, marker="o", markersize=4, color=colors[i % len(colors)], label=a)
+            if not_monotone(ks, ys):
+                falling.add(a)
+        if highlight and len(strong) > 1:
+            mean = [sum(float(r[f"info_loss_{a}"]) for a in strong) / len(strong)  # type: ignore[arg-type]
+                    for r in sel]
+            ax.plot(ks, mean, color="black", linewidth=3, marker="s",
+                    label=f"mean of the {len(strong)} {highlight_name}")
+        ax.set_xscale("log")
+        _plain_axis(ax, "x", ks)
         ax.set_xlabel("k")
         ax.set_title(f"δ = {delta:,}")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("mean information loss")
+    axes[0][0].set_ylabel("mean information loss (released tuples)")
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    if falling:
+        caption = ("Not monotone in k: " + ", ".join(sorted(falling)) + ". CASTLE picks "
+                   "clusters by their loss over all attributes, so a larger k can widen one "
+                   "attribute and narrow another; loss is averaged over released tuples only.")
+        lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 15))
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.03 * len(lines) + 0.02, 1, 1))
+    return _save(fig, path, layout=not falling)
 
 
 def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
@@ -142,8 +239,10 @@ def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title
             ax.plot([float(r["k"]) for r in sel],  # type: ignore[arg-type]
                     [float(r[key]) * scale for r in sel],  # type: ignore[arg-type]
                     marker="o", label=f"δ = {delta:,}")
-        ax.set_xscale("log", base=2)
+        ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_axis(ax, "x", [float(r["k"]) for r in runs])  # type: ignore[arg-type]
+        _plain_axis(ax, "y")
         ax.set_xlabel("k")
         ax.set_title(label)
         ax.grid(alpha=0.3)

@@ -61,7 +61,7 @@ def test_simulate_table_and_bad_options():
 def test_experiment_grid_rows_plots_and_parallel_determinism(tmp_path):
     args = ["experiment", "dezent", "--gateways", "2,3", "--z", "1,3", "--seeds", "1-2",
             "--max-sn", "4", "--days", "0.25", "--cbf-keys", "3,30", "--json"]
-    code, out = run(*args, "--jobs", "1", "--out", str(tmp_path / "a"))
+    code, out = run(*args, "--jobs", "1", "--workdir", str(tmp_path / "a"))
     assert code == 0, out
     summary = json.loads(out)
     assert summary["runs"] == 2 * 2 * 2 + 2 * 2
@@ -73,7 +73,7 @@ def test_experiment_grid_rows_plots_and_parallel_determinism(tmp_path):
         assert col in rows[0] and all(r[col] != "" for r in rows)
     names = sorted(p.split("/")[-1].split("_")[1] for p in summary["plots"])
     assert names == ["collusion", "cost", "publication", "publication", "violations"]
-    code, out2 = run(*args, "--jobs", "2", "--out", str(tmp_path / "b"))
+    code, out2 = run(*args, "--jobs", "2", "--workdir", str(tmp_path / "b"))
     assert code == 0, out2
     with open(json.loads(out2)["csv"]) as fh:
         assert list(csv.DictReader(fh)) == rows

@@ -138,3 +138,26 @@ def test_chunk_boundaries_keep_line_numbers(monkeypatch):
     recs, bad = read(text, on_error="skip")
     assert [r.line for r in recs] == list(range(2, 52))
     assert [b.line for b in bad] == [52]
+
+
+def test_rejected_lines_are_echoed_as_written_and_never_merged() -> None:
+    """Finding 11 (echoed lines rebuilt) and finding 2 (an unclosed quote swallowed the next
+    line): each bad line is reported by its number with its own text, and the next line is
+    read on its own."""
+    text = 't,u,a\n1, alice ,x\nlater, bob ,x\n2,carol,"open\n3,dave,x\n'
+    rejects: list = []
+    batches = list(iter_batches(io.StringIO(text), "csv", on_error="skip",
+                                rejects=rejects.append))
+    rows = [(r.line, r.u) for b in batches for r in b.records()]
+    assert rows == [(2, "alice"), (5, "dave")]
+    assert [(r.line, r.text) for r in rejects] == [(3, "later, bob ,x"), (4, '2,carol,"open')]
+
+
+def test_undecodable_lines_are_rejected_one_by_one(tmp_path) -> None:
+    src = tmp_path / "latin.csv"
+    src.write_bytes("t,u,a\n1,a,x\n2,b,caf\xe9\n3,c,x\n".encode("latin-1"))
+    rejects: list = []
+    rows = [r.u for b in iter_batches(src, on_error="skip", rejects=rejects.append)
+            for r in b.records()]
+    assert rows == ["a", "c"]
+    assert [r.line for r in rejects] == [3] and "not UTF-8" in rejects[0].reason

@@ -1,11 +1,26 @@
-"""Shared CLI plumbing: summaries (table or --json), error exits, the bad-input options."""
+"""Shared CLI plumbing: summaries (table or --json), error exits, safe outputs, progress.
+
+The rules every command follows (documented for users in docs/reference/exit-codes.md):
+
+* exit codes come from :class:`~streamanon.cli.exitcodes.ExitCode` only;
+* standard output is for data: with ``-o -`` the rows go to stdout and every summary, human or
+  ``--json``, goes to stderr (or to ``--summary FILE``); without ``-o -``, ``--json`` prints
+  the summary on stdout;
+* every file a command writes goes through :func:`writing` (an
+  :class:`~streamanon.io.output.OutputSet`): no output may be an input, files are replaced only
+  when the run succeeds, and a failed or interrupted run says on stderr what was not written;
+* bad input is a one-line ``error:`` naming the file and line and what to do, never a
+  traceback;
+* progress bars appear on a terminal only (stderr), and only for work that takes a while.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,13 +36,18 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
-from streamanon.io import OnError
+from streamanon.cli.exitcodes import ExitCode
+from streamanon.io import InputError, OnError
+from streamanon.io.output import OutputError, OutputSet, Terminated
+from streamanon.io.readers import UnreadableInputError
 
 ON_ERROR_HELP = (
-    "What to do with a bad input line (malformed, missing field, non-finite or backwards "
-    "time, oversized value): 'fail' stops with a one-line message naming the line (exit 2); "
-    "'skip' writes it to the rejects file and goes on."
+    "What to do with a bad input line (malformed, unclosed quote, missing field, not UTF-8, "
+    "non-finite or backwards time, oversized value): 'fail' stops with a one-line message "
+    "naming the line (exit 2, nothing written); 'skip' writes it to the rejects file and goes "
+    "on."
 )
 REJECTS_HELP = "With --on-error skip: write rejected lines here as JSON Lines."
 TOLERANCE_HELP = (
@@ -35,21 +55,34 @@ TOLERANCE_HELP = (
     "re-stamped to the latest time and counted; later: rejected."
 )
 JSON_HELP = "Print the summary as one JSON object on stdout instead of a table."
+JSON_DATA_HELP = (
+    "Print the summary as one JSON object instead of a table: on stdout, or on stderr when "
+    "stdout carries the rows (-o -)."
+)
+SUMMARY_HELP = "Also write the summary as JSON to this file (replaced only on success)."
+INPUT_FORMAT_HELP = "Format of INPUT: csv or jsonl (default: by extension, else csv)."
+OUTPUT_FORMAT_HELP = "Format of the output: csv or jsonl (default: by extension, else csv)."
 
 on_error_option = typer.Option(OnError.fail, "--on-error", help=ON_ERROR_HELP)
 
 err_console = Console(stderr=True)
 
+#: Files at least this large get a progress bar (on a terminal): a second or more of work.
+PROGRESS_MIN_BYTES = 32 << 20
+
 
 @contextmanager
-def file_progress(path: str | Path, description: str) -> Iterator[Callable[[int], None] | None]:
+def file_progress(
+    path: str | Path, description: str, min_bytes: int = PROGRESS_MIN_BYTES
+) -> Iterator[Callable[[int], None] | None]:
     """A rich progress bar over the bytes of ``path`` when the run will take a while.
 
-    Shown only on a terminal and for files over 64 MiB (a few seconds of work); yields the
-    callback to give :func:`streamanon.io.iter_batches`, or None.
+    Shown only on a terminal and for files of at least ``min_bytes``; yields the callback to
+    give the reader (:func:`streamanon.io.iter_batches`, :class:`~streamanon.io.rows.RowReader`),
+    or None.
     """
     size = os.path.getsize(path) if str(path) != "-" and os.path.isfile(path) else 0
-    if size < 64 << 20 or not err_console.is_terminal:
+    if size < min_bytes or not err_console.is_terminal:
         yield None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
@@ -59,10 +92,115 @@ def file_progress(path: str | Path, description: str) -> Iterator[Callable[[int]
         yield lambda n: bar.advance(task, n)
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Exit with a one-line ``error:`` message on stderr."""
+@contextmanager
+def status(message: str) -> Iterator[None]:
+    """A spinner with ``message`` on a terminal while a step runs; nothing otherwise."""
+    if not err_console.is_terminal:
+        yield
+        return
+    with err_console.status(message):
+        yield
+
+
+def fail(message: str, code: int = ExitCode.USAGE) -> NoReturn:
+    """Exit with a one-line ``error:`` message on stderr (exit 2 unless told otherwise)."""
     print(f"error: {message}", file=sys.stderr)
-    raise typer.Exit(code)
+    raise typer.Exit(int(code))
+
+
+def warn(message: str, summary: dict[str, Any] | None = None) -> None:
+    """A ``warning:`` line on stderr, also kept in ``summary["warnings"]`` when given."""
+    print(f"warning: {message}", file=sys.stderr)
+    if summary is not None:
+        summary.setdefault("warnings", []).append(message)
+
+
+def cli_wording(message: str, names: Mapping[str, str]) -> str:
+    """A core's error message with its parameter names replaced by the user's option names.
+
+    >>> cli_wording("p_pub must be in (0, 1], got 0.0", {"p_pub": "--p-pub"})
+    '--p-pub must be in (0, 1], got 0.0'
+    """
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    return pattern.sub(lambda m: names[m.group(1)], message) if names else message
+
+
+def require_input(path: str | Path, what: str = "INPUT") -> None:
+    """Fail (exit 2) unless ``path`` is ``-`` or a readable file, naming ``what``."""
+    if str(path) == "-":
+        return
+    p = Path(path)
+    if not p.exists():
+        fail(f"{what} {path}: no such file")
+    if p.is_dir():
+        fail(f"{what} {path}: is a folder; give a file")
+    if not os.access(p, os.R_OK):
+        fail(f"{what} {path}: permission denied")
+
+
+def check_format(value: str | None, option: str) -> str | None:
+    """Fail (exit 2) unless ``value`` is None, csv or jsonl; returns it lower-cased."""
+    if value is None:
+        return None
+    if value.lower() not in ("csv", "jsonl"):
+        fail(f"{option} {value}: use csv or jsonl")
+    return value.lower()
+
+
+def _os_error(exc: OSError, outs: OutputSet) -> str:
+    name = outs.display(exc.filename) if exc.filename else None
+    reason = exc.strerror or str(exc)
+    return f"{name}: {reason}" if name else reason
+
+
+@contextmanager
+def writing(inputs: Iterable[str | Path | None], *, skip_hint: bool = False
+            ) -> Iterator[OutputSet]:
+    """Run a command's work inside an :class:`OutputSet` and turn failures into exit codes.
+
+    ``inputs`` are the files the command reads (no output may be one of them). Inside the
+    block, register every output with ``outs.add(target, "--option")`` and write to the path
+    it returns. Bad input or a refused output exits 2, Ctrl-C 130, SIGTERM 143; each says on
+    stderr which files were not written (they keep their previous content). ``skip_hint``
+    adds the --on-error skip hint to a bad-line error.
+    """
+    outs = OutputSet(inputs)
+    try:
+        with outs:
+            yield outs
+    except OutputError as exc:
+        fail(str(exc))
+    except UnreadableInputError as exc:
+        _fail_after(str(exc), outs)
+    except InputError as exc:
+        hint = " (fix the line, or give --on-error skip to set bad lines aside)" if (
+            skip_hint) else ""
+        _fail_after(f"{exc}{hint}", outs)
+    except BrokenPipeError:
+        if outs.targets:
+            print(f"error: standard output was closed by its reader; "
+                  f"{outs.describe_failure()}", file=sys.stderr)
+        _quiet_broken_pipe()
+    except OSError as exc:
+        _fail_after(_os_error(exc, outs), outs)
+    except (KeyboardInterrupt, Terminated) as exc:
+        code = ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED
+        what = "terminated" if code == ExitCode.TERMINATED else "interrupted"
+        print(f"{what}: {outs.describe_failure()}", file=sys.stderr)
+        raise typer.Exit(int(code)) from None
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """The reader of stdout went away (``| head``): stop quietly, as Unix tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(int(ExitCode.BROKEN_PIPE))
+
+
+def _fail_after(message: str, outs: OutputSet) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    print(f"  {outs.describe_failure()}", file=sys.stderr)
+    raise typer.Exit(int(ExitCode.USAGE))
 
 
 def _flatten(prefix: str, value: Any, rows: list[tuple[str, str]]) -> None:
@@ -73,17 +211,32 @@ def _flatten(prefix: str, value: Any, rows: list[tuple[str, str]]) -> None:
         rows.append((prefix, f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"))
     elif isinstance(value, int) and not isinstance(value, bool):
         rows.append((prefix, f"{value:,}"))
+    elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        rows.append((prefix, "\n".join(value)))
     else:
         rows.append((prefix, str(value)))
 
 
-def print_summary(title: str, summary: Mapping[str, Any], as_json: bool) -> None:
-    """One JSON object on stdout (``--json``), else a two-column table on stderr.
+def write_summary(path: str | Path | None, summary: Mapping[str, Any]) -> None:
+    """Write the summary as JSON to ``path`` (``--summary``: a path from ``outs.add``)."""
+    if path is not None:
+        Path(path).write_text(json.dumps(summary, default=str) + "\n", encoding="utf-8")
 
-    The table goes to stderr so that ``-o -`` (published rows on stdout) stays clean.
+
+def print_summary(title: str, summary: Mapping[str, Any], as_json: bool, *,
+                  stdout_has_data: bool = False) -> None:
+    """The run's summary: ``--json`` as one JSON object, else a two-column table on stderr.
+
+    The JSON goes to stdout, unless ``stdout_has_data`` (the rows went to stdout with
+    ``-o -``): then to stderr, so stdout stays rows only. Call it after the outputs are
+    committed (after the :func:`writing` block), so a closed stdout cannot undo them.
     """
     if as_json:
-        print(json.dumps(summary, default=str))
+        try:
+            print(json.dumps(summary, default=str),
+                  file=sys.stderr if stdout_has_data else sys.stdout, flush=True)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
         return
     table = Table(title=title, show_header=False)
     table.add_column("", style="bold")
@@ -91,5 +244,5 @@ def print_summary(title: str, summary: Mapping[str, Any], as_json: bool) -> None
     rows: list[tuple[str, str]] = []
     _flatten("", summary, rows)
     for k, v in rows:
-        table.add_row(k, v)
+        table.add_row(Text(k), Text(v))  # Text: a value like [lo,hi] is not rich markup
     err_console.print(table)

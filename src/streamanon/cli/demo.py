@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,12 @@ from rich.table import Table
 
 from streamanon.cli.app import app
 from streamanon.cli.castle import castle_demo
+from streamanon.cli.common import JSON_HELP, status, writing
 from streamanon.cli.dezent import dezent_demo
 from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io import read_records
+from streamanon.io.output import OutputSet
 from streamanon.zanon import ZAnonymizer
 from streamanon.zanon.verify import check_z
 
@@ -23,12 +26,16 @@ console = Console(stderr=True)
 
 
 def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
-    """z-anonymity over a hierarchical Zipf trace for several z; verified and plotted."""
+    """z-anonymity over a hierarchical Zipf trace for several z; verified and plotted.
+
+    Also writes ``trace.csv``, the file of the README's quick tour.
+    """
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
 
     delta_t = 3600.0
     trace = write_trace(workdir / f"z-trace_n{n}_seed{seed}.csv",
                         zipf_trace(n, n_users=2000, n_values=10_000, levels=3, seed=seed))
+    shutil.copyfile(trace, workdir / "trace.csv")
     inputs = list(read_records(trace))
     table = Table(title=f"z-anonymity on {trace.name} (Δt = {delta_t:g} s)")
     for col in ("z", "published", "ratio", "per level (coarse..fine)", "checker", "tuples/s"):
@@ -36,7 +43,8 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     results = []
     for z in (2, 5, 10, 20, 50, 100):
         out = workdir / f"z-published_z{z}_dt{delta_t:g}.csv"
-        stats = run_z(trace, out, ZAnonymizer(z, delta_t))
+        with OutputSet([trace]) as outs:
+            stats = run_z(trace, outs.add(out), ZAnonymizer(z, delta_t))
         report = check_z(inputs, read_records(out, monotone=False), z, delta_t)
         levels = stats.details["published_per_level"]
         table.add_row(str(z), f"{stats.published:,}", f"{stats.details['publication_ratio']:.3f}",
@@ -48,33 +56,55 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
         if not report.ok:
             raise RuntimeError(f"checker failed for z={z}: {report.first_problem}")
     console.print(table)
-    plot = publication_ratio_vs_z(
-        {f"Δt={delta_t:g}s": [(r["z"], r["publication_ratio"]) for r in results]},
-        workdir / f"z-publication-ratio-vs-z_dt{delta_t:g}.png",
-        f"z-anonymity: publication ratio vs z ({n:,} tuples, 2,000 users)",
-    )
-    console.print(f"plot: {plot}")
+    plot = workdir / f"z-publication-ratio-vs-z_dt{delta_t:g}.png"
+    with OutputSet() as outs:
+        publication_ratio_vs_z(
+            {f"Δt={delta_t:g}s": [(r["z"], r["publication_ratio"]) for r in results]},
+            outs.add(plot), f"z-anonymity: publication ratio vs z ({n:,} tuples, 2,000 users)")
+    console.print(f"plot: {plot}", markup=False)
     return {"trace": str(trace), "runs": results, "plot": str(plot)}
+
+
+#: The files `streamanon demo` leaves for the README's quick tour (and docs/getting-started).
+TOUR_FILES = {"trace.csv": "a (t,u,a) trace for streamanon z",
+              "in.csv": "ASHRAE-shaped rows for streamanon castle",
+              "rules.toml": "CASTLE rules for in.csv"}
 
 
 @app.command("demo")
 def demo(
     workdir: Path = typer.Option(Path("streamanon-demo"), "--workdir",
-                                 help="Where inputs, outputs and plots are written."),
+                                 help="Where inputs, outputs and plots are written (created)."),
     seed: int = typer.Option(1, "--seed", help="Seed of every generated data set."),
     z_tuples: int = typer.Option(100_000, "--z-tuples", min=100,
                                  help="Length of the z-anonymity trace."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Run every operator on embedded default data, check each guarantee, and plot trade-offs.
 
-    Writes everything (inputs, outputs named by their parameters, PNG plots) to --workdir.
+    Writes everything (inputs, outputs named by their parameters, PNG plots, summary.json) to
+    --workdir, plus trace.csv, in.csv and rules.toml: the files of the README's quick tour
+    (cd into --workdir and follow it). Example:
+
+        streamanon demo --workdir streamanon-demo --seed 1
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    summary = {"workdir": str(workdir), "seed": seed, "z": z_demo(workdir, seed, z_tuples),
-               "dezent": dezent_demo(workdir, seed), "castle": castle_demo(workdir, seed)}
-    (workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    with writing([]) as outs:
+        with status(f"z-anonymity: 6 values of z on {z_tuples:,} tuples, each checked..."):
+            z_part = z_demo(workdir, seed, z_tuples)
+        with status("deZent: a day of 25 gateways, three scenarios and three z..."):
+            dezent_part = dezent_demo(workdir, seed)
+        with status("CASTLE: k=5 checked, then k=2, 10, 20 for the loss plot..."):
+            castle_part = castle_demo(workdir, seed)
+        summary = {"workdir": str(workdir), "seed": seed, "z": z_part, "dezent": dezent_part,
+                   "castle": castle_part,
+                   "quick_tour_files": {str(workdir / f): what for f, what in TOUR_FILES.items()}}
+        Path(outs.add(workdir / "summary.json")).write_text(
+            json.dumps(summary, indent=2, default=str))
     if as_json:
         print(json.dumps(summary, default=str))
     else:
         console.print(f"[bold green]demo done[/]: outputs, plots and summary.json in {workdir}/")
+        console.print(f"quick-tour files in {workdir}/: " + ", ".join(
+            f"{f} ({what})" for f, what in TOUR_FILES.items()) + f"; next: cd {workdir}",
+            markup=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from streamanon.cli.app import app, experiment_app
-from streamanon.cli.common import JSON_HELP, fail
+from streamanon.cli.common import JSON_HELP, cli_wording, fail, warn, writing
 from streamanon.dezent.collusion import collusion_table
 from streamanon.dezent.rules import RULES
 from streamanon.io import RecordWriter
+from streamanon.io.output import OutputSet
 from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District, DistrictConfig
 from streamanon.sim.experiment import (
     cycles_for,
@@ -39,13 +42,28 @@ RULE_HELP = ("Publication rule: 'paper' (subtract z-1, publish while the count i
              "the same guarantee, more utility). Both are reported.")
 
 
+#: The core's parameter names as the user typed them (errors name the option, not the API).
+OPTION_NAMES = {"z": "--z", "delta_t": "--delta-t", "p_pub": "--p-pub", "rule": "--rule",
+                "structure": "--structure", "fp_rate": "--fp-rate",
+                "counter_bits": "--counter-bits", "cbf_keys": "--cbf-keys",
+                "gateways": "--gateways", "max_sn": "--max-sn", "cycles": "--cycles"}
+
+
 def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str, fp_rate: float,
                 counter_bits: int, cbf_keys: int | None) -> SimConfig:
     try:
         return SimConfig(z=z, delta_t=delta_t, p_pub=p_pub, rule=rule, structure=structure,
                          fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys)
     except ValueError as exc:
-        fail(str(exc))
+        fail(cli_wording(str(exc), OPTION_NAMES))
+
+
+def _cycles(days: float, cycles: int | None) -> int:
+    """--cycles, else --days in 15-minute cycles; fewer than one cycle is a usage error."""
+    if cycles is None and round(days * CYCLES_PER_DAY) < 1:
+        fail(f"--days {days:g} is less than one 15-minute cycle ({1 / CYCLES_PER_DAY:.4f} "
+             "days): give more days, or --cycles")
+    return cycles_for(days, cycles)
 
 
 def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
@@ -67,7 +85,7 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
     paths: dict[str, str] = {}
 
     def write(path: Path, mask: Any) -> None:
-        with RecordWriter(path, "csv") as w:
+        with RecordWriter(outs.add(path, "--export"), "csv") as w:
             for c in range(C):
                 if mask is None:
                     cols: list[int] = list(range(S))
@@ -78,12 +96,13 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
                 w.write_columns([times[c]] * len(cols), [ids[s] for s in cols],
                                 [str(int(readings[c, s])) for s in cols])
 
-    write(outdir / "measurements.csv", None)
-    paths["measurements"] = str(outdir / "measurements.csv")
-    for name in SCENARIOS:
-        path = outdir / f"published_{name}.csv"
-        write(path, result.published[name])
-        paths[name] = str(path)
+    with OutputSet() as outs:  # all files replaced together, only once all are written
+        write(outdir / "measurements.csv", None)
+        paths["measurements"] = str(outdir / "measurements.csv")
+        for name in SCENARIOS:
+            path = outdir / f"published_{name}.csv"
+            write(path, result.published[name])
+            paths[name] = str(path)
     return paths
 
 
@@ -106,6 +125,12 @@ def _table(summary: dict[str, Any]) -> Table:
     return table
 
 
+STRUCTURE_HELP = ("Counting structure on the ring: 'exact' (one counter per bucket value: "
+                  "publishes exactly what the centralized rule does, ~300-byte messages on the "
+                  "default district) or 'cbf' (the paper's counting Bloom filter: fixed size, "
+                  "may add false positives, counted as violations).")
+
+
 @app.command("simulate")
 def simulate_command(
     gateways: int = typer.Option(25, "--gateways", min=1, help="Gateways in the ring."),
@@ -113,7 +138,8 @@ def simulate_command(
                                help="Max sensor nodes per gateway (drawn ~ normal(max/2, 2))."),
     z: int = typer.Option(10, "--z", min=1, help="Publish a value only when >= z distinct "
                           "sensor nodes reported it within Δt."),
-    days: float = typer.Option(1.0, "--days", min=0.0, help="Simulated days (96 cycles each)."),
+    days: float = typer.Option(1.0, "--days", min=0.0, help="Simulated days (96 cycles of 15 "
+                               "minutes each; at least one cycle)."),
     cycles: int = typer.Option(None, "--cycles", min=1, help="Simulated cycles (overrides "
                                "--days)."),
     start_day: int = typer.Option(0, "--start-day", min=0, help="First day of the profile "
@@ -121,47 +147,57 @@ def simulate_command(
     delta_t: float = typer.Option(7260.0, "--delta-t", min=0, help="Δt in seconds (default "
                                   "121 min: the current cycle and the 8 before it)."),
     p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0, help="Publication "
-                                "probability of the first publication pass."),
+                                "probability of the first publication pass, in (0, 1]."),
     rule: str = typer.Option("paper", "--rule", help=RULE_HELP),
-    structure: str = typer.Option("cbf", "--structure", help="Counting structure on the ring: "
-                                  "'cbf' (counting Bloom filter) or 'exact' (one counter per "
-                                  "bucket value)."),
-    fp_rate: float = typer.Option(0.05, "--fp-rate", help="CBF target false-positive rate."),
+    structure: str = typer.Option("exact", "--structure", help=STRUCTURE_HELP),
+    fp_rate: float = typer.Option(0.05, "--fp-rate", help="With --structure cbf: target "
+                                  "false-positive rate, in (0, 1)."),
     counter_bits: int = typer.Option(20, "--counter-bits", min=1, max=63,
                                      help="Bits per counter (mask arithmetic is mod 2^bits)."),
-    cbf_keys: int = typer.Option(None, "--cbf-keys", min=1, help="Size the CBF for this many "
-                                 "keys (default 10 x mean SNs per gateway x cycles in Δt)."),
+    cbf_keys: int = typer.Option(None, "--cbf-keys", min=1, help="With --structure cbf: size "
+                                 "the CBF for this many keys (default 10 x mean SNs per "
+                                 "gateway x cycles in Δt)."),
     seed: int = typer.Option(1, "--seed", help="Seed of the district, noise, ring and coins."),
     export: Path = typer.Option(None, "--export", help="Also write measurements.csv and "
-                                "published_<scenario>.csv (t,u,a) to this directory."),
+                                "published_<scenario>.csv (t,u,a) to this folder (created); "
+                                "they replace older ones only when all are written."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Simulate a district: centralized vs fully decentralized vs deZent on identical readings.
 
-    Example: streamanon simulate --gateways 25 --max-sn 20 --z 10 --days 1 --seed 1
+    Example:
+
+        streamanon simulate --gateways 25 --max-sn 20 --z 10 --days 1 --seed 1
     """
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
-    n_cycles = cycles_for(days, cycles)
+    n_cycles = _cycles(days, cycles)
     cfg = _sim_config(z, delta_t, p_pub, rule, structure, fp_rate, counter_bits, cbf_keys)
-    try:
-        district = District(DistrictConfig(gateways=gateways, max_sn=max_sn, seed=seed))
-        began = time.perf_counter()
-        start = start_day * CYCLES_PER_DAY
-        result = simulate(district, n_cycles, cfg, start=start,
-                          keep_published=export is not None)
-        seconds = time.perf_counter() - began
-    except (ValueError, OverflowError) as exc:
-        fail(str(exc))
-    summary = result.to_dict()
-    summary["seconds"] = round(seconds, 3)
-    if gateways >= 3:
-        summary["collusion"] = collusion_table(gateways, trials=20_000, seed=seed)
-    if export is not None:
-        summary["export"] = export_run(result, export)
-        summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
-                                  f"{export}/published_dezent.csv --z {z} "
-                                  f"--delta-t {delta_t:g} --privacy-only")
+    warnings: dict[str, Any] = {}
+    with writing([]):
+        try:
+            district = District(DistrictConfig(gateways=gateways, max_sn=max_sn, seed=seed))
+            if z > district.sensors:
+                warn(f"--z {z}: the district has only {district.sensors} sensor nodes, so no "
+                     "value can reach z and nothing is published", warnings)
+            began = time.perf_counter()
+            start = start_day * CYCLES_PER_DAY
+            with _cycle_progress(n_cycles, as_json) as progress:
+                result = simulate(district, n_cycles, cfg, start=start,
+                                  keep_published=export is not None, on_chunk=progress)
+            seconds = time.perf_counter() - began
+        except (ValueError, OverflowError) as exc:
+            fail(cli_wording(str(exc), OPTION_NAMES))
+        summary = result.to_dict()
+        summary["seconds"] = round(seconds, 3)
+        summary.update(warnings)
+        if gateways >= 3:
+            summary["collusion"] = collusion_table(gateways, trials=20_000, seed=seed)
+        if export is not None:
+            summary["export"] = export_run(result, export)
+            summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
+                                      f"{export}/published_dezent.csv --z {z} "
+                                      f"--delta-t {delta_t:g} --privacy-only")
     if as_json:
         print(json.dumps(summary, default=str))
     else:
@@ -172,7 +208,21 @@ def simulate_command(
                               f"{r['attackers']} of {r['n']}: {r['p_formula']:.3f} / "
                               f"{r['p_monte_carlo']:.3f}" for r in summary["collusion"]))
         if export is not None:
-            console.print(f"exported to {export}/; check with: {summary['verify_with']}")
+            console.print(f"exported to {export}/; check with: {summary['verify_with']}",
+                          markup=False)
+
+
+@contextmanager
+def _cycle_progress(total: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over simulated cycles on a terminal (runs longer than a week)."""
+    if quiet or total <= 7 * CYCLES_PER_DAY or not console.is_terminal:
+        yield None
+        return
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task("simulated cycles", total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 @experiment_app.command("dezent")
@@ -181,12 +231,16 @@ def experiment_dezent(
                                  "counts."),
     zs: str = typer.Option("1,5,10,25,50,100", "--z", help="Comma-separated z values."),
     seeds: str = typer.Option("1-10", "--seeds", help="Seeds: '1-10' or '1,2,3'."),
-    max_sn: int = typer.Option(20, "--max-sn", min=1),
-    days: float = typer.Option(1.0, "--days", min=0.0),
-    p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0),
+    max_sn: int = typer.Option(20, "--max-sn", min=1, help="Max sensor nodes per gateway."),
+    days: float = typer.Option(1.0, "--days", min=0.0, help="Simulated days per run (at least "
+                               "one 15-minute cycle)."),
+    p_pub: float = typer.Option(0.5, "--p-pub", min=0.0, max=1.0, help="Publication "
+                                "probability of the first publication pass, in (0, 1]."),
     rule: str = typer.Option("paper", "--rule", help=RULE_HELP),
-    structure: str = typer.Option("cbf", "--structure", help="cbf or exact."),
-    fp_rate: float = typer.Option(0.05, "--fp-rate"),
+    structure: str = typer.Option("exact", "--structure", help=STRUCTURE_HELP + " The "
+                                  "CBF-size sweep always uses cbf."),
+    fp_rate: float = typer.Option(0.05, "--fp-rate", help="With --structure cbf: target "
+                                  "false-positive rate, in (0, 1)."),
     cbf_keys: str = typer.Option("10,20,30,50,100,200,900", "--cbf-keys",
                                  help="CBF sizes (keys) of the violations-vs-bytes sweep, run at "
                                  "--sweep-gateways and --sweep-z; '' to skip."),
@@ -195,15 +249,18 @@ def experiment_dezent(
     sweep_z: int = typer.Option(10, "--sweep-z", min=1, help="z of the CBF-size sweep and of "
                                 "the messages/bytes plot (if in --z; else the middle z)."),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Parallel processes (0 = all cores)."),
-    out: Path = typer.Option(Path("streamanon-experiments/dezent"), "--out",
-                             help="Directory of the CSV and the PNG plots."),
+    workdir: Path = typer.Option(Path("streamanon-experiments/dezent"), "--workdir",
+                                 help="Folder of the CSV and the PNG plots (created); they "
+                                 "are replaced only when the whole grid has run."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Grid gateways x z x seeds: one CSV row per run, progress bar, PNG plots.
 
     Plots: publication ratio vs z per scenario (one per gateway count), messages and bytes per
     scenario vs gateways, collusion probability vs attacker share (formula and Monte Carlo),
-    and violations vs CBF bytes.
+    and violations vs CBF bytes. Example:
+
+        streamanon experiment dezent --gateways 5,25 --z 5,10 --seeds 1-3
     """
     try:
         g_list = _ints(gateways)
@@ -215,31 +272,40 @@ def experiment_dezent(
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
     base = _sim_config(sweep_z, 7260.0, p_pub, rule, structure, fp_rate, 20, None)
-    specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=cycles_for(days, None),
+    specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=_cycles(days, None),
                  base=base, cbf_keys=keys_list, sweep_gateways=sweep_gateways)
-    out.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
     n_jobs = jobs or (os.cpu_count() or 1)
     began = time.perf_counter()
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                  disable=as_json) as progress:
-        task = progress.add_task("deZent runs", total=len(specs))
-        rows = run_grid(specs, n_jobs, on_done=lambda _row: progress.advance(task))
-    tag = f"maxsn{max_sn}_days{days:g}_seeds{seed_list[0]}-{seed_list[-1]}"
-    csv_path = write_csv(rows, out / f"dezent_grid_{tag}.csv")
-    plots = _plots(rows, out, tag, max_sn, sweep_z)
+    with writing([]) as outs:
+        with Progress("[progress.description]{task.description}", BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                      disable=as_json or not console.is_terminal) as progress:
+            task = progress.add_task("deZent runs", total=len(specs))
+            rows = run_grid(specs, n_jobs, on_done=lambda _row: progress.advance(task))
+        tag = f"maxsn{max_sn}_days{days:g}_seeds{seed_list[0]}-{seed_list[-1]}"
+        csv_path = workdir / f"dezent_grid_{tag}.csv"
+        write_csv(rows, Path(outs.add(csv_path, "--workdir")))
+        plots = _plots(rows, workdir, tag, max_sn, sweep_z, outs)
     summary = {"runs": len(rows), "csv": str(csv_path), "plots": [str(p) for p in plots],
                "seconds": round(time.perf_counter() - began, 2)}
     if as_json:
         print(json.dumps(summary))
     else:
-        console.print(f"{len(rows)} runs -> {csv_path}")
+        console.print(f"{len(rows)} runs -> {csv_path}", markup=False)
         for p in plots:
-            console.print(f"plot: {p}")
+            console.print(f"plot: {p}", markup=False)
 
 
-def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost: int
-           ) -> list[Path]:
+def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost: int,
+           outs: OutputSet) -> list[Path]:
+    """Draw the grid's plots into ``out`` through ``outs``; returns the final paths."""
+    plots: list[Path] = []
+
+    def target(path: Path) -> str:
+        plots.append(path)
+        return outs.add(path, "--workdir")
+
     from streamanon.plots import (  # matplotlib: only when plotting
         collusion_vs_share,
         dezent_cost_vs_gateways,
@@ -248,14 +314,13 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
     )
 
     main = list(iter_main_rows(rows))
-    plots = []
     for g in sorted({r["gateways"] for r in main}):
         sub = [r for r in main if r["gateways"] == g]
         series = {name: [(z, v) for (z,), v in mean_by(
             sub, ["z"], f"{name}.publication_ratio").items()] for name in SCENARIOS}
-        plots.append(publication_ratio_vs_z(
-            series, out / f"dezent_publication_ratio_vs_z_gw{g}_{tag}.png",
-            f"deZent: publication ratio vs z ({g} gateways, max {max_sn} SNs)"))
+        publication_ratio_vs_z(
+            series, target(out / f"dezent_publication_ratio_vs_z_gw{g}_{tag}.png"),
+            f"deZent: publication ratio vs z ({g} gateways, max {max_sn} SNs)")
     zs = sorted({r["z"] for r in main})
     z_mid = z_cost if z_cost in zs else zs[(len(zs) - 1) // 2]
     sub = [r for r in main if r["z"] == z_mid]
@@ -264,22 +329,22 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
         sub, ["gateways"], f"{n}.messages.total").items()] for n in SCENARIOS}
     byts = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
         sub, ["gateways"], f"{n}.bytes.total").items()] for n in SCENARIOS}
-    plots.append(dezent_cost_vs_gateways(
-        msgs, byts, out / f"dezent_cost_vs_gateways_z{z_mid}_{tag}.png",
-        f"deZent: messages and bytes per day vs gateways (z={z_mid})"))
+    dezent_cost_vs_gateways(
+        msgs, byts, target(out / f"dezent_cost_vs_gateways_z{z_mid}_{tag}.png"),
+        f"deZent: messages and bytes per day vs gateways (z={z_mid})")
     n_coll = 100
-    plots.append(collusion_vs_share(
+    collusion_vs_share(
         collusion_table(n_coll, shares=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5), trials=20_000),
-        out / f"dezent_collusion_vs_share_n{n_coll}.png",
-        f"deZent: collusion success vs attacker share (n = {n_coll} gateways)"))
+        target(out / f"dezent_collusion_vs_share_n{n_coll}.png"),
+        f"deZent: collusion success vs attacker share (n = {n_coll} gateways)")
     sweep = [r for r in rows if r["cbf_keys"] != ""]
     if sweep:
         points = [(b, v) for (b,), v in mean_by(sweep, ["structure.bytes"],
                                                 "dezent.violations").items()]
         g0, z0 = sweep[0]["gateways"], sweep[0]["z"]
-        plots.append(violations_vs_cbf_bytes(
-            points, out / f"dezent_violations_vs_cbf_bytes_gw{g0}_z{z0}_{tag}.png",
-            f"deZent: violations vs CBF size ({g0} gateways, z={z0})"))
+        violations_vs_cbf_bytes(
+            points, target(out / f"dezent_violations_vs_cbf_bytes_gw{g0}_z{z0}_{tag}.png"),
+            f"deZent: violations vs CBF size ({g0} gateways, z={z0})")
     return plots
 
 
@@ -335,10 +400,13 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
         f"{ex['bytes']['total']:,} bytes in total, {ex['violations']} violations")
     series = {name: [(z, r.metrics[name].result["publication_ratio"]) for z, r in runs.items()]
               for name in SCENARIOS}
-    plot = publication_ratio_vs_z(
-        series, workdir / f"dezent-publication-ratio-vs-z_gw25_seed{seed}.png",
-        f"deZent: publication ratio vs z (25 gateways, {district.sensors} SNs, 1 day)")
-    console.print(f"plot: {plot}")
+    plot = workdir / f"dezent-publication-ratio-vs-z_gw25_seed{seed}.png"
+    with OutputSet() as outs:
+        publication_ratio_vs_z(
+            series, outs.add(plot),
+            f"deZent: publication ratio vs z (25 gateways, {district.sensors} SNs, 1 day, "
+            f"{main.spec.kind})")
+    console.print(f"plot: {plot}", markup=False)
     return {"export": paths, "checker_ok": checks, "plot": str(plot),
             "publication_ratio": {z: {n: r.metrics[n].result["publication_ratio"]
                                       for n in SCENARIOS} for z, r in runs.items()},

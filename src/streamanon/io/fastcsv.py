@@ -34,10 +34,31 @@ class ArrowColumns:
     a: pa.DictionaryArray
 
 
+#: Lines of a chunk taking the Arrow lane are shorter than twice this: pyarrow 16's CSV parser
+#: crashes the process (segmentation fault) on a single row of some 300,000 fields, so a chunk
+#: with a long line goes to the Python reader, which refuses the line by number.
+_LONG_LINE = 1 << 16
+
+
+def has_long_line(data: bytes) -> bool:
+    """True when some line of ``data`` may be ``2 * _LONG_LINE`` bytes or longer.
+
+    One ``find`` per 64 KiB window (microseconds per chunk): a window without a newline means a
+    line at least that long.
+
+    >>> has_long_line(b"1,a,x\\n" * 100_000), has_long_line(b"1," * 100_000)
+    (False, True)
+    """
+    end = len(data) - _LONG_LINE
+    return any(data.find(b"\n", pos, pos + _LONG_LINE) < 0 for pos in range(0, end, _LONG_LINE))
+
+
 def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns | None:
     """Parse ``data`` (whole lines ``t,u,a`` without the final newline) or return ``None``."""
     # arrow itself refuses a line without exactly three fields (a blank line included)
     if not data or any(x in data for x in (b'"', b"\r", b" ", b"\t", b"\n\n")):
+        return None
+    if has_long_line(data):
         return None
     n = data.count(b"\n") + 1
     try:

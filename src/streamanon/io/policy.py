@@ -34,8 +34,10 @@ class RejectLog:
     fix and replay exactly what was refused.
     """
 
-    def __init__(self, path: str | Path | None = None, source: str = "input") -> None:
+    def __init__(self, path: str | Path | None = None, source: str = "input",
+                 name: str | None = None) -> None:
         self.source = source
+        self.name = name or (str(path) if path is not None else None)  # shown in messages
         self.count = 0
         self.first: Rejected | None = None
         self._path = Path(path) if path is not None else None
@@ -59,7 +61,7 @@ class RejectLog:
 
     def warn_summary(self) -> None:
         if self.count and self.first is not None:
-            where = f" (written to {self._path})" if self._path else ""
+            where = f" (written to {self.name})" if self._path else ""
             print(
                 f"warning: {self.count} record(s) rejected{where}; first: "
                 f"{self.first.message(self.source)}",

@@ -7,7 +7,13 @@ Every non-blank input line ends as a record in a :class:`RecordBatch` or as a
 * times that are neither seconds nor ISO 8601, or not finite;
 * time going backwards: a record up to ``time_tolerance`` seconds behind the latest time seen
   is re-stamped to that time (the operators need a monotone clock; such records are counted as
-  ``restamped``), one further behind is rejected.
+  ``restamped``), one further behind is rejected;
+* lines that are not UTF-8 text, CSV lines with broken quoting (a quote left open never runs
+  into the next line: a record is one line), lines over :data:`MAX_LINE_CHARS` characters.
+
+A file that is not text at all (compressed, an archive, binary data) is refused as a whole,
+with what to do, by :func:`check_text_head`; a UTF-8 byte order mark (as spreadsheets write
+it) is skipped. Rejected lines are echoed as they were in the file, not rebuilt.
 
 The CSV path is columnar (one ``split`` per line, numpy for times) because parsing is most of
 the cost of anonymizing a file.
@@ -38,7 +44,56 @@ from streamanon.records import Record, Rejected
 from streamanon.timefmt import parse_time
 
 DEFAULT_MAX_VALUE_LEN = 4096
+#: A line longer than this is refused without being parsed (memory stays bounded).
+MAX_LINE_CHARS = 1 << 20
 _CHUNK_CHARS = 1 << 24
+_BOM = b"\xef\xbb\xbf"
+_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed data: decompress it first, e.g. "
+                  "gunzip -c {name} | streamanon ... -"),
+    (b"BZh", "bzip2-compressed data: decompress it first, e.g. bunzip2 -c {name} | "
+             "streamanon ... -"),
+    (b"\xfd7zXZ\x00", "xz-compressed data: decompress it first, e.g. xz -dc {name} | "
+                       "streamanon ... -"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data: decompress it first, e.g. zstd -dc {name} | "
+                          "streamanon ... -"),
+    (b"PK\x03\x04", "a ZIP archive (or a spreadsheet workbook): extract or export the CSV "
+                    "first"),
+    (b"\xd0\xcf\x11\xe0", "a spreadsheet workbook (OLE file): export it as CSV first"),
+    (b"PAR1", "a Parquet file: export it as CSV or JSON Lines first"),
+)
+
+
+class UnreadableInputError(InputError):
+    """The input as a whole cannot be read (not text, no usable header, no line ends):
+    ``--on-error skip`` cannot help, the file itself must be fixed or converted."""
+
+
+def check_text_head(head: bytes, source: str) -> None:
+    """Refuse, as a whole, a file whose first bytes show it is not CSV or JSON Lines text.
+
+    Compressed files and archives are named with the command that unpacks them; other binary
+    data (NUL bytes, many control characters) is called what it is.
+
+    >>> check_text_head(b"t,u,a\\n1,alice,x\\n", "in.csv")
+    >>> check_text_head(b"\\x1f\\x8b\\x08\\x00", "in.csv.gz")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    streamanon.io.readers.UnreadableInputError: in.csv.gz:1: gzip-compressed data: ...
+    """
+    head = head.removeprefix(_BOM)
+    reason = None
+    for magic, hint in _MAGIC:
+        if head.startswith(magic):
+            reason = hint.format(name=source)
+            break
+    else:
+        sample = head[:8192]
+        controls = sum(sample.count(bytes([c])) for c in (*range(9), *range(14, 32)))
+        if b"\x00" in sample or controls > max(2, len(sample) // 100):
+            reason = "binary data, not CSV or JSON Lines text"
+    if reason is not None:
+        raise UnreadableInputError(Rejected(1, head[:16].decode("latin-1"), reason), source)
 
 
 class RecordBatch:
@@ -135,24 +190,43 @@ def _open_source(source: str | Path | TextIO | BinaryIO) -> Iterator[TextIO | Bi
 
 
 def _line_chunks(
-    fh: TextIO | BinaryIO, progress: Callable[[int], None] | None = None
+    fh: TextIO | BinaryIO,
+    progress: Callable[[int], None] | None = None,
+    source_name: str = "input",
 ) -> Iterator[tuple[int, str | bytes]]:
     """Yield ``(first_line_number, chunk)``: whole lines in large chunks, ``\\n``-separated,
     without the final newline and with ``\\r\\n`` turned into ``\\n``. ``progress`` is told
-    how many bytes (or characters) each read consumed."""
+    how many bytes (or characters) each read consumed.
+
+    The first block is checked by :func:`check_text_head` (bytes only) and loses its byte order
+    mark. A single line longer than :data:`MAX_LINE_CHARS` characters (and 16 Mi more, the
+    read size) stops the reading with :class:`InputError`: the file is not line-oriented.
+    """
     line_no = 1
     rest = None
+    first = True
     while True:
         block = fh.read(_CHUNK_CHARS)
         if not block:
             break
         if progress is not None:
             progress(len(block))
+        if first:
+            first = False
+            if isinstance(block, bytes):
+                check_text_head(block, source_name)
+                block = block.removeprefix(_BOM)
+            else:
+                block = block.removeprefix("\ufeff")
         nl, cr = ("\n", "\r") if isinstance(block, str) else (b"\n", b"\r")
         block = rest + block if rest else block
         cut = block.rfind(nl)
         if cut < 0:
             rest = block
+            if len(rest) > MAX_LINE_CHARS + _CHUNK_CHARS:
+                raise UnreadableInputError(Rejected(line_no, _text(rest[:80]), (
+                    f"a line longer than {len(rest):,} characters: this is not a CSV or "
+                    "JSON Lines file")), source_name)
             continue
         rest = block[cut + 1:]
         text = block[:cut]
@@ -164,6 +238,54 @@ def _line_chunks(
         yield line_no, rest.rstrip("\r" if isinstance(rest, str) else b"\r")
 
 
+def _text(data: str | bytes) -> str:
+    return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+
+
+def _decode_lines(first: int, data: bytes) -> tuple[str, list[Rejected]]:
+    """Decode a chunk as UTF-8; a line that is not UTF-8 is rejected and left blank."""
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError:
+        pass
+    lines: list[str] = []
+    bad: list[Rejected] = []
+    for i, raw in enumerate(data.split(b"\n")):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            lines.append("")
+            bad.append(Rejected(first + i, raw.decode("utf-8", errors="replace"),
+                                f"not UTF-8 text (byte {exc.start + 1} of the line); convert "
+                                "the file to UTF-8, e.g. iconv -f latin1 -t utf-8"))
+    return "\n".join(lines), bad
+
+
+def split_csv_line(line: str) -> list[str] | str:
+    """The fields of one CSV line, or the reason it cannot be parsed.
+
+    A record is one line: a quote left open is an error here, it never takes the next line in.
+
+    >>> split_csv_line('1,"Doe, J.",x')
+    ['1', 'Doe, J.', 'x']
+    >>> split_csv_line('1,"open,x')
+    'unclosed quote (a record must be on one line)'
+    """
+    if '"' not in line:
+        return line.split(",")
+    if len(line) > MAX_LINE_CHARS:
+        return f"line is {len(line):,} characters long (limit {MAX_LINE_CHARS:,})"
+    try:
+        return next(csv.reader([line], strict=True))
+    except csv.Error as exc:
+        msg = str(exc)
+        if "unexpected end of data" in msg:
+            return "unclosed quote (a record must be on one line)"
+        if "field larger" in msg:
+            return f"a field longer than {csv.field_size_limit():,} characters"
+        return f"malformed CSV quoting ({msg})"
+
+
 class _Columns:
     """Rows of one chunk on their way to a batch: text columns plus per-row rejections."""
 
@@ -172,6 +294,7 @@ class _Columns:
         self.u: list[str] = []
         self.a: list[str] = []
         self.line: list[int] = []
+        self.raw: list[str] = []  # each row's line as it was in the file (for rejections)
         self.rejects: list[Rejected] = []
 
 
@@ -200,7 +323,7 @@ class _Reader:
         self.ncols = 3
 
     # -- CSV -----------------------------------------------------------------------------
-    def _csv_header(self, fields: list[str], line: int) -> bool:
+    def _csv_header(self, fields: list[str], line: int, text: str) -> bool:
         """Set column positions; True when this line was a header (else it is data)."""
         names = [f.strip().lower() for f in fields]
         if {"t", "u", "a"} <= set(names):
@@ -215,10 +338,10 @@ class _Reader:
             else:
                 self.header = (0, 1, 2)
                 return False
-        raise InputError(
-            Rejected(line, ",".join(fields), "expected a CSV header naming columns t,u,a"),
-            self.source,
-        )
+        reason = "expected a CSV header naming columns t,u,a"
+        if self.source.lower().endswith((".json", ".jsonl", ".ndjson")) or text.startswith("{"):
+            reason += " (for JSON Lines give --input-format jsonl)"
+        raise UnreadableInputError(Rejected(line, text, reason), self.source)
 
     def take_header(self, first: int, chunk: str | bytes) -> tuple[int, str | bytes]:
         """Consume leading blank lines and the CSV header (if the file has one)."""
@@ -226,8 +349,13 @@ class _Reader:
         while self.header is None and chunk:
             head, _, rest = chunk.partition(nl)  # type: ignore[arg-type]
             if head.strip():
-                text = head if isinstance(head, str) else head.decode("utf-8", errors="replace")
-                if self._csv_header(next(csv.reader([text])), first):
+                text = _text(head)
+                fields = split_csv_line(text)
+                if isinstance(fields, str):
+                    raise UnreadableInputError(Rejected(
+                        first, text, f"expected a CSV header naming columns t,u,a ({fields})"),
+                        self.source)
+                if self._csv_header(fields, first, text):
                     return first + 1, rest
                 return first, chunk
             first, chunk = first + 1, rest
@@ -264,7 +392,7 @@ class _Reader:
             if " " in text or "\t" in text:
                 u = [x.strip() for x in u]
                 a = [x.strip() for x in a]
-            cols.t_text, cols.u, cols.a = t_text, u, a
+            cols.t_text, cols.u, cols.a, cols.raw = t_text, u, a, lines
             cols.line = list(range(first, first + len(lines)))
             return cols
         numbers: range | list[int] = range(first, first + len(lines))
@@ -274,22 +402,23 @@ class _Reader:
             numbers = [first + i for i in keep]
         if not lines:
             return cols
-        rows = list(csv.reader(lines)) if quoted else [ln.split(",") for ln in lines]
+        rows: list[list[str] | str] = (
+            [split_csv_line(ln) for ln in lines] if quoted else [ln.split(",") for ln in lines])
         ti, ui, ai = self.header  # type: ignore[misc]
         n = self.ncols
-        if all(len(r) == n for r in rows):
-            good_rows = rows
-            good_numbers = list(numbers)
-        else:
-            good_rows, good_numbers = [], []
-            for r, ln, raw in zip(rows, numbers, lines, strict=True):
-                if len(r) == n:
-                    good_rows.append(r)
-                    good_numbers.append(ln)
-                else:
-                    cols.rejects.append(
-                        Rejected(ln, raw, f"expected {n} comma-separated fields, got {len(r)}")
-                    )
+        good_rows: list[list[str]] = []
+        good_numbers: list[int] = []
+        good_raw: list[str] = []
+        for r, ln, raw in zip(rows, numbers, lines, strict=True):
+            if isinstance(r, str):
+                cols.rejects.append(Rejected(ln, raw, r))
+            elif len(r) != n:
+                cols.rejects.append(
+                    Rejected(ln, raw, f"expected {n} comma-separated fields, got {len(r)}"))
+            else:
+                good_rows.append(r)
+                good_numbers.append(ln)
+                good_raw.append(raw)
         if not good_rows:
             return cols
         if (ti, ui, ai) == (0, 1, 2) and n == 3:
@@ -302,6 +431,7 @@ class _Reader:
             u = [x.strip() for x in u]
             a = [x.strip() for x in a]
         cols.t_text, cols.u, cols.a, cols.line = t_text, u, a, good_numbers
+        cols.raw = good_raw
         return cols
 
     # -- JSON Lines ----------------------------------------------------------------------
@@ -334,16 +464,14 @@ class _Reader:
             cols.u.append(str(u).strip())
             cols.a.append(str(a).strip())
             cols.line.append(ln)
+            cols.raw.append(text)
         return cols
 
     # -- shared validation -----------------------------------------------------------------
-    def _text_of(self, line: int, u: str, a: str, t: str) -> str:
-        return f"{t},{u},{a}" if self.fmt == "csv" else json.dumps({"t": t, "u": u, "a": a})
-
     def finish(self, cols: _Columns) -> tuple[RecordBatch, list[Rejected]]:
         """Validate fields and times; returns the valid batch and this chunk's rejects."""
         rejects = cols.rejects
-        t_text, u, a, line = cols.t_text, cols.u, cols.a, cols.line
+        t_text, u, a, line, raw = cols.t_text, cols.u, cols.a, cols.line, cols.raw
         bad: dict[int, str] = {}
         if "" in u or "" in a:
             for i, (uu, aa) in enumerate(zip(u, a, strict=True)):
@@ -395,8 +523,7 @@ class _Reader:
             self.clock = max(self.clock, float(np.max(t)))
         if bad:
             for i in sorted(bad):
-                rejects.append(Rejected(line[i], self._text_of(line[i], u[i], a[i], t_text[i]),
-                                        bad[i]))
+                rejects.append(Rejected(line[i], raw[i], bad[i]))
             keep = np.ones(len(t), dtype=bool)
             keep[list(bad)] = False
             idx = np.flatnonzero(keep).tolist()
@@ -452,7 +579,7 @@ def iter_batches(
     reader = _Reader(kind, OnError(on_error), rejects, time_tolerance, max_value_len, name,
                      monotone)
     with _open_source(source) as fh:
-        for first, chunk in _line_chunks(fh, progress):
+        for first, chunk in _line_chunks(fh, progress, name):
             if kind == "csv" and reader.header is None:
                 first, chunk = reader.take_header(first, chunk)
                 if not chunk:
@@ -462,9 +589,14 @@ def iter_batches(
                 if fast is not None:
                     yield fast
                     continue
-            text = chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
+            undecodable: list[Rejected] = []
+            if isinstance(chunk, bytes):
+                text, undecodable = _decode_lines(first, chunk)
+            else:
+                text = chunk
             cols = reader.csv_chunk(first, text) if kind == "csv" else reader.jsonl_chunk(
                 first, text)
+            cols.rejects += undecodable
             batch, bad = reader.finish(cols)
             yield from reader.apply_policy(batch, bad)
 

@@ -19,19 +19,38 @@ operator) go through the same policy with :meth:`RowReader.refuse`, so the accou
 
 from __future__ import annotations
 
-import csv
+import io
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from streamanon.castle.cluster import Row
 from streamanon.io.policy import InputError, OnError
-from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, detect_format
+from streamanon.io.readers import (
+    DEFAULT_MAX_VALUE_LEN,
+    MAX_LINE_CHARS,
+    UnreadableInputError,
+    check_text_head,
+    detect_format,
+    split_csv_line,
+)
 from streamanon.io.writers import TextSink
 from streamanon.records import Rejected
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def _shown(text: str | None) -> str:
+    """A line as it can be shown: undecodable bytes as U+FFFD, an over-long line cut."""
+    if text is None:
+        return ""
+    if _SURROGATE.search(text):
+        return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+    return text
 
 
 class RowReader:
@@ -52,6 +71,7 @@ class RowReader:
         required: Iterable[str] = (),
         max_value_len: int = DEFAULT_MAX_VALUE_LEN,
         source_name: str | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         path = source if isinstance(source, str | Path) else None
         self.fmt = detect_format(path, fmt)
@@ -66,6 +86,9 @@ class RowReader:
         self.read = 0
         self.rejected: list[Rejected] = []
         self.n_rejected = 0
+        self.progress = progress
+        self._pending = 0
+        self._last: tuple[int, str] = (0, "")
 
     # -- policy ------------------------------------------------------------------------------
     def refuse(self, line: int, text: str, reason: str) -> None:
@@ -81,7 +104,9 @@ class RowReader:
 
     def refuse_row(self, row: Row, reason: str) -> None:
         """Refuse a row that parsed but that a later stage (the operator) cannot take."""
-        self.refuse(row.line or 0, self.text_of(row.values), reason)
+        line, text = self._last
+        self.refuse(row.line or 0, text if line == row.line else self.text_of(row.values),
+                    reason)
 
     def text_of(self, values: Mapping[str, Any]) -> str:
         if self.fmt == "jsonl":
@@ -92,12 +117,41 @@ class RowReader:
     def __iter__(self) -> Iterator[Row]:
         if isinstance(self.source, str | Path):
             if str(self.source) == "-":
-                yield from self._iter(sys.stdin)
+                yield from self._iter(self._text_of_binary(sys.stdin.buffer))
             else:
-                with open(self.source, encoding="utf-8", newline="") as fh:
-                    yield from self._iter(fh)
+                with open(self.source, "rb") as raw:
+                    yield from self._iter(self._text_of_binary(raw))
         else:
             yield from self._iter(self.source)
+
+    def _text_of_binary(self, raw: BinaryIO) -> TextIO:
+        """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
+        mark; undecodable bytes survive as surrogates so that their line can be refused."""
+        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+        check_text_head(buffered.peek(8192)[:8192], self.name)
+        return io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="surrogateescape",
+                                newline="\n")
+
+    def _lines(self, fh: TextIO) -> Iterator[tuple[int, str | None]]:
+        """Physical lines without their end; ``None`` for a line over MAX_LINE_CHARS (skipped
+        without being held in memory)."""
+        line_no = 0
+        while True:
+            text = fh.readline(MAX_LINE_CHARS + 1)
+            if not text:
+                return
+            line_no += 1
+            if len(text) > MAX_LINE_CHARS and not text.endswith("\n"):
+                while text and not text.endswith("\n"):
+                    text = fh.readline(MAX_LINE_CHARS)
+                yield line_no, None
+                continue
+            if self.progress is not None:
+                self._pending += len(text)
+                if self._pending >= 1 << 16:
+                    self.progress(self._pending)
+                    self._pending = 0
+            yield line_no, text.rstrip("\r\n") if text.endswith("\n") else text.rstrip("\r")
 
     def _iter(self, fh: TextIO) -> Iterator[Row]:
         lines = self._csv(fh) if self.fmt == "csv" else self._jsonl(fh)
@@ -110,58 +164,86 @@ class RowReader:
             if reason:
                 self.refuse(line, text, reason)
                 continue
+            self._last = (line, text)
             yield Row(values, line)
+        if self.progress is not None and self._pending:
+            self.progress(self._pending)
+            self._pending = 0
+
+    @staticmethod
+    def _line_problem(text: str | None) -> str | None:
+        if text is None:
+            return f"line longer than {MAX_LINE_CHARS:,} characters"
+        if _SURROGATE.search(text):
+            return ("not UTF-8 text; convert the file to UTF-8, e.g. "
+                    "iconv -f latin1 -t utf-8")
+        return None
 
     def _csv(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-        reader = csv.reader(fh)
         header: list[str] | None = None
-        prev = 0
-        for fields in reader:
-            line = prev + 1
-            prev = reader.line_num
-            if not fields or (len(fields) == 1 and not fields[0].strip()):
+        for line, text in self._lines(fh):
+            problem = self._line_problem(text)
+            if text is not None and not text.strip():
                 continue
+            shown = _shown(text)
             if header is None:
+                shown = shown.removeprefix("\ufeff")  # a text stream may keep the BOM
+                fields = split_csv_line(shown) if problem is None else problem
+                if isinstance(fields, str):
+                    raise UnreadableInputError(Rejected(line, shown, f"cannot read the CSV "
+                                                        f"header: {fields}"), self.name)
                 header = [f.strip() for f in fields]
                 dup = {h for h in header if header.count(h) > 1}
                 if dup or "" in header:
-                    raise InputError(Rejected(line, ",".join(fields),
-                                              "CSV header has empty or repeated column names"),
-                                     self.name)
+                    raise UnreadableInputError(Rejected(
+                        line, shown, "CSV header has empty or repeated column names"), self.name)
                 missing = [c for c in self.required if c not in header]
                 if missing:
-                    raise InputError(Rejected(line, ",".join(fields),
-                                              f"CSV header lacks column(s) {', '.join(missing)}"),
-                                     self.name)
+                    hint = (" (for JSON Lines give --input-format jsonl)"
+                            if shown.lstrip().startswith("{") else "")
+                    raise UnreadableInputError(Rejected(
+                        line, shown, f"CSV header lacks column(s) {', '.join(missing)}{hint}"),
+                        self.name)
                 self.columns = header
                 continue
-            text = ",".join(fields)
-            if len(fields) != len(header):
-                yield line, text, (f"expected {len(header)} comma-separated fields, "
-                                   f"got {len(fields)}")
+            if problem is not None:
+                yield line, shown, problem
                 continue
-            yield line, text, {h: (v if v.strip() else None)
-                               for h, v in zip(header, fields, strict=True)}
+            fields = split_csv_line(shown)
+            if isinstance(fields, str):
+                yield line, shown, fields
+                continue
+            if len(fields) != len(header):
+                yield line, shown, (f"expected {len(header)} comma-separated fields, "
+                                    f"got {len(fields)}")
+                continue
+            yield line, shown, {h: (v if v.strip() else None)
+                                for h, v in zip(header, fields, strict=True)}
         if header is None and self.required:
-            raise InputError(Rejected(1, "", "empty input: expected a CSV header"), self.name)
+            raise UnreadableInputError(Rejected(1, "", "empty input: expected a CSV header"),
+                                       self.name)
 
     def _jsonl(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-        for line, text in enumerate(fh, start=1):
-            text = text.rstrip("\r\n")
-            if not text.strip():
+        for line, text in self._lines(fh):
+            problem = self._line_problem(text)
+            if text is not None and not text.strip():
+                continue
+            shown = _shown(text).removeprefix("\ufeff")
+            if problem is not None:
+                yield line, shown, problem
                 continue
             try:
-                obj = json.loads(text)
+                obj = json.loads(shown)
             except json.JSONDecodeError as exc:
-                yield line, text, f"invalid JSON ({exc.msg})"
+                yield line, shown, f"invalid JSON ({exc.msg})"
                 continue
             if not isinstance(obj, dict):
-                yield line, text, "expected a JSON object"
+                yield line, shown, "expected a JSON object"
                 continue
             for key in obj:
                 if key not in self.columns:
                     self.columns.append(key)
-            yield line, text, obj
+            yield line, shown, obj
 
     def _validate(self, values: dict[str, Any]) -> str | None:
         for c in self.required:

@@ -29,6 +29,7 @@ on small districts, message for message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,8 +136,12 @@ class SimResult:
 
 
 def simulate(district: District, cycles: int, config: SimConfig, *, start: int = 0,
-             keep_published: bool = False, chunk_days: int = 1) -> SimResult:
-    """Run the three scenarios on cycles ``[start, start + cycles)`` of ``district``."""
+             keep_published: bool = False, chunk_days: int = 1,
+             on_chunk: Callable[[int], None] | None = None) -> SimResult:
+    """Run the three scenarios on cycles ``[start, start + cycles)`` of ``district``.
+
+    ``on_chunk`` is told how many cycles each chunk (a day) simulated (for a progress bar).
+    """
     if cycles < 1:
         raise ValueError(f"cycles must be >= 1, got {cycles}")
     end = start + cycles
@@ -169,6 +174,8 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
                 kept[name].append(pub)
         if keep_published:
             kept_readings.append(values[c0 - h0 :])
+        if on_chunk is not None:
+            on_chunk(c1 - c0)
         c0 = c1
     for m in metrics.values():
         m.finish(spec, config)

@@ -1,0 +1,236 @@
+"""Outputs that never destroy data: refuse to overwrite an input, replace files only on success.
+
+Every file a run writes goes through one :class:`OutputSet`:
+
+* :meth:`OutputSet.add` refuses a target that is the same file as one of the run's inputs
+  (compared after resolving symbolic links, and by device and inode, so hard links count too),
+  a target named twice, a target that is a folder, and a target whose folder does not exist
+  or cannot be written, all before any work is done;
+* it returns a temporary path *beside* the target (same folder, so the final rename is atomic
+  on every POSIX file system; hidden, named ``.NAME.XXXX.partial.EXT`` so that its extension
+  still tells its format), which the run writes to as if it were the target;
+* leaving the ``with`` block normally renames every temporary file onto its target
+  (:func:`os.replace`); leaving it by any exception, Ctrl-C or SIGTERM removes the temporary
+  files, so every target keeps its previous content (or stays absent), and
+  :attr:`OutputSet.not_written` says which targets those were.
+
+``-`` means standard output: rows go there directly (a pipe cannot be taken back), so after a
+failure :meth:`OutputSet.describe_failure` says that what stdout received is incomplete.
+
+The cost is one ``mkstemp`` and one ``rename`` per file, none per row. What this does not give:
+durability against a power cut (no ``fsync``), and atomicity *across* several targets (each
+rename is atomic; a crash between two renames leaves the first one replaced).
+
+Adopt it in any command that writes files::
+
+    with OutputSet(inputs=[source, rules_path]) as outs:
+        out = outs.add(output, "--output")          # a temporary path, or "-"
+        rejects = outs.add(rejects_path, "--rejects")
+        run(source, out, rejects)                   # writes the temporary files
+    # here every target has its new content; on error none has changed
+
+>>> import pathlib, tempfile
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (d / "in.csv").write_text("old input")
+>>> with OutputSet(inputs=[d / "in.csv"]) as outs:
+...     _ = pathlib.Path(outs.add(d / "out.csv", "-o")).write_text("new")
+>>> (d / "out.csv").read_text()
+'new'
+>>> try:
+...     with OutputSet(inputs=[d / "in.csv"]) as outs:
+...         outs.add(d / "in.csv", "-o")
+... except OutputError as exc:
+...     print(exc)  # doctest: +ELLIPSIS
+-o .../in.csv: is the input file itself; writing it would destroy the input (choose another name)
+>>> (d / "in.csv").read_text()
+'old input'
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Self
+
+STDOUT = "-"
+
+
+class OutputError(ValueError):
+    """An output cannot be used (it is an input, its folder is missing, ...); nothing was
+    written. The message names the option and the path and says what to do."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when the process receives SIGTERM inside an
+    :class:`OutputSet`, so that the temporary files are removed as on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits the final file gets: the old file's, else what ``open`` gives."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+class OutputSet:
+    """The files one run writes; see the module docstring for the contract.
+
+    ``inputs`` are the paths the run reads (``-`` and ``None`` are ignored): no output may be
+    one of them. Use it as a context manager; :meth:`add` targets inside the block.
+    """
+
+    def __init__(self, inputs: Iterable[str | Path | None] = ()) -> None:
+        self._inputs: list[tuple[str, Path, tuple[int, int] | None]] = []
+        for src in inputs:
+            if src is None or str(src) == STDOUT:
+                continue
+            p = Path(src)
+            self._inputs.append((str(src), p.resolve(), _identity(p)))
+        self._targets: list[tuple[str, Path, Path]] = []  # (option, target, temporary)
+        self._stdout_option: str | None = None
+        self._old_sigterm: object = None
+        self.committed: list[str] = []
+        self.not_written: list[str] = []
+        self.failed = False
+
+    # -- registering targets ---------------------------------------------------------------
+    def add(self, target: str | Path, option: str = "output") -> str:
+        """Check ``target`` and return the path to write instead (``-`` stays ``-``).
+
+        Raises :class:`OutputError` naming ``option`` when the target is refused.
+        """
+        if str(target) == STDOUT:
+            if self._stdout_option is not None:
+                raise OutputError(f"{option} -: standard output is already taken by "
+                                  f"{self._stdout_option}")
+            self._stdout_option = option
+            return STDOUT
+        where = f"{option} {target}"
+        path = Path(target)
+        if path.is_symlink():  # write through the link: the file it points to is replaced
+            path = path.resolve()
+        resolved = path.resolve()
+        ident = _identity(path)
+        for name, res, src_ident in self._inputs:
+            if resolved == res or (ident is not None and ident == src_ident):
+                what = "the input file itself" if str(target) == name else (
+                    f"the same file as the input {name}")
+                raise OutputError(f"{where}: is {what}; writing it would destroy the input "
+                                  "(choose another name)")
+        for other_option, other, _ in self._targets:
+            if other.resolve() == resolved or (ident is not None and ident == _identity(other)):
+                raise OutputError(f"{where}: is also the file of {other_option}; give each "
+                                  "output its own name")
+        if path.is_dir():
+            raise OutputError(f"{where}: is a folder; give a file name")
+        folder = path.parent
+        if not folder.is_dir():
+            raise OutputError(f"{where}: the folder {str(folder)!r} does not exist "
+                              "(create it first)")
+        try:
+            # ".published.x1y2.partial.csv": hidden, marked, and keeping the extension
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.",
+                                       suffix=f".partial{path.suffix}", dir=folder)
+        except OSError as exc:
+            raise OutputError(f"{where}: cannot write in the folder {str(folder)!r} "
+                              f"({exc.strerror or exc})") from None
+        os.close(fd)
+        os.chmod(tmp, _mode_for(path))
+        self._targets.append((option, path, Path(tmp)))
+        return tmp
+
+    def display(self, path: str | Path) -> str:
+        """The name to show for ``path``: its target when it is one of the temporary files."""
+        for _, target, tmp in self._targets:
+            if str(tmp) == str(path):
+                return str(target)
+        return str(path)
+
+    @property
+    def targets(self) -> list[str]:
+        """The files this set will write, in the order they were added."""
+        return [str(t) for _, t, _ in self._targets]
+
+    # -- leaving ---------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Rename every temporary file onto its target (called when the block succeeds)."""
+        for i, (_, target, tmp) in enumerate(self._targets):
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                self.failed = True
+                self.not_written = [str(t) for _, t, _ in self._targets[i:]]
+                self._remove([tmp for _, _, tmp in self._targets[i:]])
+                raise
+            self.committed.append(str(target))
+
+    def discard(self) -> None:
+        """Remove every temporary file; the targets keep their previous content."""
+        self.failed = True
+        self.not_written = [str(t) for _, t, _ in self._targets]
+        self._remove([tmp for _, _, tmp in self._targets])
+
+    @staticmethod
+    def _remove(paths: list[Path]) -> None:
+        for tmp in paths:
+            Path(tmp).unlink(missing_ok=True)
+
+    def describe_failure(self) -> str:
+        """One line for stderr after a failed run: what was not written, what is incomplete."""
+        parts = []
+        if self.not_written:
+            parts.append("not written (previous content, if any, untouched): "
+                         + ", ".join(self.not_written))
+        if self.committed:
+            parts.append("written: " + ", ".join(self.committed))
+        if self._stdout_option is not None:
+            parts.append(f"standard output ({self._stdout_option}) received an incomplete "
+                         "stream: discard it")
+        return "; ".join(parts) if parts else "no output was written"
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            def on_sigterm(signum: int, frame: FrameType | None) -> None:
+                raise Terminated(signum)
+            try:
+                self._old_sigterm = signal.signal(signal.SIGTERM, on_sigterm)
+            except ValueError:  # not the main interpreter
+                self._old_sigterm = None
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if et is None:
+                self.commit()
+            else:
+                self.discard()
+        finally:
+            if self._old_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._old_sigterm)  # type: ignore[arg-type]
+                self._old_sigterm = None
+
+
+__all__ = ["STDOUT", "OutputError", "OutputSet", "Terminated"]
