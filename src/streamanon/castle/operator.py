@@ -100,7 +100,7 @@ class CastleAnonymizer:
     >>> from streamanon.castle.rules import RuleSet
     >>> rules = RuleSet.from_dict({"id": "u", "attribute": [
     ...     {"name": "age", "generalizer": "range"}]})
-    >>> op = CastleAnonymizer(rules, k=2, l=0, delta=2)
+    >>> op = CastleAnonymizer(rules, k=2, l=0, delta=1)
     >>> op.process({"u": "a", "age": 30}), op.summary()["held"]
     ([], 1)
     >>> [r.values["age"] for r in op.process({"u": "b", "age": 34})]
@@ -210,6 +210,7 @@ class CastleAnonymizer:
         Raises :class:`~streamanon.errors.BadRecordError` (naming the field, carrying the row)
         for a tuple that cannot be anonymized; the operator is then unchanged.
         """
+        given = row
         if not isinstance(row, Row):
             if not isinstance(row, Mapping):
                 raise BadValueError(None, f"expected a Row or a mapping of columns, got "
@@ -224,7 +225,7 @@ class CastleAnonymizer:
             item, hier_raw, other_raw = cset.parse(row, self._pos + 1,
                                                    self.max_delay is not None)
         except BadRecordError as exc:
-            raise exc.about(row) from None
+            raise exc.about(given) from None
         if self.max_delay is not None and math.isnan(item.t):
             raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
                               "the rules or pass Row(t=...)")
