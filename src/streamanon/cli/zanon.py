@@ -60,9 +60,9 @@ def run_z(
                     writer.write_selected(batch, idx, codes, names)
                 else:
                     for record in batch.records():
-                        out = operator.process(record)
-                        if not isinstance(out, Suppressed):
-                            writer.write(out)
+                        for out in operator.process(record):
+                            if not isinstance(out, Suppressed):
+                                writer.write(out)
     finally:
         rejects.close()
         rejects.warn_summary()
@@ -116,8 +116,8 @@ def z_command(
         streamanon z --z 5 --delta-t 3600 trace.csv -o published.csv
     """
     operator: ZAnonymizer | AdaptiveZAnonymizer
-    operator = AdaptiveZAnonymizer(delta_t, k, pk, rate=rate, z0=z) if adaptive else ZAnonymizer(
-        z, delta_t)
+    operator = AdaptiveZAnonymizer(delta_t=delta_t, k=k, pk=pk, rate=rate, z0=z) if adaptive \
+        else ZAnonymizer(z=z, delta_t=delta_t)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     try:
