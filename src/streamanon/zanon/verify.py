@@ -441,38 +441,45 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
 
 
 def _distinct_in_windows(ev_v: np.ndarray, ev_u: np.ndarray, ev_pos: np.ndarray,
-                         by_v: np.ndarray, q_v: np.ndarray, q_lo: np.ndarray,
-                         q_hi: np.ndarray, order_q: np.ndarray, n_pos: int) -> np.ndarray:
+                         by_v: np.ndarray, q_v: np.ndarray | None, q_lo: np.ndarray,
+                         q_hi: np.ndarray | None, order_q: np.ndarray, n_pos: int
+                         ) -> np.ndarray:
     """Distinct users among the exposures of value ``q_v[k]`` at positions ``[q_lo, q_hi]``.
 
     Exposures are given in position order, ``by_v`` sorts them stably by value. ``order_q``
     sorts the queries by value such that, along each value, windows never move back
-    (``q_lo`` and ``q_hi`` both non-decreasing).
+    (``q_lo`` and ``q_hi`` both non-decreasing). ``q_v = q_hi = None``: the queries are the
+    exposures themselves (each window ends at its own exposure), ``order_q`` is ``by_v``.
     """
     span = n_pos + 2
-    key_hi = q_v[order_q] * span + q_hi[order_q]
-    key_lo = q_v[order_q] * span + q_lo[order_q]
-    # previous exposure of the same (value, user), by position (-1: none); within a value,
-    # exposures are in position order, so a stable sort by user keeps each pair's in order
-    vs, us = ev_v[by_v], ev_u[by_v]
-    pair = by_v[_stable_order(us)]
-    pair = pair[_stable_order(ev_v[pair])]
-    prev = np.full(len(ev_v), -1, dtype=np.int64)
-    same = (ev_v[pair[1:]] == ev_v[pair[:-1]]) & (ev_u[pair[1:]] == ev_u[pair[:-1]])
-    prev[pair[1:][same]] = ev_pos[pair[:-1][same]]
-    del us
-    # exposures in (value, position) order: the binary searches below then look for mostly
-    # increasing keys, which keeps them in cache
+    vs, pos = ev_v[by_v], ev_pos[by_v]
     base = vs * span
-    pos = ev_pos[by_v]
-    start = np.maximum(np.searchsorted(key_hi, base + pos, side="left"),
-                       np.searchsorted(key_lo, base + prev[by_v], side="right"))
+    n_q = len(order_q)
+    key_lo = (vs * span + q_lo[order_q]) if q_v is None else (
+        q_v[order_q] * span + q_lo[order_q])
+    # end[k]: the first window (of k's value) that starts after exposure k: k is out of it
+    # and of every later one. The needles increase, so the binary searches stay in cache.
     end = np.searchsorted(key_lo, base + pos, side="right")
+    # the first window that holds k: its own (exposures as queries), else the first window
+    # of k's value ending at or after k
+    if q_v is None:
+        first = np.arange(len(vs), dtype=np.int64)
+    else:
+        first = np.searchsorted(q_v[order_q] * span + q_hi[order_q], base + pos, side="left")
+    # k is its user's first exposure inside a window exactly when the window no longer holds
+    # the user's previous exposure of that value: from end[previous] on
+    us = ev_u[by_v]
+    pair = _stable_order(us)
+    pair = pair[_stable_order(vs[pair])]  # (value, user, position) order
+    same = (vs[pair[1:]] == vs[pair[:-1]]) & (us[pair[1:]] == us[pair[:-1]])
+    after_prev = np.zeros(len(vs), dtype=np.int64)
+    after_prev[pair[1:][same]] = end[pair[:-1][same]]
+    start = np.maximum(first, after_prev)
     run = start < end
-    diff = np.bincount(start[run], minlength=len(q_v) + 1) - np.bincount(
-        end[run], minlength=len(q_v) + 1)
-    counts = np.empty(len(q_v), dtype=np.int64)
-    counts[order_q] = np.cumsum(diff)[: len(q_v)]
+    diff = np.bincount(start[run], minlength=n_q + 1) - np.bincount(end[run],
+                                                                   minlength=n_q + 1)
+    counts = np.empty(n_q, dtype=np.int64)
+    counts[order_q] = np.cumsum(diff)[:n_q]
     return counts
 
 
@@ -559,8 +566,8 @@ def _check(src: _Table, out: _Table, z: int, dt: float, exact: bool, sep: str
     if exact:
         lo = _window_start(src.t, src.t, dt)
         by_v = _stable_order(ev_v)
-        counts = _distinct_in_windows(ev_v, ev_u, ev_tuple, by_v, ev_v, lo[ev_tuple],
-                                      ev_tuple, by_v, len(src))
+        counts = _distinct_in_windows(ev_v, ev_u, ev_tuple, by_v, None, lo[ev_tuple], None,
+                                      by_v, len(src))
         best = np.full(len(src), -1, dtype=np.int64)
         reached = counts >= z
         np.maximum.at(best, ev_tuple[reached], ev_level[reached])
