@@ -53,7 +53,7 @@ import math
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import repeat
@@ -78,7 +78,7 @@ class _Table:
     t_text: list[str]
     u: list[str]
     a: list[str]
-    line: list[int | None]
+    line: Sequence[int | None]
     rejected: int = 0
     restamped: int = 0
     first_rejected: str | None = None
@@ -156,63 +156,71 @@ def _format_of(source: str | Path | TextIO, fmt: str | None) -> str:
     return "jsonl" if name.lower().endswith((".jsonl", ".ndjson", ".json")) else "csv"
 
 
+_BLANK_LINE = re.compile(r"(?:^|\n)[^\S\n]*(?:\n|$)")
+
+
 def _csv_fields(data: bytes, text: str, spaced: bool, name: str
-                ) -> tuple[list[str], list[str], list[str], list[int],
+                ) -> tuple[list[str], list[str], list[str], Sequence[int],
                            list[tuple[int, str, str]]]:
     """``t``, ``u``, ``a`` text columns of a CSV text, their line numbers, and bad lines.
 
-    ``data`` is ``text`` as bytes: line breaks and commas are found there with numpy (UTF-8
-    never uses their bytes inside another character).
+    ``data`` is ``text`` as bytes: line breaks and commas are counted there with numpy
+    (UTF-8 never uses their bytes inside another character).
     """
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     bad: list[tuple[int, str, str]] = []
-    if first is None:
-        return [], [], [], [], bad
-    head = next(csv.reader([lines[first]]))
+    pos, number = 0, 1
+    while True:  # the first non-blank line: a header, or the first row without one
+        nl = text.find("\n", pos)
+        line = text[pos: nl if nl >= 0 else len(text)]
+        if line.strip():
+            break
+        if nl < 0:
+            return [], [], [], [], bad
+        pos, number = nl + 1, number + 1
+    head = next(csv.reader([line]))
     names = [h.strip().lower() for h in head]
     if {"t", "u", "a"} <= set(names):
         cols = (names.index("t"), names.index("u"), names.index("a"))
-        width, body_from = len(names), first + 1
+        width, body_pos, body_no = len(names), (nl + 1 if nl >= 0 else len(text)), number + 1
     elif len(head) == 3 and not math.isnan(_seconds(head[0])):
-        cols, width, body_from = (0, 1, 2), 3, first
+        cols, width, body_pos, body_no = (0, 1, 2), 3, pos, number
     else:
-        raise InputError(Rejected(first + 1, lines[first], "expected a CSV header naming "
-                                  "columns t,u,a (or three columns t,u,a without a header)"),
-                         name)
-    body = lines[body_from:]
-    numbers: list[int] | range = range(body_from + 1, len(lines) + 1)
-    raw = np.frombuffer(data, dtype=np.uint8)
-    breaks = np.flatnonzero(raw == 10)
-    ends = np.concatenate((breaks, [len(raw)]))[: len(lines)]
-    commas = np.diff(np.searchsorted(np.flatnonzero(raw == 44), ends), prepend=0)[body_from:]
-    if "" in body or (spaced and any(not ln.strip() for ln in body)):
-        keep = [i for i, ln in enumerate(body) if ln.strip()]
-        body = [body[i] for i in keep]
-        numbers = [numbers[i] for i in keep]
-        commas = commas[keep]
-    quoted = '"' in text
-    rows: list[list[str]] | None = None
-    if not quoted:
-        if bool(np.all(commas == width - 1)):
-            flat = ",".join(body).split(",")
+        raise InputError(Rejected(number, line, "expected a CSV header naming columns t,u,a "
+                                  "(or three columns t,u,a without a header)"), name)
+    body = text[body_pos:]
+    if body.endswith("\n"):
+        body = body[:-1]
+    if not body:
+        return [], [], [], [], bad
+    if '"' not in body and not (_BLANK_LINE.search(body) if spaced else (
+            "\n\n" in body or body.startswith("\n"))):
+        raw = np.frombuffer(data, dtype=np.uint8)
+        breaks = np.flatnonzero(raw == 10)
+        body_byte = int(breaks[body_no - 2]) + 1 if body_no >= 2 else 0
+        ends = breaks[breaks >= body_byte]
+        if not len(raw) or raw[-1] != 10:
+            ends = np.append(ends, len(raw))
+        commas = np.flatnonzero(raw[body_byte:] == 44) + body_byte
+        per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
+        if bool(np.all(per_line == width - 1)):  # the common case: one split for all
+            flat = body.replace("\n", ",").split(",")
             fields = [flat[c::width] for c in cols]
-            return fields[0], fields[1], fields[2], list(numbers), bad
-        rows = [ln.split(",") for ln in body]
-    else:
-        rows = list(csv.reader(body))
+            return fields[0], fields[1], fields[2], range(body_no, body_no + len(ends)), bad
+    lines = body.split("\n")
+    numbers = range(body_no, body_no + len(lines))
+    keep = [i for i, ln in enumerate(lines) if ln.strip()]
+    rows = list(csv.reader(lines[i] for i in keep)) if '"' in body else [
+        lines[i].split(",") for i in keep]
     tcol, ucol, acol, kept = [], [], [], []
     ti, ui, ai = cols
-    for row, number, raw in zip(rows, numbers, body, strict=True):
+    for i, row in zip(keep, rows, strict=True):
         if len(row) != width:
-            bad.append((number, raw, f"expected {width} fields, got {len(row)}"))
+            bad.append((numbers[i], lines[i], f"expected {width} fields, got {len(row)}"))
             continue
         tcol.append(row[ti])
         ucol.append(row[ui])
         acol.append(row[ai])
-        kept.append(number)
+        kept.append(numbers[i])
     return tcol, ucol, acol, kept, bad
 
 
@@ -323,7 +331,7 @@ def read_tuples(
         acol = [acol[i] for i in idx]
         numbers = [numbers[i] for i in idx]
     first = Rejected(*problems[0]).message(name) if problems else None
-    return _Table(t, tcol, ucol, acol, list(numbers), len(problems), restamped, first)
+    return _Table(t, tcol, ucol, acol, numbers, len(problems), restamped, first)
 
 
 def _raw_line(kind: str, t: str, u: str, a: str) -> str:
@@ -554,33 +562,54 @@ def _check(src: _Table, out: _Table, z: int, dt: float, exact: bool, sep: str
     u_code, _, u_index = _codes(src.u)
     a_code, a_names, _ = _codes(src.a)
     levels = _Levels(a_names, sep)
-    n_lev = levels.depth[a_code]
-    ev_tuple = np.repeat(np.arange(len(src), dtype=np.int64), n_lev)
-    ev_level = np.arange(len(ev_tuple), dtype=np.int64) - np.repeat(
-        np.cumsum(n_lev) - n_lev, n_lev)
-    ev_v = levels.flat[levels.offset[a_code][ev_tuple] + ev_level]
-    ev_u = u_code[ev_tuple]
     out_u = np.fromiter(map(u_index.get, out.u, repeat(-1)), np.int64, len(out))
     out_v = np.fromiter(map(levels.vocab.get, out.a, repeat(-1)), np.int64, len(out))
+    exposures = _Exposures(levels, a_code, u_code)
     problems = _Problems()
     if exact:
         lo = _window_start(src.t, src.t, dt)
-        by_v = _stable_order(ev_v)
-        counts = _distinct_in_windows(ev_v, ev_u, ev_tuple, by_v, None, lo[ev_tuple], None,
-                                      by_v, len(src))
         best = np.full(len(src), -1, dtype=np.int64)
-        reached = counts >= z
-        np.maximum.at(best, ev_tuple[reached], ev_level[reached])
+        counts = []
+        for d, (pos, v, u, by_v) in enumerate(exposures):
+            c = _distinct_in_windows(v, u, pos, by_v, None, lo[pos], None, by_v, len(src))
+            best[pos[c >= z]] = d  # levels go coarse to fine: the finest reaching z stays
+            counts.append(c)
         pub = np.flatnonzero(best >= 0)
         exp_v = levels.flat[levels.offset[a_code[pub]] + best[pub]]
         report.expected_published = len(pub)
         _compare_exact(src, out, z, dt, pub, exp_v, out_u, out_v, u_code, a_code, levels,
-                       ev_tuple, ev_v, counts, report, problems)
+                       exposures, counts, report, problems)
     else:
-        _check_privacy(src, out, z, dt, out_u, out_v, u_code, a_code, levels, ev_tuple, ev_v,
-                       ev_u, report, problems)
+        _check_privacy(src, out, z, dt, out_u, out_v, u_code, a_code, levels, exposures,
+                       report, problems)
     problems.fill(report)
     return report
+
+
+class _Exposures:
+    """The exposures level by level: for level ``d``, the positions of the tuples that have
+    it (increasing), their level-``d`` value and user codes, and the order sorting them by
+    value (stable, so positions still increase within a value).
+
+    Values of different levels never coincide (a level-``d`` value holds ``d`` separators),
+    so every count stays within one level.
+    """
+
+    def __init__(self, levels: _Levels, a_code: np.ndarray, u_code: np.ndarray) -> None:
+        self.levels, self.a_code, self.u_code = levels, a_code, u_code
+        self.depth = levels.depth[a_code]
+        self.positions: dict[int, np.ndarray] = {}
+
+    def at(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        has = self.depth > d
+        pos = np.arange(len(has), dtype=np.int64) if bool(has.all()) else np.flatnonzero(has)
+        self.positions[d] = pos
+        v = self.levels.flat[self.levels.offset[self.a_code[pos]] + d]
+        return pos, v, self.u_code[pos], _stable_order(v)
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        for d in range(int(self.depth.max(initial=0))):
+            yield self.at(d)
 
 
 def _describe(table: _Table, i: int) -> str:
@@ -590,7 +619,7 @@ def _describe(table: _Table, i: int) -> str:
 def _compare_exact(src: _Table, out: _Table, z: int, dt: float, pub: np.ndarray,
                    exp_v: np.ndarray, out_u: np.ndarray, out_v: np.ndarray,
                    u_code: np.ndarray, a_code: np.ndarray, levels: _Levels,
-                   ev_tuple: np.ndarray, ev_v: np.ndarray, counts: np.ndarray,
+                   exposures: _Exposures, counts: list[np.ndarray],
                    report: ZCheckReport, problems: _Problems) -> None:
     m = min(len(pub), len(out))
     same = ((out.t[:m] == src.t[pub[:m]]) & (out_u[:m] == u_code[pub[:m]])
@@ -604,7 +633,11 @@ def _compare_exact(src: _Table, out: _Table, z: int, dt: float, pub: np.ndarray,
     by_key: dict[tuple[float, int], list[int]] = defaultdict(list)
     for i in range(len(src)):
         by_key[(float(src.t[i]), int(u_code[i]))].append(i)
-    first_event = np.searchsorted(ev_tuple, np.arange(len(src)), side="left")
+
+    def count(i: int, d: int) -> int:
+        pos = exposures.positions[d]
+        return int(counts[d][np.searchsorted(pos, i)])
+
     for j in wrong:
         if j < len(out):
             cands = [i for i in by_key.get((float(out.t[j]), int(out_u[j])), [])
@@ -615,8 +648,7 @@ def _compare_exact(src: _Table, out: _Table, z: int, dt: float, pub: np.ndarray,
                     f"{_where(out, j, 'output')}: {_describe(out, j)} matches no input tuple "
                     f"of user {out.u[j]} at that time with a value at or below {out.a[j]!r}"))
                 continue
-            best = max(int(counts[first_event[i] + levels.level_depth[out_v[j]]])
-                       for i in cands)
+            best = max(count(i, int(levels.level_depth[out_v[j]])) for i in cands)
             if best < z:
                 report.privacy_violations += 1
                 problems.add("privacy", j, (
@@ -641,17 +673,18 @@ def _compare_exact(src: _Table, out: _Table, z: int, dt: float, pub: np.ndarray,
 
 def _check_privacy(src: _Table, out: _Table, z: int, dt: float, out_u: np.ndarray,
                    out_v: np.ndarray, u_code: np.ndarray, a_code: np.ndarray,
-                   levels: _Levels, ev_tuple: np.ndarray, ev_v: np.ndarray,
-                   ev_u: np.ndarray, report: ZCheckReport, problems: _Problems) -> None:
+                   levels: _Levels, exposures: _Exposures, report: ZCheckReport,
+                   problems: _Problems) -> None:
     matched = _match_outputs(src, out, out_u, out_v, u_code, a_code, levels)
-    q = np.flatnonzero(matched)
     counts = np.zeros(len(out), dtype=np.int64)
-    if len(q):
-        lo = _window_start(src.t, out.t[q], dt)
-        hi = np.searchsorted(src.t, out.t[q], side="right") - 1
-        counts[q] = _distinct_in_windows(ev_v, ev_u, ev_tuple, _stable_order(ev_v),
-                                         out_v[q], lo, hi, np.lexsort((out.t[q], out_v[q])),
-                                         len(src))
+    out_level = np.where(out_v >= 0, levels.level_depth[np.maximum(out_v, 0)], -1)
+    for d, (pos, v, u, by_v) in enumerate(exposures):
+        q = np.flatnonzero(matched & (out_level == d))
+        if len(q):
+            lo = _window_start(src.t, out.t[q], dt)
+            hi = np.searchsorted(src.t, out.t[q], side="right") - 1
+            counts[q] = _distinct_in_windows(v, u, pos, by_v, out_v[q], lo, hi,
+                                             np.lexsort((out.t[q], out_v[q])), len(src))
     for j in np.flatnonzero(~matched).tolist():
         report.unmatched += 1
         problems.add("unmatched", j, (
