@@ -510,10 +510,11 @@ def check_z(
     Both are records with ``t``, ``u``, ``a`` (and optionally ``line``); the inputs in stream
     order, as the operator saw them. Values are compared without surrounding whitespace.
     """
-    src = _table_of(inputs)
-    src.u = [x.strip() for x in src.u]
-    src.a = [x.strip() for x in src.a]
-    return _check(src, _table_of(outputs), z, delta_t, exact, separator)
+    src, out = _table_of(inputs), _table_of(outputs)
+    for table in (src, out):
+        table.u = [x.strip() for x in table.u]
+        table.a = [x.strip() for x in table.a]
+    return _check(src, out, z, delta_t, exact, separator)
 
 
 def check_z_files(
