@@ -11,8 +11,9 @@ its *first* exposure inside. An exposure ``e`` (at position ``p``, with the prev
 the same user and value at ``q``, or none) is that first one exactly for the windows with
 ``lo > q`` and ``lo <= p <= hi``; as ``lo`` and ``hi`` only grow along a value's windows these
 form one run of consecutive windows, so every count is a prefix sum of run starts minus run
-ends, computed for all values at once with numpy sorts and binary searches. (The operator
-counts the other way round, by each user's *latest* exposure.)
+ends, computed for all values of a hierarchy level at once with numpy sorts and binary
+searches; the run of an exposure starts where the previous exposure's run ended. (The
+operator counts the other way round, by each user's *latest* exposure.)
 
 **Modes.**
 
