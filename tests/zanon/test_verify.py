@@ -352,3 +352,30 @@ def test_privacy_matching_finds_a_complete_assignment():
                Record(0, "c", "EU*DE")]
     out = [Record(0, "a", "EU"), Record(0, "a", "EU*FR")]
     assert check_z(records, out, 2, 0, exact=False).ok
+
+
+def test_an_output_written_exactly_as_the_rule_needs_no_parse_and_others_are_parsed(
+        tmp_path, monkeypatch):
+    """The exact check compares the output's text with the rule's output written plainly;
+    any other text (times written differently, quoting) is parsed and compared by value."""
+    from streamanon.zanon import verify
+
+    parsed = []
+    real = verify.read_tuples
+    monkeypatch.setattr(verify, "read_tuples", lambda *a, **k: parsed.append(a) or real(*a, **k))
+    plain = write(tmp_path / "plain.csv", ["0.50,a,x", "1.50,b,x"])
+    assert check_z_files(plain, write(tmp_path / "p.csv", ["1.50,b,x"]), 2, 5).ok
+    assert len(parsed) == 1  # the input only: the output's text was the rule's, byte for byte
+    assert check_z_files(plain, write(tmp_path / "q.csv", ["1.5,b,x"]), 2, 5).ok
+    assert len(parsed) == 3  # another time format: parsed, and equal by value
+    src = write(tmp_path / "in.csv", ["0.50,a,x", "1.50,b,x", '2,c,"v,w"', "3,d,\"v,w\""])
+    same = write(tmp_path / "same.csv", ["1.50,b,x", '3,d,"v,w"'])
+    report = check_z_files(src, same, 2, 5)
+    assert report.ok and report.output_tuples == 2, report.first_problem
+    reformatted = write(tmp_path / "reformatted.csv", ["1.5,b,x", '3.0,d,"v,w"'])
+    assert check_z_files(src, reformatted, 2, 5).ok
+    # a writer that forgot to quote: never accepted by text, refused as a bad line
+    unquoted = write(tmp_path / "unquoted.csv", ["1.50,b,x", "3,d,v,w"])
+    with pytest.raises(InputError, match="expected 3 fields"):
+        check_z_files(src, unquoted, 2, 5)
+    assert not check_z_files(src, write(tmp_path / "short.csv", ["1.50,b,x"]), 2, 5).ok
