@@ -58,7 +58,7 @@ def z_handler(z: int, delta_t: float):
     from streamanon.flink.lines import LineValidator, z_outcome
     from streamanon.zanon import ZAnonymizer
 
-    op = ZAnonymizer(z, delta_t)
+    op = ZAnonymizer(z=z, delta_t=delta_t)
     validator = LineValidator("csv")
 
     def handle(line: str | None) -> list[str]:
@@ -204,7 +204,7 @@ def expected_rows(trace: Path, z: int, delta_t: float) -> list[tuple[str, str, s
     from streamanon.records import Suppressed
     from streamanon.zanon import ZAnonymizer
 
-    op = ZAnonymizer(z, delta_t)
+    op = ZAnonymizer(z=z, delta_t=delta_t)
     return [(r.time_text(), r.u, r.a) for r in map(op.process, read_records(trace))
             if not isinstance(r, Suppressed)]
 

@@ -102,12 +102,12 @@ def main() -> None:
         src = tmp / "z.csv"
         src.write_bytes(b"t,u,a\n" + b"\n".join(trace) + b"\n")
         t0 = time.perf_counter()
-        stats = run_z(src, tmp / "z-out.csv", ZAnonymizer(z, dt))
+        stats = run_z(src, tmp / "z-out.csv", ZAnonymizer(z=z, delta_t=dt))
         file_s = time.perf_counter() - t0
         expected = (tmp / "z-out.csv").read_bytes().splitlines()[1:]
 
         def z_stage() -> ZStage:
-            return ZStage(ZAnonymizer(z, dt), source="kafka z-in")
+            return ZStage(ZAnonymizer(z=z, delta_t=dt), source="kafka z-in")
 
         eos_s, eos = _kafka_run(bs, "z-in", ["z-eos-out", "z-eos-rej", "z-eos-prog"], z_stage,
                                 5.0)
@@ -136,7 +136,8 @@ def main() -> None:
         k, l, delta = 5, 2, 1250  # noqa: E741
 
         def castle_op() -> CastleAnonymizer:
-            return CastleAnonymizer(RuleSet.load(rules_file), k, l, delta, 50, 100, 10)
+            return CastleAnonymizer(RuleSet.load(rules_file), k=k, l=l, delta=delta, beta=50,
+                                    mu=100, zeta=10)
 
         t0 = time.perf_counter()
         cstats = run_castle(data, tmp / "c-out.csv", castle_op())

@@ -17,8 +17,9 @@ LEAVES = ["Paris", "Lyon", "Berlin", "Boston", "NY", "Asia", "FR", "EU"]
 
 
 @st.composite
-def rule_sets(draw: st.DrawFn) -> dict[str, Any]:
-    """A rules dict: 1-3 numeric ranges, maybe a hierarchy, maybe a reduction, 0-2 sensitive."""
+def rule_sets(draw: st.DrawFn, min_sensitive: int = 0) -> dict[str, Any]:
+    """A rules dict: 1-3 numeric ranges, maybe a hierarchy, maybe a reduction, 0-2 sensitive
+    (at least ``min_sensitive``)."""
     attrs: list[dict[str, Any]] = []
     for i in range(draw(st.integers(1, 3))):
         spec: dict[str, Any] = {"name": f"x{i}", "generalizer": "range",
@@ -31,7 +32,7 @@ def rule_sets(draw: st.DrawFn) -> dict[str, Any]:
                       "metric": draw(st.sampled_from(["glm", "ncp", "prl"]))})
     if draw(st.booleans()):
         attrs.append({"name": "zip", "generalizer": "reduction"})
-    for j in range(draw(st.integers(0, 2))):
+    for j in range(draw(st.integers(min_sensitive, 2))):
         attrs.append({"name": f"s{j}", "sensitive": True})
     return {"id": "u", "attribute": attrs}
 

@@ -1,4 +1,8 @@
-"""CASTLE operator: hand-checked behaviour of each rule and of the Prink defects not repeated."""
+"""CASTLE operator: hand-checked behaviour of each rule and of the Prink defects not repeated.
+
+The operator contract (accounting, pickling, determinism, bad records) is checked for every
+operator in tests/test_conformance.py; the checker's mutation suite is tests/castle/test_verify.py.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,15 @@ import pickle
 import pytest
 
 from streamanon.castle import CastleAnonymizer, Released, Row, RuleSet
-from streamanon.castle.verify import check_castle
-from streamanon.conformance import check_operator
+from streamanon.castle.verify import check_castle, columns_spec, rules_from_toml
 from streamanon.data import ashrae
+from streamanon.errors import (
+    BadRecordError,
+    BadValueError,
+    ConfigError,
+    MissingFieldError,
+    UnknownCategoryError,
+)
 from streamanon.records import Suppressed
 
 
@@ -24,18 +34,18 @@ def run(op: CastleAnonymizer, rows) -> list:
     return [x for r in rows for x in op.process(r)] + op.flush()
 
 
-def test_conformance_on_the_ashrae_shaped_stream() -> None:
+def test_the_ashrae_shaped_stream_passes_the_full_checker() -> None:
     rs = ashrae.rules_toml()
     rows = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(600, seed=3))]
-    bad = Row({"building_id": 1, "timestamp": 0})  # quasi-identifiers missing
-    out = check_operator(lambda: CastleAnonymizer(RuleSet.from_toml(rs), 5, 2, 200, 20, 10, 5),
-                         rows, bad_record=bad)
+    op = CastleAnonymizer(RuleSet.from_toml(rs), k=5, l=2, delta=200, beta=20, mu=10, zeta=5)
+    out = run(op, rows)
     released = [x.values for x in out if isinstance(x, Released)]
-    r = RuleSet.from_toml(rs)
-    report = check_castle(released, r.id_field, r.quasi_identifiers, r.sensitive, k=5, l=2,
-                          inputs=[row.values for row in rows])
+    suppressed = [x.record.values for x in out if isinstance(x, Suppressed)]
+    report = check_castle(released, rules_from_toml(rs), k=5, l=2, inputs=rows,
+                          suppressed=suppressed)
     assert report.ok, report.first_problem
     assert report.min_individuals is not None and report.min_individuals >= 5
+    assert report.unverified == 0 and report.lost == 0
 
 
 def test_a_cluster_is_released_when_it_has_k_individuals_and_l_values() -> None:
@@ -65,7 +75,7 @@ def test_negative_numbers_keep_correct_ranges_after_a_removal() -> None:
 
 
 def test_l_with_no_sensitive_attribute_is_refused_instead_of_looping() -> None:
-    with pytest.raises(ValueError, match="sensitive"):
+    with pytest.raises(ConfigError, match="sensitive"):
         CastleAnonymizer(rules(sensitive=False), k=2, l=2)
 
 
@@ -122,11 +132,17 @@ def test_bad_record_leaves_the_operator_unchanged() -> None:
     op = CastleAnonymizer(rules(), k=2, l=2)
     op.process({"u": "a", "age": 1, "dx": "x"})
     before = pickle.dumps(op)
-    for bad in ({"u": "b", "dx": "x"}, {"u": "b", "age": "old", "dx": "x"},
-                {"u": "b", "age": float("nan"), "dx": "x"}, {"age": 3, "dx": "x"},
-                {"u": "b", "age": True, "dx": "y"}):
-        with pytest.raises(ValueError):
+    for bad, error, field in (({"u": "b", "dx": "x"}, MissingFieldError, "age"),
+                              ({"u": "b", "age": "old", "dx": "x"}, BadValueError, "age"),
+                              ({"u": "b", "age": float("nan"), "dx": "x"}, BadValueError, "age"),
+                              ({"age": 3, "dx": "x"}, MissingFieldError, "u"),
+                              ({"u": "b", "age": 3}, MissingFieldError, "dx"),
+                              ({"u": "b", "age": True, "dx": "y"}, BadValueError, "age"),
+                              (["not", "a", "row"], BadValueError, None)):
+        with pytest.raises(error) as caught:
             op.process(bad)
+        assert isinstance(caught.value, BadRecordError) and caught.value.field == field
+        assert caught.value.record is not None and str(caught.value)
     assert op.read == 1 and op.held == 1
     assert pickle.loads(before).summary() == op.summary()
 
@@ -135,7 +151,7 @@ def test_unknown_category_is_refused_unless_the_tree_may_grow() -> None:
     spec = {"id": "u", "attribute": [{"name": "city", "generalizer": "hierarchy",
                                       "paths": [["EU", "FR", "Paris"], ["EU", "DE", "Berlin"]]}]}
     op = CastleAnonymizer(RuleSet.from_dict(spec), k=2, l=0)
-    with pytest.raises(ValueError, match="unknown category 'Rome'"):
+    with pytest.raises(UnknownCategoryError, match="unknown category 'Rome'"):
         op.process({"u": "a", "city": "Rome"})
     # a record carrying its own path (leaf first) grows the tree
     op.process({"u": "a", "city": ["Rome", "IT", "EU"]})
@@ -174,15 +190,22 @@ def test_loss_column_and_split_of_large_clusters() -> None:
     classes = {x.values["age"] for x in out}
     assert len(classes) >= 2  # 8 individuals >= 2k: split into several groups
     assert all(0.0 <= x.values["loss"] <= 1.0 for x in out)
-    report = check_castle([x.values for x in out], "u", ["age"], k=2)
-    assert report.ok
+    report = check_castle([x.values for x in out], columns_spec("u", ["age"]), k=2,
+                          inputs=rows)
+    assert report.ok, report.first_problem
 
 
 def test_invalid_parameters_are_refused() -> None:
     for kwargs in ({"k": 0}, {"l": -1}, {"delta": 0}, {"beta": 0}, {"mu": 0}, {"zeta": -1},
-                   {"max_delay": float("inf")}):
-        with pytest.raises(ValueError):
+                   {"max_delay": float("inf")}, {"k": 2.5}, {"suppression": "burn"}):
+        with pytest.raises(ConfigError):
             CastleAnonymizer(rules(), **kwargs)
+
+
+def test_parameters_are_keyword_only_with_a_deprecated_positional_path() -> None:
+    with pytest.warns(DeprecationWarning, match="by keyword"):
+        op = CastleAnonymizer(rules(), 3, 2, 50)
+    assert (op.k, op.l, op.delta) == (3, 2, 50)
 
 
 def test_operators_sharing_one_rule_set_do_not_influence_each_other() -> None:
@@ -191,8 +214,9 @@ def test_operators_sharing_one_rule_set_do_not_influence_each_other() -> None:
     shared = RuleSet.from_toml(rs)
     first = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=5))]
     other = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=6))]
-    alone = run(CastleAnonymizer(RuleSet.from_toml(rs), 5, 2, 100, 20, 10, 5), other)
-    a = CastleAnonymizer(shared, 5, 2, 100, 20, 10, 5)
-    b = CastleAnonymizer(shared, 5, 2, 100, 20, 10, 5)
+    params = {"k": 5, "l": 2, "delta": 100, "beta": 20, "mu": 10, "zeta": 5}
+    alone = run(CastleAnonymizer(RuleSet.from_toml(rs), **params), other)
+    a = CastleAnonymizer(shared, **params)
+    b = CastleAnonymizer(shared, **params)
     run(a, first)  # widens a's adaptive domains; b must not see them
     assert run(b, other) == alone

@@ -1,5 +1,6 @@
-"""Property tests: on random streams, rule sets and parameters the checker passes, the
-accounting adds up, every released row stands for its own input row, and nothing hangs."""
+"""Property tests: on random streams, rule sets and parameters the full checker passes (k, l,
+every released row covering its own input row under the rules, every input row released or
+suppressed exactly once), an empty release is flagged with its reason, and nothing hangs."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamanon.castle import CastleAnonymizer, Released
-from streamanon.castle.verify import check_castle
-from streamanon.conformance import check_operator
+from streamanon.castle.verify import check_castle, rules_from_dict
 from streamanon.records import Suppressed
 from tests.castle.strategies import make_rules, rule_sets, streams
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    spec = draw(rule_sets())
+def cases(draw: st.DrawFn, min_sensitive: int = 0
+          ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    spec = draw(rule_sets(min_sensitive))
     rows = draw(streams(spec))
     has_sa = any(a.get("sensitive") for a in spec["attribute"])
     params = {
@@ -32,28 +33,36 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], dict[s
     return spec, rows, params
 
 
+def run(spec: dict[str, Any], rows: list[dict[str, Any]], params: dict[str, Any]) -> list:
+    op = CastleAnonymizer(make_rules(spec), **params)
+    return [x for r in rows for x in op.process(r)] + op.flush()
+
+
 @given(cases())
-def test_released_classes_meet_k_and_l_and_accounting_adds_up(case) -> None:
+def test_the_full_checker_passes_on_random_streams_and_rules(case) -> None:
     spec, rows, params = case
-    rules = make_rules(spec)
-    out = check_operator(lambda: CastleAnonymizer(make_rules(spec), **params), rows)
+    out = run(spec, rows, params)
     released = [x.values for x in out if isinstance(x, Released)]
-    suppressed = [x for x in out if isinstance(x, Suppressed)]
-    assert len(released) + len(suppressed) == len(rows)
-    report = check_castle(released, "u", rules.quasi_identifiers, rules.sensitive,
-                          k=params["k"], l=params["l"], inputs=rows)
+    suppressed = [x.record.values for x in out if isinstance(x, Suppressed)]
+    report = check_castle(released, rules_from_dict(spec), k=params["k"], l=params["l"],
+                          inputs=rows, suppressed=suppressed, allow_empty=True)
     assert report.ok, report.first_problem
+    assert report.unverified == 0 and report.lost == 0
+    assert len(released) + len(suppressed) == len(rows)
     individuals = {r["u"] for r in rows}
     if len(individuals) < params["k"]:
         assert not released  # a single (or too few) individual(s): nothing can be released
+    if rows and not released:  # an empty release is never called ok without allow_empty
+        strict = check_castle(released, rules_from_dict(spec), k=params["k"], l=params["l"],
+                              inputs=rows)
+        assert strict.empty and not strict.ok and strict.why_empty
 
 
-@given(cases())
+@given(cases(min_sensitive=1))
 def test_l_above_the_number_of_sensitive_values_suppresses_everything(case) -> None:
     spec, rows, params = case
     rules = make_rules(spec)
-    if not rules.sensitive:
-        return
+    assert rules.sensitive
     distinct = min(len({r[s] for r in rows}) for s in rules.sensitive) if rows else 0
     params["l"] = distinct + 1 if distinct + 1 > 1 else 2
     op = CastleAnonymizer(rules, **params)
@@ -61,3 +70,9 @@ def test_l_above_the_number_of_sensitive_values_suppresses_everything(case) -> N
     assert all(isinstance(x, Suppressed) for x in out)
     assert len(out) == len(rows)
     assert op.held == 0
+    if rows:
+        report = check_castle([], rules_from_dict(spec), k=params["k"], l=params["l"],
+                              inputs=rows)
+        assert report.empty and not report.ok
+        assert report.why_empty is not None and (
+            "l = " in report.why_empty or "k = " in report.why_empty)

@@ -62,7 +62,8 @@ def test_verify_finds_a_tampered_output(tmp_path) -> None:
     first[header.index("square_feet")] = "[1,2]"  # alone in its own class
     lines[1] = ",".join(f'"{x}"' for x in first)
     out.write_text("\n".join(lines) + "\n")
-    res = runner.invoke(app, ["verify", "castle", str(out), "--rules", str(rules), "--k", "5"])
+    res = runner.invoke(app, ["verify", "castle", str(out), "--rules", str(rules), "--k", "5",
+                              "--l", "0"])
     assert res.exit_code == 1
     assert "counterexample" in res.output and "distinct individual" in res.output
 

@@ -46,7 +46,7 @@ def trace(tmp_path_factory) -> Path:
 def pure(trace, tmp_path_factory) -> tuple[Path, Path, dict]:
     out = tmp_path_factory.mktemp("pure") / "pure.csv"
     rejects = out.with_suffix(".rejects.jsonl")
-    stats = run_z(trace, out, ZAnonymizer(Z, DELTA_T), on_error=OnError.skip,
+    stats = run_z(trace, out, ZAnonymizer(z=Z, delta_t=DELTA_T), on_error=OnError.skip,
                   rejects_path=rejects, time_tolerance=TOLERANCE)
     assert stats.rejected == 4 and stats.details["restamped"] == 1  # the trace is as meant
     assert stats.suppressed > 0 and stats.details["published_per_level"]["level_0"] > 0

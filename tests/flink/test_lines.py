@@ -53,8 +53,8 @@ def test_line_path_publishes_what_the_batch_path_publishes(tmp_path):
 
     trace = write_trace(tmp_path / "t.csv", zipf_trace(3000, n_users=60, n_values=200,
                                                         levels=3, seed=4))
-    run_z(trace, tmp_path / "batch.csv", ZAnonymizer(3, 900))
-    op, v, outcomes = ZAnonymizer(3, 900), LineValidator("csv"), []
+    run_z(trace, tmp_path / "batch.csv", ZAnonymizer(z=3, delta_t=900))
+    op, v, outcomes = ZAnonymizer(z=3, delta_t=900), LineValidator("csv"), []
     for line in trace.read_text().splitlines():
         meta, record = v.feed(line)
         outcomes += meta + ([z_outcome(op, record)] if record else [])

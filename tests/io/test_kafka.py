@@ -49,7 +49,7 @@ def test_z_kafka_equals_file_path_byte_for_byte(kafka_broker, topic_names, tmp_p
                                        "--fetch-batch", "3000")))
     out = read_topic(bs, t[1])[0]
     src = write_lines(tmp_path / "in.csv", "t,u,a", trace)
-    stats = run_z(src, tmp_path / "out.csv", ZAnonymizer(4, 20))
+    stats = run_z(src, tmp_path / "out.csv", ZAnonymizer(z=4, delta_t=20))
     expected = (tmp_path / "out.csv").read_bytes().splitlines()[1:]
     assert [v for v, _ in out] == expected
     assert (s["read"], s["published"], s["suppressed"], s["rejected"]) == (
@@ -110,7 +110,8 @@ def test_castle_kafka_equals_file_path_and_verifies(kafka_broker, topic_names, t
                               "--until-end", "--rules", str(rules_file), "--columns",
                               header.decode(), "--k", "5", "--l", "2", "--delta", "300"))
     stats = run_castle(data, tmp_path / "out.csv",
-                       CastleAnonymizer(RuleSet.load(rules_file), 5, 2, 300, 50, 10, 10))
+                       CastleAnonymizer(RuleSet.load(rules_file), k=5, l=2, delta=300, beta=50,
+                                        mu=10, zeta=10))
     out = [v for v, _ in read_topic(bs, t[1])[0]]
     assert out == (tmp_path / "out.csv").read_bytes().splitlines()[1:]
     assert (s["published"], s["suppressed"], s["held"]) == (stats.published, stats.suppressed,
@@ -149,7 +150,7 @@ def test_partitions_merge_by_timestamp_deterministically(kafka_broker, topic_nam
     from streamanon.zanon import ZAnonymizer
 
     order = sorted(range(len(trace)), key=lambda i: (times[i], users[i] % 3, i))
-    op = ZAnonymizer(3, 15)
+    op = ZAnonymizer(z=3, delta_t=15)
     expected = {q: [] for q in range(3)}
     for i in order:
         tt, u, a = trace[i].decode().split(",")

@@ -121,7 +121,7 @@ def test_streaming_z_anonymity_lies_between_the_two_rules(dcfg, z, span):
     w = SimConfig(z=z).window
     h0 = max(0, start - (w - 1))
     history = district.readings(h0, start)
-    op = ZAnonymizer(z, SimConfig().delta_t)
+    op = ZAnonymizer(z=z, delta_t=SimConfig().delta_t)
     for r in records_of(history, district.sensor_ids, None, h0):
         op.process(r)
     streamed = np.zeros_like(paper.published["centralized"])
@@ -129,7 +129,8 @@ def test_streaming_z_anonymity_lies_between_the_two_rules(dcfg, z, span):
         for s in range(district.sensors):
             rec = Record((start + c) * CYCLE_SECONDS, district.sensor_ids[s],
                          str(int(paper.readings[c, s])))
-            streamed[c, s] = not isinstance(op.process(rec), Suppressed)
+            [outcome] = op.process(rec)
+            streamed[c, s] = not isinstance(outcome, Suppressed)
     lo = per_cycle_value(paper.published["centralized"], paper.readings)
     mid = per_cycle_value(streamed, paper.readings)
     hi = per_cycle_value(window.published["centralized"], paper.readings)

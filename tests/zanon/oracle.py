@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import locale
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -55,7 +56,8 @@ def oracle_published(
             for r in records:
                 oracle.anonymize((r.t, r.u, r.a))
             oracle.endFiles()
-            with open("output.txt") as fh:
+            # the oracle writes with the locale's encoding: read it back the same way
+            with open("output.txt", encoding=locale.getpreferredencoding(False)) as fh:
                 rows = [line.rstrip("\n").split("\t") for line in fh if line.strip()]
         finally:
             zmod.z_change = saved

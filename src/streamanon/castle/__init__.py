@@ -1,18 +1,43 @@
-"""CASTLE / Prink: k_s-anonymity with l-diversity and hierarchical generalization for streams."""
+"""CASTLE / Prink: k_s-anonymity with l-diversity and hierarchical generalization for streams.
 
-from streamanon.castle.cluster import Released, Row
-from streamanon.castle.generalizers import (
-    Generalizer,
-    HierarchyGeneralizer,
-    NoneGeneralizer,
-    RangeGeneralizer,
-    ReductionGeneralizer,
-    register_generalizer,
-)
-from streamanon.castle.hierarchy import Hierarchy
-from streamanon.castle.operator import CastleAnonymizer, Suppression
-from streamanon.castle.rules import AttributeRule, RuleSet
+Names load lazily, so that importing the checker (:mod:`streamanon.castle.verify`) loads none
+of the operator's code (a test asserts it).
+"""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamanon.castle.cluster import Released, Row
+    from streamanon.castle.generalizers import (
+        Generalizer,
+        HierarchyGeneralizer,
+        NoneGeneralizer,
+        RangeGeneralizer,
+        ReductionGeneralizer,
+        register_generalizer,
+    )
+    from streamanon.castle.hierarchy import Hierarchy
+    from streamanon.castle.operator import CastleAnonymizer, Suppression
+    from streamanon.castle.rules import AttributeRule, RuleSet
+
+_EXPORTS = {
+    "AttributeRule": "streamanon.castle.rules",
+    "CastleAnonymizer": "streamanon.castle.operator",
+    "Generalizer": "streamanon.castle.generalizers",
+    "Hierarchy": "streamanon.castle.hierarchy",
+    "HierarchyGeneralizer": "streamanon.castle.generalizers",
+    "NoneGeneralizer": "streamanon.castle.generalizers",
+    "RangeGeneralizer": "streamanon.castle.generalizers",
+    "ReductionGeneralizer": "streamanon.castle.generalizers",
+    "Released": "streamanon.castle.cluster",
+    "Row": "streamanon.castle.cluster",
+    "RuleSet": "streamanon.castle.rules",
+    "Suppression": "streamanon.castle.operator",
+    "register_generalizer": "streamanon.castle.generalizers",
+}
 __all__ = [
     "AttributeRule",
     "CastleAnonymizer",
@@ -28,3 +53,16 @@ __all__ = [
     "Suppression",
     "register_generalizer",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

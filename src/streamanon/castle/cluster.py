@@ -25,6 +25,7 @@ import numpy as np
 
 from streamanon.castle.generalizers import Generalizer, HierarchyGeneralizer, RangeGeneralizer
 from streamanon.castle.rules import RuleSet
+from streamanon.errors import BadValueError, MissingFieldError, ProtocolError
 from streamanon.timefmt import parse_time
 
 
@@ -188,7 +189,7 @@ class ClusterSet:
     # -- tuples ----------------------------------------------------------------------------
     def parse(self, row: Row, pos: int, need_time: bool = False
               ) -> tuple[Item, list[Any], list[Any]]:
-        """Validate ``row`` without changing anything; raises ``ValueError`` naming the field.
+        """Validate ``row`` without changing anything; raises ``BadRecordError`` naming the field.
 
         The time column is read only when ``need_time`` (the ``max_delay`` bound needs it).
         """
@@ -196,16 +197,17 @@ class ClusterSet:
         rules = self.rules
         pid = values.get(rules.id_field)
         if _missing(pid):
-            raise ValueError(f"missing field {rules.id_field} (the individual)")
+            raise MissingFieldError(rules.id_field,
+                                    f"missing field {rules.id_field} (the individual)")
         if isinstance(pid, float) and not math.isfinite(pid):
-            raise ValueError(f"field {rules.id_field} is not a finite number")
+            raise BadValueError(rules.id_field, f"field {rules.id_field} is not a finite number")
         num = self._fast_numbers(values)
         hier_raw: list[Any] = []
         other_raw: list[Any] = []
         for rule, kind in self._slow if num is not None else self._all:
             raw = values.get(rule.name)
             if _missing(raw):
-                raise ValueError(f"missing field {rule.name}")
+                raise MissingFieldError(rule.name)
             if kind == "num":
                 rule.generalizer.parse(raw)  # raises with the reason
             elif kind == "hier":
@@ -213,14 +215,14 @@ class ClusterSet:
             else:
                 other_raw.append(rule.generalizer.parse(raw))
         if num is None:  # pragma: no cover - the loop above raised
-            raise ValueError("numeric attributes could not be parsed")
+            raise ProtocolError("numeric attributes could not be parsed")
         sens = []
         for name in rules.sensitive:
             raw = values.get(name)
             if _missing(raw):
-                raise ValueError(f"missing field {name} (sensitive)")
+                raise MissingFieldError(name, f"missing field {name} (sensitive)")
             if isinstance(raw, float) and not math.isfinite(raw):
-                raise ValueError(f"field {name} is not a finite number")
+                raise BadValueError(name, f"field {name} is not a finite number")
             sens.append(_canonical(raw))
         t = row.t
         if t is None and need_time and rules.time_field is not None:
@@ -481,7 +483,8 @@ class ClusterSet:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""
         self._cur_key = None
         c = item.cluster
-        assert c is not None
+        if c is None:
+            raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
         c.items.remove(item)
         item.cluster = None
         _dec(c.ids, item.pid)
@@ -571,8 +574,8 @@ def _dec(counter: Counter[str], key: str) -> None:
 
 def _parse_time(raw: Any, name: str) -> float:
     if isinstance(raw, bool) or raw is None or raw == "":
-        raise ValueError(f"missing field {name} (the time)")
+        raise MissingFieldError(name, f"missing field {name} (the time)")
     try:
         return parse_time(repr(raw) if isinstance(raw, int | float) else str(raw))
     except ValueError as exc:
-        raise ValueError(f"field {name}: {exc}: {raw!r}") from None
+        raise BadValueError(name, f"field {name}: {exc}: {raw!r}") from None

@@ -30,6 +30,7 @@ import numpy as np
 
 from streamanon.castle.hierarchy import MAX_TABLE_NODES, Hierarchy
 from streamanon.castle.loss import Metric, glm, ncp, prl, range_loss
+from streamanon.errors import BadValueError, ConfigError, MissingFieldError, UnknownCategoryError
 
 
 def format_number(x: float) -> str:
@@ -59,7 +60,8 @@ class Generalizer(ABC):
     def parse(self, raw: Any) -> Any:
         """Validate a raw input value and return it ready for :meth:`observe`.
 
-        Raises ``ValueError`` saying what is wrong; must not change the generalizer.
+        Raises :class:`~streamanon.errors.BadRecordError` (``field`` = the attribute) saying
+        what is wrong; must not change the generalizer.
         """
 
     def observe(self, value: Any) -> Any:
@@ -130,7 +132,7 @@ class RangeGeneralizer(Generalizer):
         if domain is not None:
             lo, hi = (float(v) for v in domain)
             if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
-                raise ValueError(f"attribute {name!r}: domain must be [lo, hi] with lo <= hi")
+                raise ConfigError(f"attribute {name!r}: domain must be [lo, hi] with lo <= hi")
             self.lo, self.hi = lo, hi
         else:
             self.lo, self.hi = math.inf, -math.inf
@@ -138,13 +140,15 @@ class RangeGeneralizer(Generalizer):
 
     def parse(self, raw: Any) -> float:
         if isinstance(raw, bool) or raw is None:
-            raise ValueError(f"attribute {self.name!r} needs a number, got {raw!r}")
+            raise BadValueError(self.name, f"attribute {self.name!r} needs a number, got {raw!r}")
         try:
             x = float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f"attribute {self.name!r} needs a number, got {raw!r}") from None
+            raise BadValueError(self.name, f"attribute {self.name!r} needs a number, got "
+                                f"{raw!r}") from None
         if not math.isfinite(x):
-            raise ValueError(f"attribute {self.name!r} is not a finite number: {raw!r}")
+            raise BadValueError(self.name, f"attribute {self.name!r} is not a finite number: "
+                                f"{raw!r}")
         return x
 
     def observe(self, value: float) -> float:
@@ -186,7 +190,8 @@ class ReductionGeneralizer(Generalizer):
 
     def parse(self, raw: Any) -> str:
         if raw is None or isinstance(raw, list | dict):
-            raise ValueError(f"attribute {self.name!r} needs a text value, got {raw!r}")
+            raise BadValueError(self.name, f"attribute {self.name!r} needs a text value, got "
+                                f"{raw!r}")
         return raw if isinstance(raw, str) else format_number(float(raw)) if isinstance(
             raw, int | float) else str(raw)
 
@@ -263,8 +268,8 @@ class HierarchyGeneralizer(Generalizer):
         parent = self.tree.root
         for name in path:
             if name in self.tree and self.tree.parent[name] != parent:
-                raise ValueError(
-                    f"attribute {self.name!r}: path {list(path)!r} puts {name!r} below "
+                raise UnknownCategoryError(
+                    self.name, f"attribute {self.name!r}: path {list(path)!r} puts {name!r} below "
                     f"{parent!r} but the hierarchy has it below {self.tree.parent[name]!r}"
                 )
             parent = name
@@ -272,34 +277,39 @@ class HierarchyGeneralizer(Generalizer):
     def _check_room(self, path: Sequence[str]) -> None:
         new = sum(1 for name in path if name not in self.tree)
         if len(self.tree.names) + new > MAX_TABLE_NODES:
-            raise ValueError(f"attribute {self.name!r}: the hierarchy would exceed "
-                             f"{MAX_TABLE_NODES} nodes")
+            raise UnknownCategoryError(self.name, f"attribute {self.name!r}: the hierarchy "
+                                       f"would exceed {MAX_TABLE_NODES} nodes")
 
     def parse(self, raw: Any) -> str | _NewPath:
         if isinstance(raw, list | tuple):
             if not raw or not all(isinstance(x, str | int) and str(x) for x in raw):
-                raise ValueError(f"attribute {self.name!r}: a path must list non-empty names")
+                raise BadValueError(self.name, f"attribute {self.name!r}: a path must list "
+                                    "non-empty names")
             path = [str(x) for x in reversed(raw)]
             if path[0] == self.tree.root:
                 path = path[1:]
-            if path and path[-1] in self.tree and self.tree.ancestors(path[-1])[::-1][1:] == path:
+            if not path:  # just the root
+                return self.tree.root
+            if path[-1] in self.tree and self.tree.ancestors(path[-1])[::-1][1:] == path:
                 return path[-1]
             self._check_path(path)
             self._check_room(path)
             return _NewPath(path)
         if raw is None or isinstance(raw, dict | bool):
-            raise ValueError(f"attribute {self.name!r} needs a category, got {raw!r}")
+            raise BadValueError(self.name, f"attribute {self.name!r} needs a category, got "
+                                f"{raw!r}")
         value = raw if type(raw) is str else format_number(float(raw)) if isinstance(
             raw, int | float) else str(raw)
         if value in self.tree.parent:
             return value
         if not value:
-            raise ValueError(f"attribute {self.name!r} is empty")
+            raise MissingFieldError(self.name, f"attribute {self.name!r} is empty")
         if self.grow:
             self._check_room((value,))
             return _NewPath((value,))
-        raise ValueError(f"attribute {self.name!r}: unknown category {value!r} (not in its "
-                         f"hierarchy; give a path or set grow = true)")
+        raise UnknownCategoryError(self.name, f"attribute {self.name!r}: unknown category "
+                                   f"{value!r} (not in its hierarchy; give a path or set "
+                                   "grow = true)")
 
     def observe(self, value: str | _NewPath) -> str:
         if type(value) is _NewPath:
@@ -383,7 +393,7 @@ def generalizer_factory(kind: str) -> GeneralizerFactory:
     try:
         return _REGISTRY[kind]
     except KeyError:
-        raise ValueError(f"unknown generalizer {kind!r} (known: "
+        raise ConfigError(f"unknown generalizer {kind!r} (known: "
                          f"{', '.join(sorted(_REGISTRY))})") from None
 
 

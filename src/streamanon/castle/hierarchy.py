@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from streamanon.errors import ConfigError
+
 DEFAULT_ROOT = "*"
 MAX_TABLE_NODES = 4096
 
@@ -66,10 +68,10 @@ class Hierarchy:
             if not raw.strip() or raw.lstrip().startswith("#"):
                 continue
             if "\t" in raw[: len(raw) - len(raw.lstrip())]:
-                raise ValueError(f"hierarchy line {number}: indent with spaces, not tabs")
+                raise ConfigError(f"hierarchy line {number}: indent with spaces, not tabs")
             entries.append((len(raw) - len(raw.lstrip()), raw.strip()))
         if not entries:
-            raise ValueError("hierarchy outline is empty")
+            raise ConfigError("hierarchy outline is empty")
         top = [name for indent, name in entries if indent == entries[0][0]]
         if root is None:
             root = top[0] if len(top) == 1 else DEFAULT_ROOT
@@ -90,26 +92,26 @@ class Hierarchy:
     def add_path(self, path: Sequence[str]) -> bool:
         """Insert a root-first path; returns True when the tree grew.
 
-        Raises ``ValueError`` when a name already hangs below another parent (the tree would
-        stop being a tree) or when a name is empty.
+        Raises :class:`~streamanon.errors.ConfigError` when a name already hangs below another
+        parent (the tree would stop being a tree) or when a name is empty.
         """
         names = [str(p) for p in path]
         if names and names[0] == self.root:
             names = names[1:]
         if any(not n for n in names):
-            raise ValueError(f"hierarchy path {list(path)!r} has an empty name")
+            raise ConfigError(f"hierarchy path {list(path)!r} has an empty name")
         parent = self.root
         grew = False
         for name in names:
             if name in self.parent:
                 if self.parent[name] != parent:
-                    raise ValueError(
+                    raise ConfigError(
                         f"hierarchy node {name!r} is already below {self.parent[name]!r}, "
                         f"cannot also be below {parent!r}"
                     )
             else:
                 if name == self.root:
-                    raise ValueError(f"hierarchy path {list(path)!r} repeats the root")
+                    raise ConfigError(f"hierarchy path {list(path)!r} repeats the root")
                 self.parent[name] = parent
                 self.children[name] = []
                 self.children[parent].append(name)
@@ -194,7 +196,7 @@ class Hierarchy:
         table = self._table
         if table is None or len(table) < n:
             if n > MAX_TABLE_NODES:
-                raise ValueError(f"hierarchy has {n} nodes, more than {MAX_TABLE_NODES}")
+                raise ConfigError(f"hierarchy has {n} nodes, more than {MAX_TABLE_NODES}")
             old = 0 if table is None else self._table_n
             cap = max(16, 2 * n) if table is None or len(table) < n else len(table)
             new = np.zeros((cap, cap), dtype=np.int32)

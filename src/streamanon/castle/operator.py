@@ -53,13 +53,16 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 
+from streamanon.base import legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, Released, Row, State
 from streamanon.castle.rules import RuleSet
+from streamanon.errors import BadRecordError, BadValueError, ConfigError, ProtocolError
 from streamanon.records import Suppressed
 
 _EPS = 1e-12
@@ -91,39 +94,52 @@ class CastleAnonymizer:
     ``rules`` may be ``None``: tuples are then held (and counted) until :meth:`set_rules`.
     ``l <= 1`` turns l-diversity off. ``max_delay`` (seconds, optional) bounds the wait of a
     tuple by time as well as by ``delta`` positions. ``loss_field`` names an output column that
-    receives each tuple's cluster loss.
+    receives each tuple's cluster loss. Parameters other than the rules are keyword-only; the
+    operator follows the contract of :mod:`streamanon.base`.
+
+    >>> from streamanon.castle.rules import RuleSet
+    >>> rules = RuleSet.from_dict({"id": "u", "attribute": [
+    ...     {"name": "age", "generalizer": "range"}]})
+    >>> op = CastleAnonymizer(rules, k=2, l=0, delta=1)
+    >>> op.process({"u": "a", "age": 30}), op.summary()["held"]
+    ([], 1)
+    >>> [r.values["age"] for r in op.process({"u": "b", "age": 34})]
+    ['[30,34]', '[30,34]']
+    >>> {key: op.summary()[key] for key in ("read", "released", "suppressed", "held")}
+    {'read': 2, 'released': 2, 'suppressed': 0, 'held': 0}
     """
 
+    @legacy_positional("k", "l", "delta", "beta", "mu", "zeta")
     def __init__(
         self,
         rules: RuleSet | None,
+        *,
         k: int = 5,
         l: int = 2,  # noqa: E741
         delta: int = 200,
         beta: int = 50,
         mu: int = 10,
         zeta: int = 10,
-        *,
         suppression: Suppression | str = Suppression.drop,
         max_delay: float | None = None,
         loss_field: str | None = None,
     ) -> None:
-        if k < 1:
-            raise ValueError("k must be >= 1")
-        if l < 0:
-            raise ValueError("l must be >= 0 (0 or 1 = no l-diversity)")
-        if delta < 1:
-            raise ValueError("delta must be >= 1")
-        if beta < 1:
-            raise ValueError("beta must be >= 1")
-        if mu < 1:
-            raise ValueError("mu must be >= 1")
-        if zeta < 0:
-            raise ValueError("zeta must be >= 0")
+        for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
+                                   ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
+                extra = " (0 or 1 = no l-diversity)" if name == "l" else ""
+                raise ConfigError(f"{name} must be an integer >= {least}{extra}, got {value!r}")
         if max_delay is not None and not (max_delay >= 0 and math.isfinite(max_delay)):
-            raise ValueError("max_delay must be a finite number of seconds >= 0")
-        self.k, self.l, self.delta, self.beta, self.mu, self.zeta = k, l, delta, beta, mu, zeta
-        self.suppression = Suppression(suppression)
+            raise ConfigError("max_delay must be a finite number of seconds >= 0")
+        try:
+            suppression = Suppression(suppression)
+        except ValueError:
+            raise ConfigError(f"suppression must be one of "
+                              f"{', '.join(s.value for s in Suppression)}, got {suppression!r}"
+                              ) from None
+        self.k, self.l, self.delta = int(k), int(l), int(delta)
+        self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
+        self.suppression = suppression
         self.max_delay = max_delay
         self.loss_field = loss_field
         self.tau = 0.0
@@ -138,7 +154,7 @@ class CastleAnonymizer:
         self._next_cluster = 0
         self.read = 0
         self.released = 0
-        self.suppressed: Counter[str] = Counter()
+        self.suppressed_by_reason: Counter[str] = Counter()
         self.clusters_released = 0
         self.loss_sum: dict[str, float] = {}
         self.timing = {"best_selection": 0.0, "delay_constraint": 0.0}
@@ -152,8 +168,8 @@ class CastleAnonymizer:
         # never influence each other
         rules = copy.deepcopy(rules)
         if self.l > 1 and not rules.sensitive:
-            raise ValueError(f"l = {self.l} needs at least one sensitive attribute in the "
-                             "rules (l-diversity of nothing cannot be met)")
+            raise ConfigError(f"l = {self.l} needs at least one sensitive attribute in the "
+                              "rules (l-diversity of nothing cannot be met)")
         cset = ClusterSet(rules)
         self._sets.append(cset)
         self._current = cset
@@ -178,9 +194,9 @@ class CastleAnonymizer:
             self.read -= 1
             try:
                 out.extend(self.process(row))
-            except ValueError as exc:
+            except BadRecordError as exc:
                 self.read += 1
-                self.suppressed["refused by the rules"] += 1
+                self.suppressed_by_reason["refused by the rules"] += 1
                 out.append(Suppressed(row, f"refused by the rules: {exc}"))
         return out
 
@@ -191,22 +207,28 @@ class CastleAnonymizer:
     def process(self, row: Row | Mapping[str, Any]) -> list[Any]:
         """Take one tuple; return the tuples this arrival releases or suppresses.
 
-        Raises ``ValueError`` (naming the field) for a tuple that cannot be anonymized; the
-        operator is then unchanged.
+        Raises :class:`~streamanon.errors.BadRecordError` (naming the field, carrying the row)
+        for a tuple that cannot be anonymized; the operator is then unchanged.
         """
+        given = row
         if not isinstance(row, Row):
             if not isinstance(row, Mapping):
-                raise TypeError(f"expected a Row or a mapping of columns, got {type(row).__name__}")
+                raise BadValueError(None, f"expected a Row or a mapping of columns, got "
+                                    f"{type(row).__name__}", record=row)
             row = Row(dict(row))
         if self._current is None:
             self._pending.append(row)
             self.read += 1
             return []
         cset = self._current
-        item, hier_raw, other_raw = cset.parse(row, self._pos + 1, self.max_delay is not None)
+        try:
+            item, hier_raw, other_raw = cset.parse(row, self._pos + 1,
+                                                   self.max_delay is not None)
+        except BadRecordError as exc:
+            raise exc.about(given) from None
         if self.max_delay is not None and math.isnan(item.t):
-            raise ValueError("max_delay needs a time per tuple: set time = \"<column>\" in the "
-                             "rules or pass Row(t=...)")
+            raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
+                              "the rules or pass Row(t=...)")
         cset.observe(item, hier_raw, other_raw)
         self.read += 1
         self._pos += 1
@@ -239,7 +261,7 @@ class CastleAnonymizer:
                 self._delay_constraint(item, out)
         for row in self._pending:
             out.append(Suppressed(row, "no rules arrived before the end of the stream"))
-            self.suppressed["no rules"] += 1
+            self.suppressed_by_reason["no rules"] += 1
         self._pending = []
         self._drop_empty_sets()
         return out
@@ -293,7 +315,8 @@ class CastleAnonymizer:
 
     def _delay_constraint(self, item: Item, out: list[Any]) -> None:
         c = item.cluster
-        assert c is not None
+        if c is None:
+            raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
         if self._meets(c.ids, c.sens):
             self._output(cset, c, out)
@@ -358,7 +381,7 @@ class CastleAnonymizer:
     def _suppress(self, cset: ClusterSet, item: Item, reason: str, out: list[Any]) -> None:
         cset.remove_item(item)
         item.done = True
-        self.suppressed[reason] += 1
+        self.suppressed_by_reason[reason] += 1
         if self.suppression is Suppression.drop:
             out.append(Suppressed(item.row, reason))
             return
@@ -424,6 +447,11 @@ class CastleAnonymizer:
 
     # -- reporting -------------------------------------------------------------------------
     @property
+    def suppressed(self) -> int:
+        """Tuples suppressed so far (every reason; see ``suppressed_by_reason``)."""
+        return sum(self.suppressed_by_reason.values())
+
+    @property
     def held(self) -> int:
         """Tuples held now (in open clusters or waiting for rules)."""
         return sum(len(c.items) for s in self._sets for c in s.clusters) + len(self._pending)
@@ -435,8 +463,8 @@ class CastleAnonymizer:
         return {
             "read": self.read,
             "released": self.released,
-            "suppressed": sum(self.suppressed.values()),
-            "suppressed_by_reason": dict(self.suppressed),
+            "suppressed": self.suppressed,
+            "suppressed_by_reason": dict(self.suppressed_by_reason),
             "held": self.held,
             "clusters_released": self.clusters_released,
             "tau": round(self.tau, 6),

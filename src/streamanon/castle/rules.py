@@ -45,6 +45,7 @@ from streamanon.castle.generalizers import (
 )
 from streamanon.castle.hierarchy import DEFAULT_ROOT, Hierarchy
 from streamanon.castle.loss import Metric
+from streamanon.errors import ConfigError
 
 _KNOWN_KEYS = {
     "range": {"domain"},
@@ -67,7 +68,7 @@ def _hierarchy_factory(
     base_dir: Path | None = None,
 ) -> HierarchyGeneralizer:
     if (paths is None) == (tree is None):
-        raise ValueError(f"attribute {name!r}: a hierarchy needs exactly one of paths or tree")
+        raise ConfigError(f"attribute {name!r}: a hierarchy needs exactly one of paths or tree")
     if tree is not None:
         file = Path(tree)
         if base_dir is not None and not file.is_absolute():
@@ -75,10 +76,10 @@ def _hierarchy_factory(
         h = Hierarchy.from_file(file, root)
     else:
         if not isinstance(paths, list) or not all(isinstance(p, list) and p for p in paths):
-            raise ValueError(f"attribute {name!r}: paths must be a list of non-empty lists")
+            raise ConfigError(f"attribute {name!r}: paths must be a list of non-empty lists")
         h = Hierarchy.from_paths(paths, root or DEFAULT_ROOT)
     if metric not in Metric.__members__:
-        raise ValueError(f"attribute {name!r}: metric must be glm, ncp or prl, not {metric!r}")
+        raise ConfigError(f"attribute {name!r}: metric must be glm, ncp or prl, not {metric!r}")
     return HierarchyGeneralizer(name, h, Metric(metric), grow=bool(grow), prl_reset=prl_reset)
 
 
@@ -106,18 +107,18 @@ class RuleSet:
     def __init__(self, id_field: str, attributes: list[AttributeRule],
                  time_field: str | None = None) -> None:
         if not id_field:
-            raise ValueError("rules need an id field naming the individual")
+            raise ConfigError("rules need an id field naming the individual")
         names = [a.name for a in attributes]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
-            raise ValueError(f"attribute(s) {', '.join(sorted(dup))} given twice in the rules")
+            raise ConfigError(f"attribute(s) {', '.join(sorted(dup))} given twice in the rules")
         if id_field in names:
-            raise ValueError(f"the id field {id_field!r} cannot also have an attribute rule")
+            raise ConfigError(f"the id field {id_field!r} cannot also have an attribute rule")
         for a in attributes:
             if not 0.0 <= a.weight <= 1.0:
-                raise ValueError(f"attribute {a.name!r}: weight must be in [0, 1]")
+                raise ConfigError(f"attribute {a.name!r}: weight must be in [0, 1]")
             if a.sensitive and a.generalizer.quasi_identifier:
-                raise ValueError(f"attribute {a.name!r} is sensitive: it is released as is, "
+                raise ConfigError(f"attribute {a.name!r} is sensitive: it is released as is, "
                                  "so it cannot have a generalizer")
         self.id_field = id_field
         self.time_field = time_field
@@ -134,38 +135,38 @@ class RuleSet:
         """Rules from the parsed TOML structure (see the module docstring)."""
         unknown = set(data) - {"id", "time", "attribute"}
         if unknown:
-            raise ValueError(f"unknown top-level key(s) in rules: {', '.join(sorted(unknown))}")
+            raise ConfigError(f"unknown top-level key(s) in rules: {', '.join(sorted(unknown))}")
         if not isinstance(data.get("id"), str):
-            raise ValueError('rules need id = "<column naming the individual>"')
+            raise ConfigError('rules need id = "<column naming the individual>"')
         attrs: list[AttributeRule] = []
         raw_attrs = data.get("attribute", [])
         if not isinstance(raw_attrs, list):
-            raise ValueError("attribute must be an array of tables ([[attribute]])")
+            raise ConfigError("attribute must be an array of tables ([[attribute]])")
         for i, spec in enumerate(raw_attrs, start=1):
             if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
-                raise ValueError(f"attribute #{i} needs a name")
+                raise ConfigError(f"attribute #{i} needs a name")
             name = spec["name"]
             sensitive = bool(spec.get("sensitive", False))
             kind = spec.get("generalizer", "none" if sensitive else None)
             if kind is None:
-                raise ValueError(f"attribute {name!r} needs a generalizer (range, reduction, "
+                raise ConfigError(f"attribute {name!r} needs a generalizer (range, reduction, "
                                  "hierarchy, none) or sensitive = true")
             options = {k: v for k, v in spec.items() if k not in _COMMON_KEYS}
             if kind in _KNOWN_KEYS:
                 extra = set(options) - _KNOWN_KEYS[kind]
                 if extra:
-                    raise ValueError(f"attribute {name!r}: unknown key(s) for {kind}: "
+                    raise ConfigError(f"attribute {name!r}: unknown key(s) for {kind}: "
                                      f"{', '.join(sorted(extra))}")
             if kind == "hierarchy":
                 options["base_dir"] = base_dir
             weight = spec.get("weight", 1.0)
             if isinstance(weight, bool) or not isinstance(weight, int | float):
-                raise ValueError(f"attribute {name!r}: weight must be a number")
+                raise ConfigError(f"attribute {name!r}: weight must be a number")
             attrs.append(AttributeRule(name, generalizer_factory(kind)(name, **options),
                                        sensitive, float(weight)))
         time_field = data.get("time")
         if time_field is not None and not isinstance(time_field, str):
-            raise ValueError("time must name a column")
+            raise ConfigError("time must name a column")
         return cls(data["id"], attrs, time_field)
 
     @classmethod
@@ -173,7 +174,7 @@ class RuleSet:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"rules are not valid TOML: {exc}") from None
+            raise ConfigError(f"rules are not valid TOML: {exc}") from None
         return cls.from_dict(data, base_dir)
 
     @classmethod

@@ -1,44 +1,335 @@
-"""Independent checker of CASTLE's guarantee, recomputed from the released rows alone.
+"""Independent checker of CASTLE's guarantee, recomputed from the files alone.
 
-It shares nothing with the operator beyond row parsing: an equivalence class is the set of
-released rows with equal quasi-identifier values (as written); each class must hold ``>= k``
-distinct individuals and, for every sensitive attribute, ``>= l`` distinct values. Given the
-input rows too, every released row must also stand for its own input row: same individual,
-same sensitive and pass-through values, each numeric ``[lo,hi]`` containing the input value
-and each ``*``-masked value matching its input's prefix (hierarchy nodes are not checked
-against a tree, the checker does not know it).
+It imports nothing of the operator (:mod:`streamanon.castle`'s other modules) nor of the
+readers (:mod:`streamanon.io`): it reads the rules TOML, hierarchy outlines, the input and
+the released rows with its own few lines, so one bug cannot hide in both (a test asserts the
+import graph).
 
+**What the rules say** (:func:`load_rules`): the id column, and per attribute its generalizer
+kind (``range`` with an optional ``domain``, ``reduction``, ``hierarchy`` with root-first
+``paths`` or a ``tree`` outline file and an optional ``root``/``grow``, ``none``, or a plug-in
+kind), and whether it is sensitive. Quasi-identifiers are the attributes with a generalizer
+other than ``none``; every other column passes through.
+
+**Checks.**
+
+* Classes: released rows with equal quasi-identifier values (as written) form an equivalence
+  class; each holds ``>= k`` distinct individuals and, per sensitive attribute, ``>= l``
+  distinct values (``l <= 1``: not checked). A missing sensitive value (empty) is never a value.
+* Given the input, every released row is matched one-to-one to an input row of the same
+  individual (maximum bipartite matching), where every pass-through column equals the input's
+  and every quasi-identifier *covers* the input's value: a numeric ``[lo,hi]`` contains it and
+  lies within the domain (the configured one widened by the input's own extremes, as the
+  operator's domains are); a hierarchy node is the input's leaf or one of its ancestors in the
+  declared tree (grown by the paths that input rows carry, and by unknown leaves when
+  ``grow = true``); a ``*`` mask agrees with the input on every unmasked character and is not
+  shorter. A row without such an input row is ``unmatched`` (no input row of that individual
+  with those pass-through values) or ``not_covered`` (there is one, but a generalization does
+  not contain its value). Values of plug-in generalizers are ``unverified`` (counted).
+* Without rules (:func:`columns_spec`), hierarchy nodes cannot be checked against a tree and
+  count as ``unverified`` when they differ from the input.
+* Given the suppressed rows too, every input row (minus the rejected lines) is released or
+  suppressed exactly once: ``lost`` counts input rows in neither, ``extra_suppressed`` rows of
+  the suppressed file that stand for no input row.
+* An empty release of a non-empty (or unknown) input is not ``ok`` (``empty``) unless
+  ``allow_empty``: nothing released usually means that k or l cannot be met on this input,
+  and ``why_empty`` says which.
+
+Identity of individuals and sensitive values: text without surrounding whitespace, JSON
+numbers by value.
+
+>>> spec = columns_spec("u", ["age"], ["dx"])
 >>> out = [{"u": "a", "age": "[30,34]", "dx": "flu"}, {"u": "b", "age": "[30,34]", "dx": "cold"}]
->>> check_castle(out, "u", ["age"], ["dx"], k=2, l=2).ok
+>>> check_castle(out, spec, k=2, l=2).ok
 True
->>> r = check_castle(out, "u", ["age"], ["dx"], k=3)
+>>> r = check_castle(out, spec, k=3, l=2)
 >>> r.ok, r.k_violations
 (False, 1)
+>>> rules = rules_from_toml('id = "u"\\n[[attribute]]\\nname = "age"\\ngeneralizer = "range"\\n')
+>>> r = check_castle([{"u": "a", "age": "99"}], rules, k=1, inputs=[{"u": "a", "age": 30}])
+>>> r.ok, r.not_covered, r.first_problem
+(False, 1, "released row 1: age '99' does not contain the input value 30 (input row 1)")
 """
 
 from __future__ import annotations
 
+import bisect
+import copy
+import csv
+import io
+import json
+import math
 import re
-from collections import defaultdict
+import sys
+import tomllib
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
-_RANGE = re.compile(r"^\[\s*([^,\]]+)\s*,\s*([^,\]]+)\s*\]$")
+from streamanon.errors import ConfigError, InputError
+from streamanon.records import Rejected
+
+DEFAULT_ROOT = "*"
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
+_INTERVAL = re.compile(rf"^\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]$")
 
 
-def _key(value: Any) -> str:
-    """Identity of a written value: numbers by value, booleans as JSON, the rest as text."""
+# -- values --------------------------------------------------------------------------------
+def _number_text(x: float) -> str:
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
+def _text(value: Any) -> str | None:
+    """A cell as text (``None`` when missing): numbers without a needless ``.0``."""
+    if value is None:
+        return None
     if value is True or value is False:
-        return str(value).lower()
+        return "true" if value else "false"
     if isinstance(value, int | float):
+        return _number_text(float(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    text = str(value).strip()
+    return text or None
+
+
+def _identity(value: Any) -> str | None:
+    """Identity of an individual or a sensitive value; ``None`` when missing."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return repr(float(value))
-    return "" if value is None else str(value)
+    return _text(value)
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value is True or value is False:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+# -- the rules, read here ------------------------------------------------------------------
+class _Tree:
+    """A hierarchy as a parent map: names are unique, a name has one parent."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.parent: dict[str, str | None] = {root: None}
+
+    def add(self, path: Sequence[str]) -> bool:
+        """Add a root-first path; False (and nothing added) when it contradicts the tree."""
+        names = [str(p) for p in path]
+        if names and names[0] == self.root:
+            names = names[1:]
+        if any(not n or n == self.root for n in names):
+            return False
+        parent = self.root
+        for name in names:
+            if name in self.parent and self.parent[name] != parent:
+                return False
+            parent = name
+        parent = self.root
+        for name in names:
+            self.parent.setdefault(name, parent)
+            parent = name
+        return True
+
+    def ancestors(self, name: str) -> list[str]:
+        out = []
+        node: str | None = name
+        while node is not None:
+            out.append(node)
+            node = self.parent.get(node)
+        return out
+
+    @classmethod
+    def from_outline(cls, text: str, root: str | None) -> _Tree:
+        """An indented outline: one node per line, children deeper; one top line = root."""
+        entries = []
+        for raw in text.splitlines():
+            if raw.strip() and not raw.lstrip().startswith("#"):
+                entries.append((len(raw) - len(raw.lstrip(" ")), raw.strip()))
+        if not entries:
+            raise ConfigError("hierarchy outline is empty")
+        top = [name for depth, name in entries if depth == entries[0][0]]
+        tree = cls(root or (top[0] if len(top) == 1 else DEFAULT_ROOT))
+        stack: list[tuple[int, str]] = []
+        for depth, name in entries:
+            while stack and stack[-1][0] >= depth:
+                stack.pop()
+            if not tree.add([*(n for _, n in stack), name]):
+                raise ConfigError(f"hierarchy outline: {name!r} has two parents")
+            stack.append((depth, name))
+        return tree
 
 
 @dataclass
+class AttributeSpec:
+    """What the checker knows of one attribute."""
+
+    name: str
+    kind: str  # range, reduction, hierarchy, none, a plug-in kind, or "unknown"
+    sensitive: bool = False
+    domain: tuple[float, float] | None = None
+    tree: _Tree | None = None
+    grow: bool = False
+
+    @property
+    def quasi_identifier(self) -> bool:
+        return self.kind != "none"
+
+
+@dataclass
+class CastleSpec:
+    """The id column and the attributes, as the checker read them."""
+
+    id_field: str
+    attributes: list[AttributeSpec]
+    from_rules: bool = True
+
+    @property
+    def qi(self) -> list[AttributeSpec]:
+        return [a for a in self.attributes if a.quasi_identifier]
+
+    @property
+    def sensitive(self) -> list[str]:
+        return [a.name for a in self.attributes if a.sensitive]
+
+
+def rules_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> CastleSpec:
+    """The checker's reading of a parsed rules TOML (see the module docstring)."""
+    id_field = data.get("id")
+    if not isinstance(id_field, str) or not id_field:
+        raise ConfigError('rules need id = "<column naming the individual>"')
+    specs = data.get("attribute", [])
+    if not isinstance(specs, list):
+        raise ConfigError("attribute must be an array of tables ([[attribute]])")
+    attrs: list[AttributeSpec] = []
+    for i, spec in enumerate(specs, start=1):
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+            raise ConfigError(f"attribute #{i} needs a name")
+        name = spec["name"]
+        sensitive = spec.get("sensitive") is True
+        kind = spec.get("generalizer", "none" if sensitive else None)
+        if not isinstance(kind, str):
+            raise ConfigError(f"attribute {name!r} needs a generalizer or sensitive = true")
+        attr = AttributeSpec(name, kind, sensitive)
+        if kind == "range" and spec.get("domain") is not None:
+            lo, hi = (float(x) for x in spec["domain"])
+            attr.domain = (lo, hi)
+        elif kind == "hierarchy":
+            attr.grow = spec.get("grow") is True
+            root = spec.get("root")
+            if spec.get("tree") is not None:
+                file = Path(spec["tree"])
+                if base_dir is not None and not file.is_absolute():
+                    file = base_dir / file
+                try:
+                    attr.tree = _Tree.from_outline(file.read_text(encoding="utf-8"), root)
+                except OSError as exc:
+                    raise ConfigError(f"attribute {name!r}: cannot read tree {file}: "
+                                      f"{exc.strerror}") from None
+            else:
+                attr.tree = _Tree(root or DEFAULT_ROOT)
+                for path in spec.get("paths") or []:
+                    if not attr.tree.add(path):
+                        raise ConfigError(f"attribute {name!r}: path {path!r} contradicts "
+                                          "the tree")
+        attrs.append(attr)
+    return CastleSpec(id_field, attrs)
+
+
+def rules_from_toml(text: str, base_dir: Path | None = None) -> CastleSpec:
+    try:
+        return rules_from_dict(tomllib.loads(text), base_dir)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"rules are not valid TOML: {exc}") from None
+
+
+def load_rules(path: str | Path) -> CastleSpec:
+    """The rules file as the checker reads it; tree files are read beside it."""
+    path = Path(path)
+    return rules_from_toml(path.read_text(encoding="utf-8"), path.parent)
+
+
+def columns_spec(id_field: str, qi: Sequence[str], sa: Sequence[str] = ()) -> CastleSpec:
+    """A spec from column names only: quasi-identifiers of unknown kind (no tree, no domain)."""
+    attrs = [AttributeSpec(q, "unknown") for q in qi]
+    attrs += [AttributeSpec(s, "none", sensitive=True) for s in sa if s not in qi]
+    return CastleSpec(id_field, attrs, from_rules=False)
+
+
+# -- rows, read here -----------------------------------------------------------------------
+def read_rows(source: str | Path | TextIO, fmt: str | None = None, *, strict: bool = True,
+              name: str | None = None) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """``(line, row)`` pairs of a CSV file with a header (empty cells are missing) or of JSON
+    Lines objects, and the number of bad lines (skipped, or :class:`InputError` if
+    ``strict``)."""
+    name = name or ("stdin" if str(source) == "-" else str(source) if isinstance(
+        source, str | Path) else "input")
+    if fmt is None:
+        text_name = str(source) if isinstance(source, str | Path) else ""
+        fmt = "jsonl" if text_name.lower().endswith((".jsonl", ".ndjson", ".json")) else "csv"
+    if isinstance(source, str | Path):
+        if str(source) == "-":
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8-sig", errors="replace", newline="") as fh:
+                text = fh.read()
+    else:
+        text = source.read()
+    rows: list[tuple[int, dict[str, Any]]] = []
+    bad = 0
+
+    def refuse(line: int, raw: str, why: str) -> None:
+        nonlocal bad
+        if strict:
+            raise InputError(Rejected(line, raw, why), name)
+        bad += 1
+
+    if fmt == "jsonl":
+        for line, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError:
+                refuse(line, raw, "not valid JSON")
+                continue
+            if not isinstance(obj, dict):
+                refuse(line, raw, "not a JSON object")
+                continue
+            rows.append((line, obj))
+        return rows, bad
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    start = 1
+    for fields in reader:
+        line, start = start, reader.line_num + 1
+        if not fields or (len(fields) == 1 and not fields[0].strip()):
+            continue
+        if header is None:
+            header = [f.strip() for f in fields]
+            if "" in header or len(set(header)) != len(header):
+                raise InputError(Rejected(line, ",".join(fields), "the CSV header has empty "
+                                          "or repeated column names"), name)
+            continue
+        if len(fields) != len(header):
+            refuse(line, ",".join(fields), f"expected {len(header)} fields, got {len(fields)}")
+            continue
+        rows.append((line, {h: (v if v.strip() else None)
+                            for h, v in zip(header, fields, strict=True)}))
+    return rows, bad
+
+
+# -- the report ----------------------------------------------------------------------------
+@dataclass
 class CastleCheckReport:
-    """What the checker found; ``ok`` when every class meets k and l (and rows match)."""
+    """What the checker found; ``ok`` when every check holds (see the module docstring)."""
 
     k: int
     l: int  # noqa: E741
@@ -49,15 +340,28 @@ class CastleCheckReport:
     k_violations: int = 0
     l_violations: int = 0
     unmatched: int = 0
+    not_covered: int = 0
+    unverified: int = 0
+    input_rows: int | None = None
+    input_rejected: int = 0
+    suppressed_rows: int | None = None
+    lost: int = 0
+    extra_suppressed: int = 0
+    empty: bool = False
+    why_empty: str | None = None
     first_problem: str | None = None
+    problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.k_violations or self.l_violations or self.unmatched)
+        return not (self.k_violations or self.l_violations or self.unmatched
+                    or self.not_covered or self.lost or self.extra_suppressed or self.empty)
 
     def problem(self, text: str) -> None:
         if self.first_problem is None:
             self.first_problem = text
+        if len(self.problems) < 20:
+            self.problems.append(text)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,100 +374,278 @@ class CastleCheckReport:
             "k_violations": self.k_violations,
             "l_violations": self.l_violations,
             "unmatched": self.unmatched,
+            "not_covered": self.not_covered,
+            "unverified": self.unverified,
+            "input_rows": self.input_rows,
+            "input_rejected": self.input_rejected,
+            "suppressed_rows": self.suppressed_rows,
+            "lost": self.lost,
+            "extra_suppressed": self.extra_suppressed,
+            "empty": self.empty,
+            "why_empty": self.why_empty,
             "first_problem": self.first_problem,
         }
 
 
+# -- the checks ----------------------------------------------------------------------------
+def _numbered(rows: Iterable[Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    out = []
+    for i, r in enumerate(rows, start=1):
+        if isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], int):
+            out.append(r)
+        elif isinstance(r, Mapping):
+            out.append((i, r))
+        else:  # a Row-like object: its values and its line
+            line = getattr(r, "line", None)
+            out.append((line if isinstance(line, int) else i, r.values))
+    return out
+
+
 def check_castle(
-    rows: Iterable[Mapping[str, Any]],
-    id_field: str,
-    qi: Sequence[str],
+    rows: Iterable[Any],
+    spec: CastleSpec | str,
+    qi: Sequence[str] = (),
     sa: Sequence[str] = (),
     *,
     k: int,
     l: int = 0,  # noqa: E741
-    inputs: Iterable[Mapping[str, Any]] | None = None,
+    inputs: Iterable[Any] | None = None,
+    suppressed: Iterable[Any] | None = None,
+    rejected_lines: Iterable[int] = (),
+    allow_empty: bool = False,
 ) -> CastleCheckReport:
-    """Check k_s-anonymity and l-diversity of released ``rows`` (see module docstring)."""
+    """Check released ``rows`` (mappings) against ``spec`` (see the module docstring).
+
+    ``spec`` is a :class:`CastleSpec` (:func:`load_rules`), or, as before rules could be
+    read here, the id column name with ``qi`` and ``sa`` (:func:`columns_spec`). ``inputs``
+    and ``suppressed`` are mappings or ``(line, mapping)`` pairs.
+    """
+    if isinstance(spec, str):
+        spec = columns_spec(spec, qi, sa)
     report = CastleCheckReport(k=k, l=l)
-    rows = list(rows)
-    report.rows = len(rows)
-    people: dict[tuple[str, ...], set[str]] = defaultdict(set)
-    values: dict[tuple[str, ...], list[set[str]]] = defaultdict(lambda: [set() for _ in sa])
-    for row in rows:
-        cls = tuple(_key(row.get(q)) for q in qi)
-        people[cls].add(_key(row.get(id_field)))
+    released = _numbered(rows)
+    report.rows = len(released)
+    _check_classes(released, spec, report)
+    source = _numbered(inputs) if inputs is not None else None
+    if source is not None:
+        skip = set(rejected_lines)
+        source = [(n, r) for n, r in source if n not in skip]
+        report.input_rows = len(source)
+        owner = _match(released, source, spec, report)
+        if suppressed is not None:
+            _account(source, owner, _numbered(suppressed), spec, report)
+    if not released and not allow_empty and (source is None or source):
+        report.empty = True
+        report.why_empty = _why_empty(source, spec, k, l)
+        report.problem(f"nothing was released: {report.why_empty}")
+    return report
+
+
+def _check_classes(rows: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
+                   report: CastleCheckReport) -> None:
+    qi = [a.name for a in spec.qi]
+    sa = spec.sensitive
+    people: dict[tuple[str | None, ...], set[str | None]] = defaultdict(set)
+    values: dict[tuple[str | None, ...], list[set[str]]] = defaultdict(
+        lambda: [set() for _ in sa])
+    for _, row in rows:
+        cls = tuple(_text(row.get(q)) for q in qi)
+        people[cls].add(_identity(row.get(spec.id_field)))
         for i, s in enumerate(sa):
-            values[cls][i].add(_key(row.get(s)))
+            v = _identity(row.get(s))
+            if v is not None:  # a missing sensitive value is no value
+                values[cls][i].add(v)
     report.classes = len(people)
     for cls, ids in people.items():
         shown = dict(zip(qi, cls, strict=True))
         n = len(ids)
         report.min_individuals = n if report.min_individuals is None else min(
             report.min_individuals, n)
-        if n < k:
+        if n < report.k:
             report.k_violations += 1
-            report.problem(f"class {shown} has {n} distinct individual(s), k = {k}")
+            report.problem(f"class {shown} has {n} distinct individual(s), k = {report.k}")
         for i, s in enumerate(sa):
             d = len(values[cls][i])
             report.min_diversity[s] = min(report.min_diversity.get(s, d), d)
-            if l > 1 and d < l:
+            if report.l > 1 and d < report.l:
                 report.l_violations += 1
-                report.problem(f"class {shown} has {d} distinct value(s) of {s}, l = {l}")
-    if inputs is not None:
-        _match(rows, list(inputs), id_field, qi, report)
-    return report
+                report.problem(f"class {shown} has {d} distinct value(s) of {s}, "
+                               f"l = {report.l}")
 
 
-def _covers(shown: Any, original: Any) -> bool:
-    if _key(shown) == _key(original):
-        return True
-    text = "" if shown is None else str(shown)
-    m = _RANGE.match(text)
-    if m:
-        try:
-            lo, hi, x = float(m.group(1)), float(m.group(2)), float(original)
-        except (TypeError, ValueError):
-            return False
-        return lo <= x <= hi
-    if text and not text.strip("*"):
-        return True  # fully masked, or the root of a hierarchy named "*"
-    if text.endswith("*"):
-        prefix = text.rstrip("*")
-        orig = _key(original)
-        return orig.startswith(prefix) and len(orig) <= len(text)
-    return True  # a hierarchy node: needs the tree, not checked here
+class _Coverage:
+    """Does a released quasi-identifier value stand for an input value? (why not, if not)"""
+
+    def __init__(self, spec: CastleSpec, inputs: list[tuple[int, Mapping[str, Any]]]) -> None:
+        self.spec = spec
+        self.bounds: dict[str, tuple[float, float]] = {}
+        self.trees: dict[str, _Tree] = {}
+        self.leaf: dict[tuple[int, str], str | None] = {}
+        for attr in spec.qi:
+            if attr.kind == "range":
+                xs = [x for _, r in inputs if (x := _number(r.get(attr.name))) is not None]
+                lo, hi = (min(xs), max(xs)) if xs else (math.inf, -math.inf)
+                if attr.domain is not None:
+                    lo, hi = min(lo, attr.domain[0]), max(hi, attr.domain[1])
+                self.bounds[attr.name] = (lo, hi)
+            elif attr.kind == "hierarchy" and attr.tree is not None:
+                tree = self.trees[attr.name] = copy.deepcopy(attr.tree)  # grown per check
+                for n, (_, r) in enumerate(inputs):
+                    self.leaf[(n, attr.name)] = self._grow(tree, attr.grow, r.get(attr.name))
+
+    @staticmethod
+    def _grow(tree: _Tree, grow: bool, raw: Any) -> str | None:
+        """The input's leaf, after adding the path it carries (``None``: not in the tree)."""
+        if isinstance(raw, list):
+            names = [_text(x) for x in raw]
+            if not names or any(x is None for x in names):
+                return None
+            if not tree.add([str(x) for x in reversed(names)]):  # leaf first, as in Prink
+                return None
+            return names[0]
+        leaf = _text(raw)
+        if leaf is None:
+            return None
+        if leaf not in tree.parent and grow:
+            tree.add([leaf])
+        return leaf if leaf in tree.parent else None
+
+    def why_not(self, n: int, attr: AttributeSpec, shown: Any, original: Any
+                ) -> tuple[str | None, bool]:
+        """``(reason or None, unverified)`` for input row ``n``'s value ``original``."""
+        name = attr.name
+        text, orig = _text(shown), _text(original)
+        if attr.kind == "range":
+            x = _number(original)
+            if x is None:
+                return f"the input value {orig!r} is not a number", False
+            m = _INTERVAL.match(text or "")
+            if m:
+                lo, hi = float(m.group(1)), float(m.group(2))
+            elif (y := _number(text)) is not None:
+                lo = hi = y
+            else:
+                return f"{name} {text!r} is not an interval", False
+            if not lo <= x <= hi:
+                return f"{name} {text!r} does not contain the input value {orig}", False
+            dlo, dhi = self.bounds[name]
+            if lo < dlo or hi > dhi:
+                return (f"{name} {text!r} reaches outside the domain "
+                        f"[{_number_text(dlo)},{_number_text(dhi)}]"), False
+            return None, False
+        if attr.kind == "reduction":
+            if text is None or orig is None:
+                return f"{name} {text!r} does not mask the input value {orig!r}", False
+            if len(orig) > len(text) or any(c != "*" and c != o for c, o in zip(
+                    text, orig + "*" * (len(text) - len(orig)), strict=True)):
+                return f"{name} {text!r} does not mask the input value {orig!r}", False
+            return None, False
+        tree = self.trees.get(name)
+        if tree is not None:
+            leaf = self.leaf.get((n, name))
+            if leaf is None:
+                return f"the input value {orig!r} of {name} is not in its hierarchy", False
+            line = tree.ancestors(leaf)
+            if text not in line:
+                return (f"{name} {text!r} is not {leaf!r} nor one of its ancestors "
+                        f"({', '.join(line[1:]) or 'none'})"), False
+            return None, False
+        # a plug-in generalizer, or no rules: equal values are fine, others unverifiable
+        if text == orig:
+            return None, False
+        m = _INTERVAL.match(text or "")
+        x = _number(original)
+        if m and x is not None:
+            ok = float(m.group(1)) <= x <= float(m.group(2))
+            return (None if ok else f"{name} {text!r} does not contain the input value "
+                    f"{orig}"), False
+        # a mask that agrees, or a hierarchy node, or a plug-in's output: cannot tell
+        return None, True
 
 
-def _match(rows: list[Mapping[str, Any]], inputs: list[Mapping[str, Any]], id_field: str,
-           qi: Sequence[str], report: CastleCheckReport) -> None:
-    qset = set(qi)
-    if not rows:
-        return
-    cols = [c for c in rows[0] if c not in qset and any(c in r for r in inputs[:1])]
-    if id_field not in cols:
-        cols.insert(0, id_field)
-    pool: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
-    for r in inputs:
-        pool[tuple(_key(r.get(c)) for c in cols)].append(r)
-    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for n, row in enumerate(rows):
-        groups[tuple(_key(row.get(c)) for c in cols)].append(n)
+def _match(released: list[tuple[int, Mapping[str, Any]]],
+           source: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
+           report: CastleCheckReport) -> dict[int, int]:
+    """Match released rows to input rows one-to-one; returns the matched input indices."""
+    qi = spec.qi
+    qset = {a.name for a in qi}
+    out_cols: list[str] = list(dict.fromkeys(c for _, r in released for c in r))
+    in_cols = {c for _, r in source for c in r}
+    cols = [c for c in out_cols if c in in_cols and c not in qset]
+    if spec.id_field not in cols:
+        cols.insert(0, spec.id_field)
+    coverage = _Coverage(spec, source)
+    pool: dict[tuple[str | None, ...], list[int]] = defaultdict(list)
+    for n, (_, r) in enumerate(source):
+        pool[tuple(_key(r.get(c)) for c in cols)].append(n)
+    groups: dict[tuple[str | None, ...], list[int]] = defaultdict(list)
+    for j, (_, row) in enumerate(released):
+        groups[tuple(_key(row.get(c)) for c in cols)].append(j)
+    # candidates sorted by a numeric quasi-identifier: an interval then selects a slice
+    axis = next((a.name for a in qi if a.kind == "range"), None)
+    matched: set[int] = set()
     for key, outs in groups.items():
         cands = pool.get(key, [])
-        edges = [[i for i, r in enumerate(cands)
-                  if all(_covers(rows[n].get(q), r.get(q)) for q in qi)] for n in outs]
-        owner = _matching(edges, len(cands))
-        matched = set(owner.values())
-        for j, n in enumerate(outs):
-            if j not in matched:
+        if axis is not None:
+            cands = sorted(cands, key=lambda n: _number(source[n][1].get(axis)) or 0.0)
+            xs = [_number(source[n][1].get(axis)) or 0.0 for n in cands]
+        reasons: dict[int, str] = {}
+        edges = []
+        for j in outs:
+            row = released[j][1]
+            ok = []
+            near = cands
+            m = _INTERVAL.match(_text(row.get(axis)) or "") if axis is not None else None
+            if m and len(cands) > 8:
+                lo, hi = float(m.group(1)), float(m.group(2))
+                near = cands[bisect.bisect_left(xs, lo): bisect.bisect_right(xs, hi)]
+                if not near:
+                    near = cands[:1]  # for the reason it does not cover
+            for n in near:
+                why, unsure = None, False
+                for attr in qi:
+                    why, unsure = coverage.why_not(n, attr, row.get(attr.name),
+                                                   source[n][1].get(attr.name))
+                    if why is not None:
+                        break
+                if why is None:
+                    ok.append(n)
+                    if unsure:
+                        report.unverified += 1
+                else:
+                    reasons.setdefault(j, f"{why} (input row {source[n][0]})")
+            edges.append(ok)
+        owner = _matching(edges)
+        matched.update(owner)
+        taken = set(owner.values())
+        for idx, j in enumerate(outs):
+            if idx in taken:
+                continue
+            line = released[j][0]
+            if j in reasons:
+                report.not_covered += 1
+                report.problem(f"released row {line}: {reasons[j]}")
+            else:
                 report.unmatched += 1
-                report.problem(f"released row {n + 1} stands for no unused input row: "
-                               f"{dict(rows[n])}")
+                why = ("stands for no input row" if not cands else
+                       "stands for an input row another released row already stands for")
+                report.problem(f"released row {line} {why} with these values: "
+                               f"{_short(released[j][1], cols)}")
+    return matched
 
 
-def _matching(edges: list[list[int]], n_right: int) -> dict[int, int]:
-    """Maximum bipartite matching (Kuhn): output row j -> input index; returns input -> j."""
+def _key(value: Any) -> str | None:
+    """Pass-through identity for grouping: numbers by value, else text."""
+    x = _number(value) if not isinstance(value, bool) else None
+    return repr(x) if x is not None else _text(value)
+
+
+def _short(row: Mapping[str, Any], cols: Sequence[str]) -> str:
+    return ", ".join(f"{c}={row.get(c)!r}" for c in cols)
+
+
+def _matching(edges: list[list[int]]) -> dict[int, int]:
+    """Maximum bipartite matching (Kuhn): left j -> candidate; returns candidate -> j."""
     owner: dict[int, int] = {}
     for j in range(len(edges)):
         seen: set[int] = set()
@@ -185,3 +667,84 @@ def _matching(edges: list[list[int]], n_right: int) -> dict[int, int]:
                 break
             stack.append((owner[nxt], iter(edges[owner[nxt]])))
     return owner
+
+
+def _account(source: list[tuple[int, Mapping[str, Any]]], owner: set[int],
+             suppressed: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
+             report: CastleCheckReport) -> None:
+    """Every input row released or suppressed exactly once (counted by pass-through values)."""
+    report.suppressed_rows = len(suppressed)
+    qset = {a.name for a in spec.qi}
+    sup_cols = {c for _, r in suppressed for c in r}
+    cols = sorted(c for c in {c for _, r in source for c in r}
+                  if c not in qset and c in sup_cols)
+    if spec.id_field not in cols:
+        cols.insert(0, spec.id_field)
+    left: Counter[tuple[str | None, ...]] = Counter()
+    lines: dict[tuple[str | None, ...], list[int]] = defaultdict(list)
+    for n, (line, r) in enumerate(source):
+        if n not in owner:
+            key = tuple(_key(r.get(c)) for c in cols)
+            left[key] += 1
+            lines[key].append(line)
+    for line, r in suppressed:
+        key = tuple(_key(r.get(c)) for c in cols)
+        if left[key] > 0:
+            left[key] -= 1
+            lines[key].pop(0)
+        else:
+            report.extra_suppressed += 1
+            report.problem(f"suppressed row {line} stands for no input row left: "
+                           f"{_short(r, cols)}")
+    for key, n in left.items():
+        if n > 0:
+            report.lost += n
+            report.problem(f"input line {lines[key][0]} is neither released nor suppressed "
+                           f"({n} such row(s): {dict(zip(cols, key, strict=True))})")
+
+
+def _why_empty(source: list[tuple[int, Mapping[str, Any]]] | None, spec: CastleSpec,
+               k: int, l: int) -> str:  # noqa: E741
+    if source is None:
+        return "an empty release (give --input to see why, or --allow-empty to accept it)"
+    people = {_identity(r.get(spec.id_field)) for _, r in source} - {None}
+    if len(people) < k:
+        return f"the input holds {len(people)} distinct individual(s), fewer than k = {k}"
+    for s in spec.sensitive if l > 1 else []:
+        values = {_identity(r.get(s)) for _, r in source} - {None}
+        if len(values) < l:
+            return f"the input holds {len(values)} distinct value(s) of {s}, fewer than l = {l}"
+    return ("k and l could be met on this input, yet nothing was released (all suppressed: "
+            "check the operator's summary)")
+
+
+def check_castle_files(
+    output: str | Path | TextIO,
+    spec: CastleSpec,
+    *,
+    k: int,
+    l: int = 0,  # noqa: E741
+    source: str | Path | TextIO | None = None,
+    suppressed: str | Path | TextIO | None = None,
+    rejects: str | Path | None = None,
+    allow_empty: bool = False,
+    out_format: str | None = None,
+    in_format: str | None = None,
+) -> CastleCheckReport:
+    """:func:`check_castle` on files read by this module (bad input lines skipped, counted).
+
+    ``rejects`` is the JSON Lines rejects file of the run (its ``line`` fields are excluded
+    from the accounting).
+    """
+    released, _ = read_rows(output, out_format)
+    inputs, bad = read_rows(source, in_format, strict=False) if source is not None else (None, 0)
+    sup = read_rows(suppressed)[0] if suppressed is not None else None
+    lines: set[int] = set()
+    if rejects is not None:
+        for _, obj in read_rows(rejects, "jsonl")[0]:
+            if isinstance(obj.get("line"), int):
+                lines.add(obj["line"])
+    report = check_castle(released, spec, k=k, l=l, inputs=inputs, suppressed=sup,
+                          rejected_lines=lines, allow_empty=allow_empty)
+    report.input_rejected = bad + len(lines)
+    return report

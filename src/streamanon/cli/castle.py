@@ -1,4 +1,5 @@
-"""``streamanon castle``, ``verify castle``, ``experiment castle`` and the demo's CASTLE part."""
+"""``streamanon castle``, ``experiment castle`` and the demo's CASTLE part (``verify castle``
+lives in :mod:`streamanon.cli.verify`)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from streamanon.castle import CastleAnonymizer, Released, RuleSet, Suppression
-from streamanon.castle.verify import CastleCheckReport, check_castle
-from streamanon.cli.app import app, experiment_app, verify_app
+from streamanon.castle.verify import check_castle_files, load_rules
+from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
     JSON_DATA_HELP,
@@ -37,9 +38,10 @@ from streamanon.cli.common import (
     writing,
 )
 from streamanon.data import ashrae
-from streamanon.io import InputError, OnError, RejectLog, detect_format
+from streamanon.errors import BadRecordError
+from streamanon.io import OnError, RejectLog, detect_format
 from streamanon.io.output import OutputSet
-from streamanon.io.rows import RowReader, RowWriter, read_rows
+from streamanon.io.rows import RowReader, RowWriter
 from streamanon.records import RunStats, Suppressed
 
 console = Console(stderr=True)
@@ -137,7 +139,7 @@ def run_castle(
                 need_values = any(len(v) < operator.l for v in sensitive.values())
             try:
                 out = operator.process(row)
-            except ValueError as exc:
+            except BadRecordError as exc:  # only a bad record is a rejected row: else a bug
                 reader.refuse_row(row, str(exc))
                 continue
             emit(out)
@@ -188,10 +190,6 @@ def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> N
                 warn(f"--l {l}: the sensitive attribute {name} has only {n} distinct "
                      "value(s), so no cluster can be l-diverse and nothing was released",
                      summary)
-
-
-def _split_names(values: list[str] | None) -> list[str]:
-    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
 
 #: The operator's own defaults, so that every CASTLE command defaults alike (one place).
@@ -256,8 +254,9 @@ def castle_command(
     except (OSError, ValueError) as exc:
         fail(f"--rules {rules_path}: {exc}")
     require_input(source)
-    operator = CastleAnonymizer(rules, k, l, delta, beta, mu, zeta, suppression=suppression,
-                                max_delay=max_delay, loss_field=loss_column)
+    operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
+                                suppression=suppression, max_delay=max_delay,
+                                loss_field=loss_column)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     out_format = out_format or detect_format(None if output == "-" else output)
@@ -279,47 +278,6 @@ def castle_command(
         write_summary(summary_tmp, summary)
     print_summary(f"streamanon castle (k={k}, l={l}, δ={delta})", summary, as_json,
                   stdout_has_data=output == "-")
-
-
-@verify_app.command("castle")
-def verify_castle(
-    output: str = typer.Argument(..., help="Released rows to check (CSV or JSON Lines)."),
-    id_field: str = typer.Option(None, "--id", help="Column naming the individual."),
-    qi: list[str] = typer.Option(None, "--qi", help="Quasi-identifier columns (repeat or "
-                                 "comma-separate)."),
-    sa: list[str] = typer.Option(None, "--sa", help="Sensitive columns (repeat or "
-                                 "comma-separate)."),
-    rules_path: Path = typer.Option(None, "--rules", help="Take --id, --qi and --sa from a "
-                                    "rules file instead."),
-    k: int = typer.Option(..., "--k", min=1),
-    l: int = typer.Option(0, "--l", min=0),  # noqa: E741
-    source: str = typer.Option(None, "--input", help="Also check that every released row stands "
-                               "for its own input row (ranges contain the input value)."),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """Recompute k_s-anonymity and l-diversity of OUTPUT; exit 1 on the first problem."""
-    qis, sas = _split_names(qi), _split_names(sa)
-    if rules_path is not None:
-        try:
-            rules = RuleSet.load(rules_path)
-        except (OSError, ValueError) as exc:
-            fail(f"{rules_path}: {exc}")
-        id_field = id_field or rules.id_field
-        qis = qis or rules.quasi_identifiers
-        sas = sas or rules.sensitive
-    if not id_field or not qis:
-        fail("give --id and --qi (or --rules)")
-    try:
-        rows = read_rows(output, required=[id_field])
-        inputs = read_rows(source, on_error="skip") if source else None
-    except (InputError, OSError, ValueError) as exc:
-        fail(str(exc))
-    report: CastleCheckReport = check_castle(rows, id_field, qis, sas, k=k, l=l, inputs=inputs)
-    print_summary(f"verify castle (k={k}, l={l})", report.to_dict(), as_json)
-    if not report.ok:
-        if not as_json:
-            print(f"counterexample: {report.first_problem}")
-        raise typer.Exit(1)
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -358,7 +316,8 @@ def run_experiment(
         with Progress(console=console, disable=not show_progress) as progress:
             task = progress.add_task("CASTLE grid", total=len(grid))
             for k, d, l in grid:  # noqa: E741
-                op = CastleAnonymizer(RuleSet.load(rules_file), k, l, d, beta, mu, zeta)
+                op = CastleAnonymizer(RuleSet.load(rules_file), k=k, l=l, delta=d, beta=beta,
+                                      mu=mu, zeta=zeta)
                 out = workdir / f".castle-out_k{k}_d{d}_l{l}.partial.csv"  # measured, dropped
                 try:
                     stats = run_castle(data, out, op, latency=True)
@@ -469,9 +428,8 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
     k, l, delta = 5, 2, 1250  # noqa: E741
     out = workdir / f"castle-released_k{k}_l{l}_d{delta}.csv"
     with OutputSet([data]) as outs:
-        stats = run_castle(data, outs.add(out), CastleAnonymizer(rules, k, l, delta))
-    report = check_castle(read_rows(out), rules.id_field, rules.quasi_identifiers,
-                          rules.sensitive, k=k, l=l, inputs=read_rows(data))
+        stats = run_castle(data, outs.add(out), CastleAnonymizer(rules, k=k, l=l, delta=delta))
+    report = check_castle_files(out, load_rules(rules_file), k=k, l=l, source=data)
     if not report.ok:
         raise RuntimeError(f"CASTLE checker failed: {report.first_problem}")
     det = stats.details
@@ -496,7 +454,8 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
         else:
             with OutputSet([data]) as outs:
                 st = run_castle(data, outs.add(workdir / f"castle-released_k{kk}_l{l}_d{delta}"
-                                               ".csv"), CastleAnonymizer(rules, kk, l, delta))
+                                               ".csv"),
+                                CastleAnonymizer(rules, k=kk, l=l, delta=delta))
         sweep.append({"k": kk, "delta": delta, **{
             f"info_loss_{a}": v for a, v in st.details["info_loss"].items()}})
     with OutputSet() as outs:

@@ -44,7 +44,7 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     for z in (2, 5, 10, 20, 50, 100):
         out = workdir / f"z-published_z{z}_dt{delta_t:g}.csv"
         with OutputSet([trace]) as outs:
-            stats = run_z(trace, outs.add(out), ZAnonymizer(z, delta_t))
+            stats = run_z(trace, outs.add(out), ZAnonymizer(z=z, delta_t=delta_t))
         report = check_z(inputs, read_records(out, monotone=False), z, delta_t)
         levels = stats.details["published_per_level"]
         table.add_row(str(z), f"{stats.published:,}", f"{stats.details['publication_ratio']:.3f}",

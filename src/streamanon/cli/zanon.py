@@ -77,9 +77,9 @@ def run_z(
                     writer.write_selected(batch, idx, codes, names)
                 else:
                     for record in batch.records():
-                        out = operator.process(record)
-                        if not isinstance(out, Suppressed):
-                            writer.write(out)
+                        for out in operator.process(record):
+                            if not isinstance(out, Suppressed):
+                                writer.write(out)
     finally:
         rejects.close()
         rejects.warn_summary()
@@ -153,8 +153,8 @@ def z_command(
     out_format = check_format(out_format, "--output-format")
     require_input(source)
     operator: ZAnonymizer | AdaptiveZAnonymizer
-    operator = AdaptiveZAnonymizer(delta_t, k, pk, rate=rate, z0=z) if adaptive else ZAnonymizer(
-        z, delta_t)
+    operator = AdaptiveZAnonymizer(delta_t=delta_t, k=k, pk=pk, rate=rate, z0=z) if adaptive \
+        else ZAnonymizer(z=z, delta_t=delta_t)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     out_format = out_format or detect_format(None if output == "-" else output)

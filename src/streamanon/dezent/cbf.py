@@ -41,6 +41,8 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
+from streamanon.errors import EncodingError as EncodingError  # re-exported: its historical home
+
 MAGIC = b"DZ"
 VERSION = 1
 KIND_CBF = 1
@@ -50,10 +52,6 @@ HEADER_BYTES = _HEADER.size
 MAX_BITS = 63
 
 Key = int | str | bytes
-
-
-class EncodingError(ValueError):
-    """Bytes that are not a valid encoding of a counting structure (says what is wrong)."""
 
 
 # -- hashing ---------------------------------------------------------------------------------

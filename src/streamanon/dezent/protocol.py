@@ -60,6 +60,7 @@ from streamanon.dezent.pseudonyms import Pseudonymizer
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER, WINDOW, check_rule
 from streamanon.dezent.securesum import SecureSumMask
+from streamanon.errors import DuplicateReadingError, ProtocolError, TimeOrderError
 
 ID_MODES = ("sensor", "gateway", "pseudonym")
 
@@ -297,17 +298,20 @@ class Gateway:
         """
         sensors = [str(s) for s, _ in readings]
         if len(set(sensors)) != len(sensors):
-            raise ValueError(f"gateway {self.id}: a sensor reported twice in cycle {cycle}")
+            raise DuplicateReadingError("u", f"gateway {self.id}: a sensor reported twice in "
+                                        f"cycle {cycle}")
+        for s in sensors:  # refuse before changing anything
+            h = self.history.get(s)
+            if h and h[-1][0] >= cycle:
+                raise TimeOrderError("t", f"gateway {self.id}: cycle {cycle} after {h[-1][0]} "
+                                     f"for {s}")
         coin_arr = (self.rng.random(len(readings)) if coins is None
                     else np.asarray(coins, dtype=np.float64))
         if coin_arr.shape != (len(readings),):
             raise ValueError("one coin per reading is needed")
         w = self.config.window_cycles
         for s, v in readings:
-            h = self.history.setdefault(str(s), deque())
-            if h and h[-1][0] >= cycle:
-                raise ValueError(f"gateway {self.id}: cycle {cycle} after {h[-1][0]} for {s}")
-            h.append((cycle, v))
+            self.history.setdefault(str(s), deque()).append((cycle, v))
         for s in list(self.history):  # apply_delta_t
             h = self.history[s]
             while h and cycle - h[0][0] >= w:
@@ -338,7 +342,7 @@ class Gateway:
     def start_cycle(self, cycle: int) -> tuple[list[Send], list[PublishedTuple]]:
         """At the CCC only: initialise, mask, add own counts, start the collection round."""
         if self.ring.ccc(cycle) != self.id:
-            raise ValueError(f"gateway {self.id} is not the CCC of cycle {cycle}")
+            raise ProtocolError(f"gateway {self.id} is not the CCC of cycle {cycle}")
         self._check_ring_size(cycle)
         state = self._state(cycle)
         spec = self.config.structure
@@ -376,7 +380,9 @@ class Gateway:
                            ) -> tuple[list[Send], list[PublishedTuple]]:
         """Unmask, subtract z-1 and clamp; begin publication (or publish alone if n == 1)."""
         state = self._state(cycle)
-        assert state.mask is not None
+        if state.mask is None:
+            raise ProtocolError(f"gateway {self.id}: a collection round of cycle {cycle} came "
+                                "back, but this gateway started none (or already closed it)")
         structure.counters = state.mask.remove(structure.counters)
         state.mask = None
         structure.subtract_clamp(self.config.z - 1)
@@ -403,7 +409,9 @@ class Gateway:
         if mode == "gateway":
             return f"gw{self.id}"
         if mode == "pseudonym":
-            assert self.pseudonymizer is not None
+            if self.pseudonymizer is None:
+                raise ProtocolError(f"gateway {self.id}: id_mode pseudonym without a "
+                                    "pseudonymizer")
             return self.pseudonymizer.pseudonym(sensor, self.ring.epoch(cycle))
         return sensor
 
@@ -411,12 +419,12 @@ class Gateway:
         try:
             return self.current[cycle]
         except KeyError:
-            raise ValueError(f"gateway {self.id} has no readings for cycle {cycle}") from None
+            raise ProtocolError(f"gateway {self.id} has no readings for cycle {cycle}") from None
 
     def _check_ring_size(self, cycle: int) -> None:
         why = self.config.ring_too_small(self.ring.n)
         if why is not None:
-            raise ValueError(f"gateway {self.id}, cycle {cycle}: {why}")
+            raise ProtocolError(f"gateway {self.id}, cycle {cycle}: {why}")
 
     def _to_successor(self, cycle: int, msg: Collect | Publish) -> Send:
         return Send(self.ring.successor(self.id, cycle), msg)

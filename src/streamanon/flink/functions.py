@@ -92,7 +92,8 @@ class ZByCoarsestLevel(KeyedProcessFunction):
     MIN_REWRITE = 256
 
     def __init__(self, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
-        ZAnonymizer(z, delta_t, separator)  # validate the parameters on the client
+        # validate the parameters on the client
+        ZAnonymizer(z=z, delta_t=delta_t, separator=separator)
         self.z, self.delta_t, self.separator = z, float(delta_t), separator
 
     def open(self, runtime_context: Any) -> None:
@@ -101,7 +102,7 @@ class ZByCoarsestLevel(KeyedProcessFunction):
         self._cache: dict[str, tuple[ZAnonymizer, deque[tuple[float, str, str]], list[int]]] = {}
 
     def _rebuild(self) -> tuple[ZAnonymizer, deque[tuple[float, str, str]], list[int]]:
-        op = ZAnonymizer(self.z, self.delta_t, self.separator)
+        op = ZAnonymizer(z=self.z, delta_t=self.delta_t, separator=self.separator)
         log: deque[tuple[float, str, str]] = deque()
         for t, u, a in self._log_state.get() or ():
             op.observe(t, u, a)

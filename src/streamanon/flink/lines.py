@@ -118,7 +118,7 @@ class LineValidator:
 def z_outcome(op: ZAnonymizer, record: ZInput) -> str:
     """Apply the z rule (the operator itself) to one record; its outcome line."""
     _, seq, t, t_text, u, a, restamped = record
-    out = op.process(Record(t, u, a, t_text))
+    out = op.process_one(Record(t, u, a, t_text))
     if isinstance(out, Suppressed):
         return suppressed_line(seq, restamped)
     return published_line(seq, out.a.count(op.separator), restamped, t_text, u, out.a)

@@ -354,11 +354,12 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     def make_stage() -> Any:
         if args.op == "z":
-            return ZStage(ZAnonymizer(args.z, args.delta_t), time_tolerance=args.time_tolerance,
-                          **stage_args)
+            return ZStage(ZAnonymizer(z=args.z, delta_t=args.delta_t),
+                          time_tolerance=args.time_tolerance, **stage_args)
         rules = RuleSet.load(args.rules)
-        op = CastleAnonymizer(rules, args.k, args.l, args.delta, args.beta, args.mu,
-                              args.zeta, suppression=Suppression(args.suppression))
+        op = CastleAnonymizer(rules, k=args.k, l=args.l, delta=args.delta, beta=args.beta,
+                              mu=args.mu, zeta=args.zeta,
+                              suppression=Suppression(args.suppression))
         cols = args.columns.split(",") if args.columns else None
         return CastleStage(op, columns=cols, **stage_args)
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
+from streamanon.errors import InputError as InputError  # re-exported: its historical home
 from streamanon.records import Rejected
 
 
@@ -16,15 +17,6 @@ class OnError(StrEnum):
 
     fail = "fail"
     skip = "skip"
-
-
-class InputError(ValueError):
-    """Bad input under ``--on-error fail``; the message names the source and line."""
-
-    def __init__(self, rejected: Rejected, source: str = "input") -> None:
-        self.rejected = rejected
-        self.source = source
-        super().__init__(rejected.message(source))
 
 
 class RejectLog:

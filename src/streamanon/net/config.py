@@ -88,12 +88,9 @@ from typing import Any
 from streamanon.dezent.cbf import Key
 from streamanon.dezent.protocol import ProtocolConfig, StructureSpec
 from streamanon.dezent.ring import Ring
+from streamanon.errors import ConfigError
 from streamanon.net.framing import MAX_FRAME
 from streamanon.net.pki import parse_gateway_name
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the file and the field."""
 
 
 @dataclass(frozen=True)

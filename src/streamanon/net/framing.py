@@ -36,6 +36,8 @@ import asyncio
 import struct
 from dataclasses import dataclass
 
+from streamanon.errors import FrameError
+
 MAX_FRAME = 1 << 20
 LEN = struct.Struct(">I")
 _U16 = struct.Struct(">H")
@@ -47,10 +49,6 @@ _VALUE_INT = b"i"
 _VALUE_STR = b"s"
 _COLLECT_HEADER = 9
 _PUBLISH_HEADER = 19
-
-
-class FrameError(ValueError):
-    """A frame that cannot be accepted; the message says why."""
 
 
 @dataclass(frozen=True)

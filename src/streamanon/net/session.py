@@ -34,13 +34,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from streamanon.dezent.cbf import EncodingError
 from streamanon.dezent.protocol import Collect, ProtocolConfig, Publish
 from streamanon.dezent.ring import Ring
+from streamanon.errors import StreamanonError
 
-# What the sans-I/O core raises on a message or call it cannot take. Caught once, by
-# GatewayDaemon.call_core: the message (or the cycle) is dropped and the reason logged.
-CORE_ERRORS: tuple[type[Exception], ...] = (ValueError, EncodingError, AssertionError)
+# What the sans-I/O core raises on a message or call it cannot take: its typed errors
+# (ProtocolError, EncodingError, BadRecordError: all StreamanonError), and plain ValueError,
+# which decoding a peer's bytes can raise from the standard library (a corrupt message from a
+# trusted peer is refused, it never stops a gateway). Caught once, by GatewayDaemon.call_core:
+# the message (or the cycle) is dropped and the reason logged.
+CORE_ERRORS: tuple[type[Exception], ...] = (StreamanonError, ValueError)
 
 
 class SessionRing(Ring):

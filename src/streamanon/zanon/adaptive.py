@@ -27,32 +27,51 @@ depend on insertion history; here groups are formed by the set itself (``frozens
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict, deque
+from typing import Any
 
+from streamanon.base import legacy_positional
+from streamanon.errors import ConfigError
 from streamanon.records import Record, Suppressed
 from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 
 
 class AdaptiveZAnonymizer:
-    """z-anonymity whose z follows a target probability ``pk`` of k-anonymous output."""
+    """z-anonymity whose z follows a target probability ``pk`` of k-anonymous output.
 
+    Same contract and value semantics as :class:`~streamanon.zanon.ZAnonymizer` (its
+    ``core``); the summary adds the current ``z`` and the number of updates.
+
+    >>> op = AdaptiveZAnonymizer(delta_t=60, k=2, pk=0.8, z0=2)
+    >>> [type(x).__name__ for t, u in [(0, "a"), (1, "b")] for x in op.process(Record(t, u, "x"))]
+    ['Suppressed', 'Record']
+    >>> op.summary()["z"], op.summary()["released"]
+    (2, 1)
+    """
+
+    @legacy_positional("delta_t", "k", "pk")
     def __init__(
         self,
+        *,
         delta_t: float,
         k: int,
         pk: float,
-        *,
         rate: float = 1800.0,
         z0: int = 10,
         z_max: int = 1800,
         separator: str = SEPARATOR,
     ) -> None:
         if not 0 <= pk <= 1:
-            raise ValueError(f"pk must be a probability, got {pk!r}")
+            raise ConfigError(f"pk must be a probability, got {pk!r}")
         if k < 1:
-            raise ValueError(f"k must be >= 1, got {k!r}")
-        self.core = ZAnonymizer(max(1, z0), delta_t, separator)
-        self.core.z = z0
+            raise ConfigError(f"k must be >= 1, got {k!r}")
+        if not (rate >= 0 and math.isfinite(rate)):
+            raise ConfigError(f"rate must be a finite number of seconds >= 0, got {rate!r}")
+        if int(z0) != z0 or z0 < 0 or int(z_max) != z_max or z_max < 0:
+            raise ConfigError(f"z0 and z_max must be integers >= 0, got {z0!r}, {z_max!r}")
+        self.core = ZAnonymizer(z=max(1, z0), delta_t=delta_t, separator=separator)
+        self.core.z = int(z0)
         self.k = k
         self.pk = pk
         self.rate = rate
@@ -94,7 +113,18 @@ class AdaptiveZAnonymizer:
                 lo = mid + 1
         return -1
 
-    def process(self, record: Record) -> Record | Suppressed:
+    def process(self, record: Record) -> list[Record | Suppressed]:
+        """The outcome of ``record`` as a one-item list (the operator contract)."""
+        return [self.process_one(record)]
+
+    def process_one(self, record: Record) -> Record | Suppressed:
+        """Re-tune z when due, then publish ``record`` or suppress it with the current z.
+
+        A record the operator cannot take raises :class:`~streamanon.errors.BadRecordError`
+        before anything changes (not even the z search runs).
+        """
+        record = self.core.clean(record)
+        self.core.read += 1
         t = record.t
         if self.t_start is None:
             self.t_start = t
@@ -112,5 +142,29 @@ class AdaptiveZAnonymizer:
         recent.append((t, record.u, levels, counts))
         return self.core.outcome(record, levels, counts)
 
-    def flush(self) -> list[Record]:
+    def advance(self, now: float) -> list[Record | Suppressed]:
+        """Nothing is held (zero delay); z is re-tuned only when a record arrives, as in zanon."""
         return []
+
+    def flush(self) -> list[Record | Suppressed]:
+        return []
+
+    @property
+    def read(self) -> int:
+        return self.core.read
+
+    @property
+    def released(self) -> int:
+        return self.core.released
+
+    @property
+    def suppressed(self) -> int:
+        return self.core.suppressed
+
+    @property
+    def published_per_level(self) -> list[int]:
+        return self.core.published_per_level
+
+    def summary(self) -> dict[str, Any]:
+        """The core's accounting, plus the current z and how often it was re-tuned."""
+        return {**self.core.summary(), "z": self.z, "z_updates": len(self.history)}

@@ -7,6 +7,12 @@ distinct users whose latest exposure of ``v`` is within Δt (dropped only when `
 the current tuple included. Publish at the most specific level whose count reaches ``z``,
 otherwise suppress. Nothing is buffered, so the delay is zero.
 
+Values are text with surrounding whitespace removed, decided once in :func:`clean_text`: the
+authors' ``zanon`` strips the value (``' x '`` and ``'x'`` are one value), and streamanon strips
+the user as well, as its file readers always did (the one difference from ``zanon``, which keeps
+spaces around user names). An empty user or value is refused. Empty levels are kept as
+written: ``EU**Paris`` has the levels ``EU``, ``EU*`` and ``EU**Paris``, as in ``zanon``.
+
 Proof sketch of the guarantee: a tuple is published at level ``v`` only when the count of ``v``
 at its arrival is ``>= z``; that count is the number of distinct users with an exposure of ``v``
 in ``[t - Δt, t]``, so ``v`` was shown by at least ``z`` individuals within the window, which is
@@ -21,24 +27,75 @@ minus ends, which numpy computes for a whole batch at once.
 
 >>> op = ZAnonymizer(z=2, delta_t=10)
 >>> op.process(Record(0, "alice", "EU*FR*Paris"))
-Suppressed(record=Record(t=0, u='alice', a='EU*FR*Paris'), reason='below threshold')
->>> op.process(Record(1, "bob", "EU*FR*Lyon")).a
+[Suppressed(record=Record(t=0, u='alice', a='EU*FR*Paris'), reason='below threshold')]
+>>> op.process(Record(1, "bob", " EU*FR*Lyon "))[0].a
 'EU*FR'
 >>> op.process(Record(20, "carol", "EU*FR*Lyon"))   # alice and bob expired (20 - 1 > 10)
-Suppressed(record=Record(t=20, u='carol', a='EU*FR*Lyon'), reason='below threshold')
+[Suppressed(record=Record(t=20, u='carol', a='EU*FR*Lyon'), reason='below threshold')]
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from streamanon.base import legacy_positional
+from streamanon.errors import (
+    BadValueError,
+    ConfigError,
+    MissingFieldError,
+    ProtocolError,
+    TimeOrderError,
+)
 from streamanon.records import Record, Suppressed
 
 SEPARATOR = "*"
+
+
+def clean_text(value: object, field: str) -> str:
+    """A user or value as the rule sees it: text without surrounding whitespace, never empty.
+
+    The one place where z values are normalized (see the module docstring).
+
+    >>> clean_text("  EU*FR ", "a"), clean_text("Zoë", "u")
+    ('EU*FR', 'Zoë')
+    """
+    if not isinstance(value, str):
+        raise BadValueError(field, f"field {field} must be text, got "
+                            f"{type(value).__name__} {value!r}")
+    text = value.strip()
+    if not text:
+        raise MissingFieldError(field, f"missing field {field} (empty or blank)")
+    return text
+
+
+# a name with surrounding whitespace, or an empty name, in names joined by NUL
+_UNCLEAN = re.compile(r"(?:^|\x00)(?:\s|\x00|$)|\s(?:\x00|$)")
+
+
+def _clean_codes(
+    names: Sequence[str], codes: np.ndarray, field: str
+) -> tuple[Sequence[str], np.ndarray]:
+    """:func:`clean_text` over categorical columns; names that clean to one value share a code."""
+    if not _UNCLEAN.search("\x00".join(names)):
+        return names, codes
+    cleaned = []
+    for row, name in enumerate(names):
+        try:
+            cleaned.append(clean_text(name, field))
+        except MissingFieldError:
+            at = int(np.flatnonzero(np.asarray(codes) == row)[0]) if len(codes) else 0
+            raise MissingFieldError(field, f"missing field {field} (empty or blank) in batch "
+                                    f"row {at}") from None
+    unique = list(dict.fromkeys(cleaned))
+    index = {x: i for i, x in enumerate(unique)}
+    remap = np.fromiter(map(index.__getitem__, cleaned), dtype=np.int64, count=len(cleaned))
+    return unique, remap[np.asarray(codes, dtype=np.int64)]
 
 
 def hierarchy_levels(a: str, separator: str = SEPARATOR) -> list[str]:
@@ -73,19 +130,31 @@ class ZAnonymizer:
 
     Memory holds, per level value, the users whose latest exposure is still within Δt; values
     whose users all expired are dropped eagerly, so state is bounded by what is live in Δt.
+    It follows the operator contract of :mod:`streamanon.base` (nothing is ever held).
+
+    >>> op = ZAnonymizer(z=2, delta_t=60)
+    >>> op.process(Record(0, "alice", "x"))
+    [Suppressed(record=Record(t=0, u='alice', a='x'), reason='below threshold')]
+    >>> op.process(Record(5, "bob", "x "))
+    [Record(t=5, u='bob', a='x')]
+    >>> op.summary()
+    {'read': 2, 'released': 1, 'suppressed': 1, 'held': 0, 'released_per_level': [1]}
     """
 
-    def __init__(self, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
-        if int(z) != z or z < 1:
-            raise ValueError(f"z must be a positive integer, got {z!r}")
-        if not (delta_t >= 0 and math.isfinite(delta_t)):
-            raise ValueError(f"delta_t must be a finite number >= 0, got {delta_t!r}")
-        if not separator:
-            raise ValueError("separator must be a non-empty string")
+    @legacy_positional("z", "delta_t", "separator")
+    def __init__(self, *, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
+        if isinstance(z, bool) or not isinstance(z, int | float) or int(z) != z or z < 1:
+            raise ConfigError(f"z must be a positive integer, got {z!r}")
+        if isinstance(delta_t, bool) or not isinstance(delta_t, int | float) or not (
+                delta_t >= 0 and math.isfinite(delta_t)):
+            raise ConfigError(f"delta_t must be a finite number >= 0, got {delta_t!r}")
+        if not isinstance(separator, str) or not separator:
+            raise ConfigError("separator must be a non-empty string")
         self.z = int(z)
         self.delta_t = float(delta_t)
         self.separator = separator
         self.clock = -math.inf
+        self.read = 0
         self.published_per_level: list[int] = []
         self.suppressed = 0
         # record-at-a-time state: value -> user -> latest time (ordered by refresh)
@@ -95,13 +164,18 @@ class ZAnonymizer:
         self._tail: tuple[list[str], list[str], np.ndarray] | None = None
 
     # -- bookkeeping ---------------------------------------------------------------------
+    def _check_time(self, t: object, what: object) -> float:
+        """``t`` if the clock may move to it; refuses non-numbers, NaN and time going back."""
+        if isinstance(t, bool) or not isinstance(t, int | float) or t != t:
+            raise BadValueError("t", f"time is not a number: t={t!r} ({what!r})")
+        if not t >= self.clock:
+            raise TimeOrderError(
+                "t", f"time goes backwards: t={t!r} after {self.clock!r} ({what!r}); readers "
+                "re-stamp or reject such records before the operator")
+        return t
+
     def _advance_clock(self, t: float, what: object) -> None:
-        if not t >= self.clock:  # also catches NaN
-            raise ValueError(
-                f"time goes backwards or is not a number: t={t!r} after {self.clock!r} "
-                f"({what!r}); readers re-stamp or reject such records before the operator"
-            )
-        self.clock = t
+        self.clock = self._check_time(t, what)
 
     def _count_published(self, level: int, n: int = 1) -> None:
         per = self.published_per_level
@@ -110,15 +184,22 @@ class ZAnonymizer:
         per[level] += n
 
     @property
-    def published(self) -> int:
+    def released(self) -> int:
+        """Tuples published so far (at any level)."""
         return sum(self.published_per_level)
+
+    published = released  # the z family's word for it (RunStats, the CLI summaries)
+
+    def summary(self) -> dict[str, Any]:
+        """Accounting: ``read == released + suppressed`` (nothing is ever held)."""
+        return {"read": self.read, "released": self.released, "suppressed": self.suppressed,
+                "held": 0, "released_per_level": list(self.published_per_level)}
 
     def live_pairs(self) -> int:
         """How many (value, user) exposures are held: the operator's memory."""
         if self._live is not None:
             return sum(len(od) for od in self._live.values())
-        assert self._tail is not None
-        return len(self._tail[0])
+        return len(self._tail_state()[0])
 
     def decide(self, counts: Sequence[int]) -> int:
         """The most specific level whose count reaches ``z``, or -1 to suppress."""
@@ -129,8 +210,26 @@ class ZAnonymizer:
         return -1
 
     # -- record at a time ----------------------------------------------------------------
+    def clean(self, record: Record) -> Record:
+        """``record`` as the rule sees it (:func:`clean_text`), checked against the clock.
+
+        Raises :class:`~streamanon.errors.BadRecordError` naming the field, changes nothing.
+        """
+        try:
+            self._check_time(record.t, record)
+            u, a = clean_text(record.u, "u"), clean_text(record.a, "a")
+        except (BadValueError, MissingFieldError, TimeOrderError) as exc:
+            raise exc.about(record) from None
+        if u is record.u and a is record.a:
+            return record
+        return Record(record.t, u, a, record.t_text, record.line)
+
     def observe(self, t: float, u: str, a: str) -> tuple[list[str], list[int]]:
-        """Record ``(t, u, a)`` and return its levels with their distinct-user counts."""
+        """Record ``(t, u, a)`` and return its levels with their distinct-user counts.
+
+        The low-level step under :meth:`process`: ``u`` and ``a`` must already be clean
+        (:func:`clean_text`); nothing is counted in the summary.
+        """
         live = self._dict_state()
         self._advance_clock(t, (t, u, a))
         dt = self.delta_t
@@ -158,8 +257,18 @@ class ZAnonymizer:
                 del live[v]
         return levels, counts
 
-    def process(self, record: Record) -> Record | Suppressed:
+    def process(self, record: Record) -> list[Record | Suppressed]:
+        """The outcome of ``record`` as a one-item list (the operator contract).
+
+        Raises :class:`~streamanon.errors.BadRecordError` for a record it cannot take (not a
+        number, time going backwards, empty user or value); the operator is then unchanged.
+        """
+        return [self.process_one(record)]
+
+    def process_one(self, record: Record) -> Record | Suppressed:
         """Publish ``record`` (at its most specific z-anonymous level) or suppress it."""
+        record = self.clean(record)
+        self.read += 1
         levels, counts = self.observe(record.t, record.u, record.a)
         return self.outcome(record, levels, counts)
 
@@ -176,7 +285,11 @@ class ZAnonymizer:
             return record
         return Record(record.t, record.u, levels[level], record.t_text, record.line)
 
-    def flush(self) -> list[Record]:
+    def advance(self, now: float) -> list[Record | Suppressed]:
+        """Nothing is ever held back (zero delay): nothing leaves because time passed."""
+        return []
+
+    def flush(self) -> list[Record | Suppressed]:
         """Nothing is ever held back (zero delay): always empty."""
         return []
 
@@ -206,7 +319,8 @@ class ZAnonymizer:
         """:meth:`process_batch` on categorical columns (``u == u_names[u_codes]``, same for a).
 
         Returns the indices of published tuples, their published values as codes, and the
-        names those codes index (``a_names`` when nothing was generalized).
+        names those codes index (``a_names`` when nothing was generalized). A bad row refuses
+        the whole batch (:class:`~streamanon.errors.BadRecordError`), changing nothing.
         """
         t = np.asarray(t, dtype=np.float64)
         n = len(t)
@@ -215,11 +329,16 @@ class ZAnonymizer:
         prev = np.concatenate(([self.clock], t[:-1]))
         if not bool(np.all(t >= prev)):
             bad = int(np.flatnonzero(~(t >= prev))[0])
-            raise ValueError(
-                f"time goes backwards or is not a number: t={t[bad]!r} after {prev[bad]!r} "
-                f"(batch row {bad}: {u_names[u_codes[bad]]!r}, {a_names[a_codes[bad]]!r}); "
-                "readers re-stamp or reject such records before the operator"
-            )
+            what = (f"batch row {bad}: {u_names[u_codes[bad]]!r}, "
+                    f"{a_names[a_codes[bad]]!r}")
+            if t[bad] != t[bad]:
+                raise BadValueError("t", f"time is not a number ({what})")
+            raise TimeOrderError(
+                "t", f"time goes backwards: t={t[bad]!r} after {prev[bad]!r} ({what}); "
+                "readers re-stamp or reject such records before the operator")
+        u_names, u_codes = _clean_codes(u_names, u_codes, "u")
+        a_names, a_codes = _clean_codes(a_names, a_codes, "a")
+        self.read += n
         tail_v, tail_u, tail_t = self._tail_state()
         m = len(tail_v)
         a_codes = np.asarray(a_codes, dtype=np.int64)
@@ -272,7 +391,8 @@ class ZAnonymizer:
             out_codes = a_codes[published]
             out_names = a_names  # the very list given: callers may rely on its identity
         else:
-            assert row_tuple is not None and row_level is not None
+            if row_tuple is None or row_level is None:
+                raise ProtocolError("hierarchical batch without its level rows")
             best = np.full(n, -1, dtype=np.int64)
             np.maximum.at(best, row_tuple[ok], row_level[ok])
             published = np.flatnonzero(best >= 0)
@@ -287,7 +407,8 @@ class ZAnonymizer:
     # -- the two state representations ----------------------------------------------------
     def _dict_state(self) -> dict[str, OrderedDict[str, float]]:
         if self._live is None:
-            assert self._tail is not None
+            if self._tail is None:
+                raise ProtocolError("the z state was lost (neither representation is set)")
             tail_v, tail_u, tail_t = self._tail
             live: dict[str, OrderedDict[str, float]] = {}
             touches: deque[tuple[float, str]] = deque()
@@ -300,7 +421,8 @@ class ZAnonymizer:
 
     def _tail_state(self) -> tuple[list[str], list[str], np.ndarray]:
         if self._tail is None:
-            assert self._live is not None
+            if self._live is None:
+                raise ProtocolError("the z state was lost (neither representation is set)")
             rows = [
                 (tt, v, uu)
                 for v, od in self._live.items()

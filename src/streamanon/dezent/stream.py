@@ -1,0 +1,161 @@
+"""deZent as one stream operator: an in-process ring of gateways over a stream of readings.
+
+The same sans-I/O :class:`~streamanon.dezent.protocol.Gateway` the simulation and the daemons
+run, behind the operator contract of :mod:`streamanon.base`, so that the conformance checks
+(accounting, determinism for a seed, pickling, bad records) run on deZent like on every other
+operator, with one extra check: with the exact counting structure the ring publishes exactly
+as many readings of each value per cycle as the centralized rule
+(:func:`streamanon.dezent.rules.publishable`).
+
+Records are sensor readings ``Record(t, sensor, value)``. Time is cut into cycles of
+``period`` seconds from ``t0``; a sensor reports at most once per cycle. The open cycle runs
+through the ring when a reading of a later cycle arrives, when :meth:`DezentRing.advance`
+passes its end, or at :meth:`DezentRing.flush`; its readings then come out, published ones as
+``Record(cycle time, sensor, value)`` and the others :class:`~streamanon.records.Suppressed`.
+Sensors belong to gateway ``crc32(sensor) mod gateways``; pass-1 coins come from each
+gateway's generator, seeded from ``seed`` (masks always come from the OS, and cancel out).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from streamanon.dezent.protocol import Gateway, ProtocolConfig, StructureSpec, run_cycle
+from streamanon.dezent.ring import Ring
+from streamanon.dezent.rules import PAPER
+from streamanon.errors import (
+    BadValueError,
+    ConfigError,
+    DuplicateReadingError,
+    MissingFieldError,
+    ProtocolError,
+    TimeOrderError,
+    UnknownCategoryError,
+)
+from streamanon.records import Record, Suppressed
+
+
+class DezentRing:
+    """deZent's gateways in one process, as a stream operator (see the module docstring).
+
+    >>> ring = DezentRing(z=2, delta_t=0, period=60, gateways=2, domain=["x", "y"])
+    >>> ring.process(Record(0, "s1", "x")) + ring.process(Record(1, "s2", "x"))
+    []
+    >>> out = ring.process(Record(60, "s1", "y"))   # a new cycle: cycle 0 leaves the ring
+    >>> sorted(type(o).__name__ for o in out)      # paper rule: D - (z - 1) = 1 published
+    ['Record', 'Suppressed']
+    >>> ring.summary()["held"], [type(o).__name__ for o in ring.flush()]
+    (1, ['Suppressed'])
+    """
+
+    def __init__(
+        self,
+        *,
+        z: int,
+        delta_t: float,
+        period: float,
+        gateways: int,
+        domain: Sequence[str],
+        rule: str = PAPER,
+        p_pub: float = 1.0,
+        t0: float = 0.0,
+        seed: int = 0,
+        bits: int = 20,
+        max_sensors: int = 10_000,
+    ) -> None:
+        if not (period > 0 and math.isfinite(period)):
+            raise ConfigError(f"period must be a finite number of seconds > 0, got {period!r}")
+        if not domain or len(set(domain)) != len(domain):
+            raise ConfigError("domain must list the possible values, each once")
+        try:
+            structure = StructureSpec("exact", len(domain), 1, bits, tuple(domain))
+            self.config = ProtocolConfig(z, delta_t, structure, max_sensors, period, t0, rule,
+                                         p_pub)
+            ring = Ring(gateways, seed)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.gateways = [Gateway(g, self.config, ring, rng=np.random.default_rng([seed, g]))
+                         for g in range(gateways)]
+        self.domain = frozenset(domain)
+        self.max_sensors = max_sensors
+        self.sensors: set[str] = set()
+        self.cycle: int | None = None
+        self.open: dict[str, Record] = {}  # sensor -> its reading of the open cycle
+        self.read = 0
+        self.released = 0
+        self.suppressed = 0
+        self.published_per_cycle: dict[int, dict[str, int]] = {}
+
+    # -- the contract --------------------------------------------------------------------
+    def _cycle_of(self, t: float) -> int:
+        return math.floor((t - self.config.t0) / self.config.period)
+
+    def process(self, record: Record) -> list[Record | Suppressed]:
+        """Take one reading; returns the readings of a cycle this arrival closed (if any)."""
+        t, sensor, value = record.t, record.u, record.a
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            raise BadValueError("t", f"time must be a finite number, got {t!r}", record=record)
+        if not isinstance(sensor, str) or not sensor.strip():
+            raise MissingFieldError("u", "missing field u (the sensor)", record=record)
+        if value not in self.domain:
+            raise UnknownCategoryError("a", f"value {value!r} is not in the ring's domain",
+                                       record=record)
+        cycle = self._cycle_of(t)
+        if self.cycle is not None and cycle < self.cycle:
+            raise TimeOrderError("t", f"time goes backwards: cycle {cycle} after {self.cycle}",
+                                 record=record)
+        if cycle == self.cycle and sensor in self.open:
+            raise DuplicateReadingError("u", f"sensor {sensor!r} already reported in cycle "
+                                        f"{cycle}", record=record)
+        if sensor not in self.sensors and len(self.sensors) >= self.max_sensors:
+            raise BadValueError("u", f"more than {self.max_sensors} sensors", record=record)
+        out = self._close() if self.cycle is not None and cycle > self.cycle else []
+        self.cycle = cycle
+        self.sensors.add(sensor)
+        self.open[sensor] = record
+        self.read += 1
+        return out
+
+    def advance(self, now: float) -> list[Record | Suppressed]:
+        """Run the open cycle through the ring once ``now`` is past its end."""
+        if self.cycle is not None and self.open and self._cycle_of(now) > self.cycle:
+            return self._close()
+        return []
+
+    def flush(self) -> list[Record | Suppressed]:
+        return self._close() if self.open else []
+
+    def summary(self) -> dict[str, Any]:
+        return {"read": self.read, "released": self.released, "suppressed": self.suppressed,
+                "held": len(self.open), "cycles": len(self.published_per_cycle)}
+
+    # -- one cycle -----------------------------------------------------------------------
+    def _close(self) -> list[Record | Suppressed]:
+        cycle, readings = self.cycle, self.open
+        if cycle is None:
+            raise ProtocolError("no open cycle to close")
+        n = len(self.gateways)
+        per_gateway: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+        for sensor, rec in readings.items():
+            per_gateway[zlib.crc32(sensor.encode()) % n].append((sensor, rec.a))
+        for g, gw in enumerate(self.gateways):
+            gw.measure(cycle, per_gateway[g])
+        result = run_cycle(self.gateways, cycle)
+        out: list[Record | Suppressed] = []
+        counts: dict[str, int] = {}
+        for pt in result.published:
+            rec = readings.pop(pt.sensor)
+            out.append(Record(pt.t, pt.id, str(pt.value), None, rec.line))
+            counts[str(pt.value)] = counts.get(str(pt.value), 0) + 1
+        self.published_per_cycle[cycle] = counts
+        out.extend(Suppressed(rec, "fewer than z sensors in Δt (deZent ring)")
+                   for rec in readings.values())
+        self.released += len(result.published)
+        self.suppressed += len(readings)
+        self.open = {}
+        return out

@@ -1,0 +1,141 @@
+"""Every error streamanon raises on purpose, under one roof.
+
+Callers decide by type, never by message:
+
+* :class:`BadRecordError` (and its kinds): *this record* cannot be anonymized. Adapters turn
+  it, and only it, into a rejected input row (naming the line or offset) and go on; the
+  operator is unchanged by the refused record.
+* :class:`ConfigError`: parameters or rules that cannot run; nothing was processed.
+* :class:`ProtocolError`: a call or a message that breaks an operator's or the deZent ring's
+  protocol (a cycle without readings, a collection round back at a coordinator that never
+  started it, ...). It replaces ``assert`` in the cores, which ``python -O`` would remove.
+* :class:`InputError`, :class:`EncodingError`, :class:`FrameError`: unreadable input files,
+  counting structures and network frames (re-exported from their historical modules).
+
+Anything else escaping an operator is a bug and deserves its traceback. Every class here
+also derives from :class:`ValueError`, so code written before these types existed keeps
+catching them.
+
+>>> err = MissingFieldError("age", record={"u": "a"})
+>>> isinstance(err, BadRecordError), err.kind, err.field, str(err)
+(True, 'missing_field', 'age', 'missing field age')
+>>> try:
+...     raise UnknownCategoryError("city", "unknown category 'Rome'")
+... except BadRecordError as exc:
+...     print(exc.kind, exc)
+unknown_category unknown category 'Rome'
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from streamanon.records import Rejected
+
+__all__ = [
+    "BadRecordError",
+    "BadValueError",
+    "ConfigError",
+    "DuplicateReadingError",
+    "EncodingError",
+    "FrameError",
+    "InputError",
+    "MissingFieldError",
+    "ProtocolError",
+    "StreamanonError",
+    "TimeOrderError",
+    "UnknownCategoryError",
+]
+
+
+class StreamanonError(ValueError):
+    """Base of every error streamanon raises on purpose."""
+
+
+# -- records ---------------------------------------------------------------------------------
+class BadRecordError(StreamanonError):
+    """A record the operator refuses; it carries the ``record`` and the ``field`` at fault.
+
+    ``kind`` names the subclass in JSON-friendly form (``missing_field``, ``bad_value``,
+    ``unknown_category``, ``time_order``, ``duplicate_reading``). Operators fill in ``record``
+    when a lower layer (a generalizer, a parser) raised without knowing it.
+    """
+
+    kind: ClassVar[str] = "bad_record"
+
+    def __init__(self, field: str | None, message: str, *, record: Any = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.record = record
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, str(self)), {"record": self.record})
+
+    def about(self, record: Any) -> BadRecordError:
+        """Attach ``record`` (when not yet known) and return self, for ``raise exc.about(r)``."""
+        if self.record is None:
+            self.record = record
+        return self
+
+
+class MissingFieldError(BadRecordError):
+    """A field the operator needs is absent or empty."""
+
+    kind = "missing_field"
+
+    def __init__(self, field: str, message: str | None = None, *, record: Any = None) -> None:
+        super().__init__(field, message or f"missing field {field}", record=record)
+
+
+class BadValueError(BadRecordError):
+    """A field holds something unusable: not a number, not finite, the wrong type, too long."""
+
+    kind = "bad_value"
+
+
+class UnknownCategoryError(BadRecordError):
+    """A categorical value that is not in its hierarchy (or domain) and may not be added."""
+
+    kind = "unknown_category"
+
+
+class TimeOrderError(BadRecordError):
+    """The record's time is behind the operator's clock (readers re-stamp or reject first)."""
+
+    kind = "time_order"
+
+
+class DuplicateReadingError(BadRecordError):
+    """A second reading of one sensor in one deZent cycle (the protocol takes one)."""
+
+    kind = "duplicate_reading"
+
+
+# -- configuration and protocol ---------------------------------------------------------------
+class ConfigError(StreamanonError):
+    """Parameters, rules or a configuration file that cannot run; the message names the field."""
+
+
+class ProtocolError(StreamanonError):
+    """A call or message out of protocol (wrong cycle, state that must exist does not)."""
+
+
+# -- unreadable bytes -----------------------------------------------------------------------
+class InputError(StreamanonError):
+    """Bad input under ``--on-error fail``; the message names the source and line."""
+
+    def __init__(self, rejected: Rejected, source: str = "input") -> None:
+        self.rejected = rejected
+        self.source = source
+        super().__init__(rejected.message(source))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.rejected, self.source))
+
+
+class EncodingError(StreamanonError):
+    """Bytes that are not a valid encoding of a counting structure (says what is wrong)."""
+
+
+class FrameError(StreamanonError):
+    """A network frame that cannot be accepted; the message says why."""
