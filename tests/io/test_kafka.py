@@ -154,7 +154,7 @@ def test_partitions_merge_by_timestamp_deterministically(kafka_broker, topic_nam
     expected = {q: [] for q in range(3)}
     for i in order:
         tt, u, a = trace[i].decode().split(",")
-        r = op.process(Record(float(tt), u, a, tt))
+        r = op.process_one(Record(float(tt), u, a, tt))
         if not isinstance(r, Suppressed):
             expected[users[i] % 3].append(f"{r.t_text},{r.u},{r.a}".encode())
     assert {q: [v for v, _ in m] for q, m in outs[0].items()} == expected

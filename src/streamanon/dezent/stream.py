@@ -43,7 +43,7 @@ from streamanon.records import Record, Suppressed
 class DezentRing:
     """deZent's gateways in one process, as a stream operator (see the module docstring).
 
-    >>> ring = DezentRing(z=2, delta_t=0, period=60, gateways=2, domain=["x", "y"])
+    >>> ring = DezentRing(z=2, delta_t=0, period=60, gateways=3, domain=["x", "y"])
     >>> ring.process(Record(0, "s1", "x")) + ring.process(Record(1, "s2", "x"))
     []
     >>> out = ring.process(Record(60, "s1", "y"))   # a new cycle: cycle 0 leaves the ring
