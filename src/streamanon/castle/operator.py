@@ -260,31 +260,7 @@ class CastleAnonymizer:
 
     # -- CASTLE ------------------------------------------------------------------------------
     def _best_selection(self, cset: ClusterSet, item: Item) -> None:
-        n = len(cset.clusters)
-        if n == 0:
-            cset.open_cluster(item)
-            return
-        cur, new = cset.enlargement(item)
-        e = new - cur
-        i = int(e.argmin())
-        ties = e <= float(e[i]) + _EPS
-        if np.count_nonzero(ties) == 1:  # the usual case: one cluster of least enlargement
-            if float(new[i]) <= self.tau + _EPS or n >= self.beta:
-                cset.insert(i, item)
-            else:
-                cset.open_cluster(item)
-            return
-        cand = np.flatnonzero(ties)
-        ok = cand[new[cand] <= self.tau + _EPS]
-        pick = ok if ok.size else (cand if n >= self.beta else None)
-        if pick is None:
-            cset.open_cluster(item)
-            return
-        if pick.size == 1:
-            cset.insert(int(pick[0]), item)
-            return
-        sizes = [len(cset.clusters[int(i)].ids) for i in pick]
-        cset.insert(int(pick[int(np.argmin(sizes))]), item)
+        cset.place(item, self.tau, self.beta, _EPS)
 
     def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
         if len(ids) < self.k:
