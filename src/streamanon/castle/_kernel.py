@@ -24,24 +24,24 @@ import numpy as np
 from numba import njit
 
 OPEN, OUTSIDE, TIED = -1, -2, -3  # answers besides a cluster index (TIED - m: m tied)
+HEAD = 3  # fl starts with beta, eps, and 1.0 when plug-ins add to the losses
 
 
 @njit(cache=True, nogil=True)
 def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat: np.ndarray,
-                   dom: np.ndarray, inv: np.ndarray, hloss: np.ndarray, hlca: np.ndarray,
-                   hmeta: np.ndarray,
-                   other_cur: np.ndarray, other_new: np.ndarray, tau: float, beta: int,
-                   eps: float, work: np.ndarray, picks: np.ndarray
-                   ) -> int:  # pragma: no cover - compiled (numba)
-    """Choose the open cluster for the tuple with numeric values ``x`` and hierarchy nodes
-    ``cat``; grow its row and nodes by the tuple and return its index.
+                   tau: float, fl: np.ndarray, it: np.ndarray, work: np.ndarray,
+                   picks: np.ndarray) -> int:  # pragma: no cover - compiled (numba)
+    """Choose the open cluster for the tuple with numeric values ``x`` (``d`` of them) and
+    hierarchy nodes ``cat`` (``h``); grow its row and nodes by the tuple; return its index.
 
-    Rows ``0..n-1`` of ``lh`` (``(-lo, hi)``) and ``nodes`` are the open clusters (n >= 1);
-    ``dom`` the range domains (rows lo, hi); ``inv`` the weights ``w/span`` of ``lh``'s
-    columns. Hierarchy ``j`` (``hmeta[:, j]`` = offset, size) has ``w_j * loss(lca(a, b))``
-    at ``hloss[offset + b * size + a]`` and ``lca(a, b)`` at ``hlca[offset + b * size + a]``.
-    ``other_cur``/``other_new`` are the plug-ins' weighted losses without/with the tuple
-    (empty when there are none). ``work`` (2 x n) and ``picks`` (n) are scratch space.
+    Rows ``0..n-1`` of ``lh`` (``(-lo, hi)``) and ``nodes`` are the open clusters (n >= 1).
+    ``fl`` holds beta, eps, the plug-in flag, then the weights ``w/span`` of ``lh``'s
+    ``2d`` columns, the range domains' ``d`` lows and ``d`` highs, then every hierarchy's
+    ``w_j * loss(lca(a, b))``; ``it`` holds the ``h`` offsets and ``h`` sizes of the
+    hierarchies' tables, then their ``lca(a, b)`` (entry ``offset + b * size + a`` in both).
+    ``work`` (4 x n) is scratch for the losses without and with the tuple, then the
+    plug-ins' part of each (rows 2 and 3, filled by the caller when the flag is set);
+    ``picks`` (n) is scratch for tied candidates. Few arguments: each costs ~75 ns per call.
 
     Returns the index; ``OPEN`` when a new cluster must be opened; ``OUTSIDE`` (nothing done)
     when a value lies outside its range's domain, which must first be widened;
@@ -49,11 +49,17 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
     with the fewest individuals and insert.
     """
     d = x.shape[0]
-    for c in range(d):
-        if x[c] < dom[0, c] or x[c] > dom[1, c]:
-            return OUTSIDE
     nh = cat.shape[0]
-    plug = other_cur.shape[0] > 0
+    beta = fl[0]
+    eps = fl[1]
+    plug = fl[2] != 0.0
+    inv = HEAD
+    dlo = HEAD + 2 * d
+    dhi = dlo + d
+    hloss = dhi + d
+    for c in range(d):
+        if x[c] < fl[dlo + c] or x[c] > fl[dhi + c]:
+            return OUTSIDE
     cur = work[0]
     new = work[1]
     for i in range(n):
@@ -62,22 +68,24 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
         for c in range(d):  # the (-lo) half: max(-lo, -x) = -min(lo, x)
             a = lh[i, c]
             b = -x[c]
-            s_cur += a * inv[c]
-            s_new += (a if a >= b else b) * inv[c]
+            w = fl[inv + c]
+            s_cur += a * w
+            s_new += (a if a >= b else b) * w
         for c in range(d):  # the hi half
             a = lh[i, d + c]
             b = x[c]
-            s_cur += a * inv[d + c]
-            s_new += (a if a >= b else b) * inv[d + c]
+            w = fl[inv + d + c]
+            s_cur += a * w
+            s_new += (a if a >= b else b) * w
         for j in range(nh):
             node = nodes[i, j]
-            base = hmeta[0, j]
-            size = hmeta[1, j]
-            s_cur += hloss[base + node * size + node]
-            s_new += hloss[base + cat[j] * size + node]
+            base = hloss + it[j]
+            size = it[nh + j]
+            s_cur += fl[base + node * size + node]
+            s_new += fl[base + cat[j] * size + node]
         if plug:
-            s_cur += other_cur[i]
-            s_new += other_new[i]
+            s_cur += work[2, i]
+            s_new += work[3, i]
         cur[i] = s_cur
         new[i] = s_new
     # argmin of the enlargement (first minimum; a NaN wins, as in numpy)
@@ -102,7 +110,7 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
     bound = tau + eps
     if m == 1:
         if new[best] <= bound or n >= beta:
-            _grow(lh, nodes, best, x, cat, hlca, hmeta)
+            _grow(lh, nodes, best, x, cat, it)
             return best
         return OPEN
     ok = 0
@@ -115,19 +123,20 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
             return OPEN
         ok = m  # every tied cluster is a candidate (picks[:m] untouched when none was ok)
     if ok == 1:
-        _grow(lh, nodes, picks[0], x, cat, hlca, hmeta)
+        _grow(lh, nodes, picks[0], x, cat, it)
         return picks[0]
     return TIED - ok
 
 
 @njit(cache=True, nogil=True)
 def _grow(lh: np.ndarray, nodes: np.ndarray, i: int, x: np.ndarray, cat: np.ndarray,
-          hlca: np.ndarray, hmeta: np.ndarray) -> None:  # pragma: no cover - compiled
+          it: np.ndarray) -> None:  # pragma: no cover - compiled (numba)
     d = x.shape[0]
+    nh = cat.shape[0]
     for c in range(d):
         if -x[c] > lh[i, c]:
             lh[i, c] = -x[c]
         if x[c] > lh[i, d + c]:
             lh[i, d + c] = x[c]
-    for j in range(cat.shape[0]):
-        nodes[i, j] = hlca[hmeta[0, j] + cat[j] * hmeta[1, j] + nodes[i, j]]
+    for j in range(nh):
+        nodes[i, j] = it[2 * nh + it[j] + cat[j] * it[nh + j] + nodes[i, j]]

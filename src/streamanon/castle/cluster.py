@@ -184,15 +184,16 @@ class ClusterSet:
         # is a product with (w/span, w/span); the hierarchy nodes
         self._lh = np.empty((8, 2 * d))
         self._nodes = np.empty((8, len(self.hier)), dtype=np.int64)
-        self._work = np.empty((2, 8))
+        self._work = np.zeros((4, 8))
         self._picks = np.empty(8, dtype=np.int64)
         # plug-ins' part of every open cluster's loss, cached while _other_key matches
         self._other_cur: np.ndarray | None = None
         self._other_key: tuple[int, ...] | None = None
-        self._hier_key: list[tuple[int, int]] | None = None
-        self._hier_tables = _NO_TABLES
-        self.pool_ids: Counter[str] = Counter()
-        self.pool_sens: list[Counter[str]] = [Counter() for _ in range(self.n_sens)]
+        # what the kernel reads besides the rows (see _kernel.best_selection), rebuilt when
+        # beta, a domain, a weight or a hierarchy's losses change
+        self._fl = np.empty(0)
+        self._it = np.empty(0, dtype=np.int64)
+        self._packed: tuple[Any, ...] | None = None
 
     # -- tuples ----------------------------------------------------------------------------
     def parse(self, row: Row, pos: int, need_time: bool = False
@@ -277,8 +278,7 @@ class ClusterSet:
         """Let the generalizers account for an accepted tuple (growth, counts); the range
         domains take it in :meth:`place` (the kernel finds values outside them)."""
         if hier_raw:
-            item.cat = [g.tree.index(g.observe(v)) for g, v in zip(self.hier, hier_raw,
-                                                                   strict=True)]
+            item.cat = [g.observe_index(v) for g, v in zip(self.hier, hier_raw, strict=True)]
         if self.other:
             item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
 
@@ -297,6 +297,7 @@ class ClusterSet:
         for j, g in enumerate(self.num):
             g.observe(float(x[j]))
         self._refresh_inv()
+        self._packed = None
 
     def _refresh_inv(self) -> None:
         self._inv_version += 1
@@ -335,7 +336,8 @@ class ClusterSet:
         :func:`streamanon.castle._kernel.best_selection`, which also grows the chosen row and
         finds values outside the range domains (they are widened first, then it runs again).
         """
-        n = len(self.clusters)
+        clusters = self.clusters
+        n = len(clusters)
         x = item.x
         if n == 0:
             dom = self._dom
@@ -345,21 +347,34 @@ class ClusterSet:
             return
         kernel = _KERNEL[0] if _KERNEL else _load_kernel()
         if len(self._picks) < n:
-            self._work = np.empty((2, 2 * n))
+            self._work = np.zeros((4, 2 * n))
             self._picks = np.empty(2 * n, dtype=np.int64)
-        hloss, hlca, hmeta = self._tables() if self.hier else _NO_TABLES
-        cat = self._cat
-        for j, node in enumerate(item.cat):
-            cat[j] = node
-        other_cur, other_new, key = self._other_parts(item) if self.other else _NO_OTHER
-        idx = kernel(self._lh, self._nodes, n, x, cat, self._dom, self._inv, hloss, hlca, hmeta,
-                     other_cur, other_new, tau, beta, eps, self._work, self._picks)
+        if self.hier:
+            key = (beta, eps, *[g.loss_version for g in self.hier])
+            cat = self._cat
+            for j, node in enumerate(item.cat):
+                cat[j] = node
+        else:
+            key = (beta, eps)
+            cat = _NO_NODES
+        if key != self._packed:
+            self._pack(key, beta, eps)
+        plug = self.other
+        if plug:
+            other_cur, other_new, okey = self._other_parts(item)
+            self._work[2, :n] = other_cur
+            self._work[3, :n] = other_new
+        idx = kernel(self._lh, self._nodes, n, x, cat, tau, self._fl, self._it, self._work,
+                     self._picks)
         if idx == OUTSIDE:
             self._widen(x)
-            if self.other:
-                other_cur, other_new, key = self._other_parts(item)
-            idx = kernel(self._lh, self._nodes, n, x, cat, self._dom, self._inv, hloss, hlca,
-                         hmeta, other_cur, other_new, tau, beta, eps, self._work, self._picks)
+            self._pack(key, beta, eps)
+            if plug:
+                other_cur, other_new, okey = self._other_parts(item)
+                self._work[2, :n] = other_cur
+                self._work[3, :n] = other_new
+            idx = kernel(self._lh, self._nodes, n, x, cat, tau, self._fl, self._it,
+                         self._work, self._picks)
         if idx == OPEN:
             self.open_cluster(item)
             return
@@ -367,13 +382,32 @@ class ClusterSet:
             picks = self._picks[:TIED - idx].tolist()
             if not picks:
                 raise ValueError("no cluster to choose (the losses are not numbers)")
-            sizes = [len(self.clusters[i].ids) for i in picks]
+            sizes = [len(clusters[i].ids) for i in picks]
             idx = picks[sizes.index(min(sizes))]
             self._grow_row(idx, item)
-        if self.other:
+        if plug:
             other_cur[idx] = other_new[idx]
-            self._other_cur, self._other_key = other_cur, key
+            self._other_cur, self._other_key = other_cur, okey
         self.insert(idx, item, grown=True)
+
+    def _pack(self, key: tuple[Any, ...], beta: int, eps: float) -> None:
+        """Lay out what the kernel reads besides the rows (see its docstring): beta, eps, the
+        plug-in flag, the weights, the domains, then every hierarchy's ``w * loss(lca(a, b))``
+        and ``lca(a, b)`` as flat tables."""
+        losses, lcas, offs, sizes = [], [], [], []
+        off = 0
+        for j, g in enumerate(self.hier):
+            n = len(g.tree.names)
+            table = g.tree.lca_table()[:n, :n]
+            losses.append((self.w_hier[j] * g.loss_vector()[table]).T.ravel())
+            lcas.append(table.T.astype(np.int64).ravel())
+            offs.append(off)
+            sizes.append(n)
+            off += n * n
+        head = [float(beta), float(eps), 1.0 if self.other else 0.0]
+        self._fl = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
+        self._it = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
+        self._packed = key
 
     def _other_parts(self, item: Item) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
         """The plug-ins' weighted loss of every open cluster without and with ``item``.
@@ -398,33 +432,13 @@ class ClusterSet:
         for j, g in enumerate(self.hier):
             self._nodes[idx, j] = g.tree.lca_table()[self._nodes[idx, j], item.cat[j]]
 
-    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every hierarchy's ``w * loss(lca(a, b))`` and ``lca(a, b)``, flat, as the kernel
-        reads them (entry ``offset + b * size + a``, with ``(offset, size)`` in ``hmeta``);
-        rebuilt when a tree or the losses of its nodes change."""
-        key = [g.loss_version for g in self.hier]
-        if key != self._hier_key:
-            losses, lcas, offs, sizes = [], [], [], []
-            off = 0
-            for j, g in enumerate(self.hier):
-                n = len(g.tree.names)
-                table = g.tree.lca_table()[:n, :n]
-                losses.append((self.w_hier[j] * g.loss_vector()[table]).T.ravel())
-                lcas.append(table.T.astype(np.int64).ravel())
-                offs.append(off)
-                sizes.append(n)
-                off += n * n
-            self._hier_tables = (np.concatenate(losses), np.concatenate(lcas),
-                                 np.array([offs, sizes], dtype=np.int64))
-            self._hier_key = key
-        return self._hier_tables
-
     def attr_losses(self, st: State) -> dict[str, float]:
         """Per-attribute loss of one state, by attribute name."""
         out: dict[str, float] = {}
+        lo, hi = st.lo.tolist(), st.hi.tolist()
         for rule, (kind, j) in zip(self.rules.qi_rules, self.kind, strict=True):
             if kind == "num":
-                out[rule.name] = self.num[j].loss((float(st.lo[j]), float(st.hi[j])))
+                out[rule.name] = self.num[j].loss((lo[j], hi[j]))
             elif kind == "hier":
                 g = self.hier[j]
                 out[rule.name] = g.loss(g.tree.names[int(st.nodes[j])])
@@ -440,9 +454,10 @@ class ClusterSet:
 
     def output_values(self, st: State) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        lo, hi = st.lo.tolist(), st.hi.tolist()
         for rule, (kind, j) in zip(self.rules.qi_rules, self.kind, strict=True):
             if kind == "num":
-                out[rule.name] = self.num[j].output((float(st.lo[j]), float(st.hi[j])))
+                out[rule.name] = self.num[j].output((lo[j], hi[j]))
             elif kind == "hier":
                 out[rule.name] = self.hier[j].tree.names[int(st.nodes[j])]
             else:
@@ -522,12 +537,8 @@ class ClusterSet:
         pid = item.pid
         ids = c.ids
         ids[pid] = ids.get(pid, 0) + 1
-        pool = self.pool_ids
-        pool[pid] = pool.get(pid, 0) + 1
-        for j, v in enumerate(item.sens):
-            cs, ps = c.sens[j], self.pool_sens[j]
+        for cs, v in zip(c.sens, item.sens, strict=True):
             cs[v] = cs.get(v, 0) + 1
-            ps[v] = ps.get(v, 0) + 1
         if not grown:
             self._other_key = None
             self._grow_row(idx, item)
@@ -542,19 +553,38 @@ class ClusterSet:
         self._other_key = None
 
     def index(self, c: Cluster) -> int:
-        for i, x in enumerate(self.clusters):
-            if x is c:
-                return i
-        raise KeyError("cluster is not open")
+        try:
+            return self.clusters.index(c)  # clusters compare by identity
+        except ValueError:
+            raise KeyError("cluster is not open") from None
+
+    def pool_meets(self, k: int, l: int) -> bool:  # noqa: E741
+        """All open clusters together hold >= k individuals and, when ``l > 1``, >= l values
+        of every sensitive attribute (counted on demand: needed only before a merge)."""
+        seen: set[str] = set()
+        for c in self.clusters:
+            seen.update(c.ids)
+            if len(seen) >= k:
+                break
+        else:
+            return False
+        if l <= 1:
+            return True
+        for j in range(self.n_sens):
+            seen = set()
+            for c in self.clusters:
+                seen.update(c.sens[j])
+                if len(seen) >= l:
+                    break
+            else:
+                return False
+        return True
 
     def detach(self, c: Cluster) -> None:
         """Close ``c``: its tuples leave the pool (they are being released or merged away)."""
         i = self.index(c)
         self.clusters.pop(i)
         self._drop_row(i)
-        _remove_counts(self.pool_ids, c.ids)
-        for j in range(self.n_sens):
-            _remove_counts(self.pool_sens[j], c.sens[j])
 
     def remove_item(self, item: Item) -> None:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""
@@ -564,10 +594,8 @@ class ClusterSet:
         c.items.remove(item)
         item.cluster = None
         _dec(c.ids, item.pid)
-        _dec(self.pool_ids, item.pid)
         for j, v in enumerate(item.sens):
             _dec(c.sens[j], v)
-            _dec(self.pool_sens[j], v)
         i = self.index(c)
         if not c.items:
             self.clusters.pop(i)
@@ -631,11 +659,9 @@ class ClusterSet:
         return out
 
 
-_EMPTY = np.empty(0)
 _NO_CAT: list[int] = []  # the hierarchy nodes of a tuple when there are none
 _INT_FLOAT = frozenset((int, float))
-_NO_TABLES = (_EMPTY, np.empty(0, dtype=np.int64), np.empty((2, 0), dtype=np.int64))
-_NO_OTHER = (_EMPTY, _EMPTY, ())
+_NO_NODES = np.empty(0, dtype=np.int64)
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
 
 
@@ -651,27 +677,14 @@ def _load_kernel() -> Any:
     (:func:`gc.freeze`) once loaded, with whatever else the process holds at that moment.
     """
     if not _KERNEL:
-        from streamanon.castle._kernel import best_selection
+        from streamanon.castle._kernel import HEAD, best_selection
 
-        empty, none = np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64)
-        best_selection(empty, none, 1, np.empty(0), _NO_TABLES[1], np.empty((2, 0)),
-                       np.empty(0), *_NO_TABLES, _EMPTY, _EMPTY, 0.0, 1, _EPS_WARM,
-                       np.zeros((2, 1)), np.zeros(1, dtype=np.int64))
+        best_selection(np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64), 1, np.empty(0),
+                       _NO_NODES, 0.0, np.zeros(HEAD), _NO_NODES, np.zeros((4, 1)),
+                       np.zeros(1, dtype=np.int64))
         gc.freeze()
         _KERNEL.append(best_selection)
     return _KERNEL[0]
-
-
-_EPS_WARM = 1e-12
-
-
-def _remove_counts(pool: Counter[str], part: Counter[str]) -> None:
-    for key, n in part.items():
-        left = pool[key] - n
-        if left:
-            pool[key] = left
-        else:
-            del pool[key]
 
 
 def _dec(counter: Counter[str], key: str) -> None:

@@ -284,7 +284,7 @@ class CastleAnonymizer:
         if larger > len(cset.clusters) / 2:
             self._suppress(cset, item, "outlier", out)
             return
-        if not self._meets(cset.pool_ids, cset.pool_sens):
+        if not cset.pool_meets(self.k, self.l):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
         while not self._meets(c.ids, c.sens):
@@ -322,10 +322,12 @@ class CastleAnonymizer:
               attr: dict[str, float], cid: int, out: list[Any]) -> None:
         line_loss = round(loss, 6)
         extra = {**values, self.loss_field: line_loss} if self.loss_field else values
+        append = out.append
         for it in items:
             it.done = True
             it.cluster = None
-            out.append(Released({**it.row.values, **extra}, loss, cid, it.row.line))
+            row = it.row
+            append(Released({**row.values, **extra}, loss, cid, row.line))
         n = len(items)
         self.released += n
         for name, v in attr.items():
