@@ -29,20 +29,23 @@ def csv_texts(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read(text: str) -> tuple[list, list]:
-    rd = RowReader(io.StringIO(text), "csv", numeric=["age", "h", "missing"], required=["id"],
+def read(text: str, numeric: list[str]) -> tuple[list, list]:
+    rd = RowReader(io.StringIO(text), "csv", numeric=numeric, required=["id"],
                    max_value_len=40, on_error="skip")
     got = [(r.line, r.values) for r in rd]
     return got, [(x.line, x.text, x.reason) for x in rd.rejected]
 
 
-@settings(max_examples=200, deadline=None)
-@given(csv_texts())
-def test_reader_fast_path_changes_nothing(text: str) -> None:
-    fast = read(text)
+NUMERIC = st.sampled_from([["age", "h"], ["h"], [], ["age", "h", "not-a-column"]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(csv_texts(), NUMERIC)
+def test_reader_fast_path_changes_nothing(text: str, numeric: list[str]) -> None:
+    fast = read(text, numeric)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(RowReader, "_valid_text_row", lambda self, values: False)
-        slow = read(text)
+        slow = read(text, numeric)
     assert fast == slow
     # values keep their types exactly (a float stays a float, text stays text)
     assert [[type(v) for v in row.values()] for _, row in fast[0]] == [
