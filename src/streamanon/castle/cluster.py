@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from streamanon.castle.generalizers import Generalizer, HierarchyGeneralizer, RangeGeneralizer
+from streamanon.castle.loss import Metric
 from streamanon.castle.rules import RuleSet
 from streamanon.timefmt import parse_time
 
@@ -191,9 +192,10 @@ class ClusterSet:
         self._other_key: tuple[int, ...] | None = None
         # what the kernel reads besides the rows (see _kernel.best_selection), rebuilt when
         # beta, a domain, a weight or a hierarchy's losses change
-        self._fl = np.empty(0)
+        self._fl = np.full(3, np.nan)
         self._it = np.empty(0, dtype=np.int64)
         self._packed: tuple[Any, ...] | None = None
+        self._stale = True  # a hierarchy's losses or tree may have changed: compare versions
 
     # -- tuples ----------------------------------------------------------------------------
     def parse(self, row: Row, pos: int, need_time: bool = False
@@ -278,7 +280,14 @@ class ClusterSet:
         """Let the generalizers account for an accepted tuple (growth, counts); the range
         domains take it in :meth:`place` (the kernel finds values outside them)."""
         if hier_raw:
-            item.cat = [g.observe_index(v) for g, v in zip(self.hier, hier_raw, strict=True)]
+            cat = []
+            for g, v in zip(self.hier, hier_raw, strict=True):
+                if g.metric is _GLM and type(v) is str:  # nothing to observe
+                    cat.append(g.tree.index(v))
+                else:
+                    cat.append(g.tree.index(g.observe(v)))
+                    self._stale = True
+            item.cat = cat
         if self.other:
             item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
 
@@ -298,6 +307,7 @@ class ClusterSet:
             g.observe(float(x[j]))
         self._refresh_inv()
         self._packed = None
+        self._stale = True
 
     def _refresh_inv(self) -> None:
         self._inv_version += 1
@@ -349,16 +359,17 @@ class ClusterSet:
         if len(self._picks) < n:
             self._work = np.zeros((4, 2 * n))
             self._picks = np.empty(2 * n, dtype=np.int64)
-        if self.hier:
+        if self._stale or beta != self._fl[0] or eps != self._fl[1]:
             key = (beta, eps, *[g.loss_version for g in self.hier])
+            if key != self._packed:
+                self._pack(key, beta, eps)
+            self._stale = False
+        if self.hier:
             cat = self._cat
             for j, node in enumerate(item.cat):
                 cat[j] = node
         else:
-            key = (beta, eps)
             cat = _NO_NODES
-        if key != self._packed:
-            self._pack(key, beta, eps)
         plug = self.other
         if plug:
             other_cur, other_new, okey = self._other_parts(item)
@@ -368,7 +379,8 @@ class ClusterSet:
                      self._picks)
         if idx == OUTSIDE:
             self._widen(x)
-            self._pack(key, beta, eps)
+            self._pack((beta, eps, *[g.loss_version for g in self.hier]), beta, eps)
+            self._stale = False
             if plug:
                 other_cur, other_new, okey = self._other_parts(item)
                 self._work[2, :n] = other_cur
@@ -504,9 +516,11 @@ class ClusterSet:
         return State(-row[:d], row[d:].copy(), self._nodes[i].copy(), gen)
 
     def covers(self, st: State, item: Item) -> bool:
-        d = len(self.num)
-        if d and not (np.all(st.lo <= item.x) and np.all(item.x <= st.hi)):
-            return False
+        if self.num:
+            x = item.x.tolist()
+            if not (all(map(operator.le, st.lo.tolist(), x))
+                    and all(map(operator.le, x, st.hi.tolist()))):
+                return False
         for j, g in enumerate(self.hier):
             if int(g.tree.lca_table()[st.nodes[j], item.cat[j]]) != st.nodes[j]:
                 return False
@@ -662,6 +676,7 @@ class ClusterSet:
 _NO_CAT: list[int] = []  # the hierarchy nodes of a tuple when there are none
 _INT_FLOAT = frozenset((int, float))
 _NO_NODES = np.empty(0, dtype=np.int64)
+_GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
 
 

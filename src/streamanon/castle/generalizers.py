@@ -321,12 +321,6 @@ class HierarchyGeneralizer(Generalizer):
             self._requests_total += 1
         return value
 
-    def observe_index(self, value: str | _NewPath) -> int:
-        """:meth:`observe`, then the node's index in the tree (one call per tuple)."""
-        if self.metric is _GLM and type(value) is str:  # GLM: observing changes nothing
-            return self.tree.index(value)
-        return self.tree.index(self.observe(value))
-
     def add(self, state: str | None, value: str) -> str:
         return value if state is None else self.tree.lca(state, value)
 
@@ -378,7 +372,6 @@ class HierarchyGeneralizer(Generalizer):
         return self.tree.root
 
 
-_GLM = Metric.glm
 GeneralizerFactory = Callable[..., Generalizer]
 _REGISTRY: dict[str, GeneralizerFactory] = {}
 
