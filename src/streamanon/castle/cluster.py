@@ -1,14 +1,15 @@
 """Tuples and clusters of one rule set, with the numeric state kept in numpy arrays.
 
 The hot path of CASTLE is the enlargement of every open cluster by each arriving tuple. The
-:class:`ClusterSet` keeps each cluster's state in arrays, one row per open cluster:
-``(-lo, hi)`` for the numeric ranges (so adding a tuple ``x`` is one ``maximum`` with
-``(-x, x)`` and the range loss is one product with ``(w/span, w/span)``), node indices for
-hierarchies (the loss of the lowest common node of any two nodes is a cached matrix). The
-enlargement of all clusters is then a few vectorized operations, and each cluster's current
-loss is cached and updated on insertion (the Java original's future work: cache enlargement
-values instead of recomputing every cluster's loss on every arrival). Plug-in generalizers fall
-back to a Python loop over their immutable states.
+:class:`ClusterSet` keeps each cluster's state in arrays, one row per open cluster (rows
+``0..n-1`` of buffers that grow by doubling, so opening and closing clusters allocates
+nothing): ``(-lo, hi)`` for the numeric ranges (adding a tuple ``x`` is a ``maximum`` with
+``(-x, x)`` and the range loss a product with ``(w/span, w/span)``), node indices for
+hierarchies (the loss of the lowest common node of any two nodes is a table). The best
+selection over all of them is one compiled loop (:mod:`streamanon.castle._kernel`, numba),
+which also grows the chosen row in place; plug-in generalizers add their part from a Python
+loop over their immutable states (cached per cluster, updated on insertion). Everything that
+decides by exact ties (merges, splits) keeps numpy's formulas, so results stay bit for bit.
 """
 
 from __future__ import annotations
