@@ -264,7 +264,13 @@ class ClusterSet:
             raw = self._get_num(values) if self._get_num else [values[n] for n in self._num_names]
         except KeyError:
             return None
-        if set(map(type, raw)) <= _INT_FLOAT:
+        types = set(map(type, raw))
+        if types == _FLOAT:  # as the row readers give them: no conversion needed
+            x = np.array(raw, dtype=np.float64)
+            if math.isfinite(x.sum()) or np.isfinite(x).all():
+                return x
+            return None
+        if types <= _INT_FLOAT:
             floats = list(map(float, raw))
         else:
             try:
@@ -676,6 +682,7 @@ class ClusterSet:
 
 _NO_CAT: list[int] = []  # the hierarchy nodes of a tuple when there are none
 _INT_FLOAT = frozenset((int, float))
+_FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
 _GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
