@@ -67,6 +67,32 @@ print(time.perf_counter() - start, time.process_time() - cpu)
 print(json.dumps(op.summary()))
 """
 
+PARTS = """
+import io, sys, time
+t0 = time.process_time()
+from streamanon.castle import CastleAnonymizer, Released, RuleSet
+from streamanon.cli import app  # what the command imports
+from streamanon.io.rows import RowReader, RowWriter
+t1 = time.process_time()
+rules = RuleSet.load(sys.argv[2])
+numeric = [r.name for r in rules.qi_rules if type(r.generalizer).__name__ == "RangeGeneralizer"]
+reader = RowReader(sys.argv[1], numeric=numeric, required=[rules.id_field])
+rows = list(reader)
+t2 = time.process_time()
+op = CastleAnonymizer(rules, k=5, l=2, delta=1250, beta=50, mu=100, zeta=10)
+op.process(rows[0])
+op.process(rows[1])
+t3 = time.process_time()
+out = [x for r in rows[2:] for x in op.process(r)] + op.flush()
+t4 = time.process_time()
+w = RowWriter(io.StringIO(), "csv", reader.columns)
+for x in out:
+    if isinstance(x, Released):
+        w.write(x.values)
+t5 = time.process_time()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+"""
+
 
 def load() -> str:
     return f"{os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
@@ -181,7 +207,7 @@ def main() -> None:
                     best["op", v, l] = (min(old[0], ow), min(old[1], oc))
 
         print(f"\nbest of {args.repeat} runs, tuples/s (wall clock / CPU time):")
-        print(f"{'':26}{'before':>22}{'after':>22}{'after/before':>14}")
+        print(f"{'':26}{'before':>22}{'after':>22}{'after/before (wall, CPU)':>27}")
         for kind, label in (("cmd", "whole command"), ("op", "in-process operator")):
             for l in (0, 2):  # noqa: E741
                 row = f"{label + f', l={l}':26}"
@@ -192,7 +218,8 @@ def main() -> None:
                     else:
                         row += f"{'-':>22}"
                 if ("cmd", "before", l) in best:
-                    row += f"{best[kind, 'before', l][0] / best[kind, 'after', l][0]:>13.2f}x"
+                    (bw, bc), (aw, ac) = best[kind, "before", l], best[kind, "after", l]
+                    row += f"{f'{bw / aw:.2f}x, {bc / ac:.2f}x':>27}"
                 print(row)
         for l in (0, 2):  # noqa: E741
             w, c = best["cmd", "after", l]
@@ -208,6 +235,19 @@ def main() -> None:
                   f"{CASTLEGUARD_LOSS}); all attributes: {s['mean_info_loss']:.3f}")
         print("  per attribute (l=2): " + ", ".join(
             f"{a} {v:.3f}" for a, v in summaries["after", 2]["info_loss"].items()))
+        parts = {}
+        for v in order:
+            got = [[float(x) for x in run([*PIN, sys.executable, "-c", PARTS, str(data),
+                                           str(rules)], versions[v])[2].split()]
+                   for _ in range(args.repeat)]
+            parts[v] = [min(col) for col in zip(*got, strict=True)]
+        print("where the CPU time of the command goes (l=2, best of "
+              f"{args.repeat}, s): imports, reading the CSV, first two tuples (numba's load), "
+              "the operator, writing the CSV")
+        for v in order:
+            imp, rd, first, oper, wr = parts[v]
+            print(f"  {v:6}: imports {imp:.2f}, reading {rd:.2f}, first tuples {first:.2f}, "
+                  f"operator {oper:.2f}, writing {wr:.2f}")
         print(f"load average after the timed runs: {load()} (other processes share the cores: "
               "the CPU-time figures leave their share out)")
 
