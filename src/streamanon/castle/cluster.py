@@ -193,7 +193,8 @@ class ClusterSet:
         self._other_key: tuple[int, ...] | None = None
         # what the kernel reads besides the rows (see _kernel.best_selection), rebuilt when
         # beta, a domain, a weight or a hierarchy's losses change
-        self._fl = np.full(3, np.nan)
+        self._fl = np.empty(0)
+        self._beta, self._eps = -1, -1.0  # as packed into _fl
         self._it = np.empty(0, dtype=np.int64)
         self._packed: tuple[Any, ...] | None = None
         self._stale = True  # a hierarchy's losses or tree may have changed: compare versions
@@ -366,17 +367,14 @@ class ClusterSet:
         if len(self._picks) < n:
             self._work = np.zeros((4, 2 * n))
             self._picks = np.empty(2 * n, dtype=np.int64)
-        if self._stale or beta != self._fl[0] or eps != self._fl[1]:
+        if self._stale or beta != self._beta or eps != self._eps:
             key = (beta, eps, *[g.loss_version for g in self.hier])
             if key != self._packed:
                 self._pack(key, beta, eps)
             self._stale = False
-        if self.hier:
-            cat = self._cat
-            for j, node in enumerate(item.cat):
-                cat[j] = node
-        else:
-            cat = _NO_NODES
+        cat = self._cat
+        for j, node in enumerate(item.cat):
+            cat[j] = node
         plug = self.other
         if plug:
             other_cur, other_new, okey = self._other_parts(item)
@@ -407,7 +405,7 @@ class ClusterSet:
         if plug:
             other_cur[idx] = other_new[idx]
             self._other_cur, self._other_key = other_cur, okey
-        self.insert(idx, item, grown=True)
+        self.insert(idx, item, True)
 
     def _pack(self, key: tuple[Any, ...], beta: int, eps: float) -> None:
         """Lay out what the kernel reads besides the rows (see its docstring): beta, eps, the
@@ -424,6 +422,7 @@ class ClusterSet:
             sizes.append(n)
             off += n * n
         head = [float(beta), float(eps), 1.0 if self.other else 0.0]
+        self._beta, self._eps = beta, eps
         self._fl = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
         self._it = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
         self._packed = key
@@ -550,7 +549,7 @@ class ClusterSet:
         self.insert(idx, item, grown=True)
         return idx
 
-    def insert(self, idx: int, item: Item, *, grown: bool = False) -> None:
+    def insert(self, idx: int, item: Item, grown: bool = False) -> None:
         """Add ``item`` to open cluster ``idx``; ``grown``: its array rows already hold it."""
         c = self.clusters[idx]
         c.items.append(item)
