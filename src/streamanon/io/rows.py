@@ -197,7 +197,6 @@ class RowReader:
             values[c] = x
         return None
 
-
     def _valid_text_row(self, values: dict[str, Any]) -> bool:
         """The common case of :meth:`_validate` at once: every field text, none too long,
         required ones present, numeric ones numbers (converted here). False leaves ``values``
