@@ -1,51 +1,140 @@
-"""CASTLE speed: 100,000 ASHRAE-shaped tuples, k=5, δ=1250, β=50, μ=100, l=0 and l=2.
+"""CASTLE speed, before and after: 100,000 ASHRAE-shaped tuples, k=5, δ=1250, β=50, μ=100, ζ=10.
 
-    .venv/bin/python benchmarks/bench_castle.py [--n 100000]
+    .venv/bin/python benchmarks/bench_castle.py [--n 100000] [--repeat 3] [--cases 100]
 
-Prints tuples/s of the operator (process + flush, single core, input built beforehand),
-memory held by the operator along the stream (tracemalloc, a separate pass, so that tracing
-does not slow the timed pass), and the mean information loss per attribute over released
-tuples. Targets (issue 5): >= 10,000 tuples/s (CASTLEGUARD measured ~20 tuples/s at 2,000
-tuples, 12 tuples/s by 4,000: 500x), memory flat in stream length, and a mean loss clearly
-below CASTLEGUARD's 0.66 over seven numeric quasi-identifiers.
+"Before" is the code of commit dc80046 (the last one before the compiled best selection),
+unpacked from this repository's history with ``git archive`` into a temporary folder and run
+with ``PYTHONPATH`` pointing there; "after" is the working tree. Both run on the same input in
+the same run, each figure the best of ``--repeat`` interleaved runs, on one core
+(``taskset -c 0`` when available, as issue 14 measured):
+
+* whole command: ``python -m streamanon castle ... in.csv -o out.csv`` as a whole process
+  (interpreter start, imports, numba's load, reading, anonymizing, writing), wall clock and
+  CPU time; the first run of "after" uses an empty numba cache, so its time includes compiling
+  the kernel (printed apart: what the first run after an install costs);
+* in-process: the operator alone (``process`` + ``flush`` over rows built beforehand, after
+  a warm-up of 100 tuples on another operator so that one-off loads are left out).
+
+Then it checks identical output: the whole command's output files of before and after, byte
+for byte (l=0 and l=2), and ``castle_cases.py`` (seeded random streams and rule sets covering
+hierarchies, reduction, a plug-in, max_delay, every suppression mode, rule changes, PRL/NCP)
+run on both. Targets (issue 14): >= 30,000 tuples/s whole command; CASTLEGUARD measured ~20
+tuples/s. Memory held by the operator is printed last (tracemalloc; should stay flat).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import json
 import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
+from typing import Any
 
-from streamanon.castle import CastleAnonymizer, Row, RuleSet
-from streamanon.data import ashrae
-
-TARGET_TPS = 10_000
+REFERENCE = "dc80046"
+TARGET_TPS = 30_000
 CASTLEGUARD_TPS = 20
 CASTLEGUARD_LOSS = 0.66
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+IN_PROCESS = """
+import gc, json, sys, time
+from streamanon.castle import CastleAnonymizer, Row, RuleSet
+from streamanon.data import ashrae
+n, l = int(sys.argv[1]), int(sys.argv[2])
+rows = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(n, seed=1))]
+def make():
+    return CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
+                            beta=50, mu=100, zeta=10)
+warm = make()  # one-off loads (numba) are the whole command's, not the operator's
+for r in rows[:100]:
+    warm.process(r)
+op = make()
+gc.collect()
+start, cpu = time.perf_counter(), time.process_time()
+for r in rows:
+    op.process(r)
+op.flush()
+print(time.perf_counter() - start, time.process_time() - cpu)
+print(json.dumps(op.summary()))
+"""
+
+PARTS = """
+import io, sys, time
+t0 = time.process_time()
+from streamanon.castle import CastleAnonymizer, Released, RuleSet
+from streamanon.cli import app  # what the command imports
+from streamanon.io.rows import RowReader, RowWriter
+t1 = time.process_time()
+rules = RuleSet.load(sys.argv[2])
+numeric = [r.name for r in rules.qi_rules if type(r.generalizer).__name__ == "RangeGeneralizer"]
+reader = RowReader(sys.argv[1], numeric=numeric, required=[rules.id_field])
+rows = list(reader)
+t2 = time.process_time()
+op = CastleAnonymizer(rules, k=5, l=2, delta=1250, beta=50, mu=100, zeta=10)
+op.process(rows[0])
+op.process(rows[1])
+t3 = time.process_time()
+out = [x for r in rows[2:] for x in op.process(r)] + op.flush()
+t4 = time.process_time()
+w = RowWriter(io.StringIO(), "csv", reader.columns)
+for x in out:
+    if isinstance(x, Released):
+        w.write(x.values)
+t5 = time.process_time()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+"""
 
 
-def make(l: int) -> CastleAnonymizer:  # noqa: E741
-    rules = RuleSet.from_toml(ashrae.rules_toml())
-    return CastleAnonymizer(rules, k=5, l=l, delta=1250, beta=50, mu=100, zeta=10)
+def load() -> str:
+    return f"{os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
 
 
-def timed(rows: list[Row], l: int) -> tuple[float, float, CastleAnonymizer]:  # noqa: E741
-    """Wall-clock and CPU seconds of one run (CPU time is the fairer figure on a shared
-    machine: it leaves out the time other processes held the core)."""
-    op = make(l)
-    gc.collect()
-    start, cpu = time.perf_counter(), time.process_time()
-    for r in rows:
-        op.process(r)
-    op.flush()
-    return time.perf_counter() - start, time.process_time() - cpu, op
+def run(cmd: list[str], env: dict[str, str], **kw: object) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one child process (CPU from the kernel's accounting)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, **kw)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def reference_tree(tmp: Path) -> Path | None:
+    """The sources of the reference commit, unpacked from git history (None if unavailable)."""
+    dest = tmp / "reference"
+    dest.mkdir()
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", REFERENCE, "src"],
+                                 capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest / "src"
 
 
 def memory(n: int, l: int, checkpoints: int = 5) -> list[tuple[int, float]]:  # noqa: E741
     """Traced memory (MiB) held after each fifth of the stream, rows streamed (not kept)."""
-    op = make(l)
+    from streamanon.castle import CastleAnonymizer, Row, RuleSet
+    from streamanon.data import ashrae
+
+    op = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
+                          beta=50, mu=100, zeta=10)
+    warm = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
+                            beta=50, mu=100, zeta=10)
+    for r in ashrae.generate(100, seed=1):  # numba's one-off load is not the operator's state
+        warm.process(Row(r))
     marks = {n * i // checkpoints for i in range(1, checkpoints + 1)}
     out = []
     tracemalloc.start()
@@ -63,30 +152,131 @@ def memory(n: int, l: int, checkpoints: int = 5) -> list[tuple[int, float]]:  # 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (best is shown)")
+    ap.add_argument("--cases", type=int, default=100, help="random cases compared")
     args = ap.parse_args()
     n = args.n
-    rows = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(n, seed=1))]
-    print(f"CASTLE on {n:,} ASHRAE-shaped tuples (k=5, δ=1250, β=50, μ=100, ζ=10); "
-          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPU(s)")
-    for l in (0, 2):  # noqa: E741
-        seconds, cpu, op = timed(rows, l)
-        s = op.summary()
-        tps = n / seconds
-        seven = sum(s["info_loss"][a] for a in ashrae.SEVEN_NUMERIC) / 7
-        print(f"\nl={l}: {tps:,.0f} tuples/s wall clock ({seconds:.2f} s), {n / cpu:,.0f} "
-              f"tuples/s CPU time ({cpu:.2f} s); target {TARGET_TPS:,} -> "
-              f"{tps / TARGET_TPS:.2f}x (wall), {n / cpu / TARGET_TPS:.2f}x (CPU); "
-              f"{tps / CASTLEGUARD_TPS:,.0f}x CASTLEGUARD")
-        print(f"  released {s['released']:,}, suppressed {s['suppressed']:,}, clusters "
-              f"{s['clusters_released']:,}, best selection {op.timing['best_selection']:.2f} s, "
-              f"delay constraint {op.timing['delay_constraint']:.2f} s")
-        print(f"  mean information loss, seven numeric ({', '.join(ashrae.SEVEN_NUMERIC)}): "
-              f"{seven:.3f} (CASTLEGUARD {CASTLEGUARD_LOSS}); all attributes: "
-              f"{s['mean_info_loss']:.3f}")
-        print("  per attribute: " + ", ".join(f"{a} {v:.3f}" for a, v in s["info_loss"].items()))
-    del rows
-    print(f"\nload average after the timed runs: {os.getloadavg()[0]:.2f} (other processes "
-          "share the cores; the CPU-time figure leaves their share out)")
+    from streamanon.castle import RuleSet
+    from streamanon.data import ashrae
+
+    with tempfile.TemporaryDirectory(prefix="bench-castle-") as tmpdir:
+        tmp = Path(tmpdir)
+        data = ashrae.write_csv(tmp / "in.csv", ashrae.generate(n, seed=1))
+        rules = tmp / "rules.toml"
+        rules.write_text(ashrae.rules_toml(), encoding="utf-8")
+        RuleSet.load(rules)
+        ref = reference_tree(tmp)
+        base_env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "numba-cache")}
+        base_env.pop("PYTHONPATH", None)
+        versions = {"after": base_env}
+        if ref is not None:
+            versions["before"] = {**base_env, "PYTHONPATH": str(ref)}
+        order = [v for v in ("before", "after") if v in versions]
+        print(f"CASTLE on {n:,} ASHRAE-shaped tuples (k=5, δ=1250, β=50, μ=100, ζ=10); "
+              f"{'one core (taskset -c 0)' if PIN else 'no taskset: not pinned to one core'}; "
+              f"load average {load()} on {os.cpu_count()} CPU(s)")
+        if ref is None:
+            print(f"  (commit {REFERENCE} not in this clone's history: no 'before' figures)")
+        else:
+            print(f"  before = commit {REFERENCE} (pure numpy best selection), after = this "
+                  "tree (compiled best selection, numba)")
+
+        def command(version: str, l: int) -> list[str]:  # noqa: E741
+            return [*PIN, sys.executable, "-m", "streamanon", "castle", "--rules", str(rules),
+                    "--k", "5", "--l", str(l), "--delta", "1250", "--beta", "50", "--mu", "100",
+                    "--zeta", "10", str(data), "-o", str(tmp / f"out-{version}-l{l}.csv")]
+
+        wall, cpu, _ = run(command("after", 2), versions["after"])
+        print(f"\nfirst run after an install (empty numba cache: compiles the kernel): "
+              f"{wall:.2f} s wall, {cpu:.2f} s CPU; later runs load it from the cache")
+
+        best: dict[tuple[str, str, int], tuple[float, float]] = {}
+        summaries: dict[tuple[str, int], dict[str, Any]] = {}
+        for _ in range(args.repeat):
+            for l in (0, 2):  # noqa: E741
+                for v in order:
+                    w, c, _ = run(command(v, l), versions[v])
+                    old = best.get(("cmd", v, l), (float("inf"), float("inf")))
+                    best["cmd", v, l] = (min(old[0], w), min(old[1], c))
+                    w, c, out = run([*PIN, sys.executable, "-c", IN_PROCESS, str(n), str(l)],
+                                    versions[v])
+                    first, summary = out.splitlines()[:2]
+                    summaries[v, l] = json.loads(summary)
+                    ow, oc = (float(x) for x in first.split())
+                    old = best.get(("op", v, l), (float("inf"), float("inf")))
+                    best["op", v, l] = (min(old[0], ow), min(old[1], oc))
+
+        print(f"\nbest of {args.repeat} runs, tuples/s (wall clock / CPU time):")
+        print(f"{'':26}{'before':>22}{'after':>22}{'after/before (wall, CPU)':>27}")
+        for kind, label in (("cmd", "whole command"), ("op", "in-process operator")):
+            for l in (0, 2):  # noqa: E741
+                row = f"{label + f', l={l}':26}"
+                for v in ("before", "after"):
+                    if ("cmd", v, l) in best:
+                        w, c = best[kind, v, l]
+                        row += f"{f'{n / w:,.0f} / {n / c:,.0f}':>22}"
+                    else:
+                        row += f"{'-':>22}"
+                if ("cmd", "before", l) in best:
+                    (bw, bc), (aw, ac) = best[kind, "before", l], best[kind, "after", l]
+                    row += f"{f'{bw / aw:.2f}x, {bc / ac:.2f}x':>27}"
+                print(row)
+        for l in (0, 2):  # noqa: E741
+            w, c = best["cmd", "after", l]
+            print(f"l={l}: whole command {n / w:,.0f} tuples/s ({w:.2f} s wall, {c:.2f} s CPU): "
+                  f"target {TARGET_TPS:,} -> {n / w / TARGET_TPS:.2f}x; "
+                  f"{n / w / CASTLEGUARD_TPS:,.0f}x CASTLEGUARD (~{CASTLEGUARD_TPS} tuples/s)")
+        for l in (0, 2):  # noqa: E741
+            s = summaries["after", l]
+            seven = sum(s["info_loss"][a] for a in ashrae.SEVEN_NUMERIC) / 7
+            print(f"  l={l}: released {s['released']:,}, suppressed {s['suppressed']:,}, "
+                  f"clusters {s['clusters_released']:,}; mean information loss, seven numeric "
+                  f"({', '.join(ashrae.SEVEN_NUMERIC)}): {seven:.3f} (CASTLEGUARD "
+                  f"{CASTLEGUARD_LOSS}); all attributes: {s['mean_info_loss']:.3f}")
+        print("  per attribute (l=2): " + ", ".join(
+            f"{a} {v:.3f}" for a, v in summaries["after", 2]["info_loss"].items()))
+        parts = {}
+        for v in order:
+            got = [[float(x) for x in run([*PIN, sys.executable, "-c", PARTS, str(data),
+                                           str(rules)], versions[v])[2].split()]
+                   for _ in range(args.repeat)]
+            parts[v] = [min(col) for col in zip(*got, strict=True)]
+        print("where the CPU time of the command goes (l=2, best of "
+              f"{args.repeat}, s): imports, reading the CSV, first two tuples (numba's load), "
+              "the operator, writing the CSV")
+        for v in order:
+            imp, rd, first, oper, wr = parts[v]
+            print(f"  {v:6}: imports {imp:.2f}, reading {rd:.2f}, first tuples {first:.2f}, "
+                  f"operator {oper:.2f}, writing {wr:.2f}")
+        print(f"load average after the timed runs: {load()} (other processes share the cores: "
+              "the CPU-time figures leave their share out)")
+
+        if ref is not None:
+            print("\nidentical output, before vs after:")
+            for l in (0, 2):  # noqa: E741
+                a = (tmp / f"out-before-l{l}.csv").read_bytes()
+                b = (tmp / f"out-after-l{l}.csv").read_bytes()
+                print(f"  whole command l={l}: {len(b):,} bytes, "
+                      f"{'identical' if a == b else 'DIFFERENT'}")
+            cases = [sys.executable, str(HERE / "castle_cases.py"), "--cases", str(args.cases),
+                     "--ashrae", "3000"]
+            outs = {v: run(cases, versions[v])[2] for v in order}
+            same = outs["before"] == outs["after"]
+            lines = outs["after"].splitlines()
+            print(f"  castle_cases.py, {args.cases} seeded random cases + 3,000 ASHRAE tuples "
+                  f"at l=0 and l=2: {len(lines):,} output lines, "
+                  f"{'identical' if same else 'DIFFERENT'}")
+            if not same:
+                for x, y in zip(outs["before"].splitlines(), lines, strict=False):
+                    if x != y:
+                        print(f"    first difference:\n    before {x[:300]}\n    after  {y[:300]}")
+                        break
+                raise SystemExit(1)
+            for l in (0, 2):  # noqa: E741
+                if (tmp / f"out-before-l{l}.csv").read_bytes() != (
+                        tmp / f"out-after-l{l}.csv").read_bytes():
+                    raise SystemExit(1)
+
     mem = memory(n, 2)
     print("\nmemory held by the operator (l=2, tracemalloc, MiB) after "
           + ", ".join(f"{i:,}: {m:.1f}" for i, m in mem[:-1]) + f"; peak {mem[-1][1]:.1f}")

@@ -1,18 +1,20 @@
 """Tuples and clusters of one rule set, with the numeric state kept in numpy arrays.
 
 The hot path of CASTLE is the enlargement of every open cluster by each arriving tuple. The
-:class:`ClusterSet` keeps each cluster's state in arrays, one row per open cluster:
-``(-lo, hi)`` for the numeric ranges (so adding a tuple ``x`` is one ``maximum`` with
-``(-x, x)`` and the range loss is one product with ``(w/span, w/span)``), node indices for
-hierarchies (the loss of the lowest common node of any two nodes is a cached matrix). The
-enlargement of all clusters is then a few vectorized operations, and each cluster's current
-loss is cached and updated on insertion (the Java original's future work: cache enlargement
-values instead of recomputing every cluster's loss on every arrival). Plug-in generalizers fall
-back to a Python loop over their immutable states.
+:class:`ClusterSet` keeps each cluster's state in arrays, one row per open cluster (rows
+``0..n-1`` of buffers that grow by doubling, so opening and closing clusters allocates
+nothing): ``(-lo, hi)`` for the numeric ranges (adding a tuple ``x`` is a ``maximum`` with
+``(-x, x)`` and the range loss a product with ``(w/span, w/span)``), node indices for
+hierarchies (the loss of the lowest common node of any two nodes is a table). The best
+selection over all of them is one compiled loop (:mod:`streamanon.castle._kernel`, numba),
+which also grows the chosen row in place; plug-in generalizers add their part from a Python
+loop over their immutable states (cached per cluster, updated on insertion). Everything that
+decides by exact ties (merges, splits) keeps numpy's formulas, so results stay bit for bit.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import operator
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from streamanon.castle.generalizers import Generalizer, HierarchyGeneralizer, RangeGeneralizer
+from streamanon.castle.loss import Metric
 from streamanon.castle.rules import RuleSet
 from streamanon.errors import BadValueError, MissingFieldError, ProtocolError
 from streamanon.timefmt import parse_time
@@ -88,20 +91,25 @@ def _missing(value: Any) -> bool:
 class Item:
     """A tuple held by the operator, with its parsed values and its current cluster."""
 
-    __slots__ = ("cat", "cluster", "done", "gen", "pid", "pos", "row", "sens", "t", "xx")
+    __slots__ = ("cat", "cluster", "done", "gen", "pid", "pos", "row", "sens", "t", "x")
 
-    def __init__(self, row: Row, pos: int, pid: str, xx: np.ndarray, cat: list[int],
+    def __init__(self, row: Row, pos: int, pid: str, x: np.ndarray, cat: list[int],
                  gen: tuple[Any, ...], sens: tuple[str, ...], t: float) -> None:
         self.row = row
         self.pos = pos
         self.pid = pid
-        self.xx = xx  # (-x, x) for the numeric attributes x: see ClusterSet
+        self.x = x  # the numeric attributes
         self.cat = cat
         self.gen = gen
         self.sens = sens
         self.t = t
         self.cluster: Cluster | None = None
         self.done = False
+
+    @property
+    def xx(self) -> np.ndarray:
+        """``(-x, x)``: the tuple as a row of :attr:`ClusterSet.lh`."""
+        return np.concatenate((-self.x, self.x))
 
 
 class Cluster:
@@ -158,33 +166,39 @@ class ClusterSet:
         self.w_other = [w * norm for w in w_other]
         self.n_sens = len(rules.sensitive)
         self._num_names = [g.name for g in self.num]
-        self._all = [(r, k) for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
-        self._slow = [(r, k) for r, k in self._all if k != "num"]
+        self._all = [(r.name, r.generalizer, k)
+                     for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
+        self._slow = [(name, g, k) for name, g, k in self._all if k != "num"]
+        self._id_field = rules.id_field
+        self._sens_names = list(rules.sensitive)
         d = len(self.num)
         # one call fetches all numeric columns (itemgetter gives a tuple for >= 2 names)
         self._get_num = operator.itemgetter(*self._num_names) if d > 1 else None
-        # -1 then +1 per numeric attribute: (-x, x) = (x, x) * _sign in one numpy call
-        self._sign = np.concatenate((np.full(d, -1.0), np.ones(d)))
-        self.dlo = np.array([g.lo for g in self.num], dtype=np.float64)
-        self.dhi = np.array([g.hi for g in self.num], dtype=np.float64)
-        self._dlo_l, self._dhi_l = self.dlo.tolist(), self.dhi.tolist()
-        self._outside = False  # set by parse when a value lies outside a range's domain
+        # the range domains, [lo, hi] per numeric attribute (rows: lo, hi)
+        self._dom = np.array([[g.lo for g in self.num], [g.hi for g in self.num]],
+                             dtype=np.float64).reshape(2, d)
+        self._cat = np.zeros(len(self.hier), dtype=np.int64)  # the kernel's copy of item.cat
         self._inv = np.zeros(2 * d)
+        self._inv_version = 0
         self._refresh_inv()
         self.clusters: list[Cluster] = []
-        # one row per open cluster: (-lo, hi), so that adding x is one np.maximum with (-x, x)
-        # and the range part of the loss is one product with (w/span, w/span)
-        self.lh = np.empty((0, 2 * d))
-        self.nodes = np.empty((0, len(self.hier)), dtype=np.int64)
-        # cached loss of every open cluster (valid while _cur_key matches), see enlargement()
-        self._cur: np.ndarray | None = None
-        self._cur_key: tuple[int, ...] | None = None
-        self._new: np.ndarray | None = None
-        self._grown: np.ndarray | None = None  # rows of lh grown by the last tuple, see insert
-        self._buf = np.empty((0, 2 * d))
-        self._lca_cache: dict[int, tuple[tuple[int, int], np.ndarray]] = {}
-        self.pool_ids: Counter[str] = Counter()
-        self.pool_sens: list[Counter[str]] = [Counter() for _ in range(self.n_sens)]
+        # one row per open cluster, in the rows 0..n-1 of buffers that grow by doubling:
+        # (-lo, hi), so that adding x is a maximum with (-x, x) and the range part of the loss
+        # is a product with (w/span, w/span); the hierarchy nodes
+        self._lh = np.empty((8, 2 * d))
+        self._nodes = np.empty((8, len(self.hier)), dtype=np.int64)
+        self._work = np.zeros((4, 8))
+        self._picks = np.empty(8, dtype=np.int64)
+        # plug-ins' part of every open cluster's loss, cached while _other_key matches
+        self._other_cur: np.ndarray | None = None
+        self._other_key: tuple[int, ...] | None = None
+        # what the kernel reads besides the rows (see _kernel.best_selection), rebuilt when
+        # beta, a domain, a weight or a hierarchy's losses change
+        self._fl = np.empty(0)
+        self._beta, self._eps = -1, -1.0  # as packed into _fl
+        self._it = np.empty(0, dtype=np.int64)
+        self._packed: tuple[Any, ...] | None = None
+        self._stale = True  # a hierarchy's losses or tree may have changed: compare versions
 
     # -- tuples ----------------------------------------------------------------------------
     def parse(self, row: Row, pos: int, need_time: bool = False
@@ -195,30 +209,42 @@ class ClusterSet:
         """
         values = row.values
         rules = self.rules
-        pid = values.get(rules.id_field)
-        if _missing(pid):
-            raise MissingFieldError(rules.id_field,
-                                    f"missing field {rules.id_field} (the individual)")
-        if isinstance(pid, float) and not math.isfinite(pid):
-            raise BadValueError(rules.id_field, f"field {rules.id_field} is not a finite number")
+        pid = values.get(self._id_field)
+        tp = type(pid)
+        if tp is str:
+            if not pid.strip():
+                raise MissingFieldError(rules.id_field,
+                                        f"missing field {rules.id_field} (the individual)")
+            cpid = pid
+        else:
+            if _missing(pid):
+                raise MissingFieldError(rules.id_field,
+                                        f"missing field {rules.id_field} (the individual)")
+            if isinstance(pid, float) and not math.isfinite(pid):
+                raise BadValueError(rules.id_field,
+                                    f"field {rules.id_field} is not a finite number")
+            cpid = _canonical(pid)
         num = self._fast_numbers(values)
         hier_raw: list[Any] = []
         other_raw: list[Any] = []
-        for rule, kind in self._slow if num is not None else self._all:
-            raw = values.get(rule.name)
-            if _missing(raw):
-                raise MissingFieldError(rule.name)
-            if kind == "num":
-                rule.generalizer.parse(raw)  # raises with the reason
-            elif kind == "hier":
-                hier_raw.append(rule.generalizer.parse(raw))
+        for name, g, kind in self._slow if num is not None else self._all:
+            raw = values.get(name)
+            if (not raw.strip()) if type(raw) is str else _missing(raw):
+                raise MissingFieldError(name)
+            if kind == "hier":
+                hier_raw.append(g.parse(raw))
+            elif kind == "num":
+                g.parse(raw)  # raises with the reason
             else:
-                other_raw.append(rule.generalizer.parse(raw))
+                other_raw.append(g.parse(raw))
         if num is None:  # pragma: no cover - the loop above raised
             raise ProtocolError("numeric attributes could not be parsed")
         sens = []
-        for name in rules.sensitive:
+        for name in self._sens_names:
             raw = values.get(name)
+            if type(raw) is str and raw.strip():
+                sens.append(raw)
+                continue
             if _missing(raw):
                 raise MissingFieldError(name, f"missing field {name} (sensitive)")
             if isinstance(raw, float) and not math.isfinite(raw):
@@ -228,7 +254,7 @@ class ClusterSet:
         if t is None and need_time and rules.time_field is not None:
             raw_t = values.get(rules.time_field)
             t = _parse_time(raw_t, rules.time_field)
-        item = Item(row, pos, _canonical(pid), num, [], (), tuple(sens),
+        item = Item(row, pos, cpid, num, _NO_CAT, (), tuple(sens),
                     t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
@@ -236,42 +262,67 @@ class ClusterSet:
         """All numeric attributes at once; ``None`` when one is bad (the slow path says why).
 
         Runs once per tuple, so it avoids per-value Python work: one ``itemgetter`` call, one
-        ``map(float)``, a finite check on the sum (finite only when every value is), and
-        ``(-x, x)`` as one product with ``_sign`` (exact: multiplying by -1 negates).
+        type test, one ``map(float)``, a finite check on the sum (finite only when every value
+        is), one small array. Values outside a range's domain are found by the best selection.
         """
         try:
             raw = self._get_num(values) if self._get_num else [values[n] for n in self._num_names]
-            floats = list(map(float, raw))
-        except (KeyError, TypeError, ValueError):
+        except KeyError:
             return None
+        types = set(map(type, raw))
+        if types == _FLOAT:  # as the row readers give them: no conversion needed
+            x = np.array(raw, dtype=np.float64)
+            if math.isfinite(x.sum()) or np.isfinite(x).all():
+                return x
+            return None
+        if types <= _INT_FLOAT:
+            floats = list(map(float, raw))
+        else:
+            try:
+                floats = list(map(float, raw))
+            except (TypeError, ValueError):
+                return None
+            if bool in set(map(type, raw)):
+                return None
         if not math.isfinite(sum(floats)) and not all(map(math.isfinite, floats)):
             return None
-        if bool in set(map(type, raw)):
-            return None
-        if any(map(operator.lt, floats, self._dlo_l)) or any(map(operator.gt, floats,
-                                                                   self._dhi_l)):
-            self._outside = True
-        return np.array(floats + floats) * self._sign
+        return np.array(floats)
 
     def observe(self, item: Item, hier_raw: list[Any], other_raw: list[Any]) -> None:
-        """Let the generalizers account for an accepted tuple (domains, growth, counts)."""
-        if self._outside:
-            self._outside = False
-            x = item.xx[len(self.num):]
-            np.minimum(self.dlo, x, out=self.dlo)
-            np.maximum(self.dhi, x, out=self.dhi)
-            for j, g in enumerate(self.num):
-                g.observe(float(x[j]))
-            self._dlo_l, self._dhi_l = self.dlo.tolist(), self.dhi.tolist()
-            self._refresh_inv()
-        if self.hier:
-            item.cat = [g.tree.index(g.observe(v)) for g, v in zip(self.hier, hier_raw,
-                                                                   strict=True)]
+        """Let the generalizers account for an accepted tuple (growth, counts); the range
+        domains take it in :meth:`place` (the kernel finds values outside them)."""
+        if hier_raw:
+            cat = []
+            for g, v in zip(self.hier, hier_raw, strict=True):
+                if g.metric is _GLM and type(v) is str:  # nothing to observe
+                    cat.append(g.tree.index(v))
+                else:
+                    cat.append(g.tree.index(g.observe(v)))
+                    self._stale = True
+            item.cat = cat
         if self.other:
             item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
 
+    @property
+    def dlo(self) -> np.ndarray:
+        return self._dom[0]
+
+    @property
+    def dhi(self) -> np.ndarray:
+        return self._dom[1]
+
+    def _widen(self, x: np.ndarray) -> None:
+        """Widen the range domains to take ``x`` (a tuple with values outside them)."""
+        np.minimum(self.dlo, x, out=self.dlo)
+        np.maximum(self.dhi, x, out=self.dhi)
+        for j, g in enumerate(self.num):
+            g.observe(float(x[j]))
+        self._refresh_inv()
+        self._packed = None
+        self._stale = True
+
     def _refresh_inv(self) -> None:
-        self._inv_version = getattr(self, "_inv_version", 0) + 1
+        self._inv_version += 1
         span = self.dhi - self.dlo
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = np.where(span > 0, self.w_num / np.where(span > 0, span, 1.0), 0.0)
@@ -290,64 +341,126 @@ class ClusterSet:
                                   for states in gen])
         return out
 
-    def enlargement(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
-        """``(loss now, loss with item)`` of every open cluster.
+    @property
+    def lh(self) -> np.ndarray:
+        """``(-lo, hi)`` of every open cluster (a view: one row per cluster, in order)."""
+        return self._lh[:len(self.clusters)]
 
-        The grown rows ``max((-lo, hi), (-x, x))`` are formed in a buffer kept across calls
-        (one broadcast copy and one flat ``maximum``, cheaper than a broadcasting
-        ``maximum`` into a new array) and kept for :meth:`insert`, which copies the chosen
-        row instead of recomputing it.
+    @property
+    def nodes(self) -> np.ndarray:
+        """Hierarchy node of every open cluster (a view: one row per cluster, in order)."""
+        return self._nodes[:len(self.clusters)]
+
+    def place(self, item: Item, tau: float, beta: int, eps: float) -> None:
+        """Best selection: put ``item`` into the open cluster it enlarges least, or a new one.
+
+        The rule (ties, τ, β, then fewest individuals) runs compiled in
+        :func:`streamanon.castle._kernel.best_selection`, which also grows the chosen row and
+        finds values outside the range domains (they are widened first, then it runs again).
         """
-        lh = self.lh
-        lvs = [g.loss_vector() for g in self.hier]
-        key = (self._inv_version, *(g.loss_stamp for g in self.hier))
-        cur = self._cur if key == self._cur_key else None
-        n = len(lh)
-        if len(self._buf) < n:
-            self._buf = np.empty((2 * n, lh.shape[1]))
-        grown = self._buf[:n]
-        grown[...] = item.xx
-        np.maximum(lh, grown, out=grown)
-        new = grown @ self._inv
-        if cur is None:
-            cur = lh @ self._inv
-            for j, lv in enumerate(lvs):
-                cur = cur + self.w_hier[j] * lv[self.nodes[:, j]]
-            if self.other:
-                cur = cur + np.array([sum(w * g.loss(s) for w, g, s in
-                                          zip(self.w_other, self.other, c.gen, strict=True))
-                                      for c in self.clusters])
+        clusters = self.clusters
+        n = len(clusters)
+        x = item.x
+        if n == 0:
+            dom = self._dom
+            if ((x < dom[0]) | (x > dom[1])).any():
+                self._widen(x)
+            self.open_cluster(item)
+            return
+        kernel = _KERNEL[0] if _KERNEL else _load_kernel()
+        if len(self._picks) < n:
+            self._work = np.zeros((4, 2 * n))
+            self._picks = np.empty(2 * n, dtype=np.int64)
+        if self._stale or beta != self._beta or eps != self._eps:
+            key = (beta, eps, *[g.loss_version for g in self.hier])
+            if key != self._packed:
+                self._pack(key, beta, eps)
+            self._stale = False
+        cat = self._cat
+        for j, node in enumerate(item.cat):
+            cat[j] = node
+        plug = self.other
+        if plug:
+            other_cur, other_new, okey = self._other_parts(item)
+            self._work[2, :n] = other_cur
+            self._work[3, :n] = other_new
+        idx = kernel(self._lh, self._nodes, n, x, cat, tau, self._fl, self._it, self._work,
+                     self._picks)
+        if idx == OUTSIDE:
+            self._widen(x)
+            self._pack((beta, eps, *[g.loss_version for g in self.hier]), beta, eps)
+            self._stale = False
+            if plug:
+                other_cur, other_new, okey = self._other_parts(item)
+                self._work[2, :n] = other_cur
+                self._work[3, :n] = other_new
+            idx = kernel(self._lh, self._nodes, n, x, cat, tau, self._fl, self._it,
+                         self._work, self._picks)
+        if idx == OPEN:
+            self.open_cluster(item)
+            return
+        if idx < 0:
+            picks = self._picks[:TIED - idx].tolist()
+            if not picks:
+                raise ProtocolError("no cluster to choose (the losses are not numbers)")
+            sizes = [len(clusters[i].ids) for i in picks]
+            idx = picks[sizes.index(min(sizes))]
+            self._grow_row(idx, item)
+        if plug:
+            other_cur[idx] = other_new[idx]
+            self._other_cur, self._other_key = other_cur, okey
+        self.insert(idx, item, True)
+
+    def _pack(self, key: tuple[Any, ...], beta: int, eps: float) -> None:
+        """Lay out what the kernel reads besides the rows (see its docstring): beta, eps, the
+        plug-in flag, the weights, the domains, then every hierarchy's ``w * loss(lca(a, b))``
+        and ``lca(a, b)`` as flat tables."""
+        losses, lcas, offs, sizes = [], [], [], []
+        off = 0
         for j, g in enumerate(self.hier):
-            new += self._lca_loss(j, g, lvs[j])[item.cat[j]][self.nodes[:, j]]
-        if self.other:
-            new += np.array([sum(w * g.loss(g.add(s, v)) for w, g, s, v in
-                                 zip(self.w_other, self.other, c.gen, item.gen, strict=True))
-                             for c in self.clusters])
-        self._cur, self._cur_key, self._new, self._grown = cur, key, new, grown
-        return cur, new
-
-    def _lca_loss(self, j: int, g: HierarchyGeneralizer, lv: np.ndarray) -> np.ndarray:
-        """``w * loss(lca(a, b))`` for all node pairs, cached while the loss vector holds.
-
-        Stored transposed (``[b, a]``), so that the losses of all clusters' nodes ``a`` with a
-        tuple's node ``b`` are one row gathered by the nodes column (cheaper than indexing
-        the table with an array and a scalar; the values are the same entries).
-        """
-        n = len(g.tree.names)
-        key = (g.loss_stamp, n)
-        hit = self._lca_cache.get(j)
-        if hit is None or hit[0] != key:
+            n = len(g.tree.names)
             table = g.tree.lca_table()[:n, :n]
-            hit = (key, np.ascontiguousarray((self.w_hier[j] * lv[table]).T))
-            self._lca_cache[j] = hit
-        return hit[1]
+            losses.append((self.w_hier[j] * g.loss_vector()[table]).T.ravel())
+            lcas.append(table.T.astype(np.int64).ravel())
+            offs.append(off)
+            sizes.append(n)
+            off += n * n
+        head = [float(beta), float(eps), 1.0 if self.other else 0.0]
+        self._beta, self._eps = beta, eps
+        self._fl = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
+        self._it = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
+        self._packed = key
+
+    def _other_parts(self, item: Item) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+        """The plug-ins' weighted loss of every open cluster without and with ``item``.
+
+        Without: cached, updated on insertion, recomputed when a cluster changed otherwise or
+        a loss may have (a numeric domain or a hierarchy's losses changed).
+        """
+        key = (self._inv_version, *(g.loss_stamp for g in self.hier))
+        other_cur = self._other_cur
+        if other_cur is None or key != self._other_key or len(other_cur) != len(self.clusters):
+            other_cur = np.array([sum(w * g.loss(s) for w, g, s in
+                                      zip(self.w_other, self.other, c.gen, strict=True))
+                                  for c in self.clusters], dtype=np.float64)
+        other_new = np.array([sum(w * g.loss(g.add(s, v)) for w, g, s, v in
+                                  zip(self.w_other, self.other, c.gen, item.gen, strict=True))
+                              for c in self.clusters], dtype=np.float64)
+        return other_cur, other_new, key
+
+    def _grow_row(self, idx: int, item: Item) -> None:
+        row = self._lh[idx]
+        np.maximum(row, item.xx, out=row)
+        for j, g in enumerate(self.hier):
+            self._nodes[idx, j] = g.tree.lca_table()[self._nodes[idx, j], item.cat[j]]
 
     def attr_losses(self, st: State) -> dict[str, float]:
         """Per-attribute loss of one state, by attribute name."""
         out: dict[str, float] = {}
+        lo, hi = st.lo.tolist(), st.hi.tolist()
         for rule, (kind, j) in zip(self.rules.qi_rules, self.kind, strict=True):
             if kind == "num":
-                out[rule.name] = self.num[j].loss((float(st.lo[j]), float(st.hi[j])))
+                out[rule.name] = self.num[j].loss((lo[j], hi[j]))
             elif kind == "hier":
                 g = self.hier[j]
                 out[rule.name] = g.loss(g.tree.names[int(st.nodes[j])])
@@ -363,9 +476,10 @@ class ClusterSet:
 
     def output_values(self, st: State) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        lo, hi = st.lo.tolist(), st.hi.tolist()
         for rule, (kind, j) in zip(self.rules.qi_rules, self.kind, strict=True):
             if kind == "num":
-                out[rule.name] = self.num[j].output((float(st.lo[j]), float(st.hi[j])))
+                out[rule.name] = self.num[j].output((lo[j], hi[j]))
             elif kind == "hier":
                 out[rule.name] = self.hier[j].tree.names[int(st.nodes[j])]
             else:
@@ -377,10 +491,9 @@ class ClusterSet:
 
     def state_of(self, items: Sequence[Item]) -> State:
         """The generalization of a set of tuples, from scratch (no removal bookkeeping)."""
-        d = len(self.num)
-        if d:
-            lh = np.array([it.xx for it in items]).max(axis=0)
-            lo, hi = -lh[:d], lh[d:]
+        if self.num:
+            x = np.array([it.x for it in items])
+            lo, hi = x.min(axis=0), x.max(axis=0)
         else:
             lo = hi = np.empty(0)
         nodes = np.empty(len(self.hier), dtype=np.int64)
@@ -408,14 +521,16 @@ class ClusterSet:
         """
         i = self.index(c)
         d = len(self.num)
-        row = self.lh[i]
+        row = self._lh[i]
         gen = self.state_of(c.items).gen if self.other else []
-        return State(-row[:d], row[d:].copy(), self.nodes[i].copy(), gen)
+        return State(-row[:d], row[d:].copy(), self._nodes[i].copy(), gen)
 
     def covers(self, st: State, item: Item) -> bool:
-        d = len(self.num)
-        if d and not (np.all(st.lo <= item.xx[d:]) and np.all(item.xx[d:] <= st.hi)):
-            return False
+        if self.num:
+            x = item.x.tolist()
+            if not (all(map(operator.le, st.lo.tolist(), x))
+                    and all(map(operator.le, x, st.hi.tolist()))):
+                return False
         for j, g in enumerate(self.hier):
             if int(g.tree.lca_table()[st.nodes[j], item.cat[j]]) != st.nodes[j]:
                 return False
@@ -424,92 +539,105 @@ class ClusterSet:
     # -- clusters ----------------------------------------------------------------------------
     def open_cluster(self, item: Item) -> int:
         c = Cluster(self.n_sens, self)
+        idx = len(self.clusters)
+        if idx == len(self._lh):
+            self._lh = np.concatenate((self._lh, np.empty_like(self._lh)))
+            self._nodes = np.concatenate((self._nodes, np.empty_like(self._nodes)))
+        d = len(self.num)
+        self._lh[idx, :d] = -item.x
+        self._lh[idx, d:] = item.x
+        self._nodes[idx] = item.cat
         self.clusters.append(c)
-        self.lh = np.vstack([self.lh, item.xx[None, :]])
-        self.nodes = np.vstack([self.nodes, np.array(item.cat, dtype=np.int64)[None, :]])
         c.gen = [None] * len(self.other)
-        idx = len(self.clusters) - 1
-        self.insert(idx, item, fresh=True)
+        self._other_key = None
+        self.insert(idx, item, grown=True)
         return idx
 
-    def insert(self, idx: int, item: Item, *, fresh: bool = False) -> None:
+    def insert(self, idx: int, item: Item, grown: bool = False) -> None:
+        """Add ``item`` to open cluster ``idx``; ``grown``: its array rows already hold it."""
         c = self.clusters[idx]
         c.items.append(item)
         item.cluster = c
         pid = item.pid
         ids = c.ids
         ids[pid] = ids.get(pid, 0) + 1
-        pool = self.pool_ids
-        pool[pid] = pool.get(pid, 0) + 1
-        for j, v in enumerate(item.sens):
-            cs, ps = c.sens[j], self.pool_sens[j]
+        for cs, v in zip(c.sens, item.sens, strict=True):
             cs[v] = cs.get(v, 0) + 1
-            ps[v] = ps.get(v, 0) + 1
-        if fresh:
-            self._cur_key = None
-        else:
-            if self._new is not None and self._cur is not None and len(self._cur) == len(
-                    self.clusters):  # enlargement() just computed this tuple's losses
-                self._cur[idx] = self._new[idx]
-                self.lh[idx] = self._grown[idx]  # type: ignore[index]
-                self._new = self._grown = None
-            else:
-                self._cur_key = None
-                row = self.lh[idx]
-                np.maximum(row, item.xx, out=row)
-            for j, g in enumerate(self.hier):
-                self.nodes[idx, j] = g.tree.lca_table()[self.nodes[idx, j], item.cat[j]]
+        if not grown:
+            self._other_key = None
+            self._grow_row(idx, item)
         for j, g in enumerate(self.other):
             c.gen[j] = g.add(c.gen[j], item.gen[j])
 
+    def _drop_row(self, i: int) -> None:
+        """Close row ``i`` (its cluster already left ``clusters``): later rows move up."""
+        n = len(self.clusters)
+        self._lh[i:n] = self._lh[i + 1:n + 1]
+        self._nodes[i:n] = self._nodes[i + 1:n + 1]
+        self._other_key = None
+
     def index(self, c: Cluster) -> int:
-        for i, x in enumerate(self.clusters):
-            if x is c:
-                return i
-        raise KeyError("cluster is not open")
+        try:
+            return self.clusters.index(c)  # clusters compare by identity
+        except ValueError:
+            raise KeyError("cluster is not open") from None
+
+    def pool_meets(self, k: int, l: int) -> bool:  # noqa: E741
+        """All open clusters together hold >= k individuals and, when ``l > 1``, >= l values
+        of every sensitive attribute (counted on demand: needed only before a merge)."""
+        seen: set[str] = set()
+        for c in self.clusters:
+            seen.update(c.ids)
+            if len(seen) >= k:
+                break
+        else:
+            return False
+        if l <= 1:
+            return True
+        for j in range(self.n_sens):
+            seen = set()
+            for c in self.clusters:
+                seen.update(c.sens[j])
+                if len(seen) >= l:
+                    break
+            else:
+                return False
+        return True
 
     def detach(self, c: Cluster) -> None:
         """Close ``c``: its tuples leave the pool (they are being released or merged away)."""
-        self._cur_key = None
         i = self.index(c)
         self.clusters.pop(i)
-        self.lh = np.delete(self.lh, i, axis=0)
-        self.nodes = np.delete(self.nodes, i, axis=0)
-        _remove_counts(self.pool_ids, c.ids)
-        for j in range(self.n_sens):
-            _remove_counts(self.pool_sens[j], c.sens[j])
+        self._drop_row(i)
 
     def remove_item(self, item: Item) -> None:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""
-        self._cur_key = None
+        self._other_key = None
         c = item.cluster
         if c is None:
             raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
         c.items.remove(item)
         item.cluster = None
         _dec(c.ids, item.pid)
-        _dec(self.pool_ids, item.pid)
         for j, v in enumerate(item.sens):
             _dec(c.sens[j], v)
-            _dec(self.pool_sens[j], v)
         i = self.index(c)
         if not c.items:
             self.clusters.pop(i)
-            self.lh = np.delete(self.lh, i, axis=0)
-            self.nodes = np.delete(self.nodes, i, axis=0)
+            self._drop_row(i)
             return
         st = self.state_of(c.items)
-        self.lh[i] = np.concatenate((-st.lo, st.hi))
-        self.nodes[i] = st.nodes
+        self._lh[i] = np.concatenate((-st.lo, st.hi))
+        self._nodes[i] = st.nodes
         c.gen = st.gen
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""
-        self._cur_key = None
+        self._other_key = None
         i, j = self.index(into), self.index(other)
-        np.maximum(self.lh[i], self.lh[j], out=self.lh[i])
+        np.maximum(self._lh[i], self._lh[j], out=self._lh[i])
         for h, g in enumerate(self.hier):
-            self.nodes[i, h] = g.tree.lca_table()[self.nodes[i, h], self.nodes[j, h]]
+            self._nodes[i, h] = g.tree.lca_table()[self._nodes[i, h], self._nodes[j, h]]
         for h, g in enumerate(self.other):
             into.gen[h] = g.merge(into.gen[h], other.gen[h])
         for it in other.items:
@@ -519,22 +647,22 @@ class ClusterSet:
         for h in range(self.n_sens):
             into.sens[h].update(other.sens[h])
         self.clusters.pop(j)
-        self.lh = np.delete(self.lh, j, axis=0)
-        self.nodes = np.delete(self.nodes, j, axis=0)
+        self._drop_row(j)
 
     def merge_enlargement(self, c: Cluster) -> np.ndarray:
         """``loss(c + other) - loss(c)`` for every open cluster (``inf`` for ``c`` itself)."""
         i = self.index(c)
-        lh = np.maximum(self.lh, self.lh[i])
-        nodes = self.nodes.copy()
+        lh_all, nodes_all = self.lh, self.nodes
+        lh = np.maximum(lh_all, lh_all[i])
+        nodes = nodes_all.copy()
         for h, g in enumerate(self.hier):
-            nodes[:, h] = g.tree.lca_table()[self.nodes[:, h], self.nodes[i, h]]
+            nodes[:, h] = g.tree.lca_table()[nodes_all[:, h], nodes_all[i, h]]
         gen = None
         if self.other:
             gen = [[g.merge(x.gen[h], c.gen[h]) for h, g in enumerate(self.other)]
                    for x in self.clusters]
         new = self.loss_of(lh, nodes, gen)
-        own = self.loss_of(self.lh[i:i + 1], self.nodes[i:i + 1],
+        own = self.loss_of(lh_all[i:i + 1], nodes_all[i:i + 1],
                            [c.gen] if self.other else None)[0]
         e = new - own
         e[i] = np.inf
@@ -543,7 +671,8 @@ class ClusterSet:
     def pair_distance(self, reps: Sequence[Item], seed: Item) -> np.ndarray:
         """Loss of generalizing each representative together with ``seed`` (for splits)."""
         if self.num:  # |(-x, x) - (-s, s)| counts each attribute twice
-            out = np.abs(np.stack([r.xx for r in reps]) - seed.xx) @ self._inv * 0.5
+            dist = np.abs(np.stack([r.x for r in reps]) - seed.x)
+            out = np.concatenate((dist, dist), axis=1) @ self._inv * 0.5
         else:
             out = np.zeros(len(reps))
         for j, g in enumerate(self.hier):
@@ -555,13 +684,34 @@ class ClusterSet:
         return out
 
 
-def _remove_counts(pool: Counter[str], part: Counter[str]) -> None:
-    for key, n in part.items():
-        left = pool[key] - n
-        if left:
-            pool[key] = left
-        else:
-            del pool[key]
+_NO_CAT: list[int] = []  # the hierarchy nodes of a tuple when there are none
+_INT_FLOAT = frozenset((int, float))
+_FLOAT = {float}
+_NO_NODES = np.empty(0, dtype=np.int64)
+_GLM = Metric.glm
+OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
+
+
+_KERNEL: list[Any] = []
+
+
+def _load_kernel() -> Any:
+    """The compiled kernel, loaded on first use (numba is imported only when CASTLE runs).
+
+    Loading imports numba and, on the first call, numba's typing registries: about 80,000
+    long-lived objects that every full garbage collection would walk again (40 ms each on
+    the benchmark machine, several times per 100,000 tuples). They are frozen
+    (:func:`gc.freeze`) once loaded, with whatever else the process holds at that moment.
+    """
+    if not _KERNEL:
+        from streamanon.castle._kernel import HEAD, best_selection
+
+        best_selection(np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64), 1, np.empty(0),
+                       _NO_NODES, 0.0, np.zeros(HEAD), _NO_NODES, np.zeros((4, 1)),
+                       np.zeros(1, dtype=np.int64))
+        gc.freeze()
+        _KERNEL.append(best_selection)
+    return _KERNEL[0]
 
 
 def _dec(counter: Counter[str], key: str) -> None:

@@ -361,6 +361,12 @@ class HierarchyGeneralizer(Generalizer):
         return self._vec
 
     @property
+    def loss_version(self) -> tuple[int, int]:
+        """Equal while neither the tree nor the losses of its nodes changed (cheaper than
+        :attr:`loss_stamp`, which rebuilds the loss vector when they did)."""
+        return (self.tree.version, self._changes)
+
+    @property
     def loss_stamp(self) -> int:
         """Changes whenever :meth:`loss_vector` changes (a cache key for derived tables)."""
         self.loss_vector()

@@ -282,31 +282,7 @@ class CastleAnonymizer:
 
     # -- CASTLE ------------------------------------------------------------------------------
     def _best_selection(self, cset: ClusterSet, item: Item) -> None:
-        n = len(cset.clusters)
-        if n == 0:
-            cset.open_cluster(item)
-            return
-        cur, new = cset.enlargement(item)
-        e = new - cur
-        i = int(e.argmin())
-        ties = e <= float(e[i]) + _EPS
-        if np.count_nonzero(ties) == 1:  # the usual case: one cluster of least enlargement
-            if float(new[i]) <= self.tau + _EPS or n >= self.beta:
-                cset.insert(i, item)
-            else:
-                cset.open_cluster(item)
-            return
-        cand = np.flatnonzero(ties)
-        ok = cand[new[cand] <= self.tau + _EPS]
-        pick = ok if ok.size else (cand if n >= self.beta else None)
-        if pick is None:
-            cset.open_cluster(item)
-            return
-        if pick.size == 1:
-            cset.insert(int(pick[0]), item)
-            return
-        sizes = [len(cset.clusters[int(i)].ids) for i in pick]
-        cset.insert(int(pick[int(np.argmin(sizes))]), item)
+        cset.place(item, self.tau, self.beta, _EPS)
 
     def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
         if len(ids) < self.k:
@@ -331,7 +307,7 @@ class CastleAnonymizer:
         if larger > len(cset.clusters) / 2:
             self._suppress(cset, item, "outlier", out)
             return
-        if not self._meets(cset.pool_ids, cset.pool_sens):
+        if not cset.pool_meets(self.k, self.l):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
         while not self._meets(c.ids, c.sens):
@@ -369,10 +345,12 @@ class CastleAnonymizer:
               attr: dict[str, float], cid: int, out: list[Any]) -> None:
         line_loss = round(loss, 6)
         extra = {**values, self.loss_field: line_loss} if self.loss_field else values
+        append = out.append
         for it in items:
             it.done = True
             it.cluster = None
-            out.append(Released({**it.row.values, **extra}, loss, cid, it.row.line))
+            row = it.row
+            append(Released({**row.values, **extra}, loss, cid, row.line))
         n = len(items)
         self.released += n
         for name, v in attr.items():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import operator
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -89,6 +90,7 @@ class RowReader:
         self.progress = progress
         self._pending = 0
         self._last: tuple[int, str] = (0, "")
+        self._num_get: tuple[list[str], Callable[[Mapping[str, Any]], Any]] | None = None
 
     # -- policy ------------------------------------------------------------------------------
     def refuse(self, line: int, text: str, reason: str) -> None:
@@ -246,6 +248,8 @@ class RowReader:
             yield line, shown, obj
 
     def _validate(self, values: dict[str, Any]) -> str | None:
+        if self._valid_text_row(values):
+            return None
         for c in self.required:
             v = values.get(c)
             if v is None or (isinstance(v, str) and not v.strip()):
@@ -275,6 +279,36 @@ class RowReader:
             values[c] = x
         return None
 
+    def _valid_text_row(self, values: dict[str, Any]) -> bool:
+        """The common case of :meth:`_validate` at once: every field text, none too long,
+        required ones present, numeric ones numbers (converted here). False leaves ``values``
+        unchanged for the field-by-field checks, which name the problem."""
+        fields = values.values()
+        if set(map(type, fields)) != _TEXT or len("".join(fields)) > self.max_len:
+            return False
+        for c in self.required:
+            v = values.get(c)
+            if v is None or not v.strip():
+                return False
+        if not self.numeric:
+            return True
+        if self._num_get is None:
+            names = sorted(self.numeric)
+            self._num_get = (names, operator.itemgetter(*names))
+        names, get = self._num_get
+        try:
+            raw = get(values)
+            x = list(map(float, raw)) if len(names) > 1 else [float(raw)]
+        except (KeyError, ValueError):
+            return False
+        if not math.isfinite(sum(x)):
+            return False
+        values.update(zip(names, x, strict=True))
+        return True
+
+
+_TEXT = {str}
+
 
 class RowWriter(TextSink):
     """Write rows as CSV (header = ``columns``) or JSON Lines (every key); ``-`` is stdout."""
@@ -290,7 +324,14 @@ class RowWriter(TextSink):
         if self.fmt == "jsonl":
             self._fh.write(json.dumps(dict(values), default=str) + "\n")
             return
-        self._csv.writerow([_cell(values.get(c)) for c in self.columns])
+        row = list(map(values.get, self.columns))
+        if set(map(type, row)) <= _TEXT_OR_NONE:  # written as they are (None as empty)
+            self._csv.writerow(row)
+        else:
+            self._csv.writerow(list(map(_cell, row)))
+
+
+_TEXT_OR_NONE = {str, type(None)}
 
 
 def _cell(v: Any) -> str:

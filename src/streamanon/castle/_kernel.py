@@ -1,0 +1,142 @@
+"""CASTLE's best selection as one compiled loop (numba), called once per arriving tuple.
+
+The rule is the operator's (see :mod:`streamanon.castle.operator`): among the open clusters of
+least enlargement (ties within ``eps``), one whose loss with the tuple stays ``<= tau + eps``,
+else one anyway once ``beta`` clusters are open, else a new cluster; among several candidates
+the one with the fewest individuals (the caller decides that case, it knows the individuals).
+
+Done as numpy calls, this took about a dozen array operations per tuple on ~50 rows of ~20
+values, so the fixed cost of each call (~1 µs) dominated; here it is one loop with no
+temporary arrays. The losses are the same sums as :meth:`ClusterSet.loss_of` (numeric part
+``sum((-lo, hi) * (w/span, w/span))``, then each hierarchy's ``w * loss(node)``, then the
+plug-ins' part computed by the caller), added in the same order; the dot product is summed
+left to right, which may differ from numpy's BLAS product in the last bit. Decisions compare
+losses with a tolerance of ``eps`` (1e-12), far above such differences, so the choice is the
+same (checked byte for byte against the numpy version: ``benchmarks/castle_cases.py``).
+
+Compiled on first use and cached on disk (``cache=True``), so only the first run after an
+install pays the compilation (about a second); later processes load it in milliseconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OPEN, OUTSIDE, TIED = -1, -2, -3  # answers besides a cluster index (TIED - m: m tied)
+HEAD = 3  # fl starts with beta, eps, and 1.0 when plug-ins add to the losses
+
+
+@njit(cache=True, nogil=True)
+def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat: np.ndarray,
+                   tau: float, fl: np.ndarray, it: np.ndarray, work: np.ndarray,
+                   picks: np.ndarray) -> int:  # pragma: no cover - compiled (numba)
+    """Choose the open cluster for the tuple with numeric values ``x`` (``d`` of them) and
+    hierarchy nodes ``cat`` (``h``); grow its row and nodes by the tuple; return its index.
+
+    Rows ``0..n-1`` of ``lh`` (``(-lo, hi)``) and ``nodes`` are the open clusters (n >= 1).
+    ``fl`` holds beta, eps, the plug-in flag, then the weights ``w/span`` of ``lh``'s
+    ``2d`` columns, the range domains' ``d`` lows and ``d`` highs, then every hierarchy's
+    ``w_j * loss(lca(a, b))``; ``it`` holds the ``h`` offsets and ``h`` sizes of the
+    hierarchies' tables, then their ``lca(a, b)`` (entry ``offset + b * size + a`` in both).
+    ``work`` (4 x n) is scratch for the losses without and with the tuple, then the
+    plug-ins' part of each (rows 2 and 3, filled by the caller when the flag is set);
+    ``picks`` (n) is scratch for tied candidates. Few arguments: each costs ~75 ns per call.
+
+    Returns the index; ``OPEN`` when a new cluster must be opened; ``OUTSIDE`` (nothing done)
+    when a value lies outside its range's domain, which must first be widened;
+    ``TIED - m`` when ``m`` candidates tie (``picks[:m]``), for the caller to pick the one
+    with the fewest individuals and insert.
+    """
+    d = x.shape[0]
+    nh = cat.shape[0]
+    beta = fl[0]
+    eps = fl[1]
+    plug = fl[2] != 0.0
+    inv = HEAD
+    dlo = HEAD + 2 * d
+    dhi = dlo + d
+    hloss = dhi + d
+    for c in range(d):
+        if x[c] < fl[dlo + c] or x[c] > fl[dhi + c]:
+            return OUTSIDE
+    cur = work[0]
+    new = work[1]
+    for i in range(n):
+        s_cur = 0.0
+        s_new = 0.0
+        for c in range(d):  # the (-lo) half: max(-lo, -x) = -min(lo, x)
+            a = lh[i, c]
+            b = -x[c]
+            w = fl[inv + c]
+            s_cur += a * w
+            s_new += (a if a >= b else b) * w
+        for c in range(d):  # the hi half
+            a = lh[i, d + c]
+            b = x[c]
+            w = fl[inv + d + c]
+            s_cur += a * w
+            s_new += (a if a >= b else b) * w
+        for j in range(nh):
+            node = nodes[i, j]
+            base = hloss + it[j]
+            size = it[nh + j]
+            s_cur += fl[base + node * size + node]
+            s_new += fl[base + cat[j] * size + node]
+        if plug:
+            s_cur += work[2, i]
+            s_new += work[3, i]
+        cur[i] = s_cur
+        new[i] = s_new
+    # argmin of the enlargement (first minimum; a NaN wins, as in numpy)
+    best = 0
+    emin = new[0] - cur[0]
+    if emin == emin:
+        for i in range(1, n):
+            e = new[i] - cur[i]
+            if e != e:
+                best = i
+                emin = e
+                break
+            if e < emin:
+                best = i
+                emin = e
+    limit = emin + eps
+    m = 0
+    for i in range(n):
+        if new[i] - cur[i] <= limit:
+            picks[m] = i
+            m += 1
+    bound = tau + eps
+    if m == 1:
+        if new[best] <= bound or n >= beta:
+            _grow(lh, nodes, best, x, cat, it)
+            return best
+        return OPEN
+    ok = 0
+    for q in range(m):
+        if new[picks[q]] <= bound:
+            picks[ok] = picks[q]
+            ok += 1
+    if ok == 0:
+        if n < beta:
+            return OPEN
+        ok = m  # every tied cluster is a candidate (picks[:m] untouched when none was ok)
+    if ok == 1:
+        _grow(lh, nodes, picks[0], x, cat, it)
+        return picks[0]
+    return TIED - ok
+
+
+@njit(cache=True, nogil=True)
+def _grow(lh: np.ndarray, nodes: np.ndarray, i: int, x: np.ndarray, cat: np.ndarray,
+          it: np.ndarray) -> None:  # pragma: no cover - compiled (numba)
+    d = x.shape[0]
+    nh = cat.shape[0]
+    for c in range(d):
+        if -x[c] > lh[i, c]:
+            lh[i, c] = -x[c]
+        if x[c] > lh[i, d + c]:
+            lh[i, d + c] = x[c]
+    for j in range(nh):
+        nodes[i, j] = it[2 * nh + it[j] + cat[j] * it[nh + j] + nodes[i, j]]

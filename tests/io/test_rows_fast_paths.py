@@ -1,0 +1,73 @@
+"""The row reader's and writer's fast paths (all-text rows) decide and write exactly what the
+field-by-field code does: each random input is read (or written) twice, once with the fast
+path switched off, and the results must be equal."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamanon.io import rows as rows_module
+from streamanon.io.rows import RowReader, RowWriter
+
+NUMBERS = st.sampled_from(["1", "-2.5", " 3 ", "1_000", "1e999", "-1e999", "nan", "inf",
+                           "abc", "", "  ", "0x10", "1e308", "9" * 50, "4.0e-3"])
+TEXT = st.sampled_from(["a", "b c", "", " ", "x" * 45, "\u00e9t\u00e9", "1.5"])
+
+
+@st.composite
+def csv_texts(draw: st.DrawFn) -> str:
+    lines = ["id,age,h,note"]
+    for _ in range(draw(st.integers(0, 12))):
+        fields = [draw(TEXT), draw(NUMBERS), draw(NUMBERS), draw(TEXT)]
+        if draw(st.integers(0, 9)) == 0:
+            fields.pop()  # a wrong field count
+        lines.append(",".join(fields))
+    return "\n".join(lines) + "\n"
+
+
+def read(text: str, numeric: list[str]) -> tuple[list, list]:
+    rd = RowReader(io.StringIO(text), "csv", numeric=numeric, required=["id"],
+                   max_value_len=40, on_error="skip")
+    got = [(r.line, r.values) for r in rd]
+    return got, [(x.line, x.text, x.reason) for x in rd.rejected]
+
+
+NUMERIC = st.sampled_from([["age", "h"], ["h"], [], ["age", "h", "not-a-column"]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(csv_texts(), NUMERIC)
+def test_reader_fast_path_changes_nothing(text: str, numeric: list[str]) -> None:
+    fast = read(text, numeric)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RowReader, "_valid_text_row", lambda self, values: False)
+        slow = read(text, numeric)
+    assert fast == slow
+    # values keep their types exactly (a float stays a float, text stays text)
+    assert [[type(v) for v in row.values()] for _, row in fast[0]] == [
+        [type(v) for v in row.values()] for _, row in slow[0]]
+
+
+CELLS = st.one_of(st.none(), TEXT, st.floats(allow_nan=True), st.integers(-10, 10),
+                  st.booleans(), st.lists(st.integers(0, 3), max_size=2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"a": CELLS, "b": CELLS}), max_size=6))
+def test_writer_fast_path_writes_the_same_bytes(rows: list[dict]) -> None:
+    def write() -> str:
+        buf = io.StringIO()
+        w = RowWriter(buf, "csv", ["a", "b", "absent"])
+        for r in rows:
+            w.write(r)
+        return buf.getvalue()
+
+    fast = write()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rows_module, "_TEXT_OR_NONE", set())
+        slow = write()
+    assert fast == slow
