@@ -2,15 +2,19 @@
 
 The CE's view of a published tuple: the sender of the frame that carried it (its TLS identity:
 the gateway itself when sending directly, the cycle's deliverer with the mix), the tuple's
-position in that frame (as a decile of the frame), and its value. The ID is left out: with
+position in that frame (as a decile of the frame), and its value. Sender and position are one
+joint feature (the *channel*): a CE that knows the ring's order reads a position differently
+for every deliverer. The ID is left out: with
 ``id_mode = "gateway"`` it *is* the gateway (the mix refuses that mode), sensor IDs link the
 tuple to its sensor and so to its gateway, and rotating pseudonyms (the mode the mix is meant
 for) are new every epoch, so a pseudonym seen in training says nothing about a later epoch.
 
 The adversary (:func:`gateway_linkability`) is a naive Bayes classifier with add-one smoothing
 and a uniform prior, trained on tuples *with* their true gateway (the worst case: the CE learnt
-the mapping, e.g. from a period of direct sending) and scored on other tuples: two folds by
-cycle parity, each scored by the classifier trained on the other. Reported:
+the mapping, e.g. from a period of direct sending) and scored on other tuples: two folds of
+cycles (:func:`fold_of`: a fixed pseudo-random half of the cycles, so that both folds hold
+every coordinator and neighbouring cycles), each scored by the classifier trained on the
+other. Reported:
 
 * ``balanced_accuracy``: the mean over gateways (that published) of the share of its tuples
   attributed to it.
@@ -74,6 +78,21 @@ def gateway_linkability(labels: np.ndarray, features: np.ndarray, cardinality: S
     return {**out, "accuracy": round(float(hit.mean()), 6),
             "balanced_accuracy": round(float((per_gw[present] / size[present]).mean()), 6),
             "majority_share": round(float(size.max() / len(labels)), 6)}
+
+
+def fold_of(cycles: np.ndarray) -> np.ndarray:
+    """The fold (0/1) of each cycle: a bit of a multiplicative hash of the cycle number.
+
+    >>> fold_of(np.arange(8)).tolist()
+    [0, 1, 0, 0, 1, 1, 0, 0]
+    """
+    c = np.asarray(cycles, dtype=np.uint64)
+    return ((c * np.uint64(2654435761)) >> np.uint64(16) & np.uint64(1)).astype(np.int64)
+
+
+def channel(sender: np.ndarray, decile: np.ndarray) -> np.ndarray:
+    """Sender and position decile as one categorical feature (cardinality ``10 x n``)."""
+    return np.asarray(sender, dtype=np.int64) * 10 + np.asarray(decile, dtype=np.int64)
 
 
 def position_decile(position: np.ndarray, batch_size: np.ndarray) -> np.ndarray:

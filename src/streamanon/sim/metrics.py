@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamanon.sim.district import CLIENT_TYPES, CYCLES_PER_DAY
-from streamanon.sim.linkability import gateway_linkability
+from streamanon.sim.linkability import channel, gateway_linkability
 
 if TYPE_CHECKING:
     from streamanon.dezent.protocol import StructureSpec
@@ -137,10 +137,11 @@ class ScenarioMetrics:
         keys = ("label", "sender", "decile", "value", "fold")
         view = {k: np.concatenate([v[k] for v in self.ce_view]) for k in keys} \
             if self.ce_view else {k: np.zeros(0, dtype=np.int64) for k in keys}
-        cards = {"sender": G, "decile": 10, "value": int(view["value"].max(initial=0)) + 1}
+        view["channel"] = channel(view["sender"], view["decile"])
+        cards = {"channel": 10 * G, "value": int(view["value"].max(initial=0)) + 1}
         out: dict[str, Any] = {}
-        for name, cols in (("what_the_ce_sees", ("sender", "decile", "value")),
-                           ("channel_only", ("sender", "decile")),
+        for name, cols in (("what_the_ce_sees", ("channel", "value")),
+                           ("channel_only", ("channel",)),
                            ("content_only", ("value",))):
             r = gateway_linkability(view["label"], np.column_stack([view[c] for c in cols]),
                                     [cards[c] for c in cols], G, view["fold"])

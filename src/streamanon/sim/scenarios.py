@@ -57,7 +57,7 @@ from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER, WINDOW, check_rule, publishable
 from streamanon.dezent.securesum import SecureSumMask, bits_for, max_true_count
 from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District
-from streamanon.sim.linkability import position_decile
+from streamanon.sim.linkability import fold_of, position_decile
 from streamanon.sim.metrics import TUPLE_BYTES, ScenarioMetrics
 
 SCENARIOS = ("centralized", "fully_decentralized", "dezent")
@@ -386,7 +386,7 @@ class _Engine:
             size = size_c[rows]
             sender = deliverer[rows]
         return {"label": labels, "sender": sender, "decile": position_decile(rank, size),
-                "value": cur[rows, cols], "fold": (c0 + rows) % 2}
+                "value": cur[rows, cols], "fold": fold_of(c0 + rows)}
 
     def _decide(self, rank: np.ndarray, count: np.ndarray, n: np.ndarray, true: np.ndarray,
                 C: int, S: int) -> tuple[np.ndarray, dict[str, Any]]:
@@ -580,7 +580,7 @@ def run_protocol(district: District, cycles: int, config: SimConfig, *, start: i
                 view["position"].append(pos)
                 view["size"].append(len(opened))
                 view["value"].append(code[int(t.value)])  # type: ignore[arg-type]
-                view["fold"].append(c % 2)
+                view["fold"].append(int(fold_of(np.array([c]))[0]))
         if keys is None:
             run.ce_messages += len(res.published)
             run.ce_bytes += TUPLE_BYTES * len(res.published)
