@@ -144,3 +144,15 @@ def test_config_errors_name_the_problem(tmp_path):
     path.write_text("[gateway\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_gateway_config(path)
+
+
+@given(st.integers(-2**62, 2**62), st.integers(1, 64), st.integers(0, 20))
+def test_mix_frames_round_trip(cycle, size, count):
+    items = tuple(bytes([i % 256]) * size for i in range(count))
+    data = framing.encode_mix(cycle, items)
+    assert framing.decode_frame(data[4:]) == framing.MixFrame(cycle, items)
+    if count:
+        with pytest.raises(framing.FrameError, match="mix batch of"):
+            framing.decode_frame(data[4:-1])
+    with pytest.raises(ValueError, match="one size"):
+        framing.encode_mix(cycle, (b"ab", b"c"))

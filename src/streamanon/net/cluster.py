@@ -316,15 +316,16 @@ class Cluster:
                 p.kill()
                 p.wait()
 
-    def start(self, ready_timeout: float = 120.0) -> None:
+    def start(self, ready_timeout: float = 120.0,
+              gateway_env: dict[int, dict[str, str]] | None = None) -> None:
         """Prepare and start everything; once every gateway reached all its peers and the
         replay reached every gateway, set the clock (``clock.t0``) so that the first cycle
-        begins about one period later."""
+        begins about one period later. ``gateway_env``: extra environment per gateway."""
         s = self.spec
         self.prepare()
         self.start_ce()
         for i in range(s.gateways):
-            self.start_gateway(i)
+            self.start_gateway(i, (gateway_env or {}).get(i))
         self.start_replay()
         if not self.wait_ready(time.time() + ready_timeout):
             raise RuntimeError(f"the cluster was not up after {ready_timeout:g} s; see "

@@ -208,7 +208,7 @@ def decode_frame(body: bytes) -> Frame:
                 raise FrameError(f"mix batch of {count} items of {size} bytes has "
                                  f"{len(body)} bytes")
             return MixFrame(cycle, tuple(bytes(body[i : i + size])
-                                         for i in range(0, size * count, size)))
+                                         for i in range(0, size * count, size or 1)))
         if kind == b"A":
             if len(rest) != _ACK.size:
                 raise FrameError(f"ack of {len(rest)} bytes (want 8)")
