@@ -177,10 +177,12 @@ def bytes_per_day_tradeoff(points: Sequence[tuple[str, float, float]], path: str
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, nbytes, violations in points:
         ax.scatter([nbytes], [violations], s=30)
-        ax.annotate(label, (nbytes, violations), textcoords="offset points", xytext=(5, 4),
-                    fontsize=8)
+        ax.annotate(label, (nbytes, violations), textcoords="offset points", xytext=(0, 6),
+                    fontsize=8, rotation=90, ha="center", va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(-0.5, max(20.0, 30.0 * max(v for _l, _b, v in points)))
+    ax.set_xlim(min(b for _l, b, _v in points) / 2, max(b for _l, b, _v in points) * 4)
     ax.set_xlabel("bytes per day, all links (SN->GW, GW<->GW, GW->CE)")
     ax.set_ylabel("violations per day (published with < z users)")
     ax.set_title(title, fontsize=10)
