@@ -46,8 +46,9 @@ What it buys, and what it does not (the argument):
   gateways), plus the CCC's dummies (its records that were not published) and one small
   acknowledgement per hop. ``simulate`` reports the bytes per day of both modes.
 
-Errors of this module are :class:`MixError` (a ``ValueError``): the one place to retype when
-the core's errors become typed.
+Errors of this module are :class:`MixError`, a
+:class:`~streamanon.dezent.order.PublicationError` (a ``ValueError``): the one place to retype
+when the core's errors become typed.
 
 >>> keys = MixKeys.generate()
 >>> tup = MixTuple(uid=bytes(16), cycle=7, t=6300.0, id="gw000-sn001", value=230)
@@ -77,6 +78,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from streamanon.dezent.order import PublicationError
+
 DEFAULT_PADDING = 64
 KEY_BYTES = 32
 TAG_BYTES = 16
@@ -91,7 +94,7 @@ KIND_INT, KIND_TEXT, KIND_DUMMY = 0, 1, 2
 T = TypeVar("T")
 
 
-class MixError(ValueError):
+class MixError(PublicationError):
     """A tuple that cannot be sealed, an item that cannot be opened, a bad mix key or batch."""
 
 

@@ -40,9 +40,16 @@ RANDOM = "random"
 ORDERS = (PAPER, RANDOM)
 
 
+class PublicationError(ValueError):
+    """What the publication step (its order and the mix) refuses; the one class to retype (or
+    to derive from a typed protocol error) for every check of issue 15 in the core: the mix's
+    :class:`~streamanon.dezent.mix.MixError` derives from it."""
+
+
 def check_order(order: str) -> str:
     if order not in ORDERS:
-        raise ValueError(f"unknown publication order {order!r} (use {' or '.join(ORDERS)})")
+        raise PublicationError(f"unknown publication order {order!r} (use "
+                               f"{' or '.join(ORDERS)})")
     return order
 
 
@@ -59,7 +66,7 @@ def pass_start(order: str, n: int, draw: float) -> int:
     if order == PAPER:
         return 1
     if not 0.0 <= draw < 1.0:
-        raise ValueError(f"a publication-order draw must be in [0, 1), got {draw}")
+        raise PublicationError(f"a publication-order draw must be in [0, 1), got {draw}")
     return min(n - 1, int(draw * n))
 
 

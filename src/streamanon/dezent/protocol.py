@@ -67,6 +67,7 @@ from streamanon.dezent import mix as mixing
 from streamanon.dezent.cbf import CountingBloomFilter, CountingStructure, ExactCounter, Key
 from streamanon.dezent.order import PAPER as PAPER_ORDER
 from streamanon.dezent.order import (
+    PublicationError,
     check_order,
     pass_start,
     receiver_position,
@@ -142,8 +143,8 @@ class ProtocolConfig:
         if self.id_mode not in ID_MODES:
             raise ValueError(f"id_mode must be one of {ID_MODES}, got {self.id_mode!r}")
         if self.publication not in PUBLICATIONS:
-            raise ValueError(f"publication must be one of {PUBLICATIONS}, got "
-                             f"{self.publication!r}")
+            raise PublicationError(f"publication must be one of {PUBLICATIONS}, got "
+                                   f"{self.publication!r}")
         if self.publication == MIX:
             if self.mix_key is None or len(self.mix_key) != mixing.KEY_BYTES:
                 raise mixing.MixError("publication = 'mix' needs the CE's 32-byte X25519 "
@@ -366,6 +367,7 @@ class _CycleState:
     draws: np.ndarray | None = None  # publication-order draws of passes 1 and 2 (at the CCC)
     mask: SecureSumMask | None = None
     published: list[PublishedTuple] = field(default_factory=list)
+    sealed: dict[bytes, bytes] = field(default_factory=dict)  # uid -> sealed item (mix)
 
 
 class Gateway:
@@ -406,7 +408,7 @@ class Gateway:
             raise ValueError("one coin per reading is needed")
         draws = None if order_draws is None else np.asarray(order_draws, dtype=np.float64)
         if draws is not None and draws.shape != (2,):
-            raise ValueError("two publication-order draws (passes 1 and 2) are needed")
+            raise PublicationError("two publication-order draws (passes 1 and 2) are needed")
         w = self.config.window_cycles
         for s, v in readings:
             h = self.history.setdefault(str(s), deque())
@@ -481,9 +483,10 @@ class Gateway:
         where = self._position(msg.cycle)
         want = receiver_position(msg.start, msg.turns, n)
         if not 0 <= msg.start < n or not 0 <= msg.turns <= n or where != want:
-            raise ValueError(f"gateway {self.id} (position {where}) got a publication message "
-                             f"of cycle {msg.cycle} for position {want} (start {msg.start}, "
-                             f"{msg.turns} turns, ring of {n})")
+            raise PublicationError(
+                f"gateway {self.id} (position {where}) got a publication message of cycle "
+                f"{msg.cycle} for position {want} (start {msg.start}, {msg.turns} turns, ring "
+                f"of {n})")
         return self._run_pass(msg.cycle, structure, msg.pass_no, msg.p_pub, msg.more,
                               msg.start, msg.turns, carry)
 
@@ -577,10 +580,24 @@ class Gateway:
                     batch)
 
     def _sealed(self, cycle: int, carry: Sequence[PublishedTuple]) -> list[bytes]:
-        own = self._state(cycle).published
-        mine = {p.uid for p in own}
-        return [self._seal(mixing.MixTuple(p.uid, p.cycle, p.t, p.id, p.value))
-                for p in [*own, *(c for c in carry if c.uid not in mine)]]
+        state = self._state(cycle)
+        self.preseal(cycle)
+        mine = {p.uid for p in state.published}
+        return [*(state.sealed[p.uid] for p in state.published),
+                *(self._seal(mixing.MixTuple(p.uid, p.cycle, p.t, p.id, p.value))
+                  for p in carry if p.uid not in mine)]
+
+    def preseal(self, cycle: int) -> None:
+        """Seal this gateway's tuples of ``cycle`` now (the daemon calls it right after a
+        publication turn, while the round goes on elsewhere) so that adding them to the mix
+        batch later costs no public-key operation on the batch's way round."""
+        state = self.current.get(cycle)
+        if state is None or self.config.publication != MIX:
+            return
+        for p in state.published:
+            if p.uid not in state.sealed:
+                state.sealed[p.uid] = self._seal(mixing.MixTuple(p.uid, p.cycle, p.t, p.id,
+                                                                 p.value))
 
     def _seal(self, tup: mixing.MixTuple) -> bytes:
         assert self.config.mix_key is not None

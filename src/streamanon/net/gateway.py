@@ -313,11 +313,15 @@ class GatewayDaemon:
         if out is None:
             return
         sends, pubs = out
-        if any(isinstance(x.msg, MixBatch) for x in sends):
-            self.outbox.mix_mark(c, [p.uid for p in carry])
         final = (m.ccc == self.cfg.id and m.kind == "P"
                  and not any(isinstance(x.msg, Publish) for x in sends))
         self.dispatch(c, sends, pubs, final=final)
+        if any(isinstance(x.msg, MixBatch) for x in sends):
+            # after the batch went on: a crash before this line only makes the tuples due
+            # again two cycles later (sent twice, stored once)
+            self.outbox.mix_mark(c, [p.uid for p in carry])
+        if pubs and self.mix:  # seal them while the round goes on elsewhere
+            asyncio.get_running_loop().call_soon(self.core.preseal, c)
         log.debug("cycle %d: %s%d from gw%d handled in %.1f ms (%.1f ms CPU)", c, m.kind,
                   m.pass_no, sender, (time.perf_counter() - began) * 1e3,
                   (time.process_time() - began_cpu) * 1e3)

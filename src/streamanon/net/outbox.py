@@ -147,6 +147,7 @@ class Outbox:
     def mix_add(self, tuples: Sequence[PublishedTuple]) -> None:
         """Keep tuples this gateway published (with their uids) until a batch is acked."""
         with self.db:
+            self.db.execute("BEGIN IMMEDIATE")  # one durable commit for all of them
             self.db.executemany(
                 "INSERT OR IGNORE INTO mix_pending VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?)",
                 [(p.uid, p.cycle, p.t, p.id, str(p.value), int(isinstance(p.value, int)),
