@@ -355,9 +355,20 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
     if cfg.clock.period <= 0 or not 0 <= cfg.clock.close < 1:
         raise ConfigError(f"{path}: [clock] needs period > 0 and 0 <= close < 1")
     try:  # validate now, with the file's name in the message
-        cfg.protocol_config()
+        pcfg = cfg.protocol_config()
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    if pcfg.publication == "mix":
+        from streamanon.net.outbox import MIX_CARRY_MAX
+
+        # a batch holds at most every sensor's tuple (dummies included) and each gateway's
+        # carried tuples: it must fit a frame, on the ring and to the CE
+        most = (protocol.sensors_total + len(peers) * MIX_CARRY_MAX) * pcfg.mix_item_bytes
+        if most + pcfg.structure.nbytes + 1024 > cfg.max_frame:
+            raise ConfigError(f"{path}: a mix batch may reach {most:,} bytes (sensors_total "
+                              f"{protocol.sensors_total:,} and up to {MIX_CARRY_MAX} re-sent "
+                              f"tuples per gateway, {pcfg.mix_item_bytes} bytes each), more than "
+                              f"max_frame {cfg.max_frame:,}; raise max_frame")
     if cfg.intake.registry is None and not cfg.intake.insecure_plaintext_sensors:
         raise ConfigError(f"{path}: [sensors] needs registry (the sensor IDs of this "
                           "gateway), or insecure_plaintext_sensors = true")

@@ -52,7 +52,7 @@ from streamanon.net.framing import INCARNATION_BYTES, WireTuple
 
 MIX_RETRY_FIRST = 2  # cycles without an acknowledgement before a tuple is mixed again
 MIX_RETRY_MAX = 64
-MIX_CARRY_MAX = 256  # earlier tuples added to one batch at most (keeps frames bounded)
+MIX_CARRY_MAX = 64  # earlier tuples one gateway adds to a batch at most (bounds frames)
 
 
 def connect_durable(path: Path) -> sqlite3.Connection:
