@@ -26,6 +26,7 @@ Run:  .venv/bin/python benchmarks/bench_dezent_net.py [--gateways 5,10,25] [--cy
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -119,7 +120,7 @@ def main() -> None:
     ap.add_argument("--skip-tls", action="store_true")
     ap.add_argument("--skip-store", action="store_true")
     ap.add_argument("--skip-mix", action="store_true")
-    ap.add_argument("--repeat", type=int, default=2, help="Mix part: runs of each mode.")
+    ap.add_argument("--repeat", type=int, default=3, help="Mix part: runs of each mode.")
     ap.add_argument("--batches", type=int, default=100, help="Store benchmark: batches of "
                     "1,000 tuples.")
     args = ap.parse_args()
@@ -173,7 +174,8 @@ def mix_vs_direct(args: argparse.Namespace) -> None:
                   f"{r['ce_max'] * 1e3:8.1f} ms, round median {r['round_median'] * 1e3:8.1f} "
                   f"ms ({r['full_rings']}/{r['cycles_measured']} full rings, "
                   f"{r['published_per_cycle']:.0f} tuples/cycle); bytes/day ring "
-                  f"{r['ring_bytes_per_day']:,.0f}, to CE {r['ce_bytes_per_day']:,.0f}")
+                  f"{r['ring_bytes_per_day']:,.0f}, to CE {r['ce_bytes_per_day']:,.0f}; load "
+                  f"{os.getloadavg()[0]:.1f}")
     ratio = statistics.median(med["mix"]) / statistics.median(med["direct"])
     print(f"  mix / direct median cycle (median over {args.repeat} runs each): {ratio:.3f} "
           "(target <= 1.5)")

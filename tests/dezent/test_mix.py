@@ -218,3 +218,22 @@ def test_pass_routing_is_a_chain_from_the_ccc_back_to_the_ccc():
             # every message is sent by whoever received the previous one
             assert all(a[1] == b[0] for a, b in itertools.pairwise(hops))
             assert hops[0][0] == 0 and hops[-1][1] == 0
+
+
+def test_ephemeral_keys_drawn_ahead_are_each_used_once_and_never_pickled():
+    import pickle
+
+    pool = mix.EphemeralPool(KEYS.public_bytes)
+    assert pool.refill(5) == 5 and pool.refill(3) == 0 and len(pool) == 5
+    items = [mix.seal_with(pool.take(), mix.encode_plaintext(mix.dummy(1))) for _ in range(7)]
+    assert len({x[: mix.KEY_BYTES] for x in items}) == 7  # 5 from the pool, 2 drawn on the spot
+    assert all(mix.decode_plaintext(mix.open_sealed(KEYS.private_key, x)).dummy for x in items)
+    pool.refill(4)
+    assert len(pickle.loads(pickle.dumps(pool))) == 0
+    gws = ring_of(3)
+    feed(gws, 0)
+    assert gws[0].prepare_mix(carried=4) == 2 * 3 + 4  # twice its records, plus re-sent
+    res = run_cycle(gws, 0)
+    ccc = gws[0].ring.ccc(0)
+    dummies = 3 - sum(p.gateway == ccc for p in res.published)
+    assert len(opened(res.delivered[0])) == len(res.published) + dummies

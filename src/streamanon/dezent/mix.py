@@ -187,6 +187,13 @@ def _key(shared: bytes, ephemeral: bytes, recipient: bytes) -> bytes:
 def seal(public_key: bytes, plaintext: bytes) -> bytes:
     """Encrypt ``plaintext`` to the holder of ``public_key`` (X25519, 32 raw bytes): ephemeral
     public key (32) + ChaCha20-Poly1305 ciphertext and tag (``len(plaintext) + 16``)."""
+    return seal_with(ephemeral(public_key), plaintext)
+
+
+def ephemeral(public_key: bytes) -> tuple[bytes, bytes]:
+    """A fresh ephemeral X25519 key agreed with ``public_key``: ``(ephemeral public key,
+    item key)``. The expensive half of :func:`seal` (two scalar multiplications), independent
+    of the tuple, so a gateway can draw them ahead in idle time (:class:`EphemeralPool`)."""
     try:
         recipient = X25519PublicKey.from_public_bytes(public_key)
     except ValueError as exc:
@@ -194,8 +201,38 @@ def seal(public_key: bytes, plaintext: bytes) -> bytes:
     eph = X25519PrivateKey.generate()
     epub = eph.public_key().public_bytes(serialization.Encoding.Raw,
                                          serialization.PublicFormat.Raw)
-    key = _key(eph.exchange(recipient), epub, public_key)
+    return epub, _key(eph.exchange(recipient), epub, public_key)
+
+
+def seal_with(eph: tuple[bytes, bytes], plaintext: bytes) -> bytes:
+    """:func:`seal` with an ephemeral key from :func:`ephemeral` (each one used once)."""
+    epub, key = eph
     return epub + ChaCha20Poly1305(key).encrypt(_NONCE, plaintext, None)
+
+
+class EphemeralPool:
+    """Ephemeral keys for the CE drawn ahead (:meth:`refill`, in idle time), each handed out
+    once (:meth:`take`); an empty pool draws a fresh one on the spot. Never pickled: it holds
+    item keys."""
+
+    def __init__(self, public_key: bytes) -> None:
+        self.public_key = public_key
+        self._keys: list[tuple[bytes, bytes]] = []
+
+    def refill(self, size: int) -> int:
+        """Draw keys until the pool holds ``size``; returns how many were drawn."""
+        drawn = max(0, size - len(self._keys))
+        self._keys.extend(ephemeral(self.public_key) for _ in range(drawn))
+        return drawn
+
+    def take(self) -> tuple[bytes, bytes]:
+        return self._keys.pop() if self._keys else ephemeral(self.public_key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"public_key": self.public_key, "_keys": []}
 
 
 def open_sealed(private_key: X25519PrivateKey, item: bytes) -> bytes:

@@ -367,7 +367,6 @@ class _CycleState:
     draws: np.ndarray | None = None  # publication-order draws of passes 1 and 2 (at the CCC)
     mask: SecureSumMask | None = None
     published: list[PublishedTuple] = field(default_factory=list)
-    sealed: dict[bytes, bytes] = field(default_factory=dict)  # uid -> sealed item (mix)
 
 
 class Gateway:
@@ -383,6 +382,8 @@ class Gateway:
         if config.id_mode == "pseudonym" and pseudonymizer is None:
             pseudonymizer = Pseudonymizer()
         self.pseudonymizer = pseudonymizer
+        self.ephemerals = (mixing.EphemeralPool(config.mix_key)
+                           if config.publication == MIX and config.mix_key else None)
         # sensor -> readings (cycle, value) still within Δt, oldest first
         self.history: dict[str, deque[tuple[int, Key]]] = {}
         self.current: dict[int, _CycleState] = {}
@@ -580,29 +581,25 @@ class Gateway:
                     batch)
 
     def _sealed(self, cycle: int, carry: Sequence[PublishedTuple]) -> list[bytes]:
-        state = self._state(cycle)
-        self.preseal(cycle)
-        mine = {p.uid for p in state.published}
-        return [*(state.sealed[p.uid] for p in state.published),
-                *(self._seal(mixing.MixTuple(p.uid, p.cycle, p.t, p.id, p.value))
-                  for p in carry if p.uid not in mine)]
-
-    def preseal(self, cycle: int) -> None:
-        """Seal this gateway's tuples of ``cycle`` now (the daemon calls it right after a
-        publication turn, while the round goes on elsewhere) so that adding them to the mix
-        batch later costs no public-key operation on the batch's way round."""
-        state = self.current.get(cycle)
-        if state is None or self.config.publication != MIX:
-            return
-        for p in state.published:
-            if p.uid not in state.sealed:
-                state.sealed[p.uid] = self._seal(mixing.MixTuple(p.uid, p.cycle, p.t, p.id,
-                                                                 p.value))
+        own = self._state(cycle).published
+        mine = {p.uid for p in own}
+        return [self._seal(mixing.MixTuple(p.uid, p.cycle, p.t, p.id, p.value))
+                for p in [*own, *(c for c in carry if c.uid not in mine)]]
 
     def _seal(self, tup: mixing.MixTuple) -> bytes:
-        assert self.config.mix_key is not None
-        return mixing.seal(self.config.mix_key,
-                           mixing.encode_plaintext(tup, self.config.mix_padding))
+        assert self.ephemerals is not None
+        return mixing.seal_with(self.ephemerals.take(),
+                                mixing.encode_plaintext(tup, self.config.mix_padding))
+
+    def prepare_mix(self, carried: int = 64) -> int:
+        """Draw the ephemeral keys of the next cycle's sealing ahead (the public-key half of
+        it), for twice this gateway's records plus ``carried`` re-sent tuples, so that sealing
+        costs no public-key operation while a round or a mix batch waits. The daemon calls it
+        when its part of a cycle is over; returns the keys drawn."""
+        if self.ephemerals is None:
+            return 0
+        records = max((len(s.values) for s in self.current.values()), default=0)
+        return self.ephemerals.refill(2 * records + carried)
 
     def mix_committed(self, cycle: int) -> list[Send]:
         """At the deliverer, once the CE stored the batch of ``cycle``: the acknowledgement

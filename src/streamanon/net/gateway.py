@@ -70,7 +70,7 @@ from streamanon.net.ce_client import CEClient
 from streamanon.net.config import ClockSection, GatewayConfig
 from streamanon.net.intake import SensorIntake, SensorServer
 from streamanon.net.metrics import GatewayMetrics, serve
-from streamanon.net.outbox import Outbox
+from streamanon.net.outbox import MIX_CARRY_MAX, Outbox
 from streamanon.net.peers import CONNECT_TIMEOUT, PeerLink, PeerServer
 from streamanon.net.session import CORE_ERRORS, RingMessage, SessionRing, Sessions, admit
 from streamanon.net.tls import Revocations, client_context, server_context, split_address
@@ -320,8 +320,8 @@ class GatewayDaemon:
             # after the batch went on: a crash before this line only makes the tuples due
             # again two cycles later (sent twice, stored once)
             self.outbox.mix_mark(c, [p.uid for p in carry])
-        if pubs and self.mix:  # seal them while the round goes on elsewhere
-            asyncio.get_running_loop().call_soon(self.core.preseal, c)
+        if m.kind == "K" or (m.kind == "M" and sends):  # this gateway's part of c is done
+            asyncio.get_running_loop().call_soon(self.core.prepare_mix, MIX_CARRY_MAX)
         log.debug("cycle %d: %s%d from gw%d handled in %.1f ms (%.1f ms CPU)", c, m.kind,
                   m.pass_no, sender, (time.perf_counter() - began) * 1e3,
                   (time.process_time() - began_cpu) * 1e3)
@@ -375,6 +375,7 @@ class GatewayDaemon:
         sends = self.call_core(cycle, "the mix acknowledgement", self.core.mix_committed, cycle)
         if sends:
             self.dispatch(cycle, sends, [])
+        asyncio.get_running_loop().call_soon(self.core.prepare_mix, MIX_CARRY_MAX)
 
     async def _send(self, cycle: int, to: int, data: bytes) -> None:
         sent = await self.links[to].send(data)
@@ -434,6 +435,8 @@ class GatewayDaemon:
         self.metrics.outbox_depth.set(self.outbox.count())
         if self.mix:
             self.metrics.mix_pending.set(self.outbox.mix_pending_count())
+            if self.core.ephemerals is not None:  # the first cycle's sealing keys, now
+                self.core.ephemerals.refill(2 * len(self.intake.registry or ()) + MIX_CARRY_MAX)
             if self.pcfg.id_mode == "sensor":
                 log.warning("publication = 'mix' with id_mode = 'sensor': every tuple names "
                             "its sensor, which links it to this gateway for anyone who knows "
