@@ -42,7 +42,7 @@ What it buys, and what it does not (the argument):
   before them; the CCC's share padded with dummies), never an item's content.
 * **Padding costs** bytes: a sealed item is ``padding + 48`` bytes against the 16 of a direct
   tuple, and the batch is carried over ``n - 1`` ring hops as it grows, so the mix moves about
-  ``(n / 2) x (padding + 48)`` bytes per published tuple on the ring (~7 kB per tuple for 25
+  ``(n / 2) x (padding + 48)`` bytes per published tuple on the ring (~1.4 kB per tuple for 25
   gateways), plus the CCC's dummies (its records that were not published) and one small
   acknowledgement per hop. ``simulate`` reports the bytes per day of both modes.
 
