@@ -320,7 +320,7 @@ class GatewayDaemon:
             # after the batch went on: a crash before this line only makes the tuples due
             # again two cycles later (sent twice, stored once)
             self.outbox.mix_mark(c, [p.uid for p in carry])
-        if m.kind == "K" or (m.kind == "M" and sends):  # this gateway's part of c is done
+        if m.kind == "K":  # the cycle is over: draw the next one's sealing keys now
             asyncio.get_running_loop().call_soon(self.core.prepare_mix, MIX_CARRY_MAX)
         log.debug("cycle %d: %s%d from gw%d handled in %.1f ms (%.1f ms CPU)", c, m.kind,
                   m.pass_no, sender, (time.perf_counter() - began) * 1e3,
