@@ -13,13 +13,22 @@ connection and certificate per sensor node, the default) against plaintext senso
 most 10 % to the median round. And the CE's commit throughput, PostgreSQL (a temporary server
 of this machine's binaries) against SQLite: batches of 1,000 tuples, each committed durably.
 
+Then (issue 15), side by side on the same district, 25 gateways x 20 sensor nodes: direct
+sending against the mix (``publication = "mix"``: sealed tuples, a shuffle per gateway, one
+batch per cycle to the CE), cycle time from the coordinator's start to the CE's commit of the
+cycle's last tuple, in back-to-back pairs of runs; and, load-proof, within each run the cycle
+over its own publication round (direct sending commits during the round, so its cycle is its
+round; the mix adds its pass and the CE's opening of the batch). Target: the mix at most 1.5x
+the direct mode. Bytes per day (96 cycles) on the ring and to the CE, as framed on the wire.
+
 Run:  .venv/bin/python benchmarks/bench_dezent_net.py [--gateways 5,10,25] [--cycles 8]
-      [--skip-sizes] [--skip-tls] [--skip-store]
+      [--skip-sizes] [--skip-tls] [--skip-store] [--skip-mix]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -27,6 +36,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from streamanon.net import framing
 from streamanon.net.cluster import Cluster, ClusterSpec, free_ports, read_stats
 from streamanon.net.framing import WireTuple
 from streamanon.net.pg_server import NoServer, temporary_server
@@ -36,10 +46,10 @@ CYCLE_SECONDS = 900.0
 
 
 def one_size(gateways: int, cycles: int, period: float, structure: str, workdir: Path,
-             insecure: bool = False) -> dict[str, float]:
+             insecure: bool = False, publication: str = "direct") -> dict[str, float]:
     spec = ClusterSpec(gateways=gateways, period=period, cycles=cycles, z=10, max_sn=40,
                        sn_sd=0.0, seed=1, p_pub=0.5, structure=structure, lead=period,
-                       insecure_plaintext_sensors=insecure)
+                       insecure_plaintext_sensors=insecure, publication=publication)
     began = time.perf_counter()
     summary = Cluster(spec, workdir).run()
     wall = time.perf_counter() - began
@@ -47,11 +57,24 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
     db = sqlite3.connect(workdir / "ce.sqlite")
     committed = dict(db.execute("SELECT cycle, MAX(received) FROM published GROUP BY cycle"))
     n_tuples = dict(db.execute("SELECT cycle, COUNT(*) FROM published GROUP BY cycle"))
+    rows = db.execute("SELECT gateway, cycle, t, u, a FROM published").fetchall()
     db.close()
+    ce_bytes: dict[int, int] = defaultdict(int)  # framed as sent (direct: a batch per gateway)
+    if publication == "mix":
+        for row in stats:
+            if row.get("mix_bytes") is not None:
+                ce_bytes[row["cycle"]] += row["mix_bytes"] + len(framing.encode_mix(0, []))
+    else:
+        batches: dict[tuple[int, str], list[WireTuple]] = defaultdict(list)
+        for g, c, t, u, a in rows:
+            batches[c, g].append(WireTuple(1, c, t, u, int(a)))
+        for (c, _g), tuples in batches.items():
+            ce_bytes[c] += len(framing.encode_batch(bytes(16), tuples))
     by_cycle = defaultdict(list)
     for row in stats:
         by_cycle[row["cycle"]].append(row)
-    rounds, to_ce, frames, full = [], [], [], 0
+    rounds, to_ce, frames, full, ring_bytes, to_ce_bytes = [], [], [], 0, [], []
+    per_cycle = []  # to the CE's commit / the publication round, in the same cycle
     for c in range(2, cycles):
         rows = by_cycle[c]
         ccc = [r for r in rows if r["ccc"] == r["gateway"] and r.get("complete")]
@@ -61,7 +84,10 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
         rounds.append(ccc[0]["completed_at"] - start)
         if c in committed:
             to_ce.append(committed[c] - start)
+            per_cycle.append(to_ce[-1] / rounds[-1])
         frames.append(sum(r["ring_frames"] for r in rows))
+        ring_bytes.append(sum(r["ring_bytes"] for r in rows))
+        to_ce_bytes.append(ce_bytes.get(c, 0))
         full += len(ccc[0]["members"]) == gateways
     sensors = spec.district().sensors
     return {"gateways": gateways, "sensors": sensors, "cycles_measured": len(rounds),
@@ -70,7 +96,10 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
             "ce_max": max(to_ce), "frames_per_cycle": statistics.mean(frames),
             "published_per_cycle": statistics.mean(n_tuples.get(c, 0)
                                                    for c in range(2, cycles)),
-            "run_seconds": wall, "published_total": summary["published"]}
+            "run_seconds": wall, "published_total": summary["published"],
+            "ce_over_round": statistics.median(per_cycle),
+            "ring_bytes_per_day": 96 * statistics.mean(ring_bytes),
+            "ce_bytes_per_day": 96 * statistics.mean(to_ce_bytes)}
 
 
 def store_throughput(store: str, batches: int, size: int = 1000) -> float:
@@ -95,6 +124,8 @@ def main() -> None:
     ap.add_argument("--skip-sizes", action="store_true")
     ap.add_argument("--skip-tls", action="store_true")
     ap.add_argument("--skip-store", action="store_true")
+    ap.add_argument("--skip-mix", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="Mix part: runs of each mode.")
     ap.add_argument("--batches", type=int, default=100, help="Store benchmark: batches of "
                     "1,000 tuples.")
     args = ap.parse_args()
@@ -116,6 +147,8 @@ def main() -> None:
                   f"ms ({r['full_rings']}/{r['cycles_measured']} full rings)")
         print(f"  TLS / plaintext median round: {med['TLS'] / med['plaintext']:.3f} "
               "(target <= 1.10)")
+    if not args.skip_mix:
+        mix_vs_direct(args)
     if not args.skip_store:
         print(f"\nCE store commit throughput: {args.batches} batches of 1,000 tuples, one "
               "durable transaction each")
@@ -129,6 +162,38 @@ def main() -> None:
             print(f"  PostgreSQL / SQLite: {pg_rate / sqlite_rate:.2f}")
         except NoServer as exc:
             print(f"  PostgreSQL: not measured ({exc})")
+
+
+def mix_vs_direct(args: argparse.Namespace) -> None:
+    print(f"\ndirect sending vs the mix: 25 gateways x 20 sensor nodes, {args.structure}, "
+          f"{args.cycles} cycles of {args.period:g} s (first 2 not measured); cycle = "
+          "coordinator's start to the CE's commit of the cycle's last tuple")
+    med: dict[str, list[float]] = {"direct": [], "mix": []}
+    extra, within = [], []
+    for _ in range(args.repeat):  # pairs back to back, so that a change of load hits both
+        for publication in ("direct", "mix"):
+            with tempfile.TemporaryDirectory(prefix=f"bench-net-{publication}-") as tmp:
+                r = one_size(25, args.cycles, args.period, args.structure, Path(tmp),
+                             publication=publication)
+            med[publication].append(r["ce_median"])
+            if publication == "mix":
+                extra.append(r["ce_median"] - r["round_median"])
+            within.append(f"{publication} {r['ce_over_round']:.2f}")
+            print(f"  {publication:>6}: to CE median {r['ce_median'] * 1e3:8.1f} ms, max "
+                  f"{r['ce_max'] * 1e3:8.1f} ms, round median {r['round_median'] * 1e3:8.1f} "
+                  f"ms ({r['full_rings']}/{r['cycles_measured']} full rings, "
+                  f"{r['published_per_cycle']:.0f} tuples/cycle); bytes/day ring "
+                  f"{r['ring_bytes_per_day']:,.0f}, to CE {r['ce_bytes_per_day']:,.0f}; load "
+                  f"{os.getloadavg()[0]:.1f}")
+    pairs = [m / d for m, d in zip(med["mix"], med["direct"], strict=True)]
+    ratio = statistics.median(med["mix"]) / statistics.median(med["direct"])
+    print(f"  mix / direct median cycle, per pair: {', '.join(f'{x:.2f}' for x in pairs)}; "
+          f"median of the pairs {statistics.median(pairs):.3f}, ratio of the medians "
+          f"{ratio:.3f} (target <= 1.5); the mix pass and the CE's opening of the batch "
+          f"(to CE - round, mix runs): {', '.join(f'{x * 1e3:.0f}' for x in extra)} ms")
+    print("  within each run, same load: cycle to the CE's commit / its publication round "
+          "(median over cycles; direct sending commits during the round, so its cycle is its "
+          f"round): {', '.join(within)}")
 
 
 def sizes(args: argparse.Namespace) -> None:

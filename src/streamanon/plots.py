@@ -249,3 +249,41 @@ def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+def publication_ratio_by_position(series: Mapping[str, Sequence[float]], path: str | Path,
+                                  title: str) -> Path:
+    """deZent: publication ratio of the records of the gateway ``p`` hops after the
+    coordinator, for each ``p``, one line per series (e.g. paper vs random order)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (label, ys), marker in zip(series.items(), ("o", "s", "^", "D"), strict=False):
+        ys = list(ys)
+        spread = max(ys) / min(ys) if ys and min(ys) > 0 else float("nan")
+        ax.plot(range(len(ys)), ys, marker=marker, markersize=4,
+                label=f"{label} (max/min {spread:.3f})")
+    ax.set_xlabel("ring position (hops after the cycle coordinator; 0 = the coordinator)")
+    ax.set_ylabel("publication ratio")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def bytes_per_day_tradeoff(points: Sequence[tuple[str, float, float]], path: str | Path,
+                           title: str) -> Path:
+    """deZent: bytes per day on all links against privacy violations per day, one labelled
+    point per choice (CBF at a false-positive rate, exact counter, centralized)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, nbytes, violations in points:
+        ax.scatter([nbytes], [violations], s=30)
+        ax.annotate(label, (nbytes, violations), textcoords="offset points", xytext=(0, 6),
+                    fontsize=8, rotation=90, ha="center", va="bottom")
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(-0.5, max(20.0, 30.0 * max(v for _l, _b, v in points)))
+    ax.set_xlim(min(b for _l, b, _v in points) / 2, max(b for _l, b, _v in points) * 4)
+    ax.set_xlabel("bytes per day, all links (SN->GW, GW<->GW, GW->CE)")
+    ax.set_ylabel("violations per day (published with < z users)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    return _save(fig, path)

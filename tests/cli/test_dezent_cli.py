@@ -60,11 +60,17 @@ def test_simulate_table_and_bad_options():
 
 def test_experiment_grid_rows_plots_and_parallel_determinism(tmp_path):
     args = ["experiment", "dezent", "--gateways", "2,3", "--z", "1,3", "--seeds", "1-2",
-            "--max-sn", "4", "--days", "0.25", "--cbf-keys", "3,30", "--json"]
+            "--max-sn", "4", "--days", "0.25", "--cbf-keys", "3,30", "--sweep-gateways", "4",
+            "--fp-rates", "0.1,0.01", "--order-z", "3", "--sweep-z", "3", "--json"]
     code, out = run(*args, "--jobs", "1", "--workdir", str(tmp_path / "a"))
     assert code == 0, out
     summary = json.loads(out)
-    assert summary["runs"] == 2 * 2 * 2 + 2 * 2
+    # main grid, CBF sizes, and per seed: 2 FP rates + exact, 2 orders, direct + mix
+    assert summary["runs"] == 2 * 2 * 2 + 2 * 2 + 2 * (3 + 2 + 2)
+    findings = summary["findings"]
+    assert set(findings) == {"position_bias", "gateway_linkability", "bytes_per_day_tradeoff"}
+    link = findings["gateway_linkability"]
+    assert link["direct_channel_only"] > 0.9 > link["mix_channel_only"]
     with open(summary["csv"]) as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == summary["runs"]
@@ -72,7 +78,8 @@ def test_experiment_grid_rows_plots_and_parallel_determinism(tmp_path):
                 "fp_rate", "cycles", "dezent.publication_ratio", "centralized.messages.total"):
         assert col in rows[0] and all(r[col] != "" for r in rows)
     names = sorted(p.split("/")[-1].split("_")[1] for p in summary["plots"])
-    assert names == ["collusion", "cost", "publication", "publication", "violations"]
+    assert names == ["bytes", "collusion", "cost", "publication", "publication", "publication",
+                     "violations"]
     code, out2 = run(*args, "--jobs", "2", "--workdir", str(tmp_path / "b"))
     assert code == 0, out2
     with open(json.loads(out2)["csv"]) as fh:
@@ -85,3 +92,21 @@ def test_demo_section_exports_checks_and_plots(tmp_path):
     assert (tmp_path / out["plot"].split("/")[-1]).exists()
     ratios = out["publication_ratio"]
     assert ratios[5]["centralized"] >= ratios[10]["centralized"] >= ratios[25]["centralized"]
+
+
+def test_simulate_mix_and_random_order_report_linkability_bias_and_bytes():
+    code, out = run("simulate", *SMALL, "--z", "3", "--publication", "mix",
+                    "--publication-order", "random", "--json")
+    assert code == 0, out
+    s = json.loads(out)
+    assert s["params"]["publication"] == "mix" and s["params"]["publication_order"] == "random"
+    d = s["scenarios"]["dezent"]
+    assert d["messages"]["gw_ce"] == 20  # one mix batch per cycle
+    link = d["gateway_linkability"]
+    assert link["floor"] == 0.25 and link["channel_only"]["balanced_accuracy"] < 0.5
+    assert d["position_bias"] >= 1.0 and d["bytes_per_day"] > 0
+    assert s["params"]["counter_bits"] == s["structure"]["bits"] < 20  # from the bound
+    res = runner.invoke(app, ["simulate", *SMALL, "--publication", "mix"])
+    assert res.exit_code == 0 and "gateway linkability (mix" in res.output
+    assert run("simulate", *SMALL, "--publication", "proxy")[0] == 2
+    assert run("simulate", *SMALL, "--publication-order", "ccc-last")[0] == 2

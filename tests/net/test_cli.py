@@ -21,7 +21,8 @@ def test_pki_init_then_refuses_to_overwrite(tmp_path):
                               "--json"])
     assert res.exit_code == 0, res.output
     files = json.loads(res.stdout)["certificates"]
-    assert sorted(files) == ["ca", "ca_key", "ce", "crl", "gw0", "gw1", "gw2", "monitor"]
+    assert sorted(files) == ["ca", "ca_key", "ce", "ce_mix_key", "crl", "gw0", "gw1", "gw2",
+                            "monitor"]
     assert not (tmp_path / "pki" / "ca.key").exists()  # kept apart: pki-ca/
     res = runner.invoke(app, ["pki", "init", str(tmp_path / "pki"), "--gateways", "3"])
     assert res.exit_code == 2 and "exists" in res.output

@@ -301,3 +301,71 @@ def _sleep_until(t):
     delay = t - time.time()
     if delay > 0:
         time.sleep(delay)
+
+
+def test_the_mix_loses_and_duplicates_nothing_when_a_gateway_dies_holding_the_batch(tmp_path):
+    """publication = "mix" with random pass starts, five gateways as real processes. The
+    gateway third in the mix order of cycle 6 takes that cycle's batch (already holding the
+    first two gateways' tuples) and is killed (SIGKILL) before passing it on; it is restarted
+    at once. No acknowledgement comes for cycle 6, so two cycles later every gateway seals its
+    tuples of cycle 6 afresh into a new batch (the dead one after its restart). At the end the
+    CE holds every tuple of every complete cycle exactly once, cycle 6 included (per (cycle,
+    value) what the centralized rule publishes), all under the name "mix", and nothing below z.
+    (A cycle counts as complete when all five ran it and the cycles of its Δt: a restarted
+    gateway has lost its readings of the Δt before, and so rightly publishes less for a while.)
+    """
+    spec = ClusterSpec(gateways=5, period=0.4, cycles=28, z=3, max_sn=12, seed=2, p_pub=1.0,
+                       structure="exact", lead=0.8, publication="mix",
+                       publication_order="random", delta_t=900.0)
+    hold = 6
+    victim = Ring(spec.gateways, spec.seed, spec.sim_config().epoch_cycles).from_ccc(hold)[2]
+    cluster = Cluster(spec, tmp_path)
+    log = tmp_path / "logs" / f"gw{victim}.log"
+    try:
+        cluster.start(gateway_env={victim: {"STREAMANON_FAILPOINT": f"mix_hold:{hold}"}})
+        end = time.time() + 30
+        while "failpoint mix_hold: holding" not in (log.read_text() if log.exists() else ""):
+            assert time.time() < end, "the victim never got the batch of cycle 6"
+            time.sleep(0.02)
+        cluster.kill(f"gw{victim}")
+        killed_at = time.time()
+        cluster.start_gateway(victim)
+        summary = cluster.finish()
+    finally:
+        cluster.stop_all()
+    assert all(code == 0 for code in summary["exit_codes"].values()), summary
+    check = check_run(tmp_path, spec.z, spec.delta_t)
+    assert check["ok"] and check["unmatched"] == 0, check
+
+    db = sqlite3.connect(tmp_path / "ce.sqlite")
+    rows = db.execute("SELECT gateway, cycle, u, a, received FROM published").fetchall()
+    db.close()
+    assert {g for g, *_ in rows} == {"mix"}
+    keys = [(c, u) for _g, c, u, _a, _r in rows]
+    assert len(keys) == len(set(keys))  # no tuple stored twice
+    # cycle 6 reached the CE only in a later batch, and the dead gateway's own tuples too
+    late = [r for _g, c, _u, _a, r in rows if c == hold]
+    assert late and min(late) > killed_at
+    prefix = f"gw{victim:03d}-"
+    assert any(u.startswith(prefix) for _g, c, u, _a, _r in rows if c == hold)
+
+    sim = simulate(spec.district(), spec.cycles, spec.sim_config(), keep_published=True)
+    central = Counter((c, int(sim.readings[c, s])) for c, s in
+                      zip(*np.nonzero(sim.published["centralized"]), strict=True))
+    got = Counter((c, int(a)) for _g, c, _u, a, _r in rows)
+    stats = {(r["cycle"], r["gateway"]): r for r in read_stats(tmp_path)}
+    sensors = spec.district().sn_per_gw
+
+    def ran(c: int) -> bool:  # all five took part, each with all its readings
+        ccc = [r for (cc, _g), r in stats.items() if cc == c and r["ccc"] == r["gateway"]]
+        return bool(ccc) and ccc[0].get("complete") and ccc[0]["members"] == list(range(5)) \
+            and all(stats.get((c, g), {}).get("readings") == sensors[g] or
+                    (g == victim and c <= hold) for g in range(5))  # (its stats died with it)
+
+    w = spec.sim_config().window
+    compared = [c for c in range(spec.last_cycle - 2) if all(ran(x) for x in
+                                                            range(max(0, c - w + 1), c + 1))]
+    assert hold in compared and len(compared) >= 10, compared
+    for c in compared:
+        want = {k: v for k, v in central.items() if k[0] == c}
+        assert {k: v for k, v in got.items() if k[0] == c} == want, c

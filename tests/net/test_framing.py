@@ -144,3 +144,44 @@ def test_config_errors_name_the_problem(tmp_path):
     path.write_text("[gateway\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_gateway_config(path)
+
+
+@given(st.integers(-2**62, 2**62), st.integers(1, 64), st.integers(0, 20))
+def test_mix_frames_round_trip(cycle, size, count):
+    items = tuple(bytes([i % 256]) * size for i in range(count))
+    data = framing.encode_mix(cycle, items)
+    assert framing.decode_frame(data[4:]) == framing.MixFrame(cycle, items)
+    if count:
+        with pytest.raises(framing.FrameError, match="mix batch of"):
+            framing.decode_frame(data[4:-1])
+    with pytest.raises(ValueError, match="one size"):
+        framing.encode_mix(cycle, (b"ab", b"c"))
+
+
+def test_mix_config_needs_the_ce_key_and_frames_that_hold_a_batch(tmp_path):
+    from streamanon.dezent.mix import MixKeys
+
+    MixKeys.generate().save(tmp_path / "ce-mix.key", tmp_path / "ce-mix.pub")
+    path = tmp_path / "gw.toml"
+    doc = {"gateway": {"id": 0, "listen": "127.0.0.1:1", "sensors": "127.0.0.1:2",
+                       "state_dir": "s", "ca": "ca", "cert": "c", "key": "k",
+                       "ce": "127.0.0.1:3"},
+           "sensors": {"insecure_plaintext_sensors": True},
+           "peers": {"gw0": "127.0.0.1:1"},
+           "protocol": {"z": 3, "delta_t": 0.0, "structure": "exact", "domain": [1, 2],
+                        "publication": "mix", "sensors_total": 100}}
+    path.write_text(toml_dump(doc))
+    with pytest.raises(ConfigError, match="needs \\[gateway\\] ce_mix_key"):
+        load_gateway_config(path)
+    doc["gateway"]["ce_mix_key"] = "ce-mix.pub"
+    path.write_text(toml_dump(doc))
+    cfg = load_gateway_config(path)
+    assert cfg.protocol_config().mix_key == (tmp_path / "ce-mix.pub").read_bytes()
+    doc["protocol"]["sensors_total"] = 10_000
+    path.write_text(toml_dump(doc))
+    with pytest.raises(ConfigError, match="raise max_frame"):
+        load_gateway_config(path)
+    doc["protocol"].update(sensors_total=100, id_mode="gateway")
+    path.write_text(toml_dump(doc))
+    with pytest.raises(ConfigError, match="id_mode = 'gateway'"):
+        load_gateway_config(path)

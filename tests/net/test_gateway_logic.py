@@ -187,3 +187,75 @@ def test_plaintext_mode_trusts_the_line_but_only_registered_ids():
 def test_bad_sensor_lines_get_an_error_reply(line):
     reply, outcome = _intake().offer("m1", line, 1)
     assert reply.startswith("err") and outcome == "malformed", (line, reply)
+
+
+def test_admission_follows_the_publication_order_and_the_mix_route():
+    """A publication pass with a random start: each message only from the position that the
+    order names (the CCC jumps to the start, the last turn jumps back); a mix batch never to
+    the coordinator, an acknowledgement never back to the deliverer; two messages of one pass
+    at the CCC (its turn, then the control) are not duplicates."""
+    ring = Ring(5, SEED, 96)
+    members = (0, 1, 2, 3, 4)
+    ccc = ring.ccc(CYCLE)
+    order = ring.from_ccc(CYCLE)
+    start = 3
+
+    def p(sender: int, me: int, turns: int) -> str | None:
+        state = _sessions(me)
+        if me == ccc:
+            state.coordinated.add(CYCLE)
+        return admit(RingMessage(sender, ccc, members, CYCLE, "P", 1, start, turns), state,
+                     CYCLE)
+
+    assert p(ccc, order[3], 0) is None  # the jump from the CCC to the start
+    assert "not gw" in p(order[2], order[3], 0)  # ... not from the ring predecessor
+    assert p(order[4], ccc, 2) is None  # the CCC's turn comes from its predecessor
+    assert p(order[2], ccc, 5) is None  # the control comes from the last turn (position 2)
+    assert "for position" in p(order[1], order[2], 5)
+    state = _sessions(ccc)
+    state.coordinated.add(CYCLE)
+    turn = RingMessage(order[4], ccc, members, CYCLE, "P", 1, start, 2)
+    state.accept(turn)
+    control = RingMessage(order[2], ccc, members, CYCLE, "P", 1, start, 5)
+    assert admit(control, state, CYCLE) is None
+    assert "duplicate" in admit(turn, state, CYCLE)
+    mix_to_ccc = RingMessage(order[4], ccc, members, CYCLE, "M", 0)
+    assert "for the coordinator" in admit(mix_to_ccc, state, CYCLE)
+    assert admit(RingMessage(ccc, ccc, members, CYCLE, "M", 0), _sessions(order[1]),
+                 CYCLE) is None
+    assert "for its deliverer" in admit(RingMessage(order[3], ccc, members, CYCLE, "K", 0),
+                                        _sessions(order[4]), CYCLE)
+    assert admit(RingMessage(order[4], ccc, members, CYCLE, "K", 0), state, CYCLE) is None
+
+
+def test_the_outbox_keeps_mixed_tuples_until_their_batch_is_acknowledged(tmp_path):
+    """Own tuples wait in mix_pending; a batch that carried them and was acknowledged forgets
+    them; without an acknowledgement they are due again after 2, then 4, 8, ... cycles; the
+    deliverer's batch waits in mix_out until the CE's ack."""
+    from streamanon.dezent.protocol import PublishedTuple
+    from streamanon.net.outbox import Outbox
+
+    box = Outbox(tmp_path / "outbox.sqlite")
+    pubs = [PublishedTuple(10, 9000.0, f"s{i}", i, f"s{i}", 0, bytes([i]) * 16)
+            for i in range(3)]
+    box.mix_add(pubs)
+    box.mix_add(pubs[:1])  # added twice (a replayed message): kept once
+    assert box.mix_pending_count() == 3
+    assert box.mix_due(11) == []  # its own batch (cycle 10) has not had its chance yet
+    box.mix_mark(10, [])  # the batch of cycle 10 carried them
+    assert box.mix_due(11) == []
+    due = box.mix_due(12)  # no acknowledgement two cycles later: due again
+    assert sorted(p.uid for p in due) == sorted(p.uid for p in pubs)
+    assert {(p.cycle, p.id, p.value) for p in due} == {(10, f"s{i}", i) for i in range(3)}
+    box.mix_mark(12, [p.uid for p in due[:2]])  # carried again (2 fit), backoff: 4 cycles
+    assert box.mix_acked(10) == 1  # a late ack of cycle 10 forgets what it carried last
+    assert [p.uid for p in box.mix_due(15)] == []
+    assert len(box.mix_due(16)) == 2
+    assert box.mix_acked(12) == 2 and box.mix_pending_count() == 0
+    box.mix_out_add(12, [b"a" * 4, b"b" * 4])
+    box.close()
+    box = Outbox(tmp_path / "outbox.sqlite")  # durable
+    assert box.mix_out_pending() == [(12, (b"a" * 4, b"b" * 4))]
+    box.mix_out_done(12)
+    assert box.mix_out_pending() == []
+    box.close()

@@ -19,6 +19,8 @@ from rich.table import Table
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import JSON_HELP, cli_wording, fail, warn, writing
 from streamanon.dezent.collusion import collusion_table
+from streamanon.dezent.order import ORDERS
+from streamanon.dezent.protocol import PUBLICATIONS
 from streamanon.dezent.rules import RULES
 from streamanon.io import RecordWriter
 from streamanon.io.output import OutputSet
@@ -28,6 +30,7 @@ from streamanon.sim.experiment import (
     grid,
     iter_main_rows,
     mean_by,
+    per_position,
     run_grid,
     write_csv,
 )
@@ -40,6 +43,17 @@ if not console.is_terminal:
 RULE_HELP = ("Publication rule: 'paper' (subtract z-1, publish while the count is positive) or "
              "'window' (publish every current record of a value seen by >= z sensors in Δt: "
              "the same guarantee, more utility). Both are reported.")
+PUBLICATION_HELP = ("How gateways hand tuples to the CE: 'direct' (each sends its own: the CE "
+                    "knows every tuple's gateway) or 'mix' (sealed to the CE, padded, shuffled "
+                    "by every gateway around the ring, one batch per cycle: the CE cannot tell "
+                    "the gateway; costs ring bytes). Reported: gateway linkability, bytes/day.")
+ORDER_HELP = ("Publication order: 'paper' (every pass from the coordinator's successor: the "
+              "gateways right after it are favoured) or 'random' (every pass from a random "
+              "gateway: no ring position favoured, same publications per value). Reported: "
+              "position bias (max/min publication ratio over ring positions).")
+COUNTER_BITS_HELP = ("Bits per counter (mask arithmetic is mod 2^bits). Default: the narrowest "
+                     "that holds the largest possible count (sensor nodes for the exact "
+                     "counter, k x sensor nodes x cycles in Δt for the CBF).")
 
 
 #: The core's parameter names as the user typed them (errors name the option, not the API).
@@ -50,10 +64,17 @@ OPTION_NAMES = {"z": "--z", "delta_t": "--delta-t", "p_pub": "--p-pub", "rule": 
 
 
 def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str, fp_rate: float,
-                counter_bits: int, cbf_keys: int | None) -> SimConfig:
+                counter_bits: int | None, cbf_keys: int | None, publication: str = "direct",
+                publication_order: str = "paper") -> SimConfig:
+    if publication not in PUBLICATIONS:
+        fail(f"--publication must be one of {', '.join(PUBLICATIONS)}, got {publication!r}")
+    if publication_order not in ORDERS:
+        fail(f"--publication-order must be one of {', '.join(ORDERS)}, got "
+             f"{publication_order!r}")
     try:
         return SimConfig(z=z, delta_t=delta_t, p_pub=p_pub, rule=rule, structure=structure,
-                         fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys)
+                         fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys,
+                         publication=publication, publication_order=publication_order)
     except ValueError as exc:
         fail(cli_wording(str(exc), OPTION_NAMES))
 
@@ -64,6 +85,29 @@ def _cycles(days: float, cycles: int | None) -> int:
         fail(f"--days {days:g} is less than one 15-minute cycle ({1 / CYCLES_PER_DAY:.4f} "
              "days): give more days, or --cycles")
     return cycles_for(days, cycles)
+
+
+def _findings(summary: dict[str, Any]) -> list[str]:
+    """The deZent lines under the table: position bias, gateway linkability, bytes per day."""
+    p, s = summary["params"], summary["scenarios"]
+    d = s["dezent"]
+    link = d["gateway_linkability"]
+    lines = [
+        f"position bias ({p['publication_order']} order; max/min publication ratio over ring "
+        f"positions): deZent {d['position_bias'] or float('nan'):.3f} (centralized, which has no "
+        f"ring order: {s['centralized']['position_bias'] or float('nan'):.3f})",
+        f"gateway linkability ({p['publication']} publication; the CE's best guess of a tuple's "
+        f"gateway, balanced accuracy on the first day, floor 1/n = {link['floor']:.3f}): what it "
+        f"sees {_acc(link['what_the_ce_sees'])}, from the channel alone "
+        f"{_acc(link['channel_only'])}, from the values alone {_acc(link['content_only'])}",
+        "bytes per day: " + ", ".join(f"{name} {m['bytes_per_day']:,}"
+                                      for name, m in s.items())
+        + f" (deZent counters of {summary['structure']['bits']} bits)"]
+    return lines
+
+
+def _acc(r: dict[str, Any]) -> str:
+    return "n/a" if r["balanced_accuracy"] is None else f"{r['balanced_accuracy']:.3f}"
 
 
 def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
@@ -152,8 +196,10 @@ def simulate_command(
     structure: str = typer.Option("exact", "--structure", help=STRUCTURE_HELP),
     fp_rate: float = typer.Option(0.05, "--fp-rate", help="With --structure cbf: target "
                                   "false-positive rate, in (0, 1)."),
-    counter_bits: int = typer.Option(20, "--counter-bits", min=1, max=63,
-                                     help="Bits per counter (mask arithmetic is mod 2^bits)."),
+    counter_bits: int = typer.Option(None, "--counter-bits", min=1, max=63,
+                                     help=COUNTER_BITS_HELP),
+    publication: str = typer.Option("direct", "--publication", help=PUBLICATION_HELP),
+    publication_order: str = typer.Option("paper", "--publication-order", help=ORDER_HELP),
     cbf_keys: int = typer.Option(None, "--cbf-keys", min=1, help="With --structure cbf: size "
                                  "the CBF for this many keys (default 10 x mean SNs per "
                                  "gateway x cycles in Δt)."),
@@ -168,11 +214,14 @@ def simulate_command(
     Example:
 
         streamanon simulate --gateways 25 --max-sn 20 --z 10 --days 1 --seed 1
+
+    Add --publication mix --publication-order random for unlinkable, unbiased publication.
     """
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
     n_cycles = _cycles(days, cycles)
-    cfg = _sim_config(z, delta_t, p_pub, rule, structure, fp_rate, counter_bits, cbf_keys)
+    cfg = _sim_config(z, delta_t, p_pub, rule, structure, fp_rate, counter_bits, cbf_keys,
+                      publication, publication_order)
     warnings: dict[str, Any] = {}
     with writing([]):
         try:
@@ -202,6 +251,8 @@ def simulate_command(
         print(json.dumps(summary, default=str))
     else:
         console.print(_table(summary))
+        for line in _findings(summary):
+            console.print(line, markup=False)
         if "collusion" in summary:
             console.print("collusion (two colluders flank an honest gateway), formula / Monte "
                           "Carlo: " + ", ".join(
@@ -248,6 +299,19 @@ def experiment_dezent(
                                        help="Gateways of the CBF-size sweep."),
     sweep_z: int = typer.Option(10, "--sweep-z", min=1, help="z of the CBF-size sweep and of "
                                 "the messages/bytes plot (if in --z; else the middle z)."),
+    publication: str = typer.Option("direct", "--publication", help=PUBLICATION_HELP),
+    publication_order: str = typer.Option("paper", "--publication-order", help=ORDER_HELP),
+    fp_rates: str = typer.Option("0.2,0.1,0.05,0.01,0.001", "--fp-rates",
+                                 help="CBF false-positive rates of the bytes-per-day vs "
+                                 "violations trade-off (with the exact counter and the "
+                                 "centralized scheme), at --sweep-gateways and --sweep-z; '' "
+                                 "to skip."),
+    order_z: int = typer.Option(25, "--order-z", min=0, help="z of the paper-vs-random "
+                                "publication order runs (p_pub = 1, --sweep-gateways); 0 to "
+                                "skip."),
+    linkability: bool = typer.Option(True, "--linkability/--no-linkability",
+                                     help="Also run direct sending vs the mix at "
+                                     "--sweep-gateways and --sweep-z (gateway linkability)."),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Parallel processes (0 = all cores)."),
     workdir: Path = typer.Option(Path("streamanon-experiments/dezent"), "--workdir",
                                  help="Folder of the CSV and the PNG plots (created); they "
@@ -258,7 +322,10 @@ def experiment_dezent(
 
     Plots: publication ratio vs z per scenario (one per gateway count), messages and bytes per
     scenario vs gateways, collusion probability vs attacker share (formula and Monte Carlo),
-    and violations vs CBF bytes. Example:
+    violations vs CBF bytes, bytes per day vs violations (CBF at --fp-rates, exact counter,
+    centralized), and publication ratio by ring position (paper vs random order). The JSON
+    summary's ``findings`` has the means over seeds: position bias, gateway linkability
+    (direct vs mix) and the trade-off's points. Example:
 
         streamanon experiment dezent --gateways 5,25 --z 5,10 --seeds 1-3
     """
@@ -267,13 +334,18 @@ def experiment_dezent(
         z_list = _ints(zs)
         seed_list = _ints(seeds)
         keys_list = _ints(cbf_keys) if cbf_keys.strip() else []
+        rates = [float(x) for x in fp_rates.split(",") if x.strip()]
     except ValueError as exc:
         fail(str(exc))
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
-    base = _sim_config(sweep_z, 7260.0, p_pub, rule, structure, fp_rate, 20, None)
+    base = _sim_config(sweep_z, 7260.0, p_pub, rule, structure, fp_rate, None, None,
+                       publication, publication_order)
+    if any(not 0 < r < 1 for r in rates):
+        fail(f"--fp-rates must be in (0, 1), got {fp_rates!r}")
     specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=_cycles(days, None),
-                 base=base, cbf_keys=keys_list, sweep_gateways=sweep_gateways)
+                 base=base, cbf_keys=keys_list, sweep_gateways=sweep_gateways, fp_rates=rates,
+                 order_z=order_z or None, linkability=linkability)
     workdir.mkdir(parents=True, exist_ok=True)
     n_jobs = jobs or (os.cpu_count() or 1)
     began = time.perf_counter()
@@ -288,11 +360,14 @@ def experiment_dezent(
         write_csv(rows, Path(outs.add(csv_path, "--workdir")))
         plots = _plots(rows, workdir, tag, max_sn, sweep_z, outs)
     summary = {"runs": len(rows), "csv": str(csv_path), "plots": [str(p) for p in plots],
+               "findings": _experiment_findings(rows),
                "seconds": round(time.perf_counter() - began, 2)}
     if as_json:
         print(json.dumps(summary))
     else:
         console.print(f"{len(rows)} runs -> {csv_path}", markup=False)
+        for key, value in summary["findings"].items():
+            console.print(f"{key}: {value}", markup=False)
         for p in plots:
             console.print(f"plot: {p}", markup=False)
 
@@ -307,8 +382,10 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
         return outs.add(path, "--workdir")
 
     from streamanon.plots import (  # matplotlib: only when plotting
+        bytes_per_day_tradeoff,
         collusion_vs_share,
         dezent_cost_vs_gateways,
+        publication_ratio_by_position,
         publication_ratio_vs_z,
         violations_vs_cbf_bytes,
     )
@@ -337,7 +414,7 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
         collusion_table(n_coll, shares=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5), trials=20_000),
         target(out / f"dezent_collusion_vs_share_n{n_coll}.png"),
         f"deZent: collusion success vs attacker share (n = {n_coll} gateways)")
-    sweep = [r for r in rows if r["cbf_keys"] != ""]
+    sweep = [r for r in rows if r["sweep"] == "cbf_keys"]
     if sweep:
         points = [(b, v) for (b,), v in mean_by(sweep, ["structure.bytes"],
                                                 "dezent.violations").items()]
@@ -345,7 +422,77 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
         violations_vs_cbf_bytes(
             points, target(out / f"dezent_violations_vs_cbf_bytes_gw{g0}_z{z0}_{tag}.png"),
             f"deZent: violations vs CBF size ({g0} gateways, z={z0})")
+    trade = [r for r in rows if r["sweep"] == "tradeoff"]
+    if trade:
+        g0, z0 = trade[0]["gateways"], trade[0]["z"]
+        bytes_per_day_tradeoff(
+            _tradeoff_points(trade),
+            target(out / f"dezent_bytes_per_day_tradeoff_gw{g0}_z{z0}_{tag}.png"),
+            f"deZent: bytes per day vs violations ({g0} gateways, z={z0}, counters from the "
+            "bound; mean over seeds)")
+    order = [r for r in rows if r["sweep"] == "order"]
+    if order:
+        g0, z0 = order[0]["gateways"], order[0]["z"]
+        series = {f"{o} order": per_position([r for r in order if r["publication_order"] == o],
+                                             "dezent") for o in ("paper", "random")}
+        series["centralized (no ring order)"] = per_position(
+            [r for r in order if r["publication_order"] == "paper"], "centralized")
+        publication_ratio_by_position(
+            series, target(out / f"dezent_publication_ratio_by_position_gw{g0}_z{z0}_{tag}.png"),
+            f"deZent: publication ratio by ring position ({g0} gateways, z={z0}, p_pub=1; "
+            "mean over seeds)")
     return plots
+
+
+def _experiment_findings(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over seeds of the sweeps' headline figures."""
+    out: dict[str, Any] = {}
+    order = [r for r in rows if r["sweep"] == "order"]
+    if order:
+        bias = mean_by(order, ["publication_order"], "dezent.position_bias")
+        ratio = mean_by(order, ["publication_order"], "dezent.publication_ratio")
+        spread = {o: max(v) / min(v) for o in ("paper", "random")
+                  if (v := per_position([r for r in order if r["publication_order"] == o],
+                                        "dezent"))}
+        out["position_bias"] = {
+            "z": order[0]["z"], "gateways": order[0]["gateways"],
+            **{f"{o}_bias_per_run": round(v, 4) for (o,), v in bias.items()},
+            **{f"{o}_bias_of_mean_profile": round(v, 4) for o, v in spread.items()},
+            **{f"{o}_publication_ratio": round(v, 6) for (o,), v in ratio.items()},
+            "violations": sum(int(r["dezent.violations"]) for r in order)}
+    link = [r for r in rows if r["sweep"] == "linkability"]
+    if link:
+        key = "dezent.gateway_linkability"
+        out["gateway_linkability"] = {
+            "gateways": link[0]["gateways"], "floor": float(link[0][f"{key}.floor"]),
+            **{f"{p}_{what}": round(v, 4) for what in ("what_the_ce_sees", "channel_only",
+                                                        "content_only")
+               for (p,), v in mean_by(link, ["publication"],
+                                      f"{key}.{what}.balanced_accuracy").items()},
+            **{f"{p}_bytes_per_day": round(v) for (p,), v in mean_by(
+                link, ["publication"], "dezent.bytes_per_day").items()}}
+    trade = [r for r in rows if r["sweep"] == "tradeoff"]
+    if trade:
+        out["bytes_per_day_tradeoff"] = _tradeoff_points(trade)
+    return out
+
+
+def _tradeoff_points(rows: list[dict[str, Any]]) -> list[tuple[str, float, float]]:
+    """(label, bytes per day, violations per day), means over seeds."""
+    points = []
+    for (kind, rate), _v in mean_by(rows, ["structure", "fp_rate"], "dezent.bytes_per_day"
+                                    ).items():
+        sel = [r for r in rows if r["structure"] == kind and r["fp_rate"] == rate]
+        days = float(sel[0]["days"])
+        label = f"CBF P={rate:g}" if kind == "cbf" else "exact counter"
+        points.append((label, round(float(np.mean([float(r["dezent.bytes_per_day"])
+                                                   for r in sel]))),
+                       round(float(np.mean([float(r["dezent.violations"]) for r in sel]))
+                             / days, 2)))
+    exact = [r for r in rows if r["structure"] == "exact"] or rows
+    points.append(("centralized", round(float(np.mean([float(r["centralized.bytes_per_day"])
+                                                        for r in exact]))), 0.0))
+    return points
 
 
 def _ints(text: str) -> list[int]:

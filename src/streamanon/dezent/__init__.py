@@ -2,8 +2,9 @@
 
 The pure protocol core (no I/O): counting structures (:mod:`.cbf`), the secure sum
 (:mod:`.securesum`), the ring and its rotating coordinator (:mod:`.ring`), the publication
-rules (:mod:`.rules`), the gateway/coordinator cycle logic (:mod:`.protocol`), rotating
-pseudonyms (:mod:`.pseudonyms`) and the collusion analysis (:mod:`.collusion`).
+rules (:mod:`.rules`), the publication order (:mod:`.order`), the unlinkable publication
+(:mod:`.mix`), the gateway/coordinator cycle logic (:mod:`.protocol`), rotating pseudonyms
+(:mod:`.pseudonyms`) and the collusion analysis (:mod:`.collusion`).
 """
 
 from streamanon.dezent.cbf import CountingBloomFilter, EncodingError, ExactCounter

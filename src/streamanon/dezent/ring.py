@@ -13,6 +13,8 @@ of cycle ``c`` is the ring member at index ``c mod n``: it rotates to the succes
 True
 >>> ring.successor(ring.ccc(3), 3) == ring.ccc(4)
 True
+>>> ring.from_ccc(3)[:2] == [ring.ccc(3), ring.ccc(4)]
+True
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class Ring:
     def successor(self, gateway: int, cycle: int) -> int:
         pos = self.position(cycle)
         return int(self.order(cycle)[(pos[gateway] + 1) % self.n])
+
+    def from_ccc(self, cycle: int) -> list[int]:
+        """The ring of ``cycle`` as a list starting at its CCC (index = hops after the CCC)."""
+        order = self.order(cycle).tolist()
+        i = cycle % self.n
+        return order[i:] + order[:i]
 
     def distance_from_ccc(self, cycle: int) -> np.ndarray:
         """Per gateway, its hops after the CCC (0 = the CCC, 1 = its successor, ...)."""

@@ -79,3 +79,30 @@ class SecureSumMask:
 
     def __getstate__(self) -> None:
         raise TypeError("a SecureSumMask holds a secret and is never pickled or sent")
+
+
+def max_true_count(kind: str, k: int, sensors: int, window: int) -> int:
+    """The largest value a true (unmasked) counter can take: the bound the counter width and
+    :meth:`SecureSumMask.check_capacity` rest on.
+
+    Every sensor node counts at most once per value (distinct sensors) and reports one value per
+    cycle, so within Δt it adds 1 to at most ``window`` values. An exact counter holds one value:
+    at most ``sensors``. A CBF counter is shared by keys, and each key adds ``1`` to each of its
+    ``k`` positions (which may coincide): at most ``k x sensors x window``.
+
+    >>> max_true_count("exact", 1, 250, 9), max_true_count("cbf", 4, 250, 9)
+    (250, 9000)
+    """
+    if sensors < 0 or window < 1 or k < 1:
+        raise ValueError(f"need sensors >= 0, window >= 1, k >= 1 (got {sensors}, {window}, {k})")
+    return sensors if kind == "exact" else k * sensors * window
+
+
+def bits_for(max_count: int) -> int:
+    """The smallest counter width whose counters hold ``max_count`` (and whose masks, modulo
+    ``2^bits``, never let a true sum wrap): ``max_count < 2^bits``.
+
+    >>> bits_for(250), bits_for(255), bits_for(256), bits_for(9000), bits_for(0)
+    (8, 8, 9, 14, 1)
+    """
+    return max(1, int(max_count).bit_length())

@@ -7,8 +7,10 @@
 * :mod:`.config`: the TOML configurations of the daemons;
 * :mod:`.gateway`: the gateway daemon (clock and wiring) over :mod:`.session` (ring sessions and
   the admission rule, pure), :mod:`.intake` (the authenticated sensor port), :mod:`.peers`
-  (ring links), :mod:`.ce_client` (outbox delivery) and :mod:`.outbox`;
-* :mod:`.ce`: the central entity daemon (validation, ack after commit) over :mod:`.store`
+  (ring links), :mod:`.ce_client` (outbox delivery) and :mod:`.outbox` (also the mix's
+  tuples until their batch is acknowledged);
+* :mod:`.ce`: the central entity daemon (validation, ack after commit, mix batches opened with
+  its ``ce-mix.key``) over :mod:`.store`
   (:mod:`.store_sqlite`, :mod:`.store_postgres`);
 * :mod:`.metrics`: Prometheus metrics of both daemons (mutual TLS);
 * :mod:`.sensors`: the replay of a simulated district as authenticated sensor nodes;

@@ -15,6 +15,15 @@ A malformed or oversized frame, an over-long batch, or one of the wrong kind, cl
 connection with an ``E`` frame and a logged reason; the daemon goes on serving the others.
 When the store cannot commit (database down), the connection is closed without an answer and
 the gateway retries later.
+
+Mix batches (``M`` frames, ``publication = "mix"``, needs ``mix_key``): one per cycle, from the
+cycle's last gateway. Every item is opened with the CE's private key; dummies are counted and
+dropped; every tuple is checked like a direct one; the valid ones are committed in one
+transaction keyed by their ``uid`` (a tuple re-sent in a later batch is stored once), and then
+the ``A`` frame carrying the cycle is sent. An item that does not open, or a tuple that fails a
+check, cannot be sent back to its gateway (the CE does not know it, which is the point): it is
+refused with its reason in the log (cycle, place in the batch, the tuple when it opened) and
+counted (``dezent_ce_tuples_refused``), and the rest of the batch is stored and acknowledged.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import math
 import signal
 import time
 
+from streamanon.dezent.mix import MixError, MixKeys, decode_plaintext, item_bytes, open_sealed
 from streamanon.net import framing
 from streamanon.net.config import CEConfig
 from streamanon.net.metrics import CEMetrics, serve
@@ -86,6 +96,7 @@ class CentralEntity:
         self.store = open_store(cfg.store)
         self.revocations = Revocations(cfg.crl, cfg.ca)
         self.metrics = CEMetrics()
+        self.mix = MixKeys.load(cfg.mix_key) if cfg.mix_key is not None else None
         self.stopping = asyncio.Event()
         self.connections = 0
         self.refused = 0
@@ -110,6 +121,9 @@ class CentralEntity:
                     return
                 if ident is not None and self.revocations.is_revoked(ident.serial):
                     raise framing.FrameError(f"certificate of {name!r} revoked")
+                if isinstance(frame, framing.MixFrame):
+                    await self.mix_batch(frame, name, writer)
+                    continue
                 if not isinstance(frame, framing.Batch):
                     raise framing.FrameError(f"unexpected {type(frame).__name__} frame "
                                              "(the CE takes batches)")
@@ -155,6 +169,59 @@ class CentralEntity:
         finally:
             with contextlib.suppress(OSError, RuntimeError):
                 writer.close()
+
+    async def mix_batch(self, frame: framing.MixFrame, name: str,
+                        writer: asyncio.StreamWriter) -> None:
+        """Open, check and store one mix batch, then acknowledge its cycle."""
+        if self.mix is None:
+            raise framing.FrameError("a mix batch, but this CE has no mix_key")
+        size = item_bytes(self.cfg.mix_padding)
+        if frame.cycle < 0:
+            raise framing.FrameError(f"mix batch of cycle {frame.cycle}")
+        if any(len(x) != size for x in frame.items):
+            raise framing.FrameError(f"mix batch of cycle {frame.cycle} with items that are not "
+                                     f"{size} bytes (mix_padding {self.cfg.mix_padding})")
+        # (its size is bounded by max_frame; max_batch bounds one gateway's direct batches)
+        opened: list[tuple[bytes, framing.WireTuple]] = []
+        refused: list[tuple[int, str]] = []
+        dummies = 0
+        for i, item in enumerate(frame.items):
+            try:
+                t = decode_plaintext(open_sealed(self.mix.private_key, item))
+            except MixError as exc:
+                refused.append((i, str(exc)))
+                continue
+            if t.dummy:
+                dummies += 1
+                continue
+            assert t.value is not None
+            opened.append((t.uid, framing.WireTuple(i + 1, t.cycle, t.t, t.id, t.value)))
+        invalid = dict(invalid_tuples(tuple(w for _uid, w in opened), self.cfg))
+        good = []
+        for uid, w in opened:
+            if w.seq in invalid:
+                refused.append((w.seq - 1, f"{invalid[w.seq]}: ({w.cycle}, {w.t}, {w.id!r}, "
+                                           f"{w.value!r})"))
+            else:
+                good.append((uid, framing.WireTuple(1, w.cycle, w.t, w.id, w.value)))
+        for i, why in refused[:5]:
+            log.warning("%s: mix batch of cycle %d: item %d of %d refused: %s", name,
+                        frame.cycle, i, len(frame.items), why)
+        if len(refused) > 5:
+            log.warning("%s: mix batch of cycle %d: %d items refused in all", name,
+                        frame.cycle, len(refused))
+        began = time.perf_counter()
+        new = self.store.store_mix(good)
+        self.metrics.commit.observe(time.perf_counter() - began)
+        self.metrics.batches.labels("mix").inc()
+        self.metrics.stored.inc(new)
+        self.metrics.rows.inc(new)
+        self.metrics.refused.inc(len(refused))
+        self.metrics.mix_dummies.inc(dummies)
+        writer.write(framing.encode_ack(frame.cycle))  # only after the commit returned
+        await writer.drain()
+        log.debug("%s: mix batch of cycle %d: %d items, %d new, %d dummies, %d refused",
+                  name, frame.cycle, len(frame.items), new, dummies, len(refused))
 
     async def run(self) -> None:
         host, port = split_address(self.cfg.listen)

@@ -10,6 +10,12 @@ One batch at a time, in sequence order, with the outbox's incarnation. The CE's 
   like a refused one. So a bad batch costs a handful of round trips, never a retry storm;
 * no answer (CE down, connection lost, timeout, a CE whose certificate is revoked): retried
   with exponential backoff (0.1 s doubling to 2 s); the tuples stay in the outbox.
+
+Mix batches this gateway delivers (``mix_out``, ``publication = "mix"``) go first, one ``M``
+frame each; the CE's ``A`` carrying the batch's cycle removes it and calls
+``on_mix_committed(cycle)`` (the daemon then starts the acknowledgement around the ring). Any
+other answer keeps the batch and is retried with the same backoff (it is logged: a CE without
+a mix key, for instance).
 """
 
 from __future__ import annotations
@@ -37,10 +43,12 @@ class CEClient:
     def __init__(self, outbox: Outbox, address: str, *, ctx: ssl.SSLContext, max_frame: int,
                  revocations: Revocations,
                  on_commit: Callable[[int, float], None] | None = None,
-                 on_refused: Callable[[int], None] | None = None) -> None:
+                 on_refused: Callable[[int], None] | None = None,
+                 on_mix_committed: Callable[[int, float], None] | None = None) -> None:
         self.outbox, self.address, self.ctx = outbox, address, ctx
         self.max_frame, self.revocations = max_frame, revocations
         self.on_commit, self.on_refused = on_commit, on_refused
+        self.on_mix_committed = on_mix_committed
         self.wakeup = asyncio.Event()
         self.batch_size = BATCH_MAX
         self.reader: asyncio.StreamReader | None = None
@@ -65,8 +73,9 @@ class CEClient:
         """Deliver until ``stopping`` is set and the outbox is empty."""
         backoff = 0.1
         while True:
-            batch = self.outbox.pending(self.batch_size)
-            if not batch:
+            mixes = self.outbox.mix_out_pending()
+            batch = [] if mixes else self.outbox.pending(self.batch_size)
+            if not batch and not mixes:
                 if stopping.is_set():
                     break
                 self.wakeup.clear()
@@ -78,6 +87,10 @@ class CEClient:
                     await self._open()
                 assert self.reader is not None and self.writer is not None
                 began = time.perf_counter()
+                if mixes:
+                    await self._deliver_mix(*mixes[0], began)
+                    backoff = 0.1
+                    continue
                 self.writer.write(framing.encode_batch(self.outbox.incarnation, batch))
                 await self.writer.drain()
                 frame = await asyncio.wait_for(framing.read_frame(self.reader, self.max_frame),
@@ -112,6 +125,21 @@ class CEClient:
                 await asyncio.sleep(backoff)
                 backoff = min(2.0, backoff * 2)
         self._close()
+
+    async def _deliver_mix(self, cycle: int, items: tuple[bytes, ...], began: float) -> None:
+        assert self.reader is not None and self.writer is not None
+        self.writer.write(framing.encode_mix(cycle, items))
+        await self.writer.drain()
+        frame = await asyncio.wait_for(framing.read_frame(self.reader, self.max_frame),
+                                       ACK_TIMEOUT)
+        if isinstance(frame, framing.Ack) and frame.seq == cycle:
+            self.outbox.mix_out_done(cycle)
+            if self.on_mix_committed is not None:
+                self.on_mix_committed(cycle, time.perf_counter() - began)
+            return
+        reason = frame.reason if isinstance(frame, framing.Error) else repr(frame)
+        raise framing.FrameError(f"the CE did not take the mix batch of cycle {cycle} "
+                                 f"({len(items)} items): {reason}")
 
     def _set_aside(self, items: list[tuple[int, str]]) -> None:
         moved = self.outbox.refuse(items)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from streamanon.net.config import toml_dump
-from streamanon.net.pki import gateway_name, init_pki
+from streamanon.net.pki import gateway_name, init_pki, write_mix_keys
 from streamanon.net.store import clear_store, export_csv, is_postgres, stored_rows
 from streamanon.sim.district import District, DistrictConfig
 from streamanon.sim.scenarios import SimConfig
@@ -59,7 +60,10 @@ class ClusterSpec:
     rule: str = "paper"
     structure: str = "exact"
     fp_rate: float = 0.05
-    counter_bits: int = 20
+    counter_bits: int | None = None  # None: the narrowest width for the largest true count
+    publication: str = "direct"  # or "mix"
+    publication_order: str = "paper"  # or "random"
+    id_mode: str = "sensor"
     close: float = 0.5
     lead: float | None = None  # default: half a period before each cycle
     coin_seed: int | None = None
@@ -75,7 +79,8 @@ class ClusterSpec:
     def sim_config(self) -> SimConfig:
         return SimConfig(z=self.z, delta_t=self.delta_t, p_pub=self.p_pub, rule=self.rule,
                          structure=self.structure, fp_rate=self.fp_rate,
-                         counter_bits=self.counter_bits)
+                         counter_bits=self.counter_bits, publication=self.publication,
+                         publication_order=self.publication_order)
 
     @property
     def last_cycle(self) -> int:
@@ -181,6 +186,7 @@ class Cluster:
             sensors = dict(zip(self.district.sensor_ids,
                                self.district.sn_gateway.tolist(), strict=True))
             init_pki(pki, s.gateways, sensors=sensors, ca_dir=self.dir / "ca")
+        write_mix_keys(pki)  # kept when there (a workdir of an older version has none)
         ports = free_ports(4 * s.gateways + 2)
         self.ce_addr = f"127.0.0.1:{ports[0]}"
         self.ring_addrs = [f"127.0.0.1:{p}" for p in ports[1 : 1 + s.gateways]]
@@ -196,8 +202,9 @@ class Cluster:
             "z": s.z, "delta_t": s.delta_t, "p_pub": s.p_pub, "rule": s.rule,
             "structure": spec.kind, "counter_bits": spec.bits,
             "sensors_total": self.district.sensors, "ring_seed": s.seed,
-            "epoch_cycles": s.sim_config().epoch_cycles, "id_mode": "sensor",
-            "data_period": 900.0, "data_t0": 0.0, "min_members": s.min_members}
+            "epoch_cycles": s.sim_config().epoch_cycles, "id_mode": s.id_mode,
+            "data_period": 900.0, "data_t0": 0.0, "min_members": s.min_members,
+            "publication": s.publication, "publication_order": s.publication_order}
         if spec.kind == "exact":
             proto["domain_max_w"] = self.district.max_reading()
         else:
@@ -213,12 +220,16 @@ class Cluster:
             ce["domain_max_w"] = proto["domain_max_w"]
         if s.metrics:
             ce["metrics"] = self.metrics_addrs["ce"]
+        if s.publication == "mix":
+            ce["mix_key"] = "pki/ce-mix.key"
         (self.dir / "ce.toml").write_text(toml_dump({"ce": ce}))
         for i in range(s.gateways):
             gw = {"id": i, "listen": self.ring_addrs[i], "sensors": self.sensor_addrs[i],
                   "state_dir": f"state/gw{i}", "ca": "pki/ca.crt", "cert": f"pki/gw{i}.crt",
                   "key": f"pki/gw{i}.key", "crl": "pki/crl.pem", "ce": self.ce_addr,
                   "coin_seed": s.coin_seed}
+            if s.publication == "mix":
+                gw["ce_mix_key"] = "pki/ce-mix.pub"
             if s.metrics:
                 gw["metrics"] = self.metrics_addrs[f"gw{i}"]
             intake: dict[str, Any] = {"registry": f"pki/sensors/gw{i}.txt"}
@@ -241,13 +252,15 @@ class Cluster:
             "spec": {k: v for k, v in asdict(s).items() if v is not None}}))
 
     # -- processes --------------------------------------------------------------------------
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None
+               ) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115
         # a session of its own: Ctrl-C reaches the cluster only, which stops the children in
         # order (gateways flush their outboxes before the CE stops)
         proc = subprocess.Popen([sys.executable, "-m", "streamanon", *args], cwd=self.dir,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True,
+                                env={**os.environ, **env} if env else None)
         log.close()
         self.procs[name] = proc
         return proc
@@ -255,8 +268,9 @@ class Cluster:
     def start_ce(self) -> None:
         self._spawn("ce", ["ce", "--config", str(self.dir / "ce.toml")])
 
-    def start_gateway(self, i: int) -> None:
-        self._spawn(f"gw{i}", ["gateway", "--config", str(self.dir / f"gw{i}.toml")])
+    def start_gateway(self, i: int, env: dict[str, str] | None = None) -> None:
+        """Start gateway ``i`` (``env``: extra environment, e.g. a test's failpoint)."""
+        self._spawn(f"gw{i}", ["gateway", "--config", str(self.dir / f"gw{i}.toml")], env)
 
     def start_replay(self) -> None:
         self._spawn("replay", ["sensors", "replay", "--cluster", str(self.dir / "cluster.toml")])
@@ -302,15 +316,16 @@ class Cluster:
                 p.kill()
                 p.wait()
 
-    def start(self, ready_timeout: float = 120.0) -> None:
+    def start(self, ready_timeout: float = 120.0,
+              gateway_env: dict[int, dict[str, str]] | None = None) -> None:
         """Prepare and start everything; once every gateway reached all its peers and the
         replay reached every gateway, set the clock (``clock.t0``) so that the first cycle
-        begins about one period later."""
+        begins about one period later. ``gateway_env``: extra environment per gateway."""
         s = self.spec
         self.prepare()
         self.start_ce()
         for i in range(s.gateways):
-            self.start_gateway(i)
+            self.start_gateway(i, (gateway_env or {}).get(i))
         self.start_replay()
         if not self.wait_ready(time.time() + ready_timeout):
             raise RuntimeError(f"the cluster was not up after {ready_timeout:g} s; see "

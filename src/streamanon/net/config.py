@@ -13,6 +13,8 @@ A gateway's file (``gw.toml``)::
     crl = "pki/crl.pem"             # revoked certificates (re-read when it changes); optional
     ce = "127.0.0.1:7000"           # the central entity
     # metrics = "127.0.0.1:9100"    # Prometheus metrics (HTTP /metrics); off when absent
+    # ce_mix_key = "pki/ce-mix.pub" # the CE's public key for publication = "mix" (pki init
+                                    # writes it; its hash is part of the shared fingerprint)
 
     [sensors]                       # the sensor port (net.intake)
     registry = "pki/sensors/gw0.txt"  # sensor IDs registered to this gateway, one per line
@@ -33,12 +35,19 @@ A gateway's file (``gw.toml``)::
     rule = "paper"
     structure = "exact"             # or "cbf" (then cbf_m, cbf_k)
     domain_max_w = 30000.0          # exact: the bucket grid up to this value (or domain = [...])
-    counter_bits = 20
+    # counter_bits = 11             # default: the narrowest width that holds the largest true
+                                    # count (sensors_total, x k x cycles in Δt for a CBF)
     sensors_total = 2000            # upper bound of the district's sensors (counter capacity)
     ring_seed = 1
     epoch_cycles = 96
     id_mode = "sensor"              # or "gateway", "pseudonym"
     min_members = 3                 # no cycle runs in a ring of fewer gateways (secure sum)
+    publication = "direct"          # or "mix": sealed tuples, shuffled around the ring, one
+                                    # batch per cycle to the CE (dezent/mix.py; needs
+                                    # ce_mix_key; pair it with id_mode = "pseudonym")
+    publication_order = "paper"     # or "random": each publication pass starts at a random
+                                    # gateway (no ring position favoured; dezent/order.py)
+    mix_padding = 64                # bytes of a sealed tuple's plaintext (ID + value must fit)
     data_period = 900.0             # seconds of data time per cycle (t = data_t0 + cycle x this)
     data_t0 = 0.0
 
@@ -64,6 +73,8 @@ The central entity's file (``ce.toml``)::
     key = "pki/ce.key"
     crl = "pki/crl.pem"             # optional, as for the gateways
     # metrics = "127.0.0.1:9200"    # Prometheus metrics; off when absent
+    # mix_key = "pki/ce-mix.key"    # the CE's private key for mix batches (pki init writes it)
+    mix_padding = 64                # as the gateways' [protocol] mix_padding
     # what a batch may hold (a tuple outside it is refused with a reason, never stored):
     domain_max_w = 30000.0          # values: the bucket grid up to this (or domain = [...]);
                                     # without either, any integer or text value
@@ -86,8 +97,10 @@ from pathlib import Path
 from typing import Any
 
 from streamanon.dezent.cbf import Key
-from streamanon.dezent.protocol import ProtocolConfig, StructureSpec
+from streamanon.dezent.mix import MixError, load_public_key
+from streamanon.dezent.protocol import ProtocolConfig, StructureSpec, window_cycles
 from streamanon.dezent.ring import Ring
+from streamanon.dezent.securesum import bits_for, max_true_count
 from streamanon.errors import ConfigError
 from streamanon.net.framing import MAX_FRAME
 from streamanon.net.pki import parse_gateway_name
@@ -104,7 +117,7 @@ class ProtocolSection:
     domain: tuple[int, ...] = ()
     cbf_m: int = 0
     cbf_k: int = 0
-    counter_bits: int = 20
+    counter_bits: int | None = None  # None: from the bound (ProtocolConfig.min_counter_bits)
     sensors_total: int = 10_000
     ring_seed: int = 1
     epoch_cycles: int = 96
@@ -112,6 +125,15 @@ class ProtocolSection:
     data_period: float = 900.0
     data_t0: float = 0.0
     min_members: int = 3
+    publication: str = "direct"
+    publication_order: str = "paper"
+    mix_padding: int = 64
+
+    def _bits(self, kind: str, k: int) -> int:
+        if self.counter_bits is not None:
+            return self.counter_bits
+        return bits_for(max_true_count(kind, k, self.sensors_total,
+                                       window_cycles(self.delta_t, self.data_period)))
 
     def structure_spec(self) -> StructureSpec:
         if self.structure == "exact":
@@ -123,20 +145,24 @@ class ProtocolSection:
                 dom = tuple(int(v) for v in bucket_grid(float(self.domain_max_w)))
             else:
                 raise ConfigError("protocol.structure = 'exact' needs domain or domain_max_w")
-            return StructureSpec("exact", len(dom), 1, self.counter_bits, dom)
+            return StructureSpec("exact", len(dom), 1, self._bits("exact", 1), dom)
         if self.structure == "cbf":
             if self.cbf_m < 1 or self.cbf_k < 1:
                 raise ConfigError("protocol.structure = 'cbf' needs cbf_m >= 1 and cbf_k >= 1")
-            return StructureSpec("cbf", self.cbf_m, self.cbf_k, self.counter_bits)
+            return StructureSpec("cbf", self.cbf_m, self.cbf_k, self._bits("cbf", self.cbf_k))
         raise ConfigError(f"protocol.structure must be 'exact' or 'cbf', got {self.structure!r}")
 
-    def protocol_config(self) -> ProtocolConfig:
+    def protocol_config(self, mix_key: bytes | None = None) -> ProtocolConfig:
+        """The core's configuration; ``mix_key``: the CE's public key (publication = mix)."""
         try:
             return ProtocolConfig(z=self.z, delta_t=self.delta_t,
                                   structure=self.structure_spec(),
                                   sensors_total=self.sensors_total, period=self.data_period,
                                   t0=self.data_t0, rule=self.rule, p_pub=self.p_pub,
-                                  id_mode=self.id_mode, min_members=self.min_members)
+                                  id_mode=self.id_mode, min_members=self.min_members,
+                                  publication=self.publication,
+                                  publication_order=self.publication_order,
+                                  mix_key=mix_key, mix_padding=self.mix_padding)
         except (ValueError, OverflowError) as exc:
             raise ConfigError(f"[protocol]: {exc}") from None
 
@@ -202,16 +228,36 @@ class GatewayConfig:
     coin_seed: int | None = None
     crl: Path | None = None
     metrics: str | None = None
+    ce_mix_key: Path | None = None
 
     @property
     def name(self) -> str:
         return f"gw{self.id}"
 
+    def mix_key(self) -> bytes | None:
+        """The CE's mix public key (publication = "mix"), or None."""
+        if self.protocol.publication != "mix":
+            return None
+        if self.ce_mix_key is None:
+            raise ConfigError("[protocol] publication = 'mix' needs [gateway] ce_mix_key (the "
+                              "CE's public key, pki/ce-mix.pub)")
+        try:
+            return load_public_key(self.ce_mix_key)
+        except OSError as exc:
+            raise ConfigError(f"ce_mix_key {self.ce_mix_key}: {exc.strerror}") from None
+        except (MixError, ValueError) as exc:
+            raise ConfigError(f"ce_mix_key {self.ce_mix_key}: {exc}") from None
+
+    def protocol_config(self) -> ProtocolConfig:
+        return self.protocol.protocol_config(self.mix_key())
+
     def fingerprint(self) -> bytes:
-        """SHA-256 of what every gateway of the ring must agree on."""
+        """SHA-256 of what every gateway of the ring must agree on (the CE's mix key too)."""
+        key = self.mix_key()
         shared = {"protocol": asdict(self.protocol), "peers": sorted(self.peers),
                   "clock": {"t0": self.clock.t0 if self.clock.t0_file is None else "file",
-                            "period": self.clock.period}}
+                            "period": self.clock.period},
+                  "mix_key": key.hex() if key is not None else None}
         return hashlib.sha256(json.dumps(shared, sort_keys=True, default=list)
                               .encode()).digest()
 
@@ -231,6 +277,8 @@ class CEConfig:
     data_t0: float = 0.0
     max_batch: int = 10_000
     max_id_length: int = 128
+    mix_key: Path | None = None
+    mix_padding: int = 64
 
 
 def _load(path: str | Path) -> tuple[dict[str, Any], Path]:
@@ -293,6 +341,7 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
             coin_seed=gw.pop("coin_seed", None),
             crl=_rel(base, gw.pop("crl")) if "crl" in gw else None,
             metrics=str(gw.pop("metrics")) if "metrics" in gw else None,
+            ce_mix_key=_rel(base, gw.pop("ce_mix_key")) if "ce_mix_key" in gw else None,
             intake=_intake(doc, base, path))
     except KeyError as exc:
         raise ConfigError(f"{path}: [gateway] needs {exc.args[0]}") from None
@@ -302,7 +351,21 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
         raise ConfigError(f"{path}: gateway id {cfg.id} is not in [peers]")
     if cfg.clock.period <= 0 or not 0 <= cfg.clock.close < 1:
         raise ConfigError(f"{path}: [clock] needs period > 0 and 0 <= close < 1")
-    protocol.protocol_config()  # validate now, with the file's name in the message
+    try:  # validate now, with the file's name in the message
+        pcfg = cfg.protocol_config()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if pcfg.publication == "mix":
+        from streamanon.net.outbox import MIX_CARRY_MAX
+
+        # a batch holds at most every sensor's tuple (dummies included) and each gateway's
+        # carried tuples: it must fit a frame, on the ring and to the CE
+        most = (protocol.sensors_total + len(peers) * MIX_CARRY_MAX) * pcfg.mix_item_bytes
+        if most + pcfg.structure.nbytes + 1024 > cfg.max_frame:
+            raise ConfigError(f"{path}: a mix batch may reach {most:,} bytes (sensors_total "
+                              f"{protocol.sensors_total:,} and up to {MIX_CARRY_MAX} re-sent "
+                              f"tuples per gateway, {pcfg.mix_item_bytes} bytes each), more than "
+                              f"max_frame {cfg.max_frame:,}; raise max_frame")
     if cfg.intake.registry is None and not cfg.intake.insecure_plaintext_sensors:
         raise ConfigError(f"{path}: [sensors] needs registry (the sensor IDs of this "
                           "gateway), or insecure_plaintext_sensors = true")
@@ -348,7 +411,9 @@ def load_ce_config(path: str | Path) -> CEConfig:
                                     else None),
                        data_t0=float(ce.pop("data_t0", 0.0)),
                        max_batch=int(ce.pop("max_batch", 10_000)),
-                       max_id_length=int(ce.pop("max_id_length", 128)))
+                       max_id_length=int(ce.pop("max_id_length", 128)),
+                       mix_key=_rel(base, ce.pop("mix_key")) if "mix_key" in ce else None,
+                       mix_padding=int(ce.pop("mix_padding", 64)))
     except KeyError as exc:
         raise ConfigError(f"{path}: [ce] needs {exc.args[0]}") from None
     except (TypeError, ValueError) as exc:

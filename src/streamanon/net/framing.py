@@ -13,6 +13,9 @@ Kinds:
   protocol message (:func:`streamanon.dezent.protocol.encode_message`).
 * ``B`` batch: published tuples for the central entity: the outbox's 16-byte incarnation,
   then the tuples, each with its sequence number (unique per gateway and incarnation).
+* ``M`` mix batch (``publication = "mix"``): the cycle and its sealed, fixed-size items
+  (:mod:`streamanon.dezent.mix`), delivered by the cycle's last gateway; answered with ``A``
+  carrying the cycle once the CE committed every tuple of it.
 * ``A`` ack: the highest sequence number the central entity has committed.
 * ``N`` refused: a batch the central entity stored nothing of, with the sequence numbers of
   its invalid tuples and why each is invalid (the connection stays open; the gateway sets
@@ -21,7 +24,8 @@ Kinds:
 
 Overhead of a ring frame over the counting structure (what the simulation counts per message):
 ``4`` (length) ``+ 1`` (kind) ``+ 4 + 2 n`` (session of ``n`` members) ``+`` the protocol
-message header (9 bytes for a collection, 19 for a publication): see :func:`ring_overhead`.
+message header (9 bytes for a collection, 23 for a publication, 15 for a mix batch, 9 for a
+mix acknowledgement): see :func:`ring_overhead`.
 
 >>> f = encode_ring(3, (0, 3, 4), b"C" + bytes(8) + b"payload")
 >>> decode_frame(f[4:])
@@ -48,7 +52,9 @@ _TUPLE = struct.Struct(">QqdH")  # seq, cycle, t, id length
 _VALUE_INT = b"i"
 _VALUE_STR = b"s"
 _COLLECT_HEADER = 9
-_PUBLISH_HEADER = 19
+_PUBLISH_HEADER = 23
+_MIX_HEADERS = {"M": 15, "K": 9}
+_MIX = struct.Struct(">qHI")  # cycle, item size, items
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,12 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class MixFrame:
+    cycle: int
+    items: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
 class Ack:
     seq: int
 
@@ -93,13 +105,15 @@ class Error:
     reason: str
 
 
-Frame = Hello | Ring | Batch | Ack | Refused | Error
+Frame = Hello | Ring | Batch | MixFrame | Ack | Refused | Error
 
 
-def ring_overhead(members: int, *, collect: bool) -> int:
-    """Bytes of a ring frame beyond the encoded counting structure."""
-    return LEN.size + 1 + _SESSION.size + 2 * members + (
-        _COLLECT_HEADER if collect else _PUBLISH_HEADER)
+def ring_overhead(members: int, *, collect: bool = False, kind: str | None = None) -> int:
+    """Bytes of a ring frame beyond its payload (the encoded counting structure, or the mix
+    batch's items): ``kind`` ``"M"`` or ``"K"`` for the mix's messages, else ``collect``."""
+    header = (_MIX_HEADERS[kind] if kind is not None
+              else _COLLECT_HEADER if collect else _PUBLISH_HEADER)
+    return LEN.size + 1 + _SESSION.size + 2 * members + header
 
 
 def _frame(kind: bytes, body: bytes) -> bytes:
@@ -131,6 +145,14 @@ def encode_batch(incarnation: bytes, tuples: list[WireTuple] | tuple[WireTuple, 
             raw = str(tp.value).encode("utf-8")
             parts.append(_VALUE_STR + _U16.pack(len(raw)) + raw)
     return _frame(b"B", b"".join(parts))
+
+
+def encode_mix(cycle: int, items: tuple[bytes, ...] | list[bytes]) -> bytes:
+    """A mix batch for the CE: the cycle, then its items (all of one size)."""
+    size = len(items[0]) if items else 0
+    if any(len(x) != size for x in items):
+        raise ValueError("the items of a mix batch must all have one size")
+    return _frame(b"M", _MIX.pack(cycle, size, len(items)) + b"".join(items))
 
 
 def encode_ack(seq: int) -> bytes:
@@ -177,6 +199,14 @@ def decode_frame(body: bytes) -> Frame:
                          _decode_tuples(rest[INCARNATION_BYTES:]))
         if kind == b"N":
             return Refused(_decode_refused(rest))
+        if kind == b"M":
+            cycle, size, count = _MIX.unpack_from(rest)
+            body = rest[_MIX.size :]
+            if len(body) != size * count or (count and size == 0):
+                raise FrameError(f"mix batch of {count} items of {size} bytes has "
+                                 f"{len(body)} bytes")
+            return MixFrame(cycle, tuple(bytes(body[i : i + size])
+                                         for i in range(0, size * count, size or 1)))
         if kind == b"A":
             if len(rest) != _ACK.size:
                 raise FrameError(f"ack of {len(rest)} bytes (want 8)")

@@ -15,6 +15,25 @@ sensor-ID order) and the cycle's acting coordinator starts the collection round,
 least ``min_members`` gateways are reachable; otherwise every gateway logs why the cycle is
 skipped. A gateway that receives a ring message for a cycle it has not closed yet closes it
 then (its clock is late). Published tuples go to the outbox (on disk) first, then to the CE.
+
+With ``publication = "mix"`` a published tuple goes to the outbox's ``mix_pending`` table
+instead; when the cycle's mix batch passes, the core seals it (and any earlier tuple whose batch
+was never acknowledged) into the batch; the cycle's last gateway keeps the batch in ``mix_out``
+until the CE acknowledges it, then sends the acknowledgement around the ring, and each gateway
+forgets the tuples that batch carried. What a death does (tested with real kills in
+``tests/net/test_cluster.py``):
+
+* a gateway dies holding the batch (or the batch is lost on a link): the batch never reaches
+  the CE, no acknowledgement comes, and every gateway's tuples of it (durable in its
+  ``mix_pending``) are sealed afresh into a batch two cycles later; the dead gateway's own
+  tuples go out in the first batch it joins after its restart. None is lost;
+* the deliverer dies after the CE committed but before the acknowledgement went round (or the
+  acknowledgement is lost): the tuples are sent again and the CE, which stores by ``uid``,
+  keeps one copy. None is duplicated. (The tuples sent again tell the CE which segment of the
+  ring missed the acknowledgement: a failure case narrows their anonymity set to it.)
+
+``STREAMANON_FAILPOINT=mix_hold:<cycle>`` in a gateway's environment makes it take the mix batch
+of that cycle and never pass it on (for the tests that kill a gateway holding a batch).
 """
 
 from __future__ import annotations
@@ -34,14 +53,24 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from streamanon.dezent.protocol import Gateway, PublishedTuple, Send, decode_message, encode_message
+from streamanon.dezent.protocol import (
+    CE,
+    MIX,
+    Gateway,
+    MixBatch,
+    Publish,
+    PublishedTuple,
+    Send,
+    decode_message,
+    encode_message,
+)
 from streamanon.dezent.pseudonyms import Pseudonymizer
 from streamanon.net import framing
 from streamanon.net.ce_client import CEClient
 from streamanon.net.config import ClockSection, GatewayConfig
 from streamanon.net.intake import SensorIntake, SensorServer
 from streamanon.net.metrics import GatewayMetrics, serve
-from streamanon.net.outbox import Outbox
+from streamanon.net.outbox import MIX_CARRY_MAX, Outbox
 from streamanon.net.peers import CONNECT_TIMEOUT, PeerLink, PeerServer
 from streamanon.net.session import CORE_ERRORS, RingMessage, SessionRing, Sessions, admit
 from streamanon.net.tls import Revocations, client_context, server_context, split_address
@@ -55,7 +84,9 @@ class GatewayDaemon:
     def __init__(self, cfg: GatewayConfig) -> None:
         self.cfg = cfg
         self.clock_cfg = cfg.clock
-        self.pcfg = cfg.protocol.protocol_config()
+        self.pcfg = cfg.protocol_config()
+        self.mix = self.pcfg.publication == MIX
+        self.failpoint = _failpoint()
         self.ring = SessionRing(cfg.protocol.ring(len(cfg.peers)))
         self.sessions = Sessions(cfg.id, frozenset(cfg.peers), self.pcfg, self.ring)
         state = Path(cfg.state_dir)
@@ -95,7 +126,8 @@ class GatewayDaemon:
             max_line=cfg.intake.max_line)
         self.ce = CEClient(self.outbox, cfg.ce, ctx=self.client_ctx, max_frame=cfg.max_frame,
                            revocations=self.revocations, on_commit=self._committed,
-                           on_refused=self.metrics.refused.inc)
+                           on_refused=self.metrics.refused.inc,
+                           on_mix_committed=self.mix_committed)
         self.stats: dict[int, dict[str, Any]] = {}
         self.stopping = asyncio.Event()
         self.tasks: set[asyncio.Task[Any]] = set()  # keeps fire-and-forget sends alive
@@ -241,7 +273,7 @@ class GatewayDaemon:
             self.metrics.cycles_skipped.labels("core_refused").inc()
             return
         sends, pubs = out
-        self.dispatch(cycle, sends, pubs, final=not sends)
+        self.dispatch(cycle, sends, pubs, final=all(x.to == CE for x in sends))
         log.info("cycle %d: coordinator, ring of %d: %s", cycle, len(members), members)
 
     def on_ring(self, sender: int, frame: framing.Ring) -> None:
@@ -262,14 +294,34 @@ class GatewayDaemon:
         st["members"], st["ccc"] = list(m.members), m.ccc
         self.metrics.ring_size.set(len(m.members))
         self.ring.use(c)
+        if m.kind == "M" and self.failpoint == ("mix_hold", c):
+            log.warning("cycle %d: failpoint mix_hold: holding the mix batch (never passed on)",
+                        c)
+            return
+        if m.kind == "K":
+            forgotten = self.outbox.mix_acked(c)
+            self.metrics.mix_pending.set(self.outbox.mix_pending_count())
+            log.debug("cycle %d: mix batch stored by the CE; %d own tuples forgotten", c,
+                      forgotten)
+        # tuples of earlier batches that were never acknowledged, for the batch this call may
+        # add this gateway's tuples to (as the CCC ending the round, or as a mix hop)
+        carry = (self.outbox.mix_due(c) if self.mix and (
+            m.kind == "M" or (m.kind == "P" and m.ccc == self.cfg.id)) else [])
         began, began_cpu = time.perf_counter(), time.process_time()
         out = self.call_core(c, f"a {m.kind}{m.pass_no} message from gw{sender}",
-                             self.core.handle, msg)
+                             self.core.handle, msg, carry)
         if out is None:
             return
         sends, pubs = out
-        final = m.ccc == self.cfg.id and m.kind == "P" and not sends
+        final = (m.ccc == self.cfg.id and m.kind == "P"
+                 and not any(isinstance(x.msg, Publish) for x in sends))
         self.dispatch(c, sends, pubs, final=final)
+        if any(isinstance(x.msg, MixBatch) for x in sends):
+            # after the batch went on: a crash before this line only makes the tuples due
+            # again two cycles later (sent twice, stored once)
+            self.outbox.mix_mark(c, [p.uid for p in carry])
+        if m.kind == "K":  # the cycle is over: draw the next one's sealing keys now
+            asyncio.get_running_loop().call_soon(self.core.prepare_mix, MIX_CARRY_MAX)
         log.debug("cycle %d: %s%d from gw%d handled in %.1f ms (%.1f ms CPU)", c, m.kind,
                   m.pass_no, sender, (time.perf_counter() - began) * 1e3,
                   (time.process_time() - began_cpu) * 1e3)
@@ -277,7 +329,12 @@ class GatewayDaemon:
     def dispatch(self, cycle: int, sends: list[Send], pubs: list[PublishedTuple],
                  final: bool = False) -> None:
         st = self._stat(cycle)
-        if pubs:
+        if pubs and self.mix:
+            self.outbox.mix_add(pubs)  # durable before they are sealed into a batch
+            st["published"] += len(pubs)
+            self.metrics.published.inc(len(pubs))
+            self.metrics.mix_pending.set(self.outbox.mix_pending_count())
+        elif pubs:
             self.outbox.append([(p.cycle, p.t, p.id, p.value) for p in pubs])
             st["published"] += len(pubs)
             self.metrics.published.inc(len(pubs))
@@ -289,11 +346,36 @@ class GatewayDaemon:
             self.metrics.cycles_completed.inc()
         ccc, members = self.ring.sessions[cycle]
         for s in sends:
+            if s.to == CE:  # the cycle's mix batch, delivered by this (the last) gateway
+                assert isinstance(s.msg, MixBatch)
+                self.outbox.mix_out_add(cycle, s.msg.items)
+                st["mix_items"] = len(s.msg.items)
+                st["mix_bytes"] = len(s.msg.payload)
+                self.ce.wakeup.set()
+                continue
             data = framing.encode_ring(ccc, members, encode_message(s.msg))
             st["ring_frames"] += 1
             st["ring_bytes"] += len(data)
             st["payload_bytes"] += len(s.msg.payload)
             self.spawn(self._send(cycle, s.to, data))
+
+    def mix_committed(self, cycle: int, seconds: float) -> None:
+        """The CE stored the batch this gateway delivered: forget the own tuples it carried
+        and send the acknowledgement around the ring."""
+        self.metrics.ce_commit.observe(seconds)
+        self.outbox.mix_acked(cycle)
+        self.metrics.mix_pending.set(self.outbox.mix_pending_count())
+        if cycle in self.stats:
+            self.stats[cycle]["mix_committed_at"] = time.time()
+        if cycle not in self.ring.sessions:
+            log.info("cycle %d: mix batch stored by the CE after its session ended; the "
+                     "others send their tuples again (the CE keeps one copy)", cycle)
+            return
+        self.ring.use(cycle)
+        sends = self.call_core(cycle, "the mix acknowledgement", self.core.mix_committed, cycle)
+        if sends:
+            self.dispatch(cycle, sends, [])
+        asyncio.get_running_loop().call_soon(self.core.prepare_mix, MIX_CARRY_MAX)
 
     async def _send(self, cycle: int, to: int, data: bytes) -> None:
         sent = await self.links[to].send(data)
@@ -351,6 +433,16 @@ class GatewayDaemon:
         clock.add_done_callback(self._essential_done)
         sender.add_done_callback(self._essential_done)
         self.metrics.outbox_depth.set(self.outbox.count())
+        if self.mix:
+            self.metrics.mix_pending.set(self.outbox.mix_pending_count())
+            if self.core.ephemerals is not None:  # the first cycle's sealing keys, now
+                self.core.ephemerals.refill(2 * len(self.intake.registry or ()) + MIX_CARRY_MAX)
+            if self.pcfg.id_mode == "sensor":
+                log.warning("publication = 'mix' with id_mode = 'sensor': every tuple names "
+                            "its sensor, which links it to this gateway for anyone who knows "
+                            "the sensors; use id_mode = 'pseudonym'")
+        if self.failpoint is not None:
+            log.warning("failpoint %s:%d set (tests only)", *self.failpoint)
         if self.cfg.intake.insecure_plaintext_sensors:
             log.warning("INSECURE: the sensor port %s is plain TCP and takes the sensor ID "
                         "from the line: anyone who reaches it can inject readings under "
@@ -381,6 +473,15 @@ class GatewayDaemon:
         self.flush_stats()
         self.outbox.close()
         log.info("gateway %s stopped", self.cfg.name)
+
+
+def _failpoint() -> tuple[str, int] | None:
+    """``STREAMANON_FAILPOINT=mix_hold:<cycle>`` (tests only), or None."""
+    raw = os.environ.get("STREAMANON_FAILPOINT", "")
+    name, _, arg = raw.partition(":")
+    if name == "mix_hold" and arg.lstrip("-").isdigit():
+        return (name, int(arg))
+    return None
 
 
 def _secret(path: Path) -> bytes:

@@ -14,7 +14,9 @@ Gateway: ``dezent_cycles_completed_total``, ``dezent_cycles_skipped_total{reason
 (set aside after the CE refused them), ``dezent_ce_commit_seconds`` (batch sent -> ack),
 ``dezent_last_cycle``. CE: ``dezent_ce_batches_total{outcome}``,
 ``dezent_ce_tuples_stored_total``, ``dezent_ce_tuples_refused_total``,
-``dezent_ce_connections_refused_total``, ``dezent_ce_commit_seconds``, ``dezent_ce_rows``.
+``dezent_ce_connections_refused_total``, ``dezent_ce_commit_seconds``, ``dezent_ce_rows``,
+``dezent_ce_mix_dummies_total`` (dummies dropped from mix batches). Gateway, with the mix:
+``dezent_mix_pending`` (own tuples waiting for a mix acknowledgement).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class GatewayMetrics:
                                    registry=r)
         self.last_cycle = Gauge("dezent_last_cycle", "The last cycle this gateway closed",
                                 registry=r)
+        self.mix_pending = Gauge("dezent_mix_pending", "Own tuples waiting for the "
+                                 "acknowledgement of a mix batch", registry=r)
 
 
 class CEMetrics:
@@ -72,6 +76,8 @@ class CEMetrics:
         self.commit = Histogram("dezent_ce_commit_seconds", "Store commit of one batch",
                                 buckets=_LATENCY_BUCKETS, registry=r)
         self.rows = Gauge("dezent_ce_rows", "Tuples the store holds", registry=r)
+        self.mix_dummies = Counter("dezent_ce_mix_dummies", "Dummy items dropped from mix "
+                                   "batches", registry=r)
 
 
 def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, key: Path

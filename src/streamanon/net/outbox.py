@@ -1,5 +1,8 @@
 """The gateway's outbox: published tuples kept on disk (SQLite) until the CE acknowledges them.
 
+Two kinds of delivery share the file: direct (``outbox``/``refused`` below) and the mix
+(``mix_pending``/``mix_out``, see :class:`Outbox` ``mix_*`` and the end of this docstring).
+
 Every tuple gets the next sequence number of this outbox (never reused: the counter lives in
 the same transaction as the tuples). An outbox also has an **incarnation**: 16 random bytes
 drawn when its database is created. The central entity stores idempotently by
@@ -26,6 +29,14 @@ silently dropped, and never sent again (no retry storm).
 (1, 1, 1)
 >>> box.incarnation == inc
 True
+
+The mix (``publication = "mix"``): this gateway's published tuples wait in ``mix_pending``
+(each with its random ``uid``) until an acknowledgement of a mix batch that carried them comes
+around the ring (:meth:`Outbox.mix_acked`); a tuple whose batch never got one (a gateway died
+mid-mix, the CE was down) becomes due again (:meth:`Outbox.mix_due`: two cycles after its
+last batch, then after 4, 8, ... up to 64 cycles) and is sealed afresh into a later batch. The
+CE stores by ``uid``, so a tuple that reached it twice is stored once. The batch this gateway
+*delivers* as the cycle's last gateway waits in ``mix_out`` until the CE's ack.
 """
 
 from __future__ import annotations
@@ -36,7 +47,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from streamanon.dezent.protocol import PublishedTuple
 from streamanon.net.framing import INCARNATION_BYTES, WireTuple
+
+MIX_RETRY_FIRST = 2  # cycles without an acknowledgement before a tuple is mixed again
+MIX_RETRY_MAX = 64
+MIX_CARRY_MAX = 64  # earlier tuples one gateway adds to a batch at most (bounds frames)
 
 
 def connect_durable(path: Path) -> sqlite3.Connection:
@@ -65,6 +81,12 @@ class Outbox:
                         "refused_at REAL NOT NULL)")
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
                         "value NOT NULL)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS mix_pending (uid BLOB PRIMARY KEY, "
+                        "cycle INTEGER NOT NULL, t REAL NOT NULL, id TEXT NOT NULL, "
+                        "value TEXT NOT NULL, is_int INTEGER NOT NULL, "
+                        "mixed_in INTEGER, tries INTEGER NOT NULL, next_cycle INTEGER NOT NULL)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS mix_out (cycle INTEGER PRIMARY KEY, "
+                        "items BLOB NOT NULL, size INTEGER NOT NULL)")
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('next_seq', 1)")
@@ -120,6 +142,60 @@ class Outbox:
                 self.db.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
                 moved += cur.rowcount
         return moved
+
+    # -- the mix --------------------------------------------------------------------------
+    def mix_add(self, tuples: Sequence[PublishedTuple]) -> None:
+        """Keep tuples this gateway published (with their uids) until a batch is acked."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")  # one durable commit for all of them
+            self.db.executemany(
+                "INSERT OR IGNORE INTO mix_pending VALUES (?, ?, ?, ?, ?, ?, NULL, 0, ?)",
+                [(p.uid, p.cycle, p.t, p.id, str(p.value), int(isinstance(p.value, int)),
+                  p.cycle + MIX_RETRY_FIRST) for p in tuples])
+
+    def mix_due(self, cycle: int, limit: int = MIX_CARRY_MAX) -> list[PublishedTuple]:
+        """Tuples of earlier cycles to seal into the batch of ``cycle`` (no ack in time)."""
+        rows = self.db.execute(
+            "SELECT uid, cycle, t, id, value, is_int FROM mix_pending WHERE cycle < ? AND "
+            "next_cycle <= ? ORDER BY cycle, uid LIMIT ?", (cycle, cycle, limit)).fetchall()
+        return [PublishedTuple(c, t, u, int(v) if is_int else v, "", -1, bytes(uid))
+                for uid, c, t, u, v, is_int in rows]
+
+    def mix_mark(self, cycle: int, carried: Sequence[bytes]) -> None:
+        """The batch of ``cycle`` holds this gateway's tuples of ``cycle`` and ``carried``."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("UPDATE mix_pending SET mixed_in = ?, next_cycle = ? + ? "
+                            "WHERE cycle = ?", (cycle, cycle, MIX_RETRY_FIRST, cycle))
+            self.db.executemany(
+                "UPDATE mix_pending SET mixed_in = ?, tries = tries + 1, next_cycle = ? + "
+                "min(?, ? << min(tries + 1, 6)) WHERE uid = ?",
+                [(cycle, cycle, MIX_RETRY_MAX, MIX_RETRY_FIRST, uid) for uid in carried])
+
+    def mix_acked(self, cycle: int) -> int:
+        """The CE stored the batch of ``cycle``: forget the tuples it was the last to carry."""
+        with self.db:
+            return self.db.execute("DELETE FROM mix_pending WHERE mixed_in = ?",
+                                   (cycle,)).rowcount
+
+    def mix_pending_count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM mix_pending").fetchone()[0])
+
+    def mix_out_add(self, cycle: int, items: Sequence[bytes]) -> None:
+        """Keep the batch this gateway must deliver until the CE acknowledges it."""
+        size = len(items[0]) if items else 0
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO mix_out VALUES (?, ?, ?)",
+                            (cycle, b"".join(items), size))
+
+    def mix_out_pending(self) -> list[tuple[int, tuple[bytes, ...]]]:
+        rows = self.db.execute("SELECT cycle, items, size FROM mix_out ORDER BY cycle")
+        return [(c, tuple(bytes(b[i : i + n]) for i in range(0, len(b), n)) if n else ())
+                for c, b, n in rows.fetchall()]
+
+    def mix_out_done(self, cycle: int) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM mix_out WHERE cycle = ?", (cycle,))
 
     def close(self) -> None:
         self.db.close()

@@ -12,8 +12,10 @@ gateway or the CE"):
   revocation list, signed by the CA), ``gw<i>.crt``/``.key`` per gateway, ``ce.crt``/``.key``,
   ``monitor.crt``/``.key`` (for scraping the daemons' metrics: ``cluster status``,
   Prometheus), and per sensor node ``sensors/gw<i>/<id>.crt``/``.key`` with the registry
-  ``sensors/gw<i>.txt`` (the IDs registered to gateway ``i``, one per line). Each host gets
-  ``ca.crt``, ``crl.pem`` and its own certificate and key only.
+  ``sensors/gw<i>.txt`` (the IDs registered to gateway ``i``, one per line); and the CE's
+  X25519 key pair for the mix (``publication = "mix"``): ``ce-mix.key`` (the CE's host only)
+  and ``ce-mix.pub`` (every gateway; all must hold the same, which their hello checks). Each
+  host gets ``ca.crt``, ``crl.pem`` and its own certificate and key only.
 
 Keys are ECDSA P-256, written with mode ``0600`` in folders of mode ``0700``; certificates
 ``0644``. Every certificate carries a **role** in its organizational unit: ``gateway``, ``ce``,
@@ -282,7 +284,22 @@ def init_pki(directory: str | Path, gateways: int, *,
                 _write_cert(crt_path, cert)
             registry_path(d, g).write_text("".join(f"{sid}\n" for sid in ids))
         out["sensors"] = str(d / "sensors")
+    out["ce_mix_key"] = str(write_mix_keys(d, force=force))
     return out
+
+
+def write_mix_keys(directory: str | Path, *, force: bool = False) -> Path:
+    """The CE's mix key pair in ``directory`` (``ce-mix.key`` 0600, ``ce-mix.pub``); an existing
+    pair is kept unless ``force``. Returns the public key's path."""
+    from streamanon.dezent.mix import MixKeys
+
+    d = Path(directory)
+    private, public = d / "ce-mix.key", d / "ce-mix.pub"
+    if private.exists() and public.exists() and not force:
+        return public
+    private.unlink(missing_ok=True)
+    MixKeys.generate().save(private, public)
+    return public
 
 
 def _load_ca(ca_dir: str | Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:

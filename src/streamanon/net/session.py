@@ -18,13 +18,19 @@ Why no failure leaks (proof sketch): a gateway processes a ring message only if
 (:func:`admit`) its cycle is within one of the wall clock's, the session holds this gateway and
 only known gateways and at least ``min_members`` of them, the session does not name this gateway
 coordinator of a cycle it did not start, it is the first session this gateway saw for that
-cycle, the message comes from its predecessor in that session (identity from the peer's
-certificate), and this gateway has not processed the same (cycle, kind, pass) before. So every
-member adds its counts at most once, and a count is at most the true number of distinct sensor
-nodes of the members (<= the district's). The coordinator subtracts ``z - 1`` only from a
-structure that came back around the whole ring. Hence a value is published only if at least
-``z`` distinct sensor nodes reported it within Δt. When a member dies or is too slow, the round
-stalls: what was published before is proven, nothing after it is published.
+cycle, the message comes from the gateway that must send it (identity from the peer's
+certificate: the ring predecessor in that session, or for a publication pass the position the
+publication order names, :func:`~streamanon.dezent.order.sender_position`), and this gateway
+has not processed the same (cycle, kind, pass, turn) before. So every member adds its counts at
+most once, and a count is at most the true number of distinct sensor nodes of the members (<=
+the district's). The coordinator subtracts ``z - 1`` only from a structure that came back
+around the whole ring. Hence a value is published only if at least ``z`` distinct sensor nodes
+reported it within Δt. When a member dies or is too slow, the round stalls: what was published
+before is proven, nothing after it is published.
+
+The mix (``publication = "mix"``): the batch (``M``) goes from the coordinator around the ring,
+each message from the ring predecessor, never to the coordinator; the acknowledgement (``K``)
+from the deliverer (the coordinator's predecessor) around the ring, never back to the deliverer.
 
 Errors of the protocol core (:data:`CORE_ERRORS`) are caught in one place, the daemon's
 ``GatewayDaemon.call_core``.
@@ -34,7 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from streamanon.dezent.protocol import Collect, ProtocolConfig, Publish
+from streamanon.dezent.order import receiver_position, sender_position
+from streamanon.dezent.protocol import Message, MixAck, MixBatch, ProtocolConfig, Publish
 from streamanon.dezent.ring import Ring
 from streamanon.errors import StreamanonError
 
@@ -74,6 +81,9 @@ class SessionRing(Ring):
     def members_in_order(self, cycle: int) -> list[int]:
         return self.order_of(cycle, *self.sessions[cycle])
 
+    def from_ccc(self, cycle: int) -> list[int]:
+        return self.members_in_order(cycle)
+
     def ccc(self, cycle: int) -> int:
         return self.sessions[cycle][0]
 
@@ -99,19 +109,23 @@ class RingMessage:
     ccc: int
     members: tuple[int, ...]
     cycle: int
-    kind: str  # "C" collection, "P" publication
+    kind: str  # "C" collection, "P" publication, "M" mix batch, "K" mix acknowledgement
     pass_no: int
+    start: int = 1  # publication: the pass's start position and the turns taken so far
+    turns: int = 0
 
     @classmethod
-    def of(cls, sender: int, ccc: int, members: tuple[int, ...], msg: Collect | Publish
-           ) -> RingMessage:
-        kind = "C" if isinstance(msg, Collect) else "P"
-        pass_no = msg.pass_no if isinstance(msg, Publish) else 0
-        return cls(sender, ccc, tuple(sorted(members)), msg.cycle, kind, pass_no)
+    def of(cls, sender: int, ccc: int, members: tuple[int, ...], msg: Message) -> RingMessage:
+        kind = ("P" if isinstance(msg, Publish) else "M" if isinstance(msg, MixBatch)
+                else "K" if isinstance(msg, MixAck) else "C")
+        if isinstance(msg, Publish):
+            return cls(sender, ccc, tuple(sorted(members)), msg.cycle, kind, msg.pass_no,
+                       msg.start, msg.turns)
+        return cls(sender, ccc, tuple(sorted(members)), msg.cycle, kind, 0)
 
     @property
-    def key(self) -> tuple[int, str, int]:
-        return (self.cycle, self.kind, self.pass_no)
+    def key(self) -> tuple[int, str, int, int]:
+        return (self.cycle, self.kind, self.pass_no, self.turns)
 
 
 @dataclass
@@ -123,7 +137,7 @@ class Sessions:
     config: ProtocolConfig
     ring: SessionRing
     coordinated: set[int] = field(default_factory=set)
-    seen: set[tuple[int, str, int]] = field(default_factory=set)
+    seen: set[tuple[int, str, int, int]] = field(default_factory=set)
 
     def acting_ccc(self, cycle: int, up: set[int] | frozenset[int]) -> int:
         """``Ring.ccc(cycle)`` or, if it is not up, the next gateway in ring order that is
@@ -193,7 +207,22 @@ def admit(m: RingMessage, state: Sessions, wall_cycle: int) -> str | None:
     if m.key in state.seen:
         return f"duplicate {m.kind}{m.pass_no} message"
     order = state.ring.order_of(c, m.ccc, m.members)
-    predecessor = order[(order.index(state.me) - 1) % len(order)]
+    n, me = len(order), order.index(state.me)
+    if m.kind == "P":
+        if not (0 <= m.start < n and 0 <= m.turns <= n):
+            return f"publication pass with start {m.start} and {m.turns} turns in a ring of {n}"
+        if receiver_position(m.start, m.turns, n) != me:
+            return (f"publication message for position {receiver_position(m.start, m.turns, n)}"
+                    f", not this gateway's {me}")
+        sender = order[sender_position(m.start, m.turns, n)]
+        if sender != m.sender:
+            return f"from gw{m.sender}, not gw{sender} that the publication order names"
+        return None
+    if m.kind == "M" and me == 0:
+        return "a mix batch for the coordinator (it starts the batch, never receives it)"
+    if m.kind == "K" and me == n - 1:
+        return "a mix acknowledgement for its deliverer"
+    predecessor = order[(me - 1) % n]
     if predecessor != m.sender:
         return f"from gw{m.sender}, not the predecessor in the ring {session}"
     return None

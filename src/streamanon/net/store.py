@@ -11,6 +11,10 @@ the batch is durable (the CE acks after that), and storing the same ``(gateway, 
 sequence)`` again changes nothing (a retried batch is harmless). A store that fails (the
 database is down) raises :class:`StoreUnavailable`: the CE then closes the gateway's
 connection without an ack, and the gateway retries later from its outbox.
+
+Tuples of a mix batch (:meth:`Store.store_mix`) have no sending gateway: they are stored under
+the gateway name ``mix`` with their random 16-byte ``uid`` as the incarnation and sequence 1,
+so the same tuple delivered twice (a batch re-sent after a failure) is stored once.
 """
 
 from __future__ import annotations
@@ -29,9 +33,15 @@ class StoreUnavailable(RuntimeError):
     """The database cannot take a batch now (nothing of the batch was committed)."""
 
 
+MIX_GATEWAY = "mix"
+
+
 class Store(Protocol):
     def store(self, gateway: str, incarnation: bytes, tuples: tuple[WireTuple, ...]) -> int:
         """Commit a batch durably; returns how many tuples were new."""
+
+    def store_mix(self, tuples: list[tuple[bytes, WireTuple]]) -> int:
+        """Commit ``(uid, tuple)`` pairs of a mix batch durably, keyed by uid; how many new."""
 
     def count(self) -> int: ...
 

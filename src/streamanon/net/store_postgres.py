@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 from streamanon.net.framing import WireTuple
-from streamanon.net.store import Row, StoreUnavailable
+from streamanon.net.store import MIX_GATEWAY, Row, StoreUnavailable
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS published (gateway TEXT NOT NULL, "
           "incarnation TEXT NOT NULL, seq BIGINT NOT NULL, cycle BIGINT NOT NULL, "
@@ -51,15 +51,21 @@ class PostgresStore:
         return conn
 
     def store(self, gateway: str, incarnation: bytes, tuples: tuple[WireTuple, ...]) -> int:
+        inc = incarnation.hex()
+        return self._insert([(gateway, inc, tp) for tp in tuples])
+
+    def store_mix(self, tuples: list[tuple[bytes, WireTuple]]) -> int:
+        return self._insert([(MIX_GATEWAY, uid.hex(), tp) for uid, tp in tuples])
+
+    def _insert(self, rows: list[tuple[str, str, WireTuple]]) -> int:
         import psycopg
 
         now = time.time()
-        inc = incarnation.hex()
         conn = self._connect()
         try:
             with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(INSERT, [(gateway, inc, tp.seq, tp.cycle, tp.t, tp.id,
-                                          str(tp.value), now) for tp in tuples])
+                cur.executemany(INSERT, [(g, inc, tp.seq, tp.cycle, tp.t, tp.id,
+                                          str(tp.value), now) for g, inc, tp in rows])
                 return max(0, cur.rowcount)
         except psycopg.OperationalError as exc:
             conn.close()

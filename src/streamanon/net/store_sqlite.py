@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streamanon.net.framing import WireTuple
 from streamanon.net.outbox import connect_durable
-from streamanon.net.store import Row, StoreUnavailable
+from streamanon.net.store import MIX_GATEWAY, Row, StoreUnavailable
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS published (gateway TEXT NOT NULL, "
           "incarnation TEXT NOT NULL, seq INTEGER NOT NULL, cycle INTEGER NOT NULL, "
@@ -33,16 +33,22 @@ class SQLiteStore:
                              "export it and start a new database")
 
     def store(self, gateway: str, incarnation: bytes, tuples: tuple[WireTuple, ...]) -> int:
-        now = time.time()
         inc = incarnation.hex()
+        return self._insert([(gateway, inc, tp) for tp in tuples])
+
+    def store_mix(self, tuples: list[tuple[bytes, WireTuple]]) -> int:
+        return self._insert([(MIX_GATEWAY, uid.hex(), tp) for uid, tp in tuples])
+
+    def _insert(self, rows: list[tuple[str, str, WireTuple]]) -> int:
+        now = time.time()
         try:
             with self.db:
                 self.db.execute("BEGIN IMMEDIATE")
                 before = self.db.total_changes
                 self.db.executemany(
                     "INSERT OR IGNORE INTO published VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(gateway, inc, tp.seq, tp.cycle, tp.t, tp.id, str(tp.value), now)
-                     for tp in tuples])
+                    [(g, inc, tp.seq, tp.cycle, tp.t, tp.id, str(tp.value), now)
+                     for g, inc, tp in rows])
                 return self.db.total_changes - before
         except sqlite3.OperationalError as exc:  # disk full, locked by another writer
             raise StoreUnavailable(f"SQLite {self.path}: {exc}") from exc

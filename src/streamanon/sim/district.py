@@ -9,7 +9,11 @@ rounded to a bucket (:func:`bucket`). One seed drives everything:
 * ``default_rng([seed, 0])``: sensors per gateway and client types;
 * ``default_rng([seed, 1, day])``: the noise of day ``day`` (so any range of cycles is
   generated identically, whatever the chunking);
-* ``default_rng([seed, 2, day])``: the publication coins of day ``day`` (see ``scenarios``).
+* ``default_rng([seed, 2, day])``: the publication coins of day ``day`` (see ``scenarios``);
+* ``default_rng([seed, 3, day])``: the draws placing the publication passes' starts
+  (``publication_order = "random"``) of day ``day``;
+* ``default_rng([seed, 4, day])``: the simulation's model of the secret mix shuffle (the order
+  in which the CE receives a mix batch; the daemons draw it from the OS).
 
 The profiles come from ``demandlib`` (BDEW ``h0_dyn`` for households, ``g1/g2/g4/g5`` for
 businesses), computed offline once per year and kept as numpy arrays (pandas stays out of the
@@ -192,11 +196,24 @@ class District:
 
     def coins(self, c0: int, c1: int) -> np.ndarray:
         """Publication coins (uniform [0, 1)) of cycles ``[c0, c1)``, one per reading."""
-        out = np.empty((c1 - c0, self.sensors))
+        return self._uniforms(2, c0, c1, self.sensors)
+
+    def order_draws(self, c0: int, c1: int) -> np.ndarray:
+        """Per cycle, two uniforms placing the starts of publication passes 1 and 2."""
+        return self._uniforms(3, c0, c1, 2)
+
+    def shuffle_keys(self, c0: int, c1: int, width: int) -> np.ndarray:
+        """Per cycle, ``width`` uniforms whose ranks model the mix batch's secret order."""
+        return self._uniforms(4, c0, c1, width)
+
+    def _uniforms(self, stream: int, c0: int, c1: int, width: int) -> np.ndarray:
+        """Uniforms [0, 1) of cycles ``[c0, c1)``, ``width`` per cycle, drawn per day from
+        ``default_rng([seed, stream, day])`` (any chunking gives the same values)."""
+        out = np.empty((c1 - c0, width))
         for day in range(c0 // CYCLES_PER_DAY, (c1 - 1) // CYCLES_PER_DAY + 1 if c1 > c0 else 0):
-            rng = np.random.default_rng([self.config.seed, 2, day])
-            day_coins = rng.random((CYCLES_PER_DAY, self.sensors))
+            rng = np.random.default_rng([self.config.seed, stream, day])
+            day_values = rng.random((CYCLES_PER_DAY, width))
             lo, hi = max(c0, day * CYCLES_PER_DAY), min(c1, (day + 1) * CYCLES_PER_DAY)
-            out[lo - c0 : hi - c0] = day_coins[lo - day * CYCLES_PER_DAY :
-                                               hi - day * CYCLES_PER_DAY]
+            out[lo - c0 : hi - c0] = day_values[lo - day * CYCLES_PER_DAY :
+                                                hi - day * CYCLES_PER_DAY]
         return out

@@ -1,7 +1,11 @@
 """Parameter grids of the deZent simulation: runs in parallel processes, one flat row per run.
 
 Every row repeats every parameter of its run (so a CSV row alone says what produced it) and the
-metrics of the three scenarios, prefixed by the scenario name.
+metrics of the three scenarios, prefixed by the scenario name. Column ``sweep`` says which part
+of the experiment a row belongs to: ``main`` (gateways x z x seeds), ``cbf_keys`` (CBF size vs
+violations), ``tradeoff`` (bytes per day vs violations: the CBF at several false-positive rates
+and the exact counter), ``order`` (publication ratio by ring position, paper vs random order)
+and ``linkability`` (direct sending vs the mix).
 """
 
 from __future__ import annotations
@@ -28,20 +32,41 @@ class RunSpec:
     sim: SimConfig
     cycles: int
     start: int = 0
+    sweep: str = "main"
 
 
 def grid(gateways: Sequence[int], zs: Sequence[int], seeds: Sequence[int], *, max_sn: int,
          cycles: int, base: SimConfig, start: int = 0, cbf_keys: Sequence[int] = (),
-         sweep_gateways: int = 25) -> list[RunSpec]:
-    """gateways x z x seeds with ``base``'s other parameters; plus, for every ``cbf_keys``
-    value and seed, ``sweep_gateways`` gateways at ``base.z`` with a CBF sized for that many
-    keys (the violations-vs-bytes sweep)."""
+         sweep_gateways: int = 25, fp_rates: Sequence[float] = (),
+         order_z: int | None = None, linkability: bool = False) -> list[RunSpec]:
+    """gateways x z x seeds with ``base``'s other parameters; plus, per seed, at
+    ``sweep_gateways`` gateways: for every ``cbf_keys`` value a CBF sized for that many keys at
+    ``base.z`` (violations vs CBF bytes); for every ``fp_rates`` value a CBF of that rate, and
+    the exact counter, at ``base.z`` (bytes per day vs violations); with ``order_z`` the paper
+    and the random publication order at that z with ``p_pub = 1``; with ``linkability`` direct
+    sending and the mix at ``base.z``."""
     specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s), replace(base, z=z),
                      cycles, start)
              for g, z, s in itertools.product(gateways, zs, seeds)]
+
+    def sweep(name: str, cfg: SimConfig, s: int) -> RunSpec:
+        return RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s), cfg,
+                       cycles, start, name)
+
     for keys, s in itertools.product(cbf_keys, seeds):
-        specs.append(RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s),
-                             replace(base, cbf_keys=keys, structure="cbf"), cycles, start))
+        specs.append(sweep("cbf_keys", replace(base, cbf_keys=keys, structure="cbf"), s))
+    for s in seeds:
+        for rate in fp_rates:
+            specs.append(sweep("tradeoff", replace(base, fp_rate=rate, structure="cbf"), s))
+        if fp_rates:
+            specs.append(sweep("tradeoff", replace(base, structure="exact"), s))
+        if order_z is not None:
+            for order in ("paper", "random"):
+                specs.append(sweep("order", replace(base, z=order_z, p_pub=1.0,
+                                                    publication_order=order), s))
+        if linkability:
+            for publication in ("direct", "mix"):
+                specs.append(sweep("linkability", replace(base, publication=publication), s))
     return specs
 
 
@@ -61,14 +86,13 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     summary = result.to_dict()
     row: dict[str, Any] = {}
     flatten("", summary["params"], row)
+    row["sweep"] = spec.sweep
     row["cbf_keys"] = spec.sim.cbf_keys or ""
     row["max_hashes"] = spec.sim.max_hashes
     row["start_cycle"] = spec.start
     flatten("structure", summary["structure"], row)
     for name in SCENARIOS:
-        m = dict(summary["scenarios"][name])
-        m.pop("per_ring_position", None)
-        flatten(name, m, row)
+        flatten(name, dict(summary["scenarios"][name]), row)
     return row
 
 
@@ -104,9 +128,12 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> Path:
 
 def mean_by(rows: Iterable[dict[str, Any]], keys: Sequence[str], value: str
             ) -> dict[tuple[Any, ...], float]:
-    """Mean of ``value`` over rows grouped by ``keys`` (e.g. over seeds)."""
+    """Mean of ``value`` over rows grouped by ``keys`` (e.g. over seeds); rows without the
+    value (None or empty, e.g. no position bias when nothing was published) are skipped."""
     groups: dict[tuple[Any, ...], list[float]] = {}
     for r in rows:
+        if r[value] is None or r[value] == "":
+            continue
         groups.setdefault(tuple(r[k] for k in keys), []).append(float(r[value]))
     return {k: float(np.mean(v)) for k, v in sorted(groups.items())}
 
@@ -118,5 +145,13 @@ def cycles_for(days: float | None, cycles: int | None) -> int:
 
 
 def iter_main_rows(rows: Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The rows of the main grid (not the CBF-size sweep)."""
-    return (r for r in rows if r["cbf_keys"] == "")
+    """The rows of the main grid (not the sweeps)."""
+    return (r for r in rows if r["sweep"] == "main")
+
+
+def per_position(rows: Iterable[dict[str, Any]], scenario: str) -> list[float]:
+    """Mean over rows of a scenario's publication ratio by ring position (hops after the CCC).
+    """
+    arrays = [np.array([float(x) for x in str(r[f"{scenario}.per_ring_position"]).split()])
+              for r in rows]
+    return np.mean(arrays, axis=0).tolist() if arrays else []

@@ -1,8 +1,15 @@
-"""Per-scenario metrics: publication ratios, messages and bytes on each link, violations.
+"""Per-scenario metrics: publication ratios, messages and bytes on each link, violations,
+position bias and (deZent) gateway linkability.
 
 Wire sizes (a choice; the paper counts messages): a reading SN->GW and a published tuple
-GW->CE are ``(u32 sensor or pseudonym id, u32 value, u64 timestamp)`` = 16 bytes; a ring
-message GW<->GW is the encoded counting structure (header + ``m * b`` bits).
+GW->CE sent directly are ``(u32 sensor or pseudonym id, u32 value, u64 timestamp)`` = 16
+bytes; a ring message GW<->GW is the encoded counting structure (header + ``m * b`` bits);
+with the mix, a batch on the ring or to the CE is its sealed items (``padding + 48`` bytes
+each) and an acknowledgement carries no payload (the framing of every message is counted by
+the daemons, not here). ``bytes_per_day`` divides the totals by the simulated days.
+
+*Position bias*: the publication ratio of the records of the gateway ``p`` hops after the
+coordinator, for each ``p`` (``per_ring_position``), and its max/min over ``p``.
 
 A *violation* is a published tuple whose true number of distinct sensor nodes reporting its
 value within Δt (current cycle included) is below ``z``: the same test as the independent
@@ -15,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamanon.sim.district import CLIENT_TYPES
+from streamanon.sim.district import CLIENT_TYPES, CYCLES_PER_DAY
+from streamanon.sim.linkability import channel, gateway_linkability
 
 if TYPE_CHECKING:
     from streamanon.dezent.protocol import StructureSpec
@@ -44,6 +52,8 @@ class ScenarioMetrics:
         self.measured_by_position = np.zeros(G, dtype=np.int64)
         self.passes = 0
         self.contested = 0
+        self.traffic: dict[str, int] = {}
+        self.ce_view: list[dict[str, np.ndarray]] = []
         self.result: dict[str, Any] = {}
 
     def add_chunk(self, pub: np.ndarray, dist: np.ndarray, info: dict[str, Any]) -> None:
@@ -62,6 +72,12 @@ class ScenarioMetrics:
         self.measured_by_position += np.bincount(hops.ravel(), minlength=d.gateways)
         self.passes += int(np.sum(info.get("passes", 0)))
         self.contested += int(info.get("contested", 0))
+        for key in ("structure_messages", "gw_gw_messages", "gw_gw_bytes", "gw_ce_messages",
+                    "gw_ce_bytes", "mix_ring_bytes", "mix_dummies"):
+            if key in info:
+                self.traffic[key] = self.traffic.get(key, 0) + int(info[key])
+        if "ce_view" in info:
+            self.ce_view.append(info["ce_view"])
 
     def finish(self, spec: StructureSpec, config: SimConfig) -> None:
         """Messages and bytes per link, and the result dictionary."""
@@ -71,13 +87,20 @@ class ScenarioMetrics:
         other_rule = "window" if config.rule == "paper" else "paper"
         sn_gw = self.measured
         gw_ce = self.measured if self.name == "centralized" else self.published
-        gw_gw = 0
-        if self.name == "dezent" and G > 1:
-            gw_gw = G * (self.cycles + self.passes)  # collection round + each pass
+        gw_gw = gw_gw_bytes = 0
+        gw_ce_bytes = gw_ce * TUPLE_BYTES
+        if self.traffic:  # deZent: counted message by message by the engine
+            gw_gw, gw_gw_bytes = self.traffic["gw_gw_messages"], self.traffic["gw_gw_bytes"]
+            gw_ce, gw_ce_bytes = self.traffic["gw_ce_messages"], self.traffic["gw_ce_bytes"]
         types_present = np.bincount(d.sn_type, minlength=len(CLIENT_TYPES)) * self.cycles
         per_type = {t.name: round(float(self.by_type[i] / types_present[i]), 6)
                     for i, t in enumerate(CLIENT_TYPES) if types_present[i]}
         per_pos = (self.by_position / np.maximum(1, self.measured_by_position)).round(6)
+        seen = self.measured_by_position > 0
+        bias = (float(per_pos[seen].max() / per_pos[seen].min())
+                if seen.any() and per_pos[seen].min() > 0 else None)
+        days = self.cycles / CYCLES_PER_DAY
+        total = sn_gw * READING_BYTES + gw_gw_bytes + gw_ce_bytes
         self.result = {
             "measured": self.measured,
             "published": self.published,
@@ -89,17 +112,43 @@ class ScenarioMetrics:
             "violations": self.violations,
             "messages": {"sn_gw": sn_gw, "gw_gw": gw_gw, "gw_ce": gw_ce,
                          "total": sn_gw + gw_gw + gw_ce},
-            "bytes": {"sn_gw": sn_gw * READING_BYTES, "gw_gw": gw_gw * spec.nbytes,
-                      "gw_ce": gw_ce * TUPLE_BYTES,
-                      "total": sn_gw * READING_BYTES + gw_gw * spec.nbytes
-                      + gw_ce * TUPLE_BYTES},
+            "bytes": {"sn_gw": sn_gw * READING_BYTES, "gw_gw": gw_gw_bytes,
+                      "gw_ce": gw_ce_bytes, "total": total},
+            "bytes_per_day": round(total / days),
             "per_client_type": per_type,
             "per_ring_position": per_pos.tolist(),
+            "position_bias": round(bias, 6) if bias is not None else None,
         }
         if self.name == "dezent":
             self.result["publication_passes"] = self.passes
             self.result["contested_cycles"] = self.contested
             self.result["structure_bytes"] = spec.nbytes
+            self.result["structure_messages"] = self.traffic.get("structure_messages", 0)
+            if "mix_ring_bytes" in self.traffic:
+                self.result["mix"] = {"ring_bytes": self.traffic["mix_ring_bytes"],
+                                      "dummies": self.traffic["mix_dummies"]}
+            self.result["gateway_linkability"] = self.linkability(G)
+
+    def linkability(self, G: int) -> dict[str, Any]:
+        """The CE's guess of the sending gateway (:mod:`.linkability`) on the first simulated
+        day: from everything it sees (sender, position, value), from the channel alone
+        (sender and position: what the publication mode controls) and from the content alone
+        (the value: what any publication of the tuple reveals)."""
+        keys = ("label", "sender", "decile", "value", "fold")
+        view = {k: np.concatenate([v[k] for v in self.ce_view]) for k in keys} \
+            if self.ce_view else {k: np.zeros(0, dtype=np.int64) for k in keys}
+        view["channel"] = channel(view["sender"], view["decile"])
+        cards = {"channel": 10 * G, "value": int(view["value"].max(initial=0)) + 1}
+        out: dict[str, Any] = {}
+        for name, cols in (("what_the_ce_sees", ("channel", "value")),
+                           ("channel_only", ("channel",)),
+                           ("content_only", ("value",))):
+            r = gateway_linkability(view["label"], np.column_stack([view[c] for c in cols]),
+                                    [cards[c] for c in cols], G, view["fold"])
+            for k in ("tuples", "floor", "majority_share"):
+                out[k] = r.pop(k)
+            out[name] = r
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.result)

@@ -4,8 +4,11 @@
   (:func:`~streamanon.dezent.rules.publishable`) with exact district-wide counts.
 * ``fully_decentralized``: every gateway applies the same rule to its own sensor nodes only.
 * ``dezent``: the ring protocol (:mod:`streamanon.dezent.protocol`) with a counting Bloom filter
-  or the exact counter; publication passes in ring order from the CCC's successor, first with
-  ``p_pub``, then with ``p_pub = 1``.
+  or the exact counter; publication passes in the publication order
+  (:mod:`streamanon.dezent.order`: from the CCC's successor, or from a random position per
+  pass), first with ``p_pub``, then with ``p_pub = 1``; tuples sent to the CE directly or
+  through the mix (:mod:`streamanon.dezent.mix`: its bytes, and the order in which the CE
+  receives a batch, modelled by a seeded uniform permutation, for the linkability metric).
 
 All three share one count: ``D[c, v]``, the distinct sensor nodes with a reading of ``v`` in the
 window of cycle ``c`` (``W`` cycles, current included), computed for a whole chunk of cycles at
@@ -17,7 +20,7 @@ difference array summed over cycles gives the distinct count. Per gateway the sa
 
 Which records of a value are published is decided by their rank in the order in which the
 scenario visits them (centralized: arrival order = sensor order; deZent: pass 1 records (coin
-``< p_pub``) before pass 2 records, each in ring order from the CCC's successor, sensors in
+``< p_pub``) before pass 2 records, each in ring order from the pass's start, sensors in
 order within a gateway). Proof sketch (fast deZent == protocol core): when no counter of the
 cleaned CBF is *contested* (its value is at least the publications the rule allows for all
 values hashed to it), no value's count ever reaches 0 through another value's decrements, so
@@ -41,12 +44,22 @@ from streamanon.dezent.cbf import (
     cbf_parameters,
     int_positions,
 )
-from streamanon.dezent.protocol import StructureSpec, publish_records, window_cycles
+from streamanon.dezent.mix import DEFAULT_PADDING, check_padding, item_bytes
+from streamanon.dezent.order import PAPER as PAPER_ORDER
+from streamanon.dezent.order import check_order, pass_messages, pass_start
+from streamanon.dezent.protocol import (
+    MIX,
+    PUBLICATIONS,
+    StructureSpec,
+    publish_records,
+    window_cycles,
+)
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER, WINDOW, check_rule, publishable
-from streamanon.dezent.securesum import SecureSumMask
+from streamanon.dezent.securesum import SecureSumMask, bits_for, max_true_count
 from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District
-from streamanon.sim.metrics import ScenarioMetrics
+from streamanon.sim.linkability import fold_of, position_decile
+from streamanon.sim.metrics import TUPLE_BYTES, ScenarioMetrics
 
 SCENARIOS = ("centralized", "fully_decentralized", "dezent")
 
@@ -61,10 +74,13 @@ class SimConfig:
     rule: str = PAPER
     structure: str = "cbf"
     fp_rate: float = 0.05
-    counter_bits: int = 20
+    counter_bits: int | None = None  # None: the narrowest width for the largest true count
     max_hashes: int = 6
     cbf_keys: int | None = None
     epoch_cycles: int = CYCLES_PER_DAY
+    publication: str = "direct"  # or "mix"
+    publication_order: str = PAPER_ORDER  # or "random"
+    mix_padding: int = DEFAULT_PADDING
 
     def __post_init__(self) -> None:
         if self.z < 1:
@@ -78,6 +94,13 @@ class SimConfig:
             raise ValueError(f"structure must be cbf or exact, got {self.structure!r}")
         if not 0 < self.fp_rate < 1:
             raise ValueError(f"fp_rate must be in (0, 1), got {self.fp_rate}")
+        if self.counter_bits is not None and not 1 <= self.counter_bits <= 63:
+            raise ValueError(f"counter_bits must be in 1..63, got {self.counter_bits}")
+        if self.publication not in PUBLICATIONS:
+            raise ValueError(f"publication must be one of {PUBLICATIONS}, got "
+                             f"{self.publication!r}")
+        check_order(self.publication_order)
+        check_padding(self.mix_padding)
 
     @property
     def window(self) -> int:
@@ -89,15 +112,24 @@ class SimConfig:
         CBF sizing: the reference's ``X = 10 x SNs per gateway x cycles in Δt`` with the
         district's *mean* sensors per gateway instead of the CCC's own (so the size does not
         change with the rotating CCC and every gateway can compute it at setup), ``P`` =
-        ``fp_rate``; ``cbf_keys`` overrides ``X``.
+        ``fp_rate``; ``cbf_keys`` overrides ``X``. Counter width: ``counter_bits``, or by
+        default the narrowest that holds the largest true count (sensor nodes for the exact
+        counter, ``k x`` sensor nodes ``x`` cycles in Δt for a CBF counter:
+        :func:`~streamanon.dezent.securesum.max_true_count`).
         """
         if self.structure == "exact":
             domain = tuple(int(v) for v in district.domain())
-            return StructureSpec("exact", len(domain), 1, self.counter_bits, domain)
+            return StructureSpec("exact", len(domain), 1, self.bits_for(district, "exact", 1),
+                                 domain)
         keys = self.cbf_keys or max(1, round(10 * district.sensors / district.gateways
                                              * self.window))
         m, k = cbf_parameters(keys, self.fp_rate, self.max_hashes)
-        return StructureSpec("cbf", m, k, self.counter_bits)
+        return StructureSpec("cbf", m, k, self.bits_for(district, "cbf", k))
+
+    def bits_for(self, district: District, kind: str, k: int) -> int:
+        if self.counter_bits is not None:
+            return self.counter_bits
+        return bits_for(max_true_count(kind, k, district.sensors, self.window))
 
 
 @dataclass
@@ -126,7 +158,9 @@ class SimResult:
                 "days": self.cycles / CYCLES_PER_DAY, "z": c.z, "delta_t": c.delta_t,
                 "window_cycles": c.window, "p_pub": c.p_pub, "rule": c.rule,
                 "structure": c.structure, "fp_rate": c.fp_rate,
-                "counter_bits": c.counter_bits, "epoch_cycles": c.epoch_cycles,
+                "counter_bits": self.spec.bits, "epoch_cycles": c.epoch_cycles,
+                "publication": c.publication, "publication_order": c.publication_order,
+                "mix_padding": c.mix_padding,
             },
             "structure": {"kind": self.spec.kind, "m": self.spec.m, "k": self.spec.k,
                           "bits": self.spec.bits, "bytes": self.spec.nbytes},
@@ -150,7 +184,7 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
                          f"{district.cycles_available} cycles; asked for [{start}, {end})")
     spec = config.structure_spec(district)
     w = config.window
-    SecureSumMask.check_capacity(spec.k * district.sensors * (1 if spec.kind == "exact" else w),
+    SecureSumMask.check_capacity(max_true_count(spec.kind, spec.k, district.sensors, w),
                                  spec.bits)
     domain = district.domain()
     engine = _Engine(district, config, spec, domain)
@@ -167,7 +201,8 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
         values = district.readings(h0, c1)
         codes = lut[values]
         coins = district.coins(c0, c1)
-        out, dist = engine.chunk(c0, c1, codes, c0 - h0, values[c0 - h0 :], coins)
+        out, dist = engine.chunk(c0, c1, codes, c0 - h0, values[c0 - h0 :], coins,
+                                 link_until=start + CYCLES_PER_DAY)
         for name, (pub, info) in out.items():
             metrics[name].add_chunk(pub, dist, info)
             if keep_published:
@@ -199,18 +234,27 @@ class _Engine:
         self.pos = int_positions(domain, spec.m, spec.k) if spec.kind == "cbf" else None
 
     def ring_order(self, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per cycle and gateway: hops after the CCC, and the publication visiting order
-        (successor first, the CCC last)."""
+        """Per cycle and gateway: hops after the CCC; per cycle, the start positions of
+        publication passes 1 and 2 (:func:`~streamanon.dezent.order.pass_start`, on the
+        district's order draws)."""
         dist = np.empty((c1 - c0, self.G), dtype=np.int64)
         for c in range(c0, c1):
             dist[c - c0] = self.ring.distance_from_ccc(c)
-        return dist, (dist - 1) % self.G
+        order = self.cfg.publication_order
+        if order == PAPER_ORDER:
+            starts = np.full((c1 - c0, 2), pass_start(order, self.G, 0.0), dtype=np.int64)
+        else:
+            draws = self.d.order_draws(c0, c1)
+            starts = np.array([[pass_start(order, self.G, float(u)) for u in row]
+                               for row in draws], dtype=np.int64).reshape(c1 - c0, 2)
+        return dist, starts
 
     def chunk(self, c0: int, c1: int, codes: np.ndarray, h: int, values: np.ndarray,
-              coins: np.ndarray
+              coins: np.ndarray, link_until: int = 0
               ) -> tuple[dict[str, tuple[np.ndarray, dict[str, Any]]], np.ndarray]:
         """Published masks ``(C, S)`` per scenario for cycles ``[c0, c1)``; ``codes`` has ``h``
-        cycles of history before them."""
+        cycles of history before them. The CE's view of deZent's tuples (for the linkability
+        metric) is kept for the cycles before ``link_until``."""
         cfg, G, S, V, w = self.cfg, self.G, self.S, self.V, self.cfg.window
         T = codes.shape[0]
         C = T - h
@@ -234,7 +278,9 @@ class _Engine:
         g_idx = np.tile(self.gw, C)
         n = np.bincount(r_idx * V + cc, minlength=C * V).reshape(C, V)
         nl = np.bincount((r_idx * G + g_idx) * V + cc, minlength=C * G * V).reshape(C, G * V)
-        dist, visit = self.ring_order(c0, c0 + C)
+        dist, starts = self.ring_order(c0, c0 + C)
+        vis1 = (dist - starts[:, :1]) % G  # turn number of each gateway, per pass
+        vis2 = (dist - starts[:, 1:]) % G
         out: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
         key_c = r_idx * V + cc
         key_l = (r_idx * G + g_idx) * V + cc
@@ -248,10 +294,12 @@ class _Engine:
         rank_l = _group_rank(key_l, order_c)
         out["fully_decentralized"] = self._decide(rank_l, Dl.reshape(-1)[key_l],
                                                   nl.reshape(-1)[key_l], D_rec, C, S)
-        # deZent: pass 1 (coin < p_pub) before pass 2, ring order from the CCC's successor
+        # deZent: pass 1 (coin < p_pub) before pass 2, each in ring order from its start
         est, counters = self._estimates(D)
         second = coins >= cfg.p_pub
-        vis = visit[r_idx.reshape(C, S), self.gw[None, :]].ravel()
+        rows2 = r_idx.reshape(C, S)
+        v1 = vis1[rows2, self.gw[None, :]].ravel()
+        vis = np.where(second.ravel(), vis2[rows2, self.gw[None, :]].ravel(), v1)
         key_d = (key_c * 2 + second.ravel()) * G + vis
         order_d = np.argsort(key_d, kind="stable")
         rank_d = _group_rank(key_c, order_d)
@@ -259,9 +307,9 @@ class _Engine:
         passes = np.ones(C, dtype=np.int64)
         if cfg.rule == PAPER and cfg.p_pub < 1:
             # pass 2 runs when some coin-failed record still saw a positive count in pass 1:
-            # fewer coin-passed records of its value came before it (ring order) than allowed
+            # fewer coin-passed records of its value came before it (pass-1 order) than allowed
             allowed = publishable(est.reshape(-1)[key_c], n_rec, cfg.z, cfg.rule)
-            order_v = np.argsort(key_c * G + vis, kind="stable")
+            order_v = np.argsort(key_c * G + v1, kind="stable")
             before = _group_prefix(key_c, order_v, ~second.ravel())
             more = second.ravel() & (before < allowed)
             passes += more.reshape(C, S).any(axis=1)
@@ -270,10 +318,82 @@ class _Engine:
             contested = self._contested(counters, publishable(est, n, cfg.z, cfg.rule))
             for r in np.flatnonzero(contested).tolist():
                 pub_d[r], passes[r] = self._replay(self._row(counters, r), values[r], coins[r],
-                                                   visit[r])
+                                                   (vis1[r], vis2[r]))
         info.update(passes=passes, contested=int(contested.sum()))
+        info.update(self._traffic(pub_d, dist, starts, passes))
+        if c0 < link_until:
+            info["ce_view"] = self._ce_view(pub_d[: link_until - c0], dist, cur, c0)
         out["dezent"] = (pub_d, info)
         return out, dist
+
+    def _traffic(self, pub: np.ndarray, dist: np.ndarray, starts: np.ndarray,
+                 passes: np.ndarray) -> dict[str, int]:
+        """Messages and bytes of deZent on each link, as the protocol core sends them: the
+        collection round, each pass (:func:`~streamanon.dezent.order.pass_messages`), and
+        either one tuple per message to the CE or the mix (a batch that grows along the ring
+        from the CCC, whose share is padded with dummies to its records, then one delivery
+        and ``n - 1`` acknowledgements)."""
+        G, C = self.G, pub.shape[0]
+        nb = self.spec.nbytes
+        structure = 0
+        if G > 1:
+            p1 = np.array([pass_messages(int(s), G) for s in starts[:, 0]])
+            p2 = np.array([pass_messages(int(s), G) for s in starts[:, 1]])
+            structure = int(G * C + p1.sum() + (p2 * (passes >= 2)).sum())
+        out = {"structure_messages": structure, "gw_gw_messages": structure,
+               "gw_gw_bytes": structure * nb}
+        n_pub = int(pub.sum())
+        if self.cfg.publication != MIX:
+            return {**out, "gw_ce_messages": n_pub, "gw_ce_bytes": n_pub * TUPLE_BYTES}
+        size = item_bytes(self.cfg.mix_padding)
+        per_gw = np.zeros((C, G), dtype=np.int64)
+        rows, cols = np.nonzero(pub)
+        np.add.at(per_gw, (rows, self.gw[cols]), 1)
+        by_pos = np.take_along_axis(per_gw, np.argsort(dist, axis=1), axis=1)
+        ccc = np.argmin(dist, axis=1)
+        records = self.d.sn_per_gw[ccc]
+        dummies = np.maximum(0, records - by_pos[:, 0])
+        by_pos[:, 0] += dummies
+        cum = np.cumsum(by_pos, axis=1)
+        hops = int(cum[:, : G - 1].sum())
+        return {**out, "gw_gw_messages": structure + 2 * (G - 1) * C,
+                "gw_gw_bytes": structure * nb + hops * size, "mix_ring_bytes": hops * size,
+                "mix_dummies": int(dummies.sum()), "gw_ce_messages": C,
+                "gw_ce_bytes": int(cum[:, G - 1].sum()) * size}
+
+    def _ce_view(self, pub: np.ndarray, dist: np.ndarray, cur: np.ndarray, c0: int
+                 ) -> dict[str, np.ndarray]:
+        """What the CE sees of each published tuple (sender, position in its frame, value
+        code) and its true gateway, for the linkability metric (:mod:`..linkability`).
+
+        Direct: the gateway's own frame, its tuples in sensor order. Mix: the deliverer's
+        batch (the CCC's predecessor), in an order drawn uniformly at random (the last
+        shuffle), among the cycle's tuples and the CCC's dummies."""
+        G = self.G
+        dist = dist[: pub.shape[0]]
+        rows, cols = np.nonzero(pub)
+        labels = self.gw[cols]
+        if self.cfg.publication != MIX:
+            key = rows * G + labels
+            rank = _group_rank(key, np.argsort(key, kind="stable"))
+            size = np.bincount(key, minlength=pub.shape[0] * G)[key]
+            sender = labels
+        else:
+            deliverer = np.argmax(dist, axis=1)
+            ccc = np.argmin(dist, axis=1)
+            per_cycle = pub.sum(axis=1)
+            size_c = per_cycle + np.maximum(0, self.d.sn_per_gw[ccc] - np.array(
+                [int(pub[r, self.gw == ccc[r]].sum()) for r in range(pub.shape[0])]))
+            keys = self.d.shuffle_keys(c0, c0 + pub.shape[0], self.S)
+            rank = np.empty(len(rows), dtype=np.int64)
+            first = np.searchsorted(rows, np.arange(pub.shape[0]))
+            for r in range(pub.shape[0]):
+                places = np.argsort(np.argsort(keys[r, : size_c[r]], kind="stable"))
+                rank[first[r] : first[r] + per_cycle[r]] = places[: per_cycle[r]]
+            size = size_c[rows]
+            sender = deliverer[rows]
+        return {"label": labels, "sender": sender, "decile": position_decile(rank, size),
+                "value": cur[rows, cols], "fold": fold_of(c0 + rows)}
 
     def _decide(self, rank: np.ndarray, count: np.ndarray, n: np.ndarray, true: np.ndarray,
                 C: int, S: int) -> tuple[np.ndarray, dict[str, Any]]:
@@ -323,23 +443,25 @@ class _Engine:
         return row
 
     def _replay(self, counters: np.ndarray, values: np.ndarray, coins: np.ndarray,
-                visit: np.ndarray) -> tuple[np.ndarray, int]:
-        """One contested cycle, record by record, with the protocol's publication step."""
+                visits: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, int]:
+        """One contested cycle, record by record, with the protocol's publication step; each
+        pass visits the gateways in its own order (``visits``: turn number per gateway)."""
         cbf: CountingStructure = CountingBloomFilter(self.spec.m, self.spec.k, self.spec.bits)
         cbf.counters = counters.astype(np.uint64)
         cbf.subtract_clamp(self.cfg.z - 1)
         published = np.zeros(self.S, dtype=bool)
-        by_gw = [np.flatnonzero(self.gw == g) for g in np.argsort(visit)]
-        done = {g: [False] * len(ix) for g, ix in enumerate(by_gw)}
+        members = [np.flatnonzero(self.gw == g) for g in range(self.G)]
+        done = {g: [False] * len(ix) for g, ix in enumerate(members)}
         passes, p_pub = 0, self.cfg.p_pub
         while True:
-            passes += 1
             more = False
-            for g, ix in enumerate(by_gw):
+            for g in np.argsort(visits[passes]).tolist():
+                ix = members[g]
                 got, m = publish_records(cbf, values[ix].tolist(), done[g], coins[ix], p_pub,
                                          self.cfg.rule)
                 published[ix[got]] = True
                 more |= m
+            passes += 1
             if not more or passes == 2:
                 return published, passes
             p_pub = 1.0
@@ -392,38 +514,53 @@ class ProtocolRun:
     ring_bytes: int
     passes: int
     tuples: list[Any]
+    ce_messages: int = 0
+    ce_bytes: int = 0
+    dummies: int = 0
+    ce_view: dict[str, list[int]] = field(default_factory=lambda: {
+        k: [] for k in ("label", "sender", "position", "size", "value", "fold")})
 
 
 def run_protocol(district: District, cycles: int, config: SimConfig, *, start: int = 0,
                  id_mode: str = "sensor") -> ProtocolRun:
     """deZent through :class:`~streamanon.dezent.protocol.Gateway` objects, message by message.
 
-    Same readings and coins as :func:`simulate`; real secure-sum masks (OS randomness), real
-    byte encodings on every hop. Meant for small districts: it is the executable specification
+    Same readings, coins and order draws as :func:`simulate`; real secure-sum masks (OS
+    randomness), real byte encodings on every hop, and with ``publication = "mix"`` real
+    sealing to a fresh CE key, real secret shuffles, and a CE that opens every batch (what it
+    sees is kept in ``ce_view``). Meant for small districts: it is the executable specification
     the vectorized engine is tested against.
     """
+    from streamanon.dezent.mix import MixKeys, decode_plaintext, open_sealed
     from streamanon.dezent.protocol import Gateway, ProtocolConfig, run_cycle
 
     spec = config.structure_spec(district)
+    keys = MixKeys.generate() if config.publication == MIX else None
     pcfg = ProtocolConfig(z=config.z, delta_t=config.delta_t, structure=spec,
                           sensors_total=district.sensors, period=CYCLE_SECONDS,
                           rule=config.rule, p_pub=config.p_pub, id_mode=id_mode,
-                          min_members=1)  # the paper's protocol: no minimum ring size
+                          min_members=1,  # the paper's protocol: no minimum ring size
+                          publication=config.publication,
+                          publication_order=config.publication_order,
+                          mix_key=keys.public_bytes if keys else None,
+                          mix_padding=config.mix_padding)
     ring = Ring(district.gateways, district.config.seed, config.epoch_cycles)
     gws = [Gateway(g, pcfg, ring) for g in range(district.gateways)]
     members = [np.flatnonzero(district.sn_gateway == g) for g in range(district.gateways)]
     index = {sid: i for i, sid in enumerate(district.sensor_ids)}
+    code = {int(v): i for i, v in enumerate(district.domain())}
     w = config.window
     h0 = max(0, start - (w - 1))
     values = district.readings(h0, start + cycles)
     coins = district.coins(h0, start + cycles)
+    draws = district.order_draws(h0, start + cycles)
     published = np.zeros((cycles, district.sensors), dtype=bool)
     run = ProtocolRun(published, 0, 0, 0, [])
     for c in range(h0, start + cycles):
         r = c - h0
         for g, ix in enumerate(members):
             gws[g].measure(c, [(district.sensor_ids[i], int(values[r, i])) for i in ix],
-                           coins=coins[r, ix])
+                           coins=coins[r, ix], order_draws=draws[r])
         if c < start:
             continue  # history only: readings before the simulated range are not anonymized
         res = run_cycle(gws, c)
@@ -433,4 +570,25 @@ def run_protocol(district: District, cycles: int, config: SimConfig, *, start: i
         run.tuples.extend(res.published)
         for tup in res.published:
             published[c - start, index[tup.sensor]] = True
+        uid_sensor = {t.uid: t.sensor for t in res.published}
+        for batch in res.delivered:  # the CE's side: open, drop dummies, keep what it sees
+            assert keys is not None
+            run.ce_messages += 1
+            run.ce_bytes += len(batch.payload)
+            opened = [decode_plaintext(open_sealed(keys.private_key, x)) for x in batch.items]
+            run.dummies += sum(t.dummy for t in opened)
+            deliverer = ring.from_ccc(c)[-1]
+            for pos, t in enumerate(opened):
+                if t.dummy:
+                    continue
+                view = run.ce_view
+                view["label"].append(int(district.sn_gateway[index[uid_sensor[t.uid]]]))
+                view["sender"].append(deliverer)
+                view["position"].append(pos)
+                view["size"].append(len(opened))
+                view["value"].append(code[int(t.value)])  # type: ignore[arg-type]
+                view["fold"].append(int(fold_of(np.array([c]))[0]))
+        if keys is None:
+            run.ce_messages += len(res.published)
+            run.ce_bytes += TUPLE_BYTES * len(res.published)
     return run
