@@ -31,6 +31,29 @@ def test_pki_init_then_refuses_to_overwrite(tmp_path):
     assert res.exit_code == 2 and "must not be inside" in res.output
 
 
+def test_cluster_init_carries_the_publication_options_into_every_config(tmp_path):
+    import tomllib
+
+    args = ["cluster", "init", "--gateways", "3", "--workdir", str(tmp_path / "site")]
+    res = runner.invoke(app, [*args, "--publication", "mix", "--publication-order", "random"])
+    assert res.exit_code == 0, res.output
+    for name in ("cluster", "gw0", "gw1", "gw2"):
+        text = (tmp_path / "site" / f"{name}.toml").read_text()
+        conf = tomllib.loads(text)
+        found = [(k, v) for k, v in _walk(conf) if k in ("publication", "publication_order")]
+        assert sorted(found) == [("publication", "mix"), ("publication_order", "random")], name
+    res = runner.invoke(app, [*args[:-1], str(tmp_path / "other"), "--publication", "carrier"])
+    assert res.exit_code == 2 and "publication must be one of" in res.output
+
+
+def _walk(conf):
+    for key, value in conf.items():
+        if isinstance(value, dict):
+            yield from _walk(value)
+        else:
+            yield key, value
+
+
 def test_cluster_up_runs_stops_by_itself_and_leaves_its_files(tmp_path):
     work = tmp_path / "run"
     up = subprocess.Popen(

@@ -14,7 +14,14 @@ from typing import Any
 import typer
 
 from streamanon.cli.app import app
-from streamanon.cli.common import JSON_HELP, err_console, fail, print_summary
+from streamanon.cli.common import (
+    JSON_HELP,
+    ORDER_HELP,
+    PUBLICATION_HELP,
+    err_console,
+    fail,
+    print_summary,
+)
 
 cluster_app = typer.Typer(help="A local deZent deployment (CA, CE, gateways, sensor nodes "
                           "replaying a simulated district) as separate processes on loopback.",
@@ -45,13 +52,15 @@ STORE = typer.Option(None, "--store", help="The CE's store: a PostgreSQL DSN "
 INSECURE = typer.Option(False, "--insecure-plaintext-sensors", help="Plain TCP sensor ports "
                         "that take the sensor ID from the line: anyone who reaches a port can "
                         "inject readings. For comparisons only.")
+PUBLICATION = typer.Option("direct", "--publication", help=PUBLICATION_HELP)
+ORDER = typer.Option("paper", "--publication-order", help=ORDER_HELP)
 WORKDIR = typer.Option(Path("streamanon-cluster"), "--workdir", help="Configs, PKI (pki/, the "
                        "CA's key in ca/), CE database, outboxes (state/), logs/, CSV files.")
 
 
 def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int, seed: int,
           start_day: int, delta_t: float, p_pub: float, structure: str, min_members: int,
-          store: str | None, insecure: bool) -> Any:
+          store: str | None, insecure: bool, publication: str, publication_order: str) -> Any:
     from streamanon.net.cluster import ClusterSpec
     from streamanon.net.store import is_postgres
 
@@ -62,7 +71,8 @@ def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int,
     return ClusterSpec(gateways=gateways, period=period, cycles=cycles, z=z, max_sn=max_sn,
                        seed=seed, start_cycle=start_day * 96, delta_t=delta_t, p_pub=p_pub,
                        structure=structure, min_members=min_members, store=store,
-                       insecure_plaintext_sensors=insecure)
+                       insecure_plaintext_sensors=insecure, publication=publication,
+                       publication_order=publication_order)
 
 
 @cluster_app.command("init")
@@ -81,6 +91,8 @@ def cluster_init(
     min_members: int = MIN_MEMBERS,
     store: str = STORE,
     insecure: bool = INSECURE,
+    publication: str = PUBLICATION,
+    publication_order: str = ORDER,
     workdir: Path = WORKDIR,
     force: bool = typer.Option(False, "--force", help="Clear an earlier site in --workdir "
                                "first."),
@@ -93,7 +105,7 @@ def cluster_init(
     from streamanon.net.cluster import Cluster, WorkdirInUse
 
     spec = _spec(gateways, period, cycles, z, max_sn, seed, start_day, delta_t, p_pub,
-                 structure, min_members, store, insecure)
+                 structure, min_members, store, insecure, publication, publication_order)
     cluster = Cluster(spec, workdir, mode="force" if force else "new")
     try:
         cluster.prepare()
@@ -123,6 +135,8 @@ def cluster_up(
     min_members: int = MIN_MEMBERS,
     store: str = STORE,
     insecure: bool = INSECURE,
+    publication: str = PUBLICATION,
+    publication_order: str = ORDER,
     workdir: Path = WORKDIR,
     force: bool = typer.Option(False, "--force", help="Clear an earlier run in --workdir "
                                "first (its files, and the rows of a PostgreSQL --store)."),
@@ -144,7 +158,7 @@ def cluster_up(
     if force and resume:
         fail("give --force or --resume, not both")
     spec = _spec(gateways, period, cycles, z, max_sn, seed, start_day, delta_t, p_pub,
-                 structure, min_members, store, insecure)
+                 structure, min_members, store, insecure, publication, publication_order)
     if insecure:
         err_console.print("[bold red]warning:[/] --insecure-plaintext-sensors: the sensor "
                           "ports are plain TCP and trust the ID in each line; anyone who "

@@ -17,7 +17,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from streamanon.cli.app import app, experiment_app
-from streamanon.cli.common import JSON_HELP, cli_wording, fail, warn, writing
+from streamanon.cli.common import (
+    JSON_HELP,
+    ORDER_HELP,
+    PUBLICATION_HELP,
+    cli_wording,
+    fail,
+    warn,
+    writing,
+)
 from streamanon.dezent.collusion import collusion_table
 from streamanon.dezent.order import ORDERS
 from streamanon.dezent.protocol import PUBLICATIONS
@@ -43,14 +51,6 @@ if not console.is_terminal:
 RULE_HELP = ("Publication rule: 'paper' (subtract z-1, publish while the count is positive) or "
              "'window' (publish every current record of a value seen by >= z sensors in Δt: "
              "the same guarantee, more utility). Both are reported.")
-PUBLICATION_HELP = ("How gateways hand tuples to the CE: 'direct' (each sends its own: the CE "
-                    "knows every tuple's gateway) or 'mix' (sealed to the CE, padded, shuffled "
-                    "by every gateway around the ring, one batch per cycle: the CE cannot tell "
-                    "the gateway; costs ring bytes). Reported: gateway linkability, bytes/day.")
-ORDER_HELP = ("Publication order: 'paper' (every pass from the coordinator's successor: the "
-              "gateways right after it are favoured) or 'random' (every pass from a random "
-              "gateway: no ring position favoured, same publications per value). Reported: "
-              "position bias (max/min publication ratio over ring positions).")
 COUNTER_BITS_HELP = ("Bits per counter (mask arithmetic is mod 2^bits). Default: the narrowest "
                      "that holds the largest possible count (sensor nodes for the exact "
                      "counter, k x sensor nodes x cycles in Δt for the CBF).")
