@@ -32,9 +32,20 @@ def streamanon(*args: str, timeout: float = 300) -> dict:
 
 
 def outcome_lines_on_disk(work: Path) -> int:
-    """Outcome lines in the part files (committed or in progress) under ``work/parts``."""
-    return sum(len(p.read_bytes().splitlines()) for p in (work / "parts").rglob("*")
-               if p.is_file())
+    """Outcomes in the part files (committed or in progress) under ``work/parts``: one per
+    text line, a batch line's rows."""
+    from streamanon.flink.outcomes import BATCH, outcome_batch_of
+
+    count = 0
+    for path in (work / "parts").rglob("*"):
+        if path.is_file():
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    count += outcome_batch_of(line).num_rows if line.startswith(
+                        BATCH + "\t") else 1
+                except Exception:  # a line still being written
+                    pass
+    return count
 
 
 def completed_checkpoints(work: Path) -> list[int]:

@@ -99,8 +99,8 @@ def test_castle_kill_after_checkpoint_and_restore_changes_nothing(data, uninterr
     work, out = tmp_path / "work", tmp_path / "restored.csv"
     args = [*castle_args(*data, out), "--snapshot-every", "400"]
     written = run_and_kill_after_checkpoint([*args, "--checkpoint-interval", "1000",
-                                             "--unaligned-checkpoints", "--pace", "0.004"],
-                                            work)
+                                             "--unaligned-checkpoints", "--pace", "0.004",
+                                             "--batch-size", "100"], work)
     assert written < N, "the kill came after the job had written everything"
     summary = streamanon(*args, "--work-dir", str(work), "--restore", "latest")
     flink_out, flink_summary = uninterrupted

@@ -82,7 +82,7 @@ def test_kill_after_checkpoint_and_restore_loses_and_duplicates_nothing(
     out = tmp_path / "restored.csv"
     written = run_and_kill_after_checkpoint([*z_args(trace, out), "--checkpoint-interval",
                                              "1000", "--unaligned-checkpoints", "--pace",
-                                             "0.003"], work)
+                                             "0.003", "--batch-size", "200"], work)
     assert written < N, "the kill came after the job had written everything"
     assert not out.exists()
     summary = streamanon(*z_args(trace, out), "--work-dir", str(work), "--restore", "latest")
