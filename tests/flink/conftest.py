@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -40,11 +41,9 @@ def outcome_lines_on_disk(work: Path) -> int:
     for path in (work / "parts").rglob("*"):
         if path.is_file():
             for line in path.read_text(errors="replace").splitlines():
-                try:
+                with contextlib.suppress(Exception):  # a line still being written
                     count += outcome_batch_of(line).num_rows if line.startswith(
                         BATCH + "\t") else 1
-                except Exception:  # a line still being written
-                    pass
     return count
 
 
