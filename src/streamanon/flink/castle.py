@@ -49,6 +49,7 @@ import contextlib
 import logging
 import pickle
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ from streamanon.flink.castle_rows import (
 from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.functions import END_OF_INPUT, META
 from streamanon.flink.job import (
+    CASTLE_BATCH_SIZE,
     Endpoint,
     JobOptions,
     RunRecord,
@@ -337,7 +339,8 @@ def run_castle_job(
     run it resumes (another number is refused: it would change what CASTLE releases).
     ``rules_from``: a TCP server sending replacement rule sets while the job runs (each
     ended by a line ``%%``); the job then also waits for it to close."""
-    options = options or JobOptions()
+    options = replace(options or JobOptions())
+    options.batch_size = options.batch_size or CASTLE_BATCH_SIZE
     texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
     if not texts:
         raise ValueError("give at least one rules file")

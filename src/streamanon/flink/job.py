@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,12 @@ from streamanon.io import OnError, detect_format
 from streamanon.io.readers import _Reader
 from streamanon.zanon.operator import SEPARATOR
 
-#: a batch closes after this many input lines ... (``--batch-size``)
-DEFAULT_BATCH_SIZE = 1 << 16
+#: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
+#: the z rule costs about a microsecond per tuple and each batch a fixed fraction of a ms;
+#: CASTLE spends tens of microseconds per tuple, and a smaller batch keeps the time a
+#: checkpoint barrier waits behind one batch short
+Z_BATCH_SIZE = 1 << 16
+CASTLE_BATCH_SIZE = 1 << 12
 #: ... or this many milliseconds after its first line, whichever comes first (``--batch-ms``)
 DEFAULT_BATCH_MS = 5.0
 #: Flink's network buffers are flushed after this many milliseconds at the latest: records
@@ -82,7 +86,7 @@ class JobOptions:
     python_executable: str | None = None
     buffer_timeout_ms: int | None = DEFAULT_BUFFER_TIMEOUT_MS
     unaligned_checkpoints: bool = False
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: int | None = None  # None: the operator's default
     batch_ms: float = DEFAULT_BATCH_MS
     progress: bool = False  # a progress bar on stderr for a large file (needs a terminal)
 
@@ -162,6 +166,7 @@ def batch_source(env: Any, source: str | Path | Endpoint, parser: Any, record: R
     from streamanon.flink.functions import BatchLines, ReadSplits
 
     if isinstance(source, Endpoint):
+        assert options.batch_size, "resolved by run_z_job / run_castle_job"
         step = BatchLines(parser, batch_size=options.batch_size, batch_ms=options.batch_ms,
                           pace=options.pace)
         upstream = socket_lines(env, source)
@@ -192,7 +197,9 @@ def side_output(stream: Any, tag: Any) -> Any:
     ``key_by``, whose key selector is a Python operator) is cut off with
     ``disable_chaining``; batches make the extra hop between tasks cheap.
     """
-    return stream.get_side_output(tag).disable_chaining()
+    # parallelism 1 like the stages that write side outputs: the edge stays forward when the
+    # job is restored at another parallelism
+    return stream.get_side_output(tag).set_parallelism(1).disable_chaining()
 
 
 def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None) -> None:
@@ -213,15 +220,19 @@ def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None)
             .build())
         .build()
     )
-    stream.sink_to(sink).name("outcome part files").uid("outcome-files")
+    # rebalanced: every edge into the sink stays all-to-all at any parallelism (a forward
+    # edge, between tasks of equal parallelism, that holds in-flight data of an unaligned
+    # checkpoint cannot be restored at another parallelism)
+    stream.rebalance().sink_to(sink).name("outcome part files").uid("outcome-files")
     if release_to is not None:
         # one line per outcome, flushed as it leaves (SimpleStringSchema adds no delimiter)
         jvm = get_gateway().jvm
         j_schema = SimpleStringSchema()._j_serialization_schema
         fn = jvm.org.apache.flink.streaming.api.functions.sink.legacy.SocketClientSink(
             release_to.host, release_to.port, j_schema, 0, True)
-        (stream.map(lambda text: "\n".join(text_lines_of(text.split("\n"))) + "\n",
-                    output_type=Types.STRING()).set_parallelism(1).disable_chaining()
+        (stream.rebalance()
+         .map(lambda text: "\n".join(text_lines_of(text.split("\n"))) + "\n",
+              output_type=Types.STRING()).set_parallelism(1).disable_chaining()
          .name("outcome lines").add_sink(SinkFunction(fn)).name("release socket")
          .set_parallelism(1))
 
@@ -249,7 +260,7 @@ def build_z_job(
 
     parser = ZChunkParser(fmt, time_tolerance=time_tolerance, separator=separator,
                           source_name=str(source), key_groups=record.key_groups,
-                          batch_size=options.batch_size)
+                          batch_size=options.batch_size or Z_BATCH_SIZE)
     batches = batch_source(env, source, parser, record, options, progress_path)
     outcomes = (
         batches.key_by(lambda b: b[0], key_type=Types.INT())
@@ -357,7 +368,8 @@ def run_z_job(
     """
     from streamanon.flink.zbatch import Z_KEY_GROUPS
 
-    options = options or JobOptions()
+    options = replace(options or JobOptions())
+    options.batch_size = options.batch_size or Z_BATCH_SIZE
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
     if not isinstance(source, Endpoint):
         check_header(source, fmt)
