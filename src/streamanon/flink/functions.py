@@ -45,7 +45,6 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
-from streamanon.flink.outcomes import outcome_batch_line
 from streamanon.flink.splits import block_lines, line_blocks, read_split
 from streamanon.flink.zbatch import ZGroupOperator
 
@@ -210,21 +209,21 @@ class ZKeyGroups(KeyedProcessFunction):
             op = pickle.loads(saved) if saved is not None else ZGroupOperator(
                 self.z, self.delta_t, self.separator)
             rows = 0
-            for data in self._redo.get() or ():
-                rows += op.apply(data).num_rows
+            for batch in self._redo.get() or ():
+                rows += op.process(batch)[1]
             entry = self._groups[group] = [op, rows]
         return entry
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
-        group, data = value
+        group, batch = value
         entry = self._entry(group)
         op = entry[0]
-        outcomes = op.apply(data)
-        entry[1] += outcomes.num_rows
+        text, rows = op.process(batch)
+        entry[1] += rows
         if entry[1] >= max(self.snapshot_every, op.live_pairs()):  # O(1) per row amortized
             self._snapshot.update(op.snapshot())
             self._redo.clear()
             entry[1] = 0
         else:
-            self._redo.add(data)
-        yield outcome_batch_line(outcomes)
+            self._redo.add(batch)
+        yield text

@@ -45,17 +45,30 @@ from streamanon.flink.outcomes import (
     decode_batch,
     encode_batch,
     marker_line,
+    outcome_batch_line,
+    published_line,
     rejected_line,
+    suppressed_line,
 )
 from streamanon.io.policy import OnError
 from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, RecordBatch, _Reader
-from streamanon.records import Rejected
+from streamanon.records import Record, Rejected, Suppressed
 from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 
 #: key groups of the z job: fixed, so that state keyed by group survives any rescaling (it is
 #: also Flink's default maximum parallelism, the most subtasks a job can use)
 Z_KEY_GROUPS = 128
 
+#: a group's batch of at most this many records from the reader's Python lane travels as a
+#: list of row tuples ``(seq, t, t_text, u, a, restamped)``, any other as Arrow IPC bytes
+#: (:data:`RECORDS`): on a slow stream a batch holds a few records, and Arrow's and the
+#: batch engine's fixed costs per call (a few hundred microseconds) would be most of the work
+SMALL_BATCH = 32
+#: a block of more lines takes the reader's Arrow lane when clean (fewer cost less in its
+#: Python lane, which accepts, re-stamps and rejects exactly alike)
+ARROW_LINES = 256
+#: a batch of records on its way to a z operator: Arrow IPC bytes, or a list of row tuples
+Batch = bytes | list
 #: the columns of a batch of valid records on its way to a z operator
 RECORDS = pa.schema([("seq", pa.int64()), ("t", pa.float64()), ("t_text", pa.string()),
                      ("u", pa.string()), ("a", pa.string()), ("restamped", pa.bool_())])
@@ -109,8 +122,8 @@ class ZChunkParser:
         self.line, r.clock, r.header, r.ncols = state
 
     # -- parsing -----------------------------------------------------------------------------
-    def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, bytes]]]:
-        """Outcome lines that need no operator, and ``(key group, batch bytes)`` pairs."""
+    def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, Batch]]]:
+        """Outcome lines that need no operator, and ``(key group, batch)`` pairs."""
         nl = b"\n" if isinstance(block, bytes) else "\n"
         first = self.line + 1
         n = block.count(nl) + 1  # type: ignore[arg-type]
@@ -128,8 +141,9 @@ class ZChunkParser:
         rejects: list[Rejected] = []
         restamped: np.ndarray | None = None
         if data:
-            if self.fmt == "csv" and isinstance(data, bytes):
-                batch = reader.fast_csv_chunk(start, data)
+            if self.fmt == "csv" and isinstance(data, bytes) and n > ARROW_LINES:
+                batch = reader.fast_csv_chunk(start, data)  # (the Arrow lane; a few lines
+                # cost less in the Python lane, which decides exactly the same)
             if batch is None:
                 text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) \
                     else data
@@ -145,7 +159,32 @@ class ZChunkParser:
         meta = self._meta_lines(first, n, header_line, batch, rejects)
         if batch is None or not len(batch):
             return meta, []
+        if batch.arrow is None:
+            return meta, self._rows_by_group(batch, restamped)
         return meta, self._split_by_group(batch, restamped)
+
+    def _group_of(self, value: str) -> int:
+        coarsest = value.split(self.separator, 1)[0]
+        group = self._groups.get(coarsest)
+        if group is None:
+            if len(self._groups) > 1 << 16:
+                self._groups.clear()
+            group = self._groups[coarsest] = key_group_of(coarsest, self.key_groups)
+        return group
+
+    def _rows_by_group(self, batch: RecordBatch,
+                       restamped: np.ndarray | None) -> list[tuple[int, Batch]]:
+        """Records of the Python lane, grouped in Python: row tuples for a small group,
+        Arrow for a large one."""
+        flags = restamped.tolist() if restamped is not None else [False] * len(batch)
+        groups: dict[int, list[tuple]] = {}
+        for row in zip(batch.line, batch.t.tolist(), batch.t_text, batch.u, batch.a, flags,
+                       strict=True):
+            groups.setdefault(self._group_of(row[4]), []).append(row)
+        size = self.batch_size
+        return [(g, rows[lo:lo + size] if len(rows) <= SMALL_BATCH else
+                 arrow_batch(rows[lo:lo + size]))
+                for g, rows in sorted(groups.items()) for lo in range(0, len(rows), size)]
 
     def _meta_lines(self, first: int, n: int, header_line: int, batch: RecordBatch | None,
                     rejects: list[Rejected]) -> list[str]:
@@ -170,7 +209,7 @@ class ZChunkParser:
         return [m[1] for m in meta]
 
     def _split_by_group(self, batch: RecordBatch,
-                        restamped: np.ndarray | None) -> list[tuple[int, bytes]]:
+                        restamped: np.ndarray | None) -> list[tuple[int, Batch]]:
         n = len(batch)
         if batch.arrow is not None:
             cols = batch.arrow
@@ -192,7 +231,7 @@ class ZChunkParser:
              u.dictionary.take(u.indices.take(take)), a.dictionary.take(a.indices.take(take)),
              pa.array(flags[order])], schema=RECORDS)
         counts = np.bincount(groups, minlength=self.key_groups)
-        out: list[tuple[int, bytes]] = []
+        out: list[tuple[int, Batch]] = []
         pos = 0
         for g in np.flatnonzero(counts).tolist():
             end = pos + int(counts[g])
@@ -216,12 +255,45 @@ class ZChunkParser:
         return per_name[distinct.indices.to_numpy(zero_copy_only=False)]
 
 
+def batch_rows(batch: Batch) -> list[tuple]:
+    """The records of a batch as row tuples ``(seq, t, t_text, u, a, restamped)``."""
+    if isinstance(batch, list):
+        return batch
+    cols = [c.to_pylist() for c in decode_batch(batch).columns]
+    return list(zip(*cols, strict=True))
+
+
+def record_batch(batch: Batch) -> pa.RecordBatch:
+    """A batch as an Arrow record batch of :data:`RECORDS`."""
+    if not isinstance(batch, list):
+        return decode_batch(batch)
+    columns = zip(*batch, strict=True) if batch else [[] for _ in RECORDS]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(columns, RECORDS, strict=True)],
+        schema=RECORDS)
+
+
+def arrow_batch(batch: Batch) -> bytes:
+    """A batch as Arrow IPC bytes of :data:`RECORDS`."""
+    return batch if not isinstance(batch, list) else encode_batch(record_batch(batch))
+
+
 class ZGroupOperator:
-    """The z rule for the batches of one key group (a :class:`ZAnonymizer` and its batch
-    engine); picklable, so that its state can live in Flink state."""
+    """The z rule for the batches of one key group (one :class:`ZAnonymizer`); picklable, so
+    that its state can live in Flink state.
+
+    Two engines, one rule: large batches go through the batch engine
+    (:meth:`~streamanon.zanon.ZAnonymizer.process_codes`) and come out as an Arrow outcome
+    batch; small ones, record by record through :meth:`~streamanon.zanon.ZAnonymizer.process`,
+    as outcome text lines. Both decide exactly alike (the operator's own tests), but switching
+    costs a conversion of the live state, so the engine follows the *mean* batch size of the
+    group (an exponential average), not each batch: a group switches only when its traffic
+    changes.
+    """
 
     def __init__(self, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
         self.op = ZAnonymizer(z, delta_t, separator)
+        self.mean_rows = float(SMALL_BATCH)
 
     def live_pairs(self) -> int:
         return self.op.live_pairs()
@@ -229,9 +301,28 @@ class ZGroupOperator:
     def snapshot(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def apply(self, data: bytes) -> pa.RecordBatch:
-        """Process one batch of :data:`RECORDS` (IPC bytes); its outcome batch."""
-        rb = decode_batch(data)
+    def process(self, batch: Batch) -> tuple[str, int]:
+        """Process one batch; the part-file text of its outcomes and its number of rows."""
+        rows = len(batch) if isinstance(batch, list) else decode_batch(batch).num_rows
+        self.mean_rows = 0.8 * self.mean_rows + 0.2 * rows
+        if self.mean_rows <= SMALL_BATCH:
+            return "\n".join(self.apply_rows(batch_rows(batch))), rows
+        return outcome_batch_line(self.apply(batch)), rows
+
+    def apply_rows(self, rows: list[tuple]) -> list[str]:
+        """The record-at-a-time engine on row tuples; one outcome line per row."""
+        op, sep = self.op, self.op.separator
+        out = []
+        for seq, t, t_text, u, a, restamped in rows:
+            result = op.process(Record(t, u, a, t_text))
+            out.append(suppressed_line(seq, restamped) if isinstance(result, Suppressed) else
+                       published_line(seq, result.a.count(sep), restamped, t_text, u,
+                                      result.a))
+        return out
+
+    def apply(self, batch: Batch) -> pa.RecordBatch:
+        """The batch engine on one batch; its outcome batch (:data:`OUTCOMES`)."""
+        rb = record_batch(batch)
         n = rb.num_rows
         u = pc.dictionary_encode(rb.column("u"))
         a = pc.dictionary_encode(rb.column("a"))
@@ -266,4 +357,5 @@ class ZGroupOperator:
             schema=OUTCOMES)
 
 
-__all__ = ["RECORDS", "Z_KEY_GROUPS", "ZChunkParser", "ZGroupOperator", "key_group_of"]
+__all__ = ["RECORDS", "SMALL_BATCH", "Z_KEY_GROUPS", "Batch", "ZChunkParser", "ZGroupOperator",
+           "arrow_batch", "batch_rows", "key_group_of", "record_batch"]
