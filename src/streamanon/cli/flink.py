@@ -343,7 +343,7 @@ def flink_castle(
         result = run_castle_job(src, output, list(rules_paths), params, options,
                                 partitions=partitions, in_format=in_format,
                                 on_error=on_error, rejects_path=rejects,
-                                snapshot_every=snapshot_every or 2000, rules_from=live,
+                                snapshot_every=snapshot_every, rules_from=live,
                                 bad_rules=str(bad_rules))
     except InputError as exc:
         fail(str(exc))

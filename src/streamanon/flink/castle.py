@@ -35,11 +35,12 @@ State. A partition's operator holds clusters, τ, Ω, adaptive domains and hiera
 ``ValueState`` re-pickled on every batch would cost O(state) per batch. Flink state holds a
 *snapshot* of the pickled operator plus a *redo log* of what happened since (batches of rows
 as received, rule changes): one ``ListState`` append per batch, and a new snapshot once the
-log holds ``snapshot_every`` (:attr:`CastlePartition.SNAPSHOT_EVERY`) rows (δ bounds the
-operator's state, so the snapshots' cost stays O(1) per row). The operator is
-deterministic, so snapshot + replay of the log rebuilds exactly the operator of the
-checkpoint (outputs of the replay
-were emitted before the checkpoint and are dropped). The end of a bounded input fires an
+log holds 16 times as many rows as the operator holds tuples, at least
+:attr:`CastlePartition.SNAPSHOT_EVERY` (δ and β bound what is held, so the log is bounded and
+the snapshots cost a fraction of a row per row; ``snapshot_every`` fixes the number instead).
+The operator is deterministic, so snapshot + replay of the log rebuilds exactly the operator
+of the checkpoint (outputs of the replay were emitted before the checkpoint and are
+dropped). The end of a bounded input fires an
 event-time timer at the maximal watermark, which flushes the held tuples.
 """
 
@@ -163,12 +164,13 @@ class CastlePartition(KeyedBroadcastProcessFunction):
     a batch of rows in, the batch's outcome lines out (one text)."""
 
     SNAPSHOT_EVERY = 2000
+    REPLAY_RATIO = 16
 
     def __init__(self, params: dict[str, Any], fmt: str, columns: list[str],
-                 snapshot_every: int = SNAPSHOT_EVERY) -> None:
+                 snapshot_every: int | None = None) -> None:
         CastleAnonymizer(None, **params)  # validate the parameters on the client
         self.params, self.fmt, self.columns = params, fmt, columns
-        self.snapshot_every = max(1, int(snapshot_every))
+        self.snapshot_every = max(1, int(snapshot_every)) if snapshot_every else None
 
     def open(self, runtime_context: Any) -> None:
         self._snapshot = runtime_context.get_state(
@@ -230,7 +232,12 @@ class CastlePartition(KeyedBroadcastProcessFunction):
 
     def _log_event(self, entry: list[Any], event: tuple, rows: int = 0) -> None:
         entry[2] += rows
-        if entry[2] >= self.snapshot_every:
+        # a snapshot costs about as much as replaying a few rows per tuple held: taken once
+        # the log holds REPLAY_RATIO times as many rows as are held, it costs a fraction of
+        # a row per row, and a restore replays at most that many rows
+        every = self.snapshot_every or max(self.SNAPSHOT_EVERY,
+                                           self.REPLAY_RATIO * entry[0].held)
+        if entry[2] >= every:
             self._snapshot.update(pickle.dumps((entry[0], entry[1]),
                                                protocol=pickle.HIGHEST_PROTOCOL))
             self._log.clear()
@@ -275,7 +282,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
 def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
                      rules_texts: list[str], params: dict[str, Any], record: RunRecord,
                      options: JobOptions, *, fmt: str = "csv",
-                     snapshot_every: int = CastlePartition.SNAPSHOT_EVERY,
+                     snapshot_every: int | None = None,
                      rules_from: Endpoint | None = None, bad_rules: str = "skip",
                      progress_path: str | None = None) -> None:
     """Add the CASTLE pipeline to ``env``; ``rules_texts`` (TOML), then the rule sets read
@@ -328,7 +335,7 @@ def run_castle_job(
     out_format: str | None = None,
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
-    snapshot_every: int = CastlePartition.SNAPSHOT_EVERY,
+    snapshot_every: int | None = None,
     rules_from: Endpoint | None = None,
     bad_rules: str = "skip",
 ) -> CastleMergeResult:
