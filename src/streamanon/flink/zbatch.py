@@ -21,12 +21,11 @@ Records travel as Arrow record batches serialized once (IPC stream bytes), never
 >>> meta, batches = parser.feed(b"t,u,a\\n1,alice,EU*FR\\n\\noops\\n2,bob,EU*DE")
 >>> meta
 ['1\\tH', '3\\tB', '4\\tR\\t["oops", "expected 3 comma-separated fields, got 1"]']
->>> [(g, decode_batch(b).column("seq").to_pylist()) for g, b in batches]
-[(0, [2, 5])]
+>>> batches   # one key group; few records travel as row tuples (seq, t, t_text, u, a, restamped)
+[(0, [(2, 1.0, '1', 'alice', 'EU*FR', False), (5, 2.0, '2', 'bob', 'EU*DE', False)])]
 >>> op = ZGroupOperator(z=2, delta_t=10)
->>> out = op.apply(batches[0][1])
->>> out.column("level").to_pylist(), out.column("a").to_pylist()
-([-1, 0], [None, 'EU'])
+>>> op.process(batches[0][1])   # the part-file text of the outcomes, and the rows
+('2\\tS\\t0\\n5\\tP\\t0\\t0\\t["2", "bob", "EU"]', 2)
 """
 
 from __future__ import annotations
