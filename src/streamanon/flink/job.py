@@ -313,13 +313,18 @@ def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] 
     if progress is None:
         result = env.execute(name)
     else:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         client = env.execute_async(name)
         future = client.get_job_execution_result()
-        with Progress(TextColumn("{task.description}"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total} splits"),
-                      TimeRemainingColumn(), transient=True) as bar:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("splits"), TimeRemainingColumn(), transient=True) as bar:
             task = bar.add_task(name, total=None)
             while not future.done():
                 seen = progress()
