@@ -123,7 +123,7 @@ buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds
                              "may wait in a network buffer before it is sent (default 1: "
                              "records travel in batches already; Flink's own default is 100).")
 batch_size_option = typer.Option(None, "--batch-size", min=1, help=BATCH_SIZE_HELP + " "
-                                 "[default: 65536 for z, 4096 for CASTLE]")
+                                 "[default: 262144 for z, 4096 for CASTLE]")
 batch_ms_option = typer.Option(None, "--batch-ms", min=0, help=BATCH_MS_HELP + " "
                                "[default: 5]")
 unaligned_option = typer.Option(False, "--unaligned-checkpoints", help="Let checkpoints "
