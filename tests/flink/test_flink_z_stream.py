@@ -2,7 +2,7 @@
 
 A test-owned TCP server feeds the job a few lines at a time and waits, before it sends more,
 until every line sent so far has its outcome back on the release connection. With the
-default ``--batch-size`` (65,536 lines) no batch ever fills, and the input stays open, so
+default ``--batch-size`` (262,144 lines) no batch ever fills, and the input stays open, so
 only ``--batch-ms`` can release them: z-anonymity keeps (almost) zero delay on Flink. The
 merged output must equal ``streamanon z`` on the same lines.
 """
