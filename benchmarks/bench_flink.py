@@ -16,8 +16,9 @@ Four parts, each printing a table; every run's output is checked before a figure
   a multiset: Flink writes input order, the pure command release order) and the CASTLE
   checker passes.
 * ``scale``: CASTLE on a standalone cluster (JobManager + 2 TaskManagers started with the
-  distribution's ``start-cluster.sh``, jobs submitted with ``flink run``): p = 1 (one
-  partition) and p = 2 (two partitions); released rows equal pure CASTLE per partition.
+  distribution's ``start-cluster.sh``, jobs submitted with ``flink run``) on 300,000 tuples:
+  p = 1 (one partition) and p = 2 (two partitions); released rows equal pure CASTLE per
+  partition.
 * ``latency``: z over TCP at a fixed 1,000 tuples/s (one line per send, 20 s): per-tuple
   latency from the load client's send to its receipt of the outcome line
   (``--release-to``), for several ``--batch-ms``; published rows equal ``streamanon z``'s.
@@ -338,7 +339,7 @@ def part_castle(args: argparse.Namespace, work: Path, old_src: Path | None) -> l
 def part_scale(args: argparse.Namespace, work: Path) -> list[dict]:
     from streamanon.flink.standalone import StandaloneCluster, job_id_of
 
-    n = args.castle_n
+    n = args.scale_n
     data, rules = castle_data(work, n)
     rows: list[dict] = []
     with StandaloneCluster(work / "cluster", taskmanagers=2) as cluster:
@@ -550,11 +551,17 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default=BASELINE_REF,
                         help="git ref with the per-record jobs ('' = no baseline)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "out" / "flink")
+    parser.add_argument("--z-n", type=int, help="z tuples (1,000,000; --quick 100,000)")
+    parser.add_argument("--castle-n", type=int, help="CASTLE tuples (100,000; --quick 20,000)")
+    parser.add_argument("--scale-n", type=int, help="CASTLE tuples of the scale-out "
+                        "(300,000, enough for the cluster's fixed costs not to dominate; "
+                        "--quick 30,000)")
     args = parser.parse_args()
     quick = args.quick
-    args.z_n = 100_000 if quick else 1_000_000
+    args.z_n = args.z_n or (100_000 if quick else 1_000_000)
     args.old_z_n = 5_000 if quick else 20_000
-    args.castle_n = 20_000 if quick else 100_000
+    args.castle_n = args.castle_n or (20_000 if quick else 100_000)
+    args.scale_n = args.scale_n or (30_000 if quick else 300_000)
     args.old_castle_n = 3_000 if quick else 10_000
     args.rate = 1000.0
     args.latency_seconds = 8 if quick else 20
