@@ -369,12 +369,13 @@ def run_castle_job(
         restoring = options.restore_from is not None
         record = RunRecord.settle(
             work, file_record("castle", source, options.batch_size,
-                              partitions or options.parallelism), restoring)
+                              partitions or options.parallelism, options.parallelism),
+            restoring)
         if restoring and partitions is not None and partitions != record.key_groups:
             raise ValueError(f"--partitions {partitions}: the run being restored has "
                              f"{record.key_groups} partitions (they fix what CASTLE releases)")
         prepare_python_path()
-        env = make_env(**options.env_settings(work))
+        env = make_env(**options.env_settings(work, record))
         show = wants_progress(source, options)
         progress_file = work / "progress"
         build_castle_job(env, source, work / "parts", texts, params, record, options,

@@ -35,7 +35,6 @@ the checkpoint exactly (the replay's outputs were emitted before it).
 from __future__ import annotations
 
 import copy
-import os
 import pickle
 import time
 from pathlib import Path
@@ -45,7 +44,7 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
-from streamanon.flink.splits import block_lines, line_blocks, read_split
+from streamanon.flink.splits import block_lines, line_blocks, read_split, write_progress
 from streamanon.flink.zbatch import ZGroupOperator
 
 #: side output of the reading steps: outcome lines that need no operator (rejected, header,
@@ -56,19 +55,6 @@ END_OF_INPUT = 2**63 - 2
 #: the fewest rows between snapshots of a z key group's state (see the module docstring);
 #: 0: a new snapshot as soon as the log holds as many rows as the operator's live state
 SNAPSHOT_EVERY = 0
-
-
-def write_progress(path: str | None, done: int, total: int) -> None:
-    """Record ``done`` of ``total`` splits read in ``path`` (for the client's progress bar;
-    best effort, replaced atomically)."""
-    if path is None:
-        return
-    try:
-        tmp = f"{path}.tmp"
-        Path(tmp).write_text(f"{done} {total}\n")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 class _ChunkStage(KeyedProcessFunction):

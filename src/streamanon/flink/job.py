@@ -32,7 +32,7 @@ from typing import Any
 
 from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.outcomes import MergeResult, merge_outcomes
-from streamanon.flink.splits import choose_split_bytes, split_count
+from streamanon.flink.splits import choose_split_bytes, read_progress, split_count
 from streamanon.io import OnError, detect_format
 from streamanon.io.readers import _Reader
 from streamanon.zanon.operator import SEPARATOR
@@ -91,9 +91,13 @@ class JobOptions:
     batch_ms: float = DEFAULT_BATCH_MS
     progress: bool = False  # a progress bar on stderr for a large file (needs a terminal)
 
-    def env_settings(self, work: Path) -> dict[str, Any]:
+    def env_settings(self, work: Path, record: RunRecord | None = None) -> dict[str, Any]:
         """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
+        if record is not None and self.parallelism > record.max_parallelism:
+            raise ValueError(f"parallelism {self.parallelism} is more than the run's maximum "
+                             f"parallelism {record.max_parallelism}")
         return {"parallelism": self.parallelism, "mode": self.mode,
+                "max_parallelism": record.max_parallelism if record else None,
                 "checkpoint_interval_ms": self.checkpoint_interval_ms,
                 "checkpoint_dir": self.checkpoint_dir or work / "checkpoints",
                 "restore_from": self.restore_from, "restarts": self.restarts,
@@ -112,6 +116,7 @@ class RunRecord:
     split_bytes: int = 0  # 0: not a file
     splits: int = 0
     key_groups: int = 0  # z: key groups; CASTLE: partitions
+    max_parallelism: int = 128  # Flink's key groups: how it spreads our keys over subtasks
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -131,14 +136,17 @@ class RunRecord:
 
 
 def file_record(operator: str, source: str | Path | Endpoint, batch_size: int,
-                key_groups: int, **extra: Any) -> RunRecord:
-    """A fresh :class:`RunRecord`: splits of about ``batch_size`` lines for a file."""
+                key_groups: int, parallelism: int = 1, **extra: Any) -> RunRecord:
+    """A fresh :class:`RunRecord`: splits of about ``batch_size`` lines for a file; Flink's
+    maximum parallelism 128 (or the parallelism, if larger), kept by every restore."""
+    top = max(128, parallelism)
     if isinstance(source, Endpoint):
-        return RunRecord(operator, str(source), key_groups=key_groups, extra=extra)
+        return RunRecord(operator, str(source), key_groups=key_groups, max_parallelism=top,
+                         extra=extra)
     path = Path(source).resolve()
     split_bytes = choose_split_bytes(path, batch_size)
     return RunRecord(operator, str(path), split_bytes, split_count(path, split_bytes),
-                     key_groups, extra)
+                     key_groups, top, extra)
 
 
 def socket_lines(env: Any, source: Endpoint) -> Any:
@@ -337,14 +345,8 @@ def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] 
 
 
 def split_progress(path: Path) -> Callable[[], tuple[int, int] | None]:
-    """Reads what :func:`~streamanon.flink.functions.write_progress` wrote."""
-    def seen() -> tuple[int, int] | None:
-        try:
-            done, total = path.read_text().split()
-            return int(done), int(total)
-        except (OSError, ValueError):
-            return None
-    return seen
+    """Reads what :func:`~streamanon.flink.splits.write_progress` wrote."""
+    return lambda: read_progress(path)
 
 
 def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
@@ -382,10 +384,10 @@ def run_z_job(
     out_fmt = detect_format(None if str(output) == "-" else output, out_format)
     with work_folder(options) as work:
         record = RunRecord.settle(
-            work, file_record("z", source, options.batch_size, Z_KEY_GROUPS),
-            options.restore_from is not None)
+            work, file_record("z", source, options.batch_size, Z_KEY_GROUPS,
+                              options.parallelism), options.restore_from is not None)
         prepare_python_path()
-        env = make_env(**options.env_settings(work))
+        env = make_env(**options.env_settings(work, record))
         parts = work / "parts"
         show = wants_progress(source, options)
         progress_file = work / "progress"

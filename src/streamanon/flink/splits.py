@@ -77,3 +77,25 @@ def line_blocks(data: bytes) -> Iterator[bytes]:
 def block_lines(block: bytes | str) -> int:
     """The number of lines in a block of :func:`line_blocks` (or of joined stream lines)."""
     return block.count(b"\n" if isinstance(block, bytes) else "\n") + 1
+
+
+def write_progress(path: str | None, done: int, total: int) -> None:
+    """Record ``done`` of ``total`` splits read in ``path``, for the client's progress bar
+    (best effort: replaced atomically, errors ignored; a progress file is not state)."""
+    if path is None:
+        return
+    try:
+        tmp = f"{path}.tmp"
+        Path(tmp).write_text(f"{done} {total}\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def read_progress(path: str | Path) -> tuple[int, int] | None:
+    """What :func:`write_progress` wrote: ``(done, total)``, or None."""
+    try:
+        done, total = Path(path).read_text().split()
+        return int(done), int(total)
+    except (OSError, ValueError):
+        return None
