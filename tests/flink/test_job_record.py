@@ -12,13 +12,17 @@ def test_a_restore_keeps_the_splits_key_groups_and_maximum_parallelism(tmp_path)
     data = tmp_path / "in.csv"
     data.write_text("t,u,a\n" + "".join(f"{i},u{i},v\n" for i in range(20_000)))
     work = tmp_path / "work"
-    first = RunRecord.settle(work, file_record("z", data, 500, 128, parallelism=2), False)
+    plain = lambda groups, _: list(range(groups))  # noqa: E731 (route_keys needs the JVM)
+    first = RunRecord.settle(work, file_record("z", data, 500, 128, parallelism=2), False,
+                             plain)
     assert first.splits == split_count(data, first.split_bytes) > 1
     # the restore asks for other batches and parallelism: the stored record wins
-    again = RunRecord.settle(work, file_record("z", data, 50_000, 128, parallelism=300), True)
+    again = RunRecord.settle(work, file_record("z", data, 50_000, 128, parallelism=300), True,
+                             plain)
     assert again == first and again.max_parallelism == 128
+    assert first.routing == list(range(128))
     with pytest.raises(ValueError, match="holds a run of z"):
-        RunRecord.settle(work, file_record("castle", data, 500, 2), True)
+        RunRecord.settle(work, file_record("castle", data, 500, 2), True, plain)
     stream = file_record("z", Endpoint("127.0.0.1", 9), 500, 128, parallelism=200)
     assert (stream.splits, stream.max_parallelism) == (0, 200)
 

@@ -310,8 +310,9 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
         .name("check rules").uid("parse-rules").set_parallelism(1).disable_chaining()
     )
     rules = judged.broadcast(RULES)
+    routing = record.routing
     outcomes = (
-        rows.key_by(lambda r: r[0], key_type=Types.INT())
+        rows.key_by(lambda r: routing[r[0]], key_type=Types.INT())
         .connect(rules)
         .process(CastlePartition(params, fmt, columns, snapshot_every),
                  output_type=Types.STRING())
@@ -367,6 +368,7 @@ def run_castle_job(
     out_fmt = detect_format(None if str(output) == "-" else output, out_format)
     with work_folder(options) as work:
         restoring = options.restore_from is not None
+        prepare_python_path()  # before the JVM starts (route_keys asks it)
         record = RunRecord.settle(
             work, file_record("castle", source, options.batch_size,
                               partitions or options.parallelism, options.parallelism),
@@ -374,7 +376,6 @@ def run_castle_job(
         if restoring and partitions is not None and partitions != record.key_groups:
             raise ValueError(f"--partitions {partitions}: the run being restored has "
                              f"{record.key_groups} partitions (they fix what CASTLE releases)")
-        prepare_python_path()
         env = make_env(**options.env_settings(work, record))
         show = wants_progress(source, options)
         progress_file = work / "progress"

@@ -117,22 +117,92 @@ class RunRecord:
     splits: int = 0
     key_groups: int = 0  # z: key groups; CASTLE: partitions
     max_parallelism: int = 128  # Flink's key groups: how it spreads our keys over subtasks
+    routing: list[int] = field(default_factory=list)  # the Flink key of each of our groups
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def settle(cls, work: Path, fresh: RunRecord, restoring: bool) -> RunRecord:
-        """The record of the run: ``fresh`` for a new run (written), the stored one for a
-        restore (checked: same operator and source)."""
+    def settle(cls, work: Path, fresh: RunRecord, restoring: bool,
+               route: Callable[[int, int], list[int]] | None = None) -> RunRecord:
+        """The record of the run: ``fresh`` for a new run (written, with the Flink key of
+        each group from ``route``, default :func:`route_keys`), the stored one for a restore
+        (checked: same operator and source)."""
         path = work / "job.json"
         if restoring and path.is_file():
             stored = cls(**json.loads(path.read_text()))
             if (stored.operator, stored.source) != (fresh.operator, fresh.source):
                 raise ValueError(f"--restore: {work} holds a run of {stored.operator} on "
                                  f"{stored.source}, not {fresh.operator} on {fresh.source}")
+            if not stored.routing:
+                stored.routing = list(range(stored.key_groups))
             return stored
+        fresh.routing = (route or route_keys)(fresh.key_groups, fresh.max_parallelism)
         work.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(fresh), indent=1) + "\n")
+        path.write_text(json.dumps(asdict(fresh)) + "\n")
         return fresh
+
+
+def _murmur(code: int) -> int:
+    """Flink's ``MathUtils.murmurHash`` of a 32-bit int (how it hashes a key's hash code)."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    code = rotl((code & mask) * 0xCC9E2D51 & mask, 15)
+    code = rotl(code * 0x1B873593 & mask, 13)
+    code = ((code * 5 + 0xE6546B64) & mask) ^ 4
+    code ^= code >> 16
+    code = code * 0x85EBCA6B & mask
+    code ^= code >> 13
+    code = code * 0xC2B2AE35 & mask
+    code ^= code >> 16
+    if code >= 1 << 31:
+        code -= 1 << 32
+    return code if code >= 0 else (-code if code != -(1 << 31) else 0)
+
+
+def route_keys(groups: int, max_parallelism: int) -> list[int]:
+    """The Flink key of each of our ``groups`` key groups, chosen so that Flink's own key
+    groups (``murmur(hash(key)) mod max_parallelism``, split into equal ranges per subtask)
+    spread ours evenly over the subtasks at any parallelism.
+
+    Keyed by 0, 1, ... directly, Flink would place keys by their hashes: two CASTLE partitions
+    land on one subtask of two with probability 1/2, and 128 z groups unevenly. Group ``g``
+    gets the first non-negative int whose Flink key group is the middle of the ``g``-th of
+    ``groups`` equal slices of ``[0, max_parallelism)`` (for 128 z groups and 128 Flink key
+    groups: key group ``g`` itself). Computed from the hash code of PyFlink's key (a one-field
+    ``Row`` of the int) and checked against Flink's own assignment in the JVM.
+    """
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+
+    def key_row(key: int) -> Any:
+        row = jvm.org.apache.flink.types.Row(1)
+        row.setField(0, key)
+        return row
+
+    assign = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignToKeyGroup
+    base = key_row(0).hashCode()
+    if key_row(1000).hashCode() != base + 1000:
+        raise RuntimeError("PyFlink's key hash is not what streamanon expects")
+    wanted: dict[int, list[int]] = {}
+    for g in range(groups):
+        wanted.setdefault(((2 * g + 1) * max_parallelism) // (2 * groups), []).append(g)
+    keys: dict[int, int] = {}
+    key = 0
+    while len(keys) < groups:
+        for g in wanted.get(_murmur(base + key) % max_parallelism, ()):
+            if g not in keys:
+                keys[g] = key
+                break
+        key += 1
+    routing = [keys[g] for g in range(groups)]
+    for g, k in enumerate(routing):  # Flink's own word on every choice
+        if assign(key_row(k), max_parallelism) != ((2 * g + 1) * max_parallelism) // (
+                2 * groups):
+            raise RuntimeError(f"key {k} of group {g} is not where streamanon placed it")
+    return routing
 
 
 def file_record(operator: str, source: str | Path | Endpoint, batch_size: int,
@@ -271,8 +341,9 @@ def build_z_job(
                           source_name=str(source), key_groups=record.key_groups,
                           batch_size=options.batch_size or Z_BATCH_SIZE)
     batches = batch_source(env, source, parser, record, options, progress_path)
+    routing = record.routing
     outcomes = (
-        batches.key_by(lambda b: b[0], key_type=Types.INT())
+        batches.key_by(lambda b: routing[b[0]], key_type=Types.INT())
         .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
                  output_type=Types.STRING())
         .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
@@ -383,10 +454,10 @@ def run_z_job(
         check_header(source, fmt)
     out_fmt = detect_format(None if str(output) == "-" else output, out_format)
     with work_folder(options) as work:
+        prepare_python_path()  # before the JVM starts (route_keys asks it)
         record = RunRecord.settle(
             work, file_record("z", source, options.batch_size, Z_KEY_GROUPS,
                               options.parallelism), options.restore_from is not None)
-        prepare_python_path()
         env = make_env(**options.env_settings(work, record))
         parts = work / "parts"
         show = wants_progress(source, options)

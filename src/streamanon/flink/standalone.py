@@ -195,6 +195,15 @@ class StandaloneCluster:
             out[vertex["name"]] = {tm["taskmanager-id"] for tm in tms["taskmanagers"]}
         return out
 
+    def records_in(self, job_id: str) -> dict[str, list[int]]:
+        """Per job vertex name, the records each of its subtasks read."""
+        out = {}
+        for vertex in self.rest(f"/jobs/{job_id}")["vertices"]:
+            detail = self.rest(f"/jobs/{job_id}/vertices/{vertex['id']}")
+            out[vertex["name"]] = [int(st["metrics"]["read-records"])
+                                   for st in detail["subtasks"]]
+        return out
+
     def peak_rss_bytes(self) -> dict[int, int]:
         """Peak resident memory (VmHWM) of each of the cluster's JVMs, by PID."""
         return {pid: peak_rss(pid) for pid in self.pids() if _alive(pid)}
