@@ -190,6 +190,7 @@ class CastleChunkParser:
         self.partitions, self.source_name = partitions, source_name
         self.line = 0
         self.header: str | None = None
+        self._partitions: dict[Any, int] = {}  # id -> partition (a cache; ids repeat)
 
     def state(self) -> tuple[int, str | None]:
         return self.line, self.header
@@ -232,21 +233,28 @@ class CastleChunkParser:
             reader = RowReader(io.StringIO(src), self.fmt, on_error=OnError.skip,
                                rejects=refused.append, numeric=self.numeric,
                                required=[self.id_field], source_name=self.source_name)
-            rows = [Row(r.values, (r.line or 0) + offset) for r in reader]
+            rows = [((r.line or 0) + offset, r.values) for r in reader]
             for r in refused:
                 seq = r.line + offset
                 meta.append((seq, rejected_line(Rejected(seq, r.text, r.reason))))
                 covered[seq - first] = True
-            for r in rows:
-                covered[r.line - first] = True
+            if rows:
+                covered[np.fromiter((seq for seq, _ in rows), np.int64, len(rows)) - first] = True
         # the rest is blank (or inside a quoted field that spans lines: not a row of its own)
         meta += [(seq, marker_line(seq, BLANK))
                  for seq in (np.flatnonzero(~covered) + first).tolist()]
         meta.sort(key=lambda m: m[0])
         parts: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+        part_of = self._partitions
         for row in rows:
-            part = partition_of(row.values[self.id_field], self.partitions)
-            parts.setdefault(part, []).append((row.line, dict(row.values)))
+            identity = row[1][self.id_field]
+            cacheable = type(identity) is str  # (1, 1.0 and True are one dict key)
+            part = part_of.get(identity, -1) if cacheable else -1
+            if part < 0:
+                part = partition_of(identity, self.partitions)
+                if cacheable and len(part_of) < 1 << 16:
+                    part_of[identity] = part
+            parts.setdefault(part, []).append(row)
         return [m[1] for m in meta], [
             (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
             for part, batch in sorted(parts.items())]
