@@ -44,7 +44,8 @@ CHECKPOINT_HELP = "Checkpoint interval in milliseconds (> 0: the file sink commi
 WORK_HELP = "Keep the job's part files and checkpoints here (needed for --restore); default: " \
     "a temporary folder removed after the merge."
 RESTORE_HELP = "Resume from this checkpoint (a chk-N folder), or 'latest' for the newest one " \
-    "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir."
+    "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir. -p " \
+    "may differ: the run's splits, key groups and partitions are kept in WORK/job.json."
 
 
 def _require_pyflink() -> None:
