@@ -28,11 +28,10 @@ Four parts, each printing a table; every run's output is checked before a figure
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
 extracted with ``git archive`` into a temporary folder and run with that folder first on the
-path. They are about 100x slower, so they run on a smaller sample (named in each row) and
+path. They are about 400x slower, so they run on a smaller sample (named in each row) and
 their figures are throughputs. Peak memory is the peak resident set (VmHWM) of the JVMs: the
 mini-cluster's one JVM (JobManager, TaskManager and the thread-mode Python inside it), or each
-TaskManager of the standalone cluster; the JVM grows its heap lazily, so the state itself is
-shown as the size of the run's last checkpoint. The machine is shared: the load average is printed
+TaskManager of the standalone cluster. The machine is shared: the load average is printed
 before and after each part. Results go to ``--out-dir`` (CSV and PNG plots).
 """
 
@@ -212,19 +211,6 @@ def pure_castle_per_partition(data: Path, rules: Path, partitions: int, work: Pa
     return released
 
 
-def checkpoint_bytes(work_dir: Path) -> int:
-    """Bytes of the newest completed checkpoint of a run (its state: operators, sources and
-    the sink's pending files), 0 if none."""
-    found = sorted(work_dir.glob("checkpoints/*/chk-*/_metadata"),
-                   key=lambda m: int(m.parent.name.split("-")[1]))
-    return sum(f.stat().st_size for f in found[-1].parent.rglob("*") if f.is_file()) \
-        if found else 0
-
-
-def kb(n: int) -> str:
-    return f"{n / 1024:,.0f}" if n else "-"
-
-
 def mb(n: int) -> str:
     return f"{n / 2**20:,.0f}" if n else "-"
 
@@ -252,18 +238,15 @@ def part_z(args: argparse.Namespace, work: Path, old_src: Path | None) -> list[d
     def flink(src: Path, label: str, expected: Path, tuples: int, old: Path | None = None,
               extra: tuple[str, ...] = ()) -> dict:
         out = work / f"z-{label.replace(' ', '_')}.csv"
-        run_dir = work / f"run-z-{label.replace(' ', '_')}"
         summary, cmd_s, peak = timed([*cli(old), "flink", "z", "--z", str(Z), "--delta-t",
                                       str(DELTA_T), "-p", "1", str(src), "-o", str(out),
-                                      "--json", "--work-dir", str(run_dir), *extra])
+                                      "--json", *extra])
         if out.read_bytes() != expected.read_bytes():
             raise RuntimeError(f"{label}: output differs from streamanon z")
-        state = checkpoint_bytes(run_dir)
-        shutil.rmtree(run_dir, ignore_errors=True)
         return {"part": "z", "run": label, "tuples": tuples, "job_s": summary["job_seconds"],
                 "tuples_per_s": round(tuples / summary["job_seconds"]),
                 "command_s": round(cmd_s, 2), "peak_jvm_bytes": peak,
-                "checkpoint_bytes": state, "output": "identical to streamanon z"}
+                "output": "identical to streamanon z"}
 
     small_pure = work / "z-1k-pure.csv"
     timed([*cli(), "z", "--z", str(Z), "--delta-t", str(DELTA_T), str(small), "-o",
@@ -283,11 +266,10 @@ def part_z(args: argparse.Namespace, work: Path, old_src: Path | None) -> list[d
         rows.append(old)
     table(f"z, -p 1, file to file ({n:,}-tuple Zipf trace, z={Z}, Δt={DELTA_T:g} s; {load()})",
           ["run", "tuples", "job s", "tuples/s (job)", "command s", "command / pure command",
-           "peak JVM MB", "last checkpoint KB", "output"],
+           "peak JVM MB", "output"],
           [[r["run"], f"{r['tuples']:,}", r["job_s"], f"{r['tuples_per_s']:,}",
             r["command_s"], f"{r['command_s'] / pure_cmd:.1f}x" if r is not rows[0] else "1x",
-            mb(r["peak_jvm_bytes"]), kb(r.get("checkpoint_bytes", 0)), r["output"]]
-           for r in rows])
+            mb(r["peak_jvm_bytes"]), r["output"]] for r in rows])
     print(f"marginal throughput of the batched job ({n:,} minus 1,000 tuples over the "
           f"difference of job times): {big['marginal_tuples_per_s']:,} tuples/s")
     print(f"targets: job >= 250,000 tuples/s: {big['tuples_per_s']:,}; whole command <= 10x "
@@ -323,19 +305,14 @@ def part_castle(args: argparse.Namespace, work: Path, old_src: Path | None) -> l
     def flink(src: Path, label: str, tuples: int, want: Counter,
               old: Path | None = None) -> dict:
         out = work / f"castle-{label.replace(' ', '_')}.csv"
-        run_dir = work / f"run-castle-{label.replace(' ', '_')}"
         summary, cmd_s, peak = timed([*cli(old), "flink", "castle", str(src), "--rules",
                                       str(rules), "-p", "1", "--partitions", "1", "-o",
-                                      str(out), "--json", "--work-dir", str(run_dir),
-                                      *castle_flags()])
+                                      str(out), "--json", *castle_flags()])
         released = check_castle_output(out, src, rules, want)
-        state = checkpoint_bytes(run_dir)
-        shutil.rmtree(run_dir, ignore_errors=True)
         return {"part": "castle", "run": label, "tuples": tuples,
                 "job_s": summary["job_seconds"],
                 "tuples_per_s": round(tuples / summary["job_seconds"]),
                 "command_s": round(cmd_s, 2), "peak_jvm_bytes": peak,
-                "checkpoint_bytes": state,
                 "output": f"= pure CASTLE, checker ok ({released:,} released)"}
 
     new = flink(data, "flink castle batched, 1 partition", n, expected)
@@ -352,10 +329,10 @@ def part_castle(args: argparse.Namespace, work: Path, old_src: Path | None) -> l
     base = rows[0]["tuples_per_s"]
     table(f"CASTLE, one partition ({n:,} ASHRAE-shaped tuples, {CASTLE}; {load()})",
           ["run", "tuples", "job s", "tuples/s", "vs pure", "command s", "peak JVM MB",
-           "last checkpoint KB", "output"],
+           "output"],
           [[r["run"], f"{r['tuples']:,}", r["job_s"], f"{r['tuples_per_s']:,}",
             f"{r['tuples_per_s'] / base:.2f}x", r["command_s"], mb(r["peak_jvm_bytes"]),
-            kb(r.get("checkpoint_bytes", 0)), r["output"]] for r in rows])
+            r["output"]] for r in rows])
     print(f"target: >= 0.7x pure: {new['tuples_per_s'] / base:.2f}x")
     return rows
 
