@@ -28,11 +28,12 @@ Four parts, each printing a table; every run's output is checked before a figure
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
 extracted with ``git archive`` into a temporary folder and run with that folder first on the
-path. They are about 400x slower, so they run on a smaller sample (named in each row) and
+path. They are about 100x slower, so they run on a smaller sample (named in each row) and
 their figures are throughputs. Peak memory is the peak resident set (VmHWM) of the JVMs: the
 mini-cluster's one JVM (JobManager, TaskManager and the thread-mode Python inside it), or each
-TaskManager of the standalone cluster. The machine is shared: the load average is printed
-before and after each part. Results go to ``--out-dir`` (CSV and PNG plots).
+TaskManager of the standalone cluster (the JVM grows its heap lazily: this is not the size of
+the operators' state, which is bounded by Δt for z and by δ for CASTLE). The machine is
+shared: the load average is printed with each part. Results go to ``--out-dir`` (CSV and PNG plots).
 """
 
 from __future__ import annotations
