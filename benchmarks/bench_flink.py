@@ -1,29 +1,39 @@
-"""End-to-end latency and throughput through a TCP socket: Flink job vs pure-Python operator.
+"""The batched Flink jobs against the pure-Python commands and against today's per-record jobs.
 
-    .venv/bin/python benchmarks/bench_flink.py            # z (pure, Flink p=1, 2) + CASTLE grid
-    .venv/bin/python benchmarks/bench_flink.py --operators z --n 50000 --modes thread process
-    .venv/bin/python benchmarks/bench_flink.py --operators castle --castle-n 10000
+    .venv/bin/python benchmarks/bench_flink.py            # the full run (about 10 minutes)
+    .venv/bin/python benchmarks/bench_flink.py --quick    # smaller inputs (about 4 minutes)
+    .venv/bin/python benchmarks/bench_flink.py --parts z castle   # some parts only
 
-Like Prink's evaluation: a load client serves the tuples on one TCP socket as fast as the
-operator takes them (``--rate`` for a fixed rate instead) and receives the released outcome
-lines on another; the per-tuple latency is receive time minus send time (both on the client's
-clock), throughput is tuples over first send to last receive. The operator is either the Flink
-job (``streamanon flink z tcp://... --release-to ...``, a local mini-cluster; its start-up is
-not timed: the clock starts when both its sockets are connected) or the pure-Python operator
-behind the same sockets (one process: the same line validation and the same ZAnonymizer,
-record at a time, no Flink). Every run's published tuples are checked against
-``streamanon z`` on the same trace before a figure is reported.
+Four parts, each printing a table; every run's output is checked before a figure is printed:
 
-CASTLE runs on the ASHRAE-shaped stream over k in {5, 20, 80} and δ in {1250, 5000, 20000}
-(l = 2, β = 50, μ = 100, ζ = 10): the pure operator (one partition, as ``streamanon castle``)
-and the Flink job (``--castle-partitions`` partitions over ``--castle-parallelism``, fewer
-when a partition would hold fewer than k individuals: k holds per partition, so with 89
-buildings k = 80 runs as one partition); every run's released rows must pass the CASTLE
-checker (k, l) and every tuple must come back.
+* ``z``: ``streamanon z`` vs ``streamanon flink z -p 1`` file to file on a 1,000,000-tuple
+  Zipf trace (3 levels): Flink's job time (its net runtime: the job on the cluster from start
+  to end, task deployment, Python start and the final checkpoint included), the marginal
+  throughput (the same job on 1,000 tuples gives the fixed cost), the whole command (JVM and
+  mini-cluster start included) against ``streamanon z``'s whole command; output byte-identical.
+* ``castle``: ``streamanon castle`` vs ``streamanon flink castle -p 1`` (one partition) on
+  100,000 ASHRAE-shaped tuples (k=5, l=2, δ=1250); released rows equal to pure CASTLE's (as
+  a multiset: Flink writes input order, the pure command release order) and the CASTLE
+  checker passes.
+* ``scale``: CASTLE on a standalone cluster (JobManager + 2 TaskManagers started with the
+  distribution's ``start-cluster.sh``, jobs submitted with ``flink run``) on 300,000 tuples:
+  p = 1 (one partition) and p = 2 (two partitions); released rows equal pure CASTLE per
+  partition.
+* ``latency``: z over TCP at a fixed 1,000 tuples/s (one line per send, 20 s): per-tuple
+  latency from the load client's send to its receipt of the outcome line
+  (``--release-to``), for several ``--batch-ms``, over the tuples sent after the first 2 s
+  (the job's sockets connect before all its tasks run; the first tuples' worst case is
+  printed too); published rows equal ``streamanon z``'s.
 
-Writes ``flink_bench.csv`` and PNG plots (z: latency median/p99 and throughput per path and
-parallelism; CASTLE: median and p99 latency vs δ per k, throughput per path) into
-``--out-dir`` and prints the figures and the Flink/pure ratios.
+Baseline column: today's per-record jobs, measured in the same run from the last commit that
+has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
+extracted with ``git archive`` into a temporary folder and run with that folder first on the
+path. They are about 100x slower, so they run on a smaller sample (named in each row) and
+their figures are throughputs. Peak memory is the peak resident set (VmHWM) of the JVMs: the
+mini-cluster's one JVM (JobManager, TaskManager and the thread-mode Python inside it), or each
+TaskManager of the standalone cluster (the JVM grows its heap lazily: this is not the size of
+the operators' state, which is bounded by Δt for z and by δ for CASTLE). The machine is
+shared: the load average is printed with each part. Results go to ``--out-dir`` (CSV and PNG plots).
 """
 
 from __future__ import annotations
@@ -32,166 +42,423 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-try:
-    import streamanon.castle  # noqa: F401
-except ImportError:  # the CASTLE operator is not in this checkout
-    HAVE_CASTLE = False
-else:
-    HAVE_CASTLE = True
-
+ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
-CHUNK = 64  # lines per send() call; every line of a chunk gets the chunk's send time
+BASELINE_REF = "dc80046"  # the last commit with the per-record Flink jobs
+Z, DELTA_T = 3, 600.0
+CASTLE = {"k": 5, "l": 2, "delta": 1250, "beta": 50, "mu": 10, "zeta": 10}
 
 
-# -- the pure-Python operators behind the same sockets (a child process) ----------------------
-def z_handler(z: int, delta_t: float):
-    from streamanon.flink.lines import LineValidator, z_outcome
-    from streamanon.zanon import ZAnonymizer
-
-    op = ZAnonymizer(z=z, delta_t=delta_t)
-    validator = LineValidator("csv")
-
-    def handle(line: str | None) -> list[str]:
-        if line is None:
-            return []
-        meta, record = validator.feed(line)
-        if record is not None:
-            meta.append(z_outcome(op, record))
-        return meta
-
-    return handle
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def castle_handler(rules_path: str, params: dict):
-    from streamanon.castle import CastleAnonymizer, RuleSet
-    from streamanon.castle.cluster import Row
-    from streamanon.flink.castle_rows import RowLineParser, outcome_lines
-
-    rules = RuleSet.load(rules_path)
-    numeric = [r.name for r in rules.qi_rules
-               if type(r.generalizer).__name__ == "RangeGeneralizer"]
-    parser = RowLineParser("csv", rules.id_field, numeric, 1)
-    op = CastleAnonymizer(rules, **params)
-
-    def handle(line: str | None) -> list[str]:
-        if line is None:
-            return outcome_lines(op.flush())
-        meta, row = parser.feed(line)
-        if row is not None:
-            meta += outcome_lines(op.process(Row(row[2], row[1])))
-        return meta
-
-    return handle
+# -- running commands ---------------------------------------------------------------------------
+def cli(old_src: Path | None = None) -> list[str]:
+    """The streamanon CLI of this checkout, or of the baseline's extracted ``src``."""
+    if old_src is None:
+        return [sys.executable, "-c", "from streamanon.cli import main; main()"]
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(old_src)!r}); "
+            "import streamanon; assert streamanon.__file__.startswith("
+            f"{str(old_src)!r}), streamanon.__file__; "
+            "from streamanon.cli import main; main()"]
 
 
-def pure_operator(source: int, release: int, spec: dict) -> None:
-    handle = z_handler(spec["z"], spec["delta_t"]) if spec["operator"] == "z" else \
-        castle_handler(spec["rules"], spec["params"])
-    src = socket.create_connection((HOST, source))
-    rel = socket.create_connection((HOST, release))
-    with src.makefile("r", encoding="utf-8", newline="\n") as lines:
-        for line in lines:
-            out = handle(line.rstrip("\n"))
-            if out:
-                rel.sendall(("\n".join(out) + "\n").encode())
-    out = handle(None)
-    if out:
-        rel.sendall(("\n".join(out) + "\n").encode())
-    rel.close()
-    src.close()
+def descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
-# -- the load client ----------------------------------------------------------------------------
+def vm_hwm(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def is_java(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/exe").resolve().name == "java"
+    except OSError:
+        return False
+
+
+class Run:
+    """A command as a child process: wall time and the peak memory of its JVM."""
+
+    def __init__(self, cmd: list[str], **popen: object) -> None:
+        self.start = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, **popen)  # type: ignore[call-overload]
+        self.peak = 0
+        self._watch = threading.Thread(target=self._poll, daemon=True)
+        self._watch.start()
+
+    def _poll(self) -> None:
+        while self.proc.poll() is None:
+            for pid in descendants(self.proc.pid):
+                if is_java(pid):
+                    self.peak = max(self.peak, vm_hwm(pid))
+            time.sleep(0.2)
+
+    def wait(self, timeout: float = 3600) -> dict:
+        out, err = self.proc.communicate(timeout=timeout)
+        self.seconds = time.perf_counter() - self.start
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"{self.proc.args[3:8]} failed: {err[-3000:]}")
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def timed(cmd: list[str]) -> tuple[dict, float, int]:
+    run = Run(cmd)
+    summary = run.wait()
+    return summary, run.seconds, run.peak
+
+
+# -- data ------------------------------------------------------------------------------------
+def z_trace(path: Path, n: int) -> Path:
+    from streamanon.data.traces import write_trace, zipf_trace
+
+    return write_trace(path, zipf_trace(n, n_users=2000, n_values=10_000, levels=3,
+                                        duration=n / 20_000 * 86_400, seed=5))
+
+
+def head(path: Path, out: Path, rows: int) -> Path:
+    with path.open() as src, out.open("w") as dst:
+        for i, line in enumerate(src):
+            if i > rows:
+                break
+            dst.write(line)
+    return out
+
+
+def baseline_src(ref: str, work: Path) -> Path | None:
+    """``git archive REF src`` of this repository into ``work``; None when not possible."""
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"baseline {ref} not available ({exc}): no baseline column", flush=True)
+        return None
+    return work / "src"
+
+
+def castle_released(path: Path) -> Counter:
+    return Counter(path.read_text().splitlines()[1:])
+
+
+def check_castle_output(out: Path, data: Path, rules: Path, expected: Counter) -> int:
+    """Released rows equal ``expected`` (a multiset) and pass the CASTLE checker."""
+    from streamanon.castle import RuleSet
+    from streamanon.castle.verify import check_castle
+    from streamanon.io.rows import read_rows
+
+    got = castle_released(out)
+    if got != expected:
+        raise RuntimeError(f"{out}: released rows differ from pure CASTLE "
+                           f"({sum(got.values())} vs {sum(expected.values())})")
+    rs = RuleSet.load(rules)
+    report = check_castle(read_rows(out), rs.id_field, rs.quasi_identifiers, rs.sensitive,
+                          k=CASTLE["k"], l=CASTLE["l"], inputs=read_rows(data))
+    if not report.ok:
+        raise RuntimeError(f"{out}: CASTLE checker: {report.first_problem}")
+    return report.rows
+
+
+def pure_castle_per_partition(data: Path, rules: Path, partitions: int, work: Path) -> Counter:
+    """Released rows of ``streamanon castle`` run on each partition's sub-stream."""
+    from streamanon.castle import RuleSet
+    from streamanon.flink.castle_rows import partition_of
+
+    lines = data.read_text().splitlines()
+    id_col = lines[0].split(",").index(RuleSet.load(rules).id_field)
+    released: Counter = Counter()
+    for p in range(partitions):
+        part = work / f"part{p}of{partitions}.csv"
+        part.write_text("\n".join([lines[0], *(x for x in lines[1:] if partition_of(
+            x.split(",")[id_col], partitions) == p)]) + "\n")
+        out = work / f"pure-part{p}of{partitions}.csv"
+        timed([*cli(), "castle", str(part), "--rules", str(rules), "-o", str(out), "--json",
+               *(x for k, v in CASTLE.items() for x in (f"--{k}", str(v)))])
+        released += castle_released(out)
+    return released
+
+
+def mb(n: int) -> str:
+    return f"{n / 2**20:,.0f}" if n else "-"
+
+
+def table(title: str, header: list[str], rows: list[list[object]]) -> None:
+    print(f"\n{title}")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(x) for x in row) + " |")
+
+
+# -- part z ------------------------------------------------------------------------------------
+def part_z(args: argparse.Namespace, work: Path, old_src: Path | None) -> list[dict]:
+    n = args.z_n
+    trace = z_trace(work / "z.csv", n)
+    small = head(trace, work / "z-1k.csv", 1000)
+    pure_out = work / "z-pure.csv"
+    pure, pure_cmd, _ = timed([*cli(), "z", "--z", str(Z), "--delta-t", str(DELTA_T),
+                               str(trace), "-o", str(pure_out), "--json"])
+    rows = [{"part": "z", "run": "streamanon z (pure)", "tuples": n,
+             "job_s": pure["seconds"], "tuples_per_s": pure["tuples_per_second"],
+             "command_s": round(pure_cmd, 2), "peak_jvm_bytes": 0, "output": "reference"}]
+
+    def flink(src: Path, label: str, expected: Path, tuples: int, old: Path | None = None,
+              extra: tuple[str, ...] = ()) -> dict:
+        out = work / f"z-{label.replace(' ', '_')}.csv"
+        summary, cmd_s, peak = timed([*cli(old), "flink", "z", "--z", str(Z), "--delta-t",
+                                      str(DELTA_T), "-p", "1", str(src), "-o", str(out),
+                                      "--json", *extra])
+        if out.read_bytes() != expected.read_bytes():
+            raise RuntimeError(f"{label}: output differs from streamanon z")
+        return {"part": "z", "run": label, "tuples": tuples, "job_s": summary["job_seconds"],
+                "tuples_per_s": round(tuples / summary["job_seconds"]),
+                "command_s": round(cmd_s, 2), "peak_jvm_bytes": peak,
+                "output": "identical to streamanon z"}
+
+    small_pure = work / "z-1k-pure.csv"
+    timed([*cli(), "z", "--z", str(Z), "--delta-t", str(DELTA_T), str(small), "-o",
+           str(small_pure), "--json"])
+    fixed = flink(small, "flink z batched, 1,000 tuples (fixed cost)", small_pure, 1000)
+    big = flink(trace, "flink z batched", pure_out, n)
+    big["marginal_tuples_per_s"] = round((n - 1000) / max(1e-9, big["job_s"] - fixed["job_s"]))
+    rows += [fixed, big]
+    if old_src is not None:
+        sample = head(trace, work / "z-old.csv", args.old_z_n)
+        sample_pure = work / "z-old-pure.csv"
+        timed([*cli(), "z", "--z", str(Z), "--delta-t", str(DELTA_T), str(sample), "-o",
+               str(sample_pure), "--json"])
+        old = flink(sample, "flink z per-record (baseline)", sample_pure, args.old_z_n,
+                    old=old_src)
+        old["note"] = "job_s is the baseline's execute() wall time (mini-cluster start incl.)"
+        rows.append(old)
+    table(f"z, -p 1, file to file ({n:,}-tuple Zipf trace, z={Z}, Δt={DELTA_T:g} s; {load()})",
+          ["run", "tuples", "job s", "tuples/s (job)", "command s", "command / pure (same input)",
+           "peak JVM MB", "output"],
+          [[r["run"], f"{r['tuples']:,}", r["job_s"], f"{r['tuples_per_s']:,}",
+            r["command_s"], f"{r['command_s'] / pure_cmd:.1f}x" if r["tuples"] == n else "-",
+            mb(r["peak_jvm_bytes"]), r["output"]] for r in rows])
+    print(f"marginal throughput of the batched job ({n:,} minus 1,000 tuples over the "
+          f"difference of job times): {big['marginal_tuples_per_s']:,} tuples/s")
+    print(f"targets: job >= 250,000 tuples/s: {big['tuples_per_s']:,}; whole command <= 10x "
+          f"streamanon z: {big['command_s'] / pure_cmd:.1f}x")
+    return rows
+
+
+# -- part castle ------------------------------------------------------------------------------
+def castle_data(work: Path, n: int) -> tuple[Path, Path]:
+    from streamanon.data import ashrae
+
+    data = ashrae.write_csv(work / f"ashrae-{n}.csv", ashrae.generate(n, seed=1))
+    rules = work / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    return data, rules
+
+
+def castle_flags() -> list[str]:
+    return [x for k, v in CASTLE.items() for x in (f"--{k}", str(v))]
+
+
+def part_castle(args: argparse.Namespace, work: Path, old_src: Path | None) -> list[dict]:
+    n = args.castle_n
+    data, rules = castle_data(work, n)
+    pure_out = work / "castle-pure.csv"
+    pure, pure_cmd, _ = timed([*cli(), "castle", str(data), "--rules", str(rules), "-o",
+                               str(pure_out), "--json", *castle_flags()])
+    expected = castle_released(pure_out)
+    rows = [{"part": "castle", "run": "streamanon castle (pure)", "tuples": n,
+             "job_s": pure["seconds"], "tuples_per_s": pure["tuples_per_second"],
+             "command_s": round(pure_cmd, 2), "peak_jvm_bytes": 0, "output": "reference"}]
+
+    def flink(src: Path, label: str, tuples: int, want: Counter,
+              old: Path | None = None) -> dict:
+        out = work / f"castle-{label.replace(' ', '_')}.csv"
+        summary, cmd_s, peak = timed([*cli(old), "flink", "castle", str(src), "--rules",
+                                      str(rules), "-p", "1", "--partitions", "1", "-o",
+                                      str(out), "--json", *castle_flags()])
+        released = check_castle_output(out, src, rules, want)
+        return {"part": "castle", "run": label, "tuples": tuples,
+                "job_s": summary["job_seconds"],
+                "tuples_per_s": round(tuples / summary["job_seconds"]),
+                "command_s": round(cmd_s, 2), "peak_jvm_bytes": peak,
+                "output": f"= pure CASTLE, checker ok ({released:,} released)"}
+
+    new = flink(data, "flink castle batched, 1 partition", n, expected)
+    rows.append(new)
+    if old_src is not None:
+        sample = head(data, work / "castle-old.csv", args.old_castle_n)
+        sample_pure = work / "castle-old-pure.csv"
+        timed([*cli(), "castle", str(sample), "--rules", str(rules), "-o", str(sample_pure),
+               "--json", *castle_flags()])
+        old = flink(sample, "flink castle per-record (baseline)", args.old_castle_n,
+                    castle_released(sample_pure), old=old_src)
+        old["note"] = "job_s is the baseline's execute() wall time (mini-cluster start incl.)"
+        rows.append(old)
+    base = rows[0]["tuples_per_s"]
+    table(f"CASTLE, one partition ({n:,} ASHRAE-shaped tuples, {CASTLE}; {load()})",
+          ["run", "tuples", "job s", "tuples/s", "vs pure", "command s", "peak JVM MB",
+           "output"],
+          [[r["run"], f"{r['tuples']:,}", r["job_s"], f"{r['tuples_per_s']:,}",
+            f"{r['tuples_per_s'] / base:.2f}x", r["command_s"], mb(r["peak_jvm_bytes"]),
+            r["output"]] for r in rows])
+    print(f"target: >= 0.7x pure: {new['tuples_per_s'] / base:.2f}x")
+    return rows
+
+
+# -- part scale ---------------------------------------------------------------------------------
+def part_scale(args: argparse.Namespace, work: Path) -> list[dict]:
+    from streamanon.flink.standalone import StandaloneCluster, job_id_of
+
+    n = args.scale_n
+    data, rules = castle_data(work, n)
+    rows: list[dict] = []
+    with StandaloneCluster(work / "cluster", taskmanagers=2) as cluster:
+        print(f"\nstandalone cluster up: JobManager + 2 TaskManagers, REST port "
+              f"{cluster.rest_port} ({load()})", flush=True)
+        for p in (1, 2):
+            want = pure_castle_per_partition(data, rules, p, work)
+            out = work / f"scale-p{p}.csv"
+            start = time.perf_counter()
+            proc = cluster.submit([
+                "castle", str(data), "--rules", str(rules), "-p", str(p), "--partitions",
+                str(p), "-o", str(out), "--work-dir", str(work / f"scale-run-p{p}"),
+                "--json", *castle_flags()])
+            cmd_s = time.perf_counter() - start
+            if proc.returncode != 0:
+                raise RuntimeError(f"flink run p={p} failed: {proc.stderr[-3000:]}")
+            summary = json.loads(next(x for x in reversed(proc.stdout.splitlines())
+                                      if x.startswith("{")))
+            released = check_castle_output(out, data, rules, want)
+            job = job_id_of(proc.stdout + proc.stderr)
+            tms = {name: len(v) for name, v in cluster.taskmanagers_of(job).items()} \
+                if job else {}
+            castle_tms = next((v for k, v in tms.items() if k.startswith("CASTLE")), 0)
+            rows.append({"part": "scale", "run": f"CASTLE p={p}, {p} partition(s)",
+                         "parallelism": p, "tuples": n, "job_s": summary["job_seconds"],
+                         "tuples_per_s": round(n / summary["job_seconds"]),
+                         "command_s": round(cmd_s, 2), "taskmanagers_used": castle_tms,
+                         "peak_tm_bytes": max(cluster.peak_rss_bytes().values(), default=0),
+                         "output": f"= pure CASTLE per partition, checker ok "
+                                   f"({released:,} released)"})
+            print(json.dumps(rows[-1]), flush=True)
+    table(f"Scale-out on the standalone cluster (CASTLE, {n:,} tuples, {CASTLE}; "
+          f"2 TaskManagers, 1 slot each; 2 shared cores; {load()})",
+          ["run", "job s", "tuples/s", "vs p=1", "TaskManagers running CASTLE",
+           "peak TaskManager MB", "output"],
+          [[r["run"], r["job_s"], f"{r['tuples_per_s']:,}",
+            f"{r['tuples_per_s'] / rows[0]['tuples_per_s']:.2f}x", r["taskmanagers_used"],
+            mb(r["peak_tm_bytes"]), r["output"]] for r in rows])
+    print(f"target: p=2 >= 1.5x p=1: {rows[1]['tuples_per_s'] / rows[0]['tuples_per_s']:.2f}x "
+          f"(the machine has {os.cpu_count()} cores, shared)")
+    return rows
+
+
+# -- part latency -------------------------------------------------------------------------------
 class LoadClient:
-    """Serves ``lines`` on one socket, collects outcome lines on another, times each tuple."""
+    """Serves ``lines`` on one socket at ``rate`` lines per second (one line per send),
+    collects outcome lines on another and times each tuple (send -> outcome received)."""
 
-    def __init__(self, lines: list[str], rate: float = 0.0) -> None:
-        self.lines = lines
-        self.rate = rate
+    def __init__(self, lines: list[str], rate: float) -> None:
+        self.lines, self.rate = lines, rate
         self.src_srv = socket.create_server((HOST, 0))
         self.rel_srv = socket.create_server((HOST, 0))
         self.src_port = self.src_srv.getsockname()[1]
         self.rel_port = self.rel_srv.getsockname()[1]
-        n = len(lines)
-        self.sent = np.zeros(n + 1, dtype=np.int64)
-        self.received = np.zeros(n + 1, dtype=np.int64)
+        self.sent = np.zeros(len(lines) + 1, dtype=np.int64)
+        self.received = np.zeros(len(lines) + 1, dtype=np.int64)
         self.outcomes: list[str] = []
 
     def run(self, timeout: float = 600.0) -> None:
-        self.src_srv.settimeout(timeout)
-        self.rel_srv.settimeout(timeout)
+        for srv in (self.src_srv, self.rel_srv):
+            srv.settimeout(timeout)
         conns: dict[str, socket.socket] = {}
-
-        def accept(name: str, srv: socket.socket) -> None:
-            conns[name] = srv.accept()[0]
-
-        acceptors = [threading.Thread(target=accept, args=a) for a in
-                     (("src", self.src_srv), ("rel", self.rel_srv))]
+        acceptors = [threading.Thread(target=lambda n, s: conns.__setitem__(n, s.accept()[0]),
+                                      args=a) for a in (("src", self.src_srv),
+                                                        ("rel", self.rel_srv))]
         for th in acceptors:
             th.start()
         for th in acceptors:
             th.join()
         if set(conns) != {"src", "rel"}:
-            raise RuntimeError("the operator did not connect to both sockets in time")
+            raise RuntimeError("the job did not connect to both sockets in time")
         receiver = threading.Thread(target=self._receive, args=(conns["rel"],))
         receiver.start()
         self._send(conns["src"])
         conns["src"].shutdown(socket.SHUT_WR)
         receiver.join(timeout)
-        conns["src"].close()
-        conns["rel"].close()
+        for c in conns.values():
+            c.close()
 
     def _send(self, conn: socket.socket) -> None:
-        lines, sent = self.lines, self.sent
         start = time.perf_counter_ns()
-        for i in range(0, len(lines), CHUNK):
-            if self.rate:
-                due = start + int(i / self.rate * 1e9)
-                while time.perf_counter_ns() < due:
-                    time.sleep(0.0005)
-            block = lines[i:i + CHUNK]
-            sent[i + 1:i + 1 + len(block)] = time.perf_counter_ns()
-            conn.sendall(("\n".join(block) + "\n").encode())
+        for i, line in enumerate(self.lines):
+            due = start + int(i / self.rate * 1e9)
+            while time.perf_counter_ns() < due:
+                time.sleep(0.0002)
+            self.sent[i + 1] = time.perf_counter_ns()
+            conn.sendall((line + "\n").encode())
 
     def _receive(self, conn: socket.socket) -> None:
-        received, n = self.received, len(self.lines)
-        got = 0
+        got, n = 0, len(self.lines)
         with conn.makefile("r", encoding="utf-8", newline="\n") as fh:
             for line in fh:
                 now = time.perf_counter_ns()
                 line = line.rstrip("\n")
-                if not line or line.startswith("#\t"):  # empty, or a note (rule sets)
+                if not line or line.startswith("#\t"):
                     continue
-                seq = int(line[: line.index("\t")])
-                received[seq] = now
+                self.received[int(line[: line.index("\t")])] = now
                 self.outcomes.append(line)
                 got += 1
                 if got == n:
                     break
 
-    def figures(self, first: int = 1) -> dict[str, float]:
-        """Latency and throughput over the tuples from line ``first`` on (2: skip a header)."""
-        sent, received = self.sent[first:], self.received[first:]
-        ok = received > 0
-        if not ok.all():
-            raise RuntimeError(f"{int((~ok).sum())} of {len(ok)} tuples never came back")
-        lat_ms = (received - sent) / 1e6
-        span = (received.max() - sent.min()) / 1e9
-        return {"tuples": len(sent), "seconds": round(span, 3),
-                "throughput": round(len(sent) / span, 1),
-                "latency_median_ms": round(float(np.median(lat_ms)), 3),
-                "latency_p99_ms": round(float(np.percentile(lat_ms, 99)), 3),
-                "latency_mean_ms": round(float(lat_ms.mean()), 3)}
+    def figures(self, warm_up: float = 2.0) -> dict[str, float]:
+        """Latency over the tuples sent after the first ``warm_up`` seconds (the job's
+        sockets connect before all its tasks have started: the first tuples wait for them),
+        throughput over all."""
+        sent, received = self.sent[2:], self.received[2:]  # line 1 is the header
+        if not (received > 0).all():
+            raise RuntimeError(f"{int((received == 0).sum())} tuples never came back")
+        lat = (received - sent) / 1e6
+        steady = lat[sent - sent[0] >= warm_up * 1e9]
+        return {"latency_median_ms": round(float(np.median(steady)), 2),
+                "latency_p99_ms": round(float(np.percentile(steady, 99)), 2),
+                "latency_max_ms": round(float(steady.max()), 2),
+                "latency_max_all_ms": round(float(lat.max()), 2),
+                "throughput": round(len(lat) / ((received.max() - sent.min()) / 1e9), 1)}
 
 
 def published_rows(outcomes: list[str]) -> list[tuple[str, str, str]]:
@@ -199,262 +466,145 @@ def published_rows(outcomes: list[str]) -> list[tuple[str, str, str]]:
     return [tuple(json.loads(x.split("\t", 4)[4])) for _, x in rows]
 
 
-def expected_rows(trace: Path, z: int, delta_t: float) -> list[tuple[str, str, str]]:
+def part_latency(args: argparse.Namespace, work: Path, old_src: Path | None) -> list[dict]:
     from streamanon.io import read_records
     from streamanon.records import Suppressed
     from streamanon.zanon import ZAnonymizer
 
-    op = ZAnonymizer(z=z, delta_t=delta_t)
-    return [(r.time_text(), r.u, r.a) for r in map(op.process, read_records(trace))
-            if not isinstance(r, Suppressed)]
-
-
-def run_one(path: str, lines: list[str], spec: dict, args: argparse.Namespace,
-            parallelism: int, mode: str, work: Path, extra: list[str] = ()
-            ) -> tuple[dict[str, float], list[str]]:
-    """One run behind the sockets; ``spec`` names the operator and its parameters."""
-    client = LoadClient(lines, args.rate)
-    if path == "pure":
-        cmd = [sys.executable, __file__, "--pure-operator", str(client.src_port),
-               str(client.rel_port), json.dumps(spec)]
-    else:
-        cmd = [sys.executable, "-c", "from streamanon.cli import main; main()", "flink",
-               spec["operator"], f"tcp://{HOST}:{client.src_port}", "--release-to",
-               f"{HOST}:{client.rel_port}", "-p", str(parallelism), "--mode", mode,
-               "-o", str(work / f"flink-{spec['operator']}-p{parallelism}-{mode}.csv"),
-               "--checkpoint-interval", str(args.checkpoint_interval), "--json", *extra]
-        if args.buffer_timeout is not None:
-            cmd += ["--buffer-timeout", str(args.buffer_timeout)]
-        if spec["operator"] == "z":
-            cmd += ["--z", str(spec["z"]), "--delta-t", str(spec["delta_t"])]
-        else:
-            cmd += ["--rules", spec["rules"], *(x for k, v in spec["params"].items()
-                                                 for x in (f"--{k}", str(v)))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    client.run()
-    out, err = proc.communicate(timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{path} operator failed: {err[-2000:]}")
-    figures = client.figures(1 if spec["operator"] == "z" else 2)
-    if path == "flink":  # the job's own -o file went through the exactly-once sink and merge
-        summary = json.loads(out.strip().splitlines()[-1])
-        figures["job_seconds_with_startup"] = summary["job_seconds"]
-    return figures, client.outcomes
-
-
-def released_rows(outcomes: list[str]) -> list[dict]:
-    return [json.loads(x.split("\t", 3)[3]) for x in outcomes if x.split("\t")[1] == "P"]
-
-
-def castle_grid(args: argparse.Namespace, work: Path) -> list[dict]:
-    from streamanon.castle import RuleSet
-    from streamanon.castle.verify import check_castle
-    from streamanon.data import ashrae
-
-    data = ashrae.write_csv(work / "ashrae.csv", ashrae.generate(args.castle_n, seed=1))
-    rules_path = work / "rules.toml"
-    rules_path.write_text(ashrae.rules_toml())
-    rules = RuleSet.load(rules_path)
-    lines = data.read_text().splitlines()
-    id_col = lines[0].split(",").index(rules.id_field)
-    individuals = len({line.split(",")[id_col] for line in lines[1:]})
+    n = int(args.rate * args.latency_seconds)
+    trace = z_trace(work / "latency.csv", n)
+    lines = trace.read_text().splitlines()
+    op = ZAnonymizer(z=Z, delta_t=DELTA_T)
+    expected = [(r.time_text(), r.u, r.a) for r in map(op.process, read_records(trace))
+                if not isinstance(r, Suppressed)]
+    configs: list[tuple[str, Path | None, list[str]]] = [
+        (f"batched, --batch-ms {ms:g}" + (" (default)" if ms == 5 else ""), None,
+         ["--batch-ms", f"{ms:g}"]) for ms in args.batch_ms]
+    if old_src is not None:
+        configs.append(("per-record (baseline)", old_src, []))
     rows = []
-    for k in args.castle_k:
-        for delta in args.castle_delta:
-            params = {"k": k, "l": 2, "delta": delta, "beta": 50, "mu": 100, "zeta": 10}
-            spec = {"operator": "castle", "rules": str(rules_path), "params": params}
-            for path, p in (("pure", 1), ("flink", args.castle_parallelism)):
-                # k holds per partition: a partition needs >= k individuals to release any
-                parts = 1 if path == "pure" else max(1, min(args.castle_partitions,
-                                                            individuals // k))
-                figures, outcomes = run_one(path, lines, spec, args, p, "thread", work,
-                                            ["--partitions", str(parts)])
-                released = released_rows(outcomes)
-                report = check_castle(released, rules.id_field, rules.quasi_identifiers,
-                                      rules.sensitive, k=k, l=2)
-                if not report.ok:
-                    raise RuntimeError(f"CASTLE {path} k={k} δ={delta}: {report.first_problem}")
-                row = {"operator": "castle", "path": path, "parallelism": p,
-                       "partitions": parts, "mode": "thread" if path == "flink" else "-",
-                       "k": k, "l": 2, "delta": delta, "released": len(released),
-                       **figures}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+    for label, old, extra in configs:
+        client = LoadClient(lines, args.rate)
+        run = Run([*cli(old), "flink", "z", f"tcp://{HOST}:{client.src_port}", "--release-to",
+                   f"{HOST}:{client.rel_port}", "-p", "1", "--z", str(Z), "--delta-t",
+                   str(DELTA_T), "-o", str(work / "latency-out.csv"), "--json", *extra])
+        client.run()
+        run.wait()
+        if published_rows(client.outcomes) != expected:
+            raise RuntimeError(f"{label}: published tuples differ from streamanon z")
+        rows.append({"part": "latency", "run": label, "tuples": n, "rate": args.rate,
+                     **client.figures(), "peak_jvm_bytes": run.peak,
+                     "batch_ms": float(extra[1]) if extra else None,
+                     "output": "published = streamanon z"})
+        print(json.dumps(rows[-1]), flush=True)
+    table(f"z over TCP at {args.rate:,.0f} tuples/s ({n:,} tuples, p=1, one line per send; "
+          f"latency after the first 2 s; {load()})",
+          ["run", "latency median ms", "p99 ms", "max ms", "max ms incl. the first 2 s",
+           "tuples/s", "peak JVM MB", "output"],
+          [[r["run"], r["latency_median_ms"], r["latency_p99_ms"], r["latency_max_ms"],
+            r["latency_max_all_ms"], f"{r['throughput']:,}", mb(r["peak_jvm_bytes"]),
+            r["output"]] for r in rows])
+    default = next((r for r in rows if "(default)" in r["run"]), None)
+    if default:
+        print(f"targets: median <= 20 ms: {default['latency_median_ms']} ms; p99 <= 100 ms: "
+              f"{default['latency_p99_ms']} ms")
     return rows
 
 
-def plot_castle(rows: list[dict], out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
+# -- plots -----------------------------------------------------------------------------------
+def plot(rows: list[dict], out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    ks = sorted({r["k"] for r in rows})
-    fig, axes = plt.subplots(1, len(ks), figsize=(4.2 * len(ks), 4), sharey=True,
-                             squeeze=False)
-    for ax, k in zip(axes[0], ks, strict=True):
-        for path, style in (("pure", "o-"), ("flink", "s--")):
-            sel = sorted((r for r in rows if r["k"] == k and r["path"] == path),
-                         key=lambda r: r["delta"])
-            d = [r["delta"] for r in sel]
-            ax.plot(d, [r["latency_median_ms"] for r in sel], style, label=f"{path} median")
-            ax.plot(d, [r["latency_p99_ms"] for r in sel], style, alpha=0.5,
-                    label=f"{path} p99")
+    from streamanon.plots import _save
+
+    paths = []
+    scale = [r for r in rows if r["part"] == "scale"]
+    if scale:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        ax.bar([f"p={r['parallelism']}" for r in scale], [r["tuples_per_s"] for r in scale])
+        pure = next((r for r in rows if r["run"] == "streamanon castle (pure)"), None)
+        if pure:
+            ax.axhline(pure["tuples_per_s"], linestyle="--", color="grey",
+                       label="streamanon castle (one process)")
+            ax.legend()
+        ax.set_ylabel("tuples per second (job time)")
+        ax.set_title(f"CASTLE scale-out, standalone cluster\n({scale[0]['tuples']:,} tuples, "
+                     f"k={CASTLE['k']}, l={CASTLE['l']}, δ={CASTLE['delta']}; partitions = p)")
+        paths.append(_save(fig, out_dir / "flink_castle_scaleout.png"))
+    lat = [r for r in rows if r["part"] == "latency" and r["batch_ms"] is not None]
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ms = [r["batch_ms"] for r in lat]
+        ax.plot(ms, [r["latency_median_ms"] for r in lat], "o-", label="median")
+        ax.plot(ms, [r["latency_p99_ms"] for r in lat], "s--", label="p99")
+        old = next((r for r in rows if r["part"] == "latency" and r["batch_ms"] is None), None)
+        if old:
+            ax.axhline(old["latency_median_ms"], color="grey", linestyle=":",
+                       label="per-record job, median")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        deltas = sorted({r["delta"] for r in rows})
-        ax.set_xticks(deltas, [f"{x:,}" for x in deltas])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xlabel("δ (tuples)")
-        ax.set_title(f"k = {k}")
-    axes[0][0].set_ylabel("end-to-end latency per tuple (ms)")
-    axes[0][-1].legend(fontsize=8)
-    fig.suptitle(f"CASTLE through a TCP socket ({rows[0]['tuples']:,} ASHRAE-shaped tuples, "
-                 f"l = 2; Flink: up to {max(r['partitions'] for r in rows)} partitions)")
-    fig.tight_layout()
-    lat = out_dir / "flink_castle_latency.png"
-    fig.savefig(lat, dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"k={r['k']}\nδ={r['delta']}" for r in rows if r["path"] == "pure"]
-    x = np.arange(len(labels))
-    for off, path in ((-0.2, "pure"), (0.2, "flink")):
-        ax.bar(x + off, [r["throughput"] for r in rows if r["path"] == path], 0.4,
-               label=path)
-    ax.set_xticks(x, labels, fontsize=7)
-    ax.set_ylabel("tuples per second")
-    ax.set_title("CASTLE throughput per path")
-    ax.legend()
-    fig.tight_layout()
-    thr = out_dir / "flink_castle_throughput.png"
-    fig.savefig(thr, dpi=120)
-    plt.close(fig)
-    return [lat, thr]
-
-
-def plot(rows: list[dict], out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = ["pure Python" if r["path"] == "pure" else
-              f"Flink\np={r['parallelism']} {r['mode']}" for r in rows]
-    x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
-    ax.bar(x - 0.2, [r["latency_median_ms"] for r in rows], 0.4, label="median")
-    ax.bar(x + 0.2, [r["latency_p99_ms"] for r in rows], 0.4, label="p99")
-    ax.set_xticks(x, labels)
-    ax.set_yscale("log")
-    ax.set_ylabel("end-to-end latency per tuple (ms)")
-    ax.set_title(f"z-anonymity through a TCP socket\n({rows[0]['tuples']:,} tuples, "
-                 "sent as fast as taken)")
-    ax.legend()
-    fig.tight_layout()
-    lat = out_dir / "flink_z_latency.png"
-    fig.savefig(lat, dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
-    ax.bar(x, [r["throughput"] for r in rows], 0.5)
-    ax.set_xticks(x, labels)
-    ax.set_ylabel("tuples per second")
-    ax.set_title("z-anonymity throughput per path and parallelism")
-    fig.tight_layout()
-    thr = out_dir / "flink_z_throughput.png"
-    fig.savefig(thr, dpi=120)
-    plt.close(fig)
-    return [lat, thr]
-
-
-def z_runs(args: argparse.Namespace, work: Path) -> list[dict]:
-    from streamanon.data.traces import write_trace, zipf_trace
-
-    rows_in = zipf_trace(args.n, n_users=2000, n_values=10_000, levels=3,
-                         duration=args.n / 20_000 * 86_400, seed=5)
-    trace = write_trace(work / "trace.csv", rows_in)
-    lines = [f"{t},{u},{a}" for t, u, a in rows_in]
-    expected = expected_rows(trace, args.z, args.delta_t)
-    spec = {"operator": "z", "z": args.z, "delta_t": args.delta_t}
-    configs = [("pure", 1, "-")] + [("flink", p, m) for m in args.modes
-                                    for p in args.parallelism]
-    rows = []
-    for path, p, mode in configs:
-        figures, outcomes = run_one(path, lines, spec, args, p, mode, work)
-        if published_rows(outcomes) != expected:
-            raise RuntimeError(f"{path} p={p} {mode}: published tuples differ from "
-                               "streamanon z")
-        row = {"operator": "z", "path": path, "parallelism": p, "mode": mode,
-               "z": args.z, "delta_t": args.delta_t, **figures}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    return rows
-
-
-def report(rows: list[dict]) -> None:
-    for op in ("z", "castle"):
-        sel = [r for r in rows if r["operator"] == op]
-        pure = {(r.get("k"), r.get("delta")): r for r in sel if r["path"] == "pure"}
-        for r in sel:
-            base = pure[(r.get("k"), r.get("delta"))]
-            what = f"{op} {r['path']}" + (f" p={r['parallelism']} {r['mode']}"
-                                          if r["path"] == "flink" else "")
-            if op == "castle":
-                what += f" k={r['k']} δ={r['delta']}"
-            ratio = "" if r is base else f" (Flink/pure {r['throughput'] / base['throughput']:.3f})"
-            print(f"{what}: {r['throughput']:,.0f} tuples/s{ratio}, latency median "
-                  f"{r['latency_median_ms']:,.1f} ms, p99 {r['latency_p99_ms']:,.1f} ms")
+        ax.set_xticks(ms, [f"{x:g}" for x in ms])
+        ax.minorticks_off()
+        ax.set_xlabel("--batch-ms")
+        ax.set_ylabel("end-to-end latency per tuple (ms)")
+        ax.set_title(f"z over TCP at {lat[0]['rate']:,.0f} tuples/s, p=1\n"
+                     f"(z={Z}, Δt={DELTA_T:g} s, {lat[0]['tuples']:,} tuples)")
+        ax.legend()
+        paths.append(_save(fig, out_dir / "flink_z_latency_vs_batch_ms.png"))
+    return paths
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pure-operator", nargs=3, metavar=("SRC", "REL", "SPEC"),
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--operators", nargs="+", default=["z", "castle"] if HAVE_CASTLE
-                        else ["z"], choices=["z", "castle"])
-    parser.add_argument("--n", type=int, default=20_000, help="z tuples (default 20,000)")
-    parser.add_argument("--z", type=int, default=3)
-    parser.add_argument("--delta-t", type=float, default=600.0)
-    parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--modes", nargs="+", default=["thread"])
-    parser.add_argument("--castle-n", type=int, default=6_000,
-                        help="ASHRAE-shaped tuples for CASTLE (default 6,000)")
-    parser.add_argument("--castle-k", type=int, nargs="+", default=[5, 20, 80])
-    parser.add_argument("--castle-delta", type=int, nargs="+", default=[1250, 5000, 20000])
-    parser.add_argument("--castle-parallelism", type=int, default=2)
-    parser.add_argument("--castle-partitions", type=int, default=2)
-    parser.add_argument("--rate", type=float, default=0.0,
-                        help="tuples per second to send (default 0: as fast as taken)")
-    parser.add_argument("--checkpoint-interval", type=int, default=2000, help="ms")
-    parser.add_argument("--buffer-timeout", type=int, default=None,
-                        help="Flink network buffer timeout in ms (default: Flink's 100)")
-    parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/out/flink"))
+    parser.add_argument("--quick", action="store_true", help="smaller inputs, for development")
+    parser.add_argument("--parts", nargs="+", default=["z", "castle", "scale", "latency"],
+                        choices=["z", "castle", "scale", "latency"])
+    parser.add_argument("--baseline-ref", default=BASELINE_REF,
+                        help="git ref with the per-record jobs ('' = no baseline)")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "out" / "flink")
+    parser.add_argument("--z-n", type=int, help="z tuples (1,000,000; --quick 100,000)")
+    parser.add_argument("--castle-n", type=int, help="CASTLE tuples (100,000; --quick 20,000)")
+    parser.add_argument("--scale-n", type=int, help="CASTLE tuples of the scale-out "
+                        "(300,000, enough for the cluster's fixed costs not to dominate; "
+                        "--quick 30,000)")
     args = parser.parse_args()
-    if args.pure_operator:
-        src, rel, spec = args.pure_operator
-        pure_operator(int(src), int(rel), json.loads(spec))
-        return
-
+    quick = args.quick
+    args.z_n = args.z_n or (100_000 if quick else 1_000_000)
+    args.old_z_n = 5_000 if quick else 20_000
+    args.castle_n = args.castle_n or (20_000 if quick else 100_000)
+    args.scale_n = args.scale_n or (30_000 if quick else 300_000)
+    args.old_castle_n = 3_000 if quick else 10_000
+    args.rate = 1000.0
+    args.latency_seconds = 8 if quick else 20
+    args.batch_ms = [1, 5, 50] if quick else [1, 5, 20, 100]
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"bench_flink {'--quick ' if quick else ''}on {os.cpu_count()} cores; {load()}",
+          flush=True)
     rows: list[dict] = []
-    pngs: list[Path] = []
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-flink-") as tmp:
         work = Path(tmp)
-        if "z" in args.operators:
-            z_rows = z_runs(args, work)
-            rows += z_rows
-            pngs += plot(z_rows, args.out_dir)
-        if "castle" in args.operators:
-            castle_rows = castle_grid(args, work)
-            rows += castle_rows
-            pngs += plot_castle(castle_rows, args.out_dir)
+        old_src = None
+        if args.baseline_ref:
+            (work / "baseline").mkdir()
+            old_src = baseline_src(args.baseline_ref, work / "baseline")
+        if "z" in args.parts:
+            rows += part_z(args, work, old_src)
+        if "castle" in args.parts:
+            rows += part_castle(args, work, old_src)
+        if "scale" in args.parts:
+            rows += part_scale(args, work)
+        if "latency" in args.parts:
+            rows += part_latency(args, work, old_src)
+        shutil.rmtree(work / "cluster", ignore_errors=True)
     out_csv = args.out_dir / "flink_bench.csv"
     with out_csv.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"\nwrote {out_csv} and {', '.join(map(str, pngs))}")
-    report(rows)
+    pngs = plot(rows, args.out_dir)
+    print(f"\nwrote {out_csv}" + "".join(f", {p}" for p in pngs))
+    print(f"bench_flink took {time.perf_counter() - started:,.0f} s; {load()}")
 
 
 if __name__ == "__main__":

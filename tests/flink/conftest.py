@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ def require_flink() -> None:
         pytest.skip("PyFlink needs Java 17", allow_module_level=True)
 
 STREAMANON = [sys.executable, "-c", "from streamanon.cli import main; main()"]
+DEADLINE = 240.0  # seconds for a whole socket run; only a guard against a hung job
 
 
 def streamanon(*args: str, timeout: float = 300) -> dict:
@@ -32,9 +37,18 @@ def streamanon(*args: str, timeout: float = 300) -> dict:
 
 
 def outcome_lines_on_disk(work: Path) -> int:
-    """Outcome lines in the part files (committed or in progress) under ``work/parts``."""
-    return sum(len(p.read_bytes().splitlines()) for p in (work / "parts").rglob("*")
-               if p.is_file())
+    """Outcomes in the part files (committed or in progress) under ``work/parts``: one per
+    text line, a batch line's rows."""
+    from streamanon.flink.outcomes import BATCH, outcome_batch_of
+
+    count = 0
+    for path in (work / "parts").rglob("*"):
+        if path.is_file():
+            for line in path.read_text(errors="replace").splitlines():
+                with contextlib.suppress(Exception):  # a line still being written
+                    count += outcome_batch_of(line).num_rows if line.startswith(
+                        BATCH + "\t") else 1
+    return count
 
 
 def completed_checkpoints(work: Path) -> list[int]:
@@ -70,3 +84,40 @@ def run_and_kill_after_checkpoint(args: list[str], work: Path, *, min_written: i
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return outcome_lines_on_disk(work)
+
+
+class Released:
+    """Reads the release connection: outcome lines and notes, as they arrive."""
+
+    def __init__(self, server: socket.socket) -> None:
+        self.lines: list[str] = []
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(server,), daemon=True)
+        self.thread.start()
+
+    def _read(self, server: socket.socket) -> None:
+        conn, _ = server.accept()
+        with conn, conn.makefile("r", encoding="utf-8", newline="\n") as fh:
+            for line in fh:
+                with self.cond:
+                    self.lines.append(line.rstrip("\n"))
+                    self.cond.notify_all()
+
+    def notes(self) -> list[dict]:
+        with self.cond:
+            return [json.loads(x[2:]) for x in self.lines if x.startswith("#\t")]
+
+    def outcomes(self) -> list[str]:
+        with self.cond:
+            return [x for x in self.lines if x and not x.startswith("#\t")]
+
+    def wait(self, ready: Callable[[], bool], what: str, proc: subprocess.Popen,
+             log: Path) -> None:
+        """Block until ``ready()`` (re-checked on every arriving line); fail if the job dies."""
+        end = time.monotonic() + DEADLINE
+        with self.cond:
+            while not ready():
+                assert proc.poll() is None, f"the job ended while waiting for {what}: " + \
+                    log.read_text()[-3000:]
+                assert time.monotonic() < end, f"gave up waiting for {what}"
+                self.cond.wait(1.0)

@@ -1,9 +1,13 @@
-"""CASTLE rows line at a time and the merge of CASTLE outcomes (no Flink needed)."""
+"""CASTLE rows in blocks and the merge of CASTLE outcomes (no Flink needed)."""
 
 from __future__ import annotations
 
 import io
+import itertools
 from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.cluster import Row
@@ -13,11 +17,12 @@ from streamanon.flink.castle_rows import (
     RULES_END,
     RULES_FILE,
     RULES_LINE,
-    RowLineParser,
+    CastleChunkParser,
     RulesInbox,
     merge_castle_outcomes,
     outcome_lines,
     partition_of,
+    rows_of,
     rules_report,
 )
 from streamanon.flink.outcomes import note_line, read_outcomes
@@ -36,50 +41,66 @@ def ashrae_lines(n: int, tmp_path) -> list[str]:
     return lines[:6] + bad + lines[6:]
 
 
-def test_parser_reads_what_the_row_reader_reads(tmp_path):
-    lines = ashrae_lines(300, tmp_path)
-    parser = RowLineParser("csv", RULES.id_field, NUMERIC, 3)
-    got, refused = [], []
-    for text in lines:
-        meta, row = parser.feed(text)
-        refused += [m.split("\t")[0] for m in meta if "\tR\t" in m]
-        if row is not None:
-            got.append((row[1], row[2]))
+def parse_in_blocks(parser: CastleChunkParser, lines: list[str], cuts: list[int]
+                    ) -> tuple[list[str], list[tuple[int, int, dict]]]:
+    """Feed ``lines`` cut before the given line indexes; meta lines and (partition, seq,
+    values) of every row."""
+    meta: list[str] = []
+    rows: list[tuple[int, int, dict]] = []
+    bounds = [0, *sorted(c for c in set(cuts) if 0 < c < len(lines)), len(lines)]
+    for lo, hi in itertools.pairwise(bounds):
+        m, batches = parser.feed("\n".join(lines[lo:hi]).encode())
+        meta += m
+        for part, batch in batches:
+            rows += [(part, seq, values) for seq, values in rows_of(batch)]
+    return meta, rows
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 320), max_size=6))
+def test_chunks_read_what_the_row_reader_reads(tmp_path_factory, cuts):
+    lines = ashrae_lines(300, tmp_path_factory.mktemp("rows"))
+    meta, rows = parse_in_blocks(CastleChunkParser("csv", RULES.id_field, NUMERIC, 3), lines,
+                                 cuts)
     rejects: list = []
     reader = RowReader(io.StringIO("\n".join(lines) + "\n"), "csv", on_error=OnError.skip,
                        rejects=rejects.append, numeric=NUMERIC, required=[RULES.id_field])
     expected = [(r.line, dict(r.values)) for r in reader]
-    assert got == expected
-    assert refused == [str(r.line) for r in rejects] and len(refused) >= 3
+    assert sorted((seq, values) for _, seq, values in rows) == expected
+    refused = [int(m.split("\t")[0]) for m in meta if "\tR\t" in m]
+    assert refused == [r.line for r in rejects] and len(refused) >= 3
+    # one outcome per line: rows, refusals, the header and the blank line
+    seqs = sorted([seq for _, seq, _ in rows] + [int(m.split("\t")[0]) for m in meta])
+    assert seqs == list(range(1, len(lines) + 1))
 
 
 def test_partitions_keep_each_individual_together_and_spread(tmp_path):
-    parser = RowLineParser("csv", RULES.id_field, NUMERIC, 4)
+    _, rows = parse_in_blocks(CastleChunkParser("csv", RULES.id_field, NUMERIC, 4),
+                              ashrae_lines(890, tmp_path), [100, 400])
     seen: dict[str, set[int]] = {}
-    for text in ashrae_lines(890, tmp_path):
-        _, row = parser.feed(text)
-        if row is not None:
-            seen.setdefault(row[2][RULES.id_field], set()).add(row[0])
-            assert row[0] == partition_of(row[2][RULES.id_field], 4)
+    for part, _, values in rows:
+        seen.setdefault(values[RULES.id_field], set()).add(part)
+        assert part == partition_of(values[RULES.id_field], 4)
     assert all(len(p) == 1 for p in seen.values())
     assert len(Counter(next(iter(p)) for p in seen.values())) == 4
 
 
-def test_merge_of_line_outcomes_equals_run_castle(tmp_path):
+def test_merge_of_batched_outcomes_equals_run_castle(tmp_path):
     lines = ashrae_lines(1200, tmp_path)
     src = tmp_path / "in.csv"
     src.write_text("\n".join(lines) + "\n")
     params = {"k": 4, "l": 2, "delta": 60, "beta": 50, "mu": 10, "zeta": 10}
     run_castle(src, tmp_path / "pure.csv", CastleAnonymizer(RuleSet.from_toml(
         ashrae.rules_toml()), **params), on_error=OnError.skip)
-    parser = RowLineParser("csv", RULES.id_field, NUMERIC, 1)
+    parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, 1)
     op = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), **params)
     outcomes: list[str] = []
-    for text in lines:
-        meta, row = parser.feed(text)
+    for lo in range(0, len(lines), 250):
+        meta, batches = parser.feed("\n".join(lines[lo:lo + 250]).encode())
         outcomes += meta
-        if row is not None:
-            outcomes += outcome_lines(op.process(Row(row[2], row[1])))
+        for _, batch in batches:
+            for seq, values in rows_of(batch):
+                outcomes += outcome_lines(op.process(Row(values, seq)))
     outcomes += outcome_lines(op.flush())
     folder = tmp_path / "parts" / "bucket"
     folder.mkdir(parents=True)
@@ -142,7 +163,7 @@ def test_notes_are_not_outcomes_and_report_the_fate_of_each_rule_set(tmp_path):
     (folder / "part-0").write_text("".join(note_line(n) + "\n" for n in notes)
                                    + "1\tH\t[\"u\"]\n2\tB\n")
     seen: list[dict] = []
-    assert [seq for seq, _ in read_outcomes(tmp_path / "parts", seen)] == [1, 2]
+    assert [seq for seq, _ in read_outcomes(tmp_path / "parts", seen).lines] == [1, 2]
     assert seen == notes
     report = rules_report(seen)
     assert [(n["message"], n.get("installed_by")) for n in report] == [(1, [0, 1]), (2, None)]

@@ -1,5 +1,5 @@
 """CASTLE on Flink: the CASTLE checker's guarantees, the same accounting, exact per partition,
-and a kill after a checkpoint plus a restore that changes nothing.
+and a kill after a checkpoint plus a restore at another parallelism that changes nothing.
 
 With P partitions the job runs one CASTLE operator per partition of the individuals, so its
 released rows must be exactly (as a multiset) those of the pure-Python ``run_castle`` on each
@@ -45,10 +45,10 @@ def data(tmp_path_factory) -> tuple[Path, Path]:
     return path, rules
 
 
-def castle_args(data: Path, rules: Path, out: Path) -> list[str]:
+def castle_args(data: Path, rules: Path, out: Path, parallelism: int = 2) -> list[str]:
     return ["flink", "castle", "--rules", str(rules), "--k", str(K), "--l", str(L), "--delta",
-            str(DELTA), "-p", "2", "--partitions", str(PARTITIONS), str(data), "-o", str(out),
-            "--on-error", "skip"]
+            str(DELTA), "-p", str(parallelism), "--partitions", str(PARTITIONS), str(data),
+            "-o", str(out), "--on-error", "skip"]
 
 
 @pytest.fixture(scope="module")
@@ -94,15 +94,20 @@ def test_flink_castle_is_castle_per_partition_and_passes_the_checker(data, unint
     assert Path(f"{out}.rejects.jsonl").read_text().count("\n") == 2
 
 
-def test_castle_kill_after_checkpoint_and_restore_changes_nothing(data, uninterrupted,
-                                                                    tmp_path):
+def test_castle_kill_after_checkpoint_and_restore_at_another_parallelism_changes_nothing(
+        data, uninterrupted, tmp_path):
+    """Killed at parallelism 1 (both partitions in one subtask), resumed at 2: each partition
+    is a key group whose state (snapshot + redo log) moves whole to its new subtask."""
     work, out = tmp_path / "work", tmp_path / "restored.csv"
-    args = [*castle_args(*data, out), "--snapshot-every", "400"]
-    written = run_and_kill_after_checkpoint([*args, "--checkpoint-interval", "1000",
+    fixed = ["--snapshot-every", "400", "--batch-size", "100"]
+    written = run_and_kill_after_checkpoint([*castle_args(*data, out, parallelism=1), *fixed,
+                                             "--checkpoint-interval", "1000",
                                              "--unaligned-checkpoints", "--pace", "0.004"],
                                             work)
     assert written < N, "the kill came after the job had written everything"
-    summary = streamanon(*args, "--work-dir", str(work), "--restore", "latest")
+    summary = streamanon(*castle_args(*data, out), *fixed, "--work-dir", str(work),
+                         "--restore", "latest")
+    assert summary["params"]["parallelism"] == 2
     flink_out, flink_summary = uninterrupted
     assert out.read_bytes() == flink_out.read_bytes()
     for key in ("read", "published", "suppressed", "rejected", "suppressed_by_reason"):

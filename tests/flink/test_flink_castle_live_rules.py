@@ -15,9 +15,6 @@ import json
 import re
 import socket
 import subprocess
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,7 +24,7 @@ from streamanon.castle.verify import check_castle
 from streamanon.data import ashrae
 from streamanon.flink.castle_rows import RULES_END, partition_of
 from streamanon.io.rows import read_rows
-from tests.flink.conftest import STREAMANON, require_flink
+from tests.flink.conftest import DEADLINE, STREAMANON, Released, require_flink
 
 require_flink()
 pytestmark = pytest.mark.flink
@@ -42,44 +39,6 @@ BAD_HALF = V2.replace('name = "air_temperature"\ngeneralizer = "range"',
                       'name = "air_temperature"\ngeneralizer = "reduction"') + (
     '\n[[attribute]]\nname = "wind_speed_2"\ngeneralizer = "bogus"\n')
 BAD_TOML = 'id = "building_id"\n[[attribute]\nname = "square_feet"\n'
-DEADLINE = 240.0  # seconds for the whole run; only a guard against a hung job
-
-
-class Released:
-    """Reads the release connection: outcome lines and notes, as they arrive."""
-
-    def __init__(self, server: socket.socket) -> None:
-        self.lines: list[str] = []
-        self.cond = threading.Condition()
-        self.thread = threading.Thread(target=self._read, args=(server,), daemon=True)
-        self.thread.start()
-
-    def _read(self, server: socket.socket) -> None:
-        conn, _ = server.accept()
-        with conn, conn.makefile("r", encoding="utf-8", newline="\n") as fh:
-            for line in fh:
-                with self.cond:
-                    self.lines.append(line.rstrip("\n"))
-                    self.cond.notify_all()
-
-    def notes(self) -> list[dict]:
-        with self.cond:
-            return [json.loads(x[2:]) for x in self.lines if x.startswith("#\t")]
-
-    def outcomes(self) -> list[str]:
-        with self.cond:
-            return [x for x in self.lines if x and not x.startswith("#\t")]
-
-    def wait(self, ready: Callable[[], bool], what: str, proc: subprocess.Popen,
-             log: Path) -> None:
-        """Block until ``ready()`` (re-checked on every arriving line); fail if the job dies."""
-        end = time.monotonic() + DEADLINE
-        with self.cond:
-            while not ready():
-                assert proc.poll() is None, f"the job ended while waiting for {what}: " + \
-                    log.read_text()[-3000:]
-                assert time.monotonic() < end, f"gave up waiting for {what}"
-                self.cond.wait(1.0)
 
 
 def installed(released: Released, version: int) -> bool:

@@ -77,3 +77,50 @@ def test_hidden_in_progress_files_are_not_read(tmp_path):
 def test_a_duplicate_or_a_loss_is_an_error_not_deduplicated(tmp_path, extra, what):
     with pytest.raises(OutcomeGap, match=what):
         merge_outcomes(sample_parts(tmp_path, extra), tmp_path / "out.csv")
+
+
+def outcome_batch(rows: list[dict]) -> str:
+    import pyarrow as pa
+
+    from streamanon.flink.outcomes import OUTCOMES, outcome_batch_line
+
+    return outcome_batch_line(pa.RecordBatch.from_pylist(rows, schema=OUTCOMES))
+
+
+def published(seq: int, level: int, t: str, u: str, a: str, restamped: bool = False) -> dict:
+    return {"seq": seq, "level": level, "restamped": restamped, "t_text": t, "u": u, "a": a}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_outcome_batches_and_lines_merge_as_the_writer_writes(tmp_path, fmt):
+    """Batches of two key groups and text lines interleave by line number; a value that
+    needs CSV quoting is quoted exactly as ``streamanon z``'s writer quotes it."""
+    from streamanon.io import RecordWriter
+    from streamanon.records import Record
+
+    parts = write_parts(tmp_path, [
+        [marker_line(1, HEADER), outcome_batch([
+            published(2, 0, "1", "al,ice", "EU"), {"seq": 4, "level": -1, "restamped": True},
+            published(6, 1, "4", "bob", 'EU*"FR"')])],
+        [outcome_batch([published(3, 2, "2", "carol", "EU*FR*Lyon")]),
+         rejected_line(Rejected(5, "oops", "bad")), suppressed_line(7, False)],
+    ])
+    out = tmp_path / f"out.{fmt}"
+    result = merge_outcomes(parts, out, out_format=fmt, on_error=OnError.skip)
+    expected = tmp_path / f"expected.{fmt}"
+    with RecordWriter(expected, fmt) as writer:
+        for t, u, a in [("1", "al,ice", "EU"), ("2", "carol", "EU*FR*Lyon"),
+                        ("4", "bob", 'EU*"FR"')]:
+            writer.write(Record(float(t), u, a, t))
+    assert out.read_bytes() == expected.read_bytes()
+    stats = result.stats
+    assert (stats.read, stats.published, stats.suppressed, stats.rejected) == (6, 3, 2, 1)
+    assert result.published_per_level == [1, 1, 1] and result.restamped == 1
+
+
+def test_a_line_in_a_batch_and_in_a_text_line_is_a_duplicate(tmp_path):
+    parts = write_parts(tmp_path, [
+        [marker_line(1, HEADER), outcome_batch([published(2, 0, "1", "al", "EU")])],
+        [suppressed_line(2, False)]])
+    with pytest.raises(OutcomeGap, match="duplicate outcome at input line 2"):
+        merge_outcomes(parts, tmp_path / "out.csv")

@@ -34,13 +34,18 @@ app.add_typer(flink_app, name="flink")
 
 SOURCE_HELP = "Input: a CSV (header t,u,a) or JSON Lines file, or tcp://HOST:PORT to read lines " \
     "from a TCP server (the job connects to it and ends when it closes)."
-PARALLELISM_HELP = "Parallelism of the keyed operator (the source and validation run at 1)."
+PARALLELISM_HELP = "Parallelism of the keyed operator (reading and validation run at 1)."
+BATCH_SIZE_HELP = "Records travel in batches: a batch closes after this many input lines " \
+    "(a file is read in splits of about this many lines) ..."
+BATCH_MS_HELP = "... or this many milliseconds after its first line, whichever comes first " \
+    "(streams: bounds the wait of a line on a slow stream)."
 MODE_HELP = "PyFlink execution mode: thread (Python inside the JVM, faster) or process."
 CHECKPOINT_HELP = "Checkpoint interval in milliseconds (> 0: the file sink commits on checkpoints)."
 WORK_HELP = "Keep the job's part files and checkpoints here (needed for --restore); default: " \
     "a temporary folder removed after the merge."
 RESTORE_HELP = "Resume from this checkpoint (a chk-N folder), or 'latest' for the newest one " \
-    "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir."
+    "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir. -p " \
+    "may differ: the run's splits, key groups and partitions are kept in WORK/job.json."
 
 
 def _require_pyflink() -> None:
@@ -66,7 +71,8 @@ def parse_source(source: str) -> Any:
 def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
                 restore: str | None, work_dir: Path | None, release_to: str | None,
                 pace: float, restarts: int = 0, python_executable: str | None = None,
-                buffer_timeout: int | None = None, unaligned: bool = False) -> Any:
+                buffer_timeout: int | None = None, unaligned: bool = False,
+                batch_size: int | None = None, batch_ms: float | None = None) -> Any:
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.job import Endpoint, JobOptions
 
@@ -86,12 +92,14 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
         target = Endpoint.parse(release_to) if release_to else None
     except ValueError as exc:
         fail(str(exc))
+    batching = {k: v for k, v in (("batch_size", batch_size), ("batch_ms", batch_ms),
+                                  ("buffer_timeout_ms", buffer_timeout)) if v is not None}
     return JobOptions(parallelism=parallelism, mode=str(mode),
                       checkpoint_interval_ms=checkpoint_interval, checkpoint_dir=ckpt_dir,
                       restore_from=restore_from, work_dir=work_dir, pace=pace,
                       release_to=target, restarts=restarts,
-                      python_executable=python_executable, buffer_timeout_ms=buffer_timeout,
-                      unaligned_checkpoints=unaligned)
+                      python_executable=python_executable,
+                      unaligned_checkpoints=unaligned, progress=True, **batching)
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
@@ -112,14 +120,21 @@ restarts_option = typer.Option(0, "--restarts", min=0, help="Restart a failed jo
                                "latest checkpoint up to this many times (default 0: fail).")
 python_option = typer.Option(None, "--python-executable", help="The Python of the "
                              "TaskManagers' workers (default: this one); for clusters.")
-buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds a record "
-                             "may wait in a network buffer (Flink's default 100; lower = less "
-                             "latency, less throughput).")
+buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds a batch "
+                             "may wait in a network buffer before it is sent (default 1: "
+                             "records travel in batches already; Flink's own default is 100).")
+batch_size_option = typer.Option(None, "--batch-size", min=1, help=BATCH_SIZE_HELP + " "
+                                 "[default: 262144 for z, 4096 for CASTLE]")
+batch_ms_option = typer.Option(None, "--batch-ms", min=0, help=BATCH_MS_HELP + " "
+                               "[default: 5]")
 unaligned_option = typer.Option(False, "--unaligned-checkpoints", help="Let checkpoints "
                                 "overtake buffered records (fast checkpoints under "
                                 "backpressure; in-flight records go into the checkpoint).")
 pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
                            "(failure drills: lets a test kill the job after a checkpoint).")
+snapshot_option = typer.Option(None, "--snapshot-every", min=1, hidden=True, help="Rows "
+                               "between snapshots of an operator's state in Flink state (a "
+                               "restore replays at most about this many per key group).")
 
 
 @flink_app.command("z")
@@ -146,10 +161,17 @@ def flink_z(
     python_executable: str = python_option,
     buffer_timeout: int = buffer_option,
     unaligned: bool = unaligned_option,
+    batch_size: int = batch_size_option,
+    batch_ms: float = batch_ms_option,
     pace: float = pace_option,
+    snapshot_every: int = snapshot_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """z-anonymity as a Flink job keyed by the coarsest level of the value; output as `z`.
+
+    Records travel in columnar batches (Arrow), keyed by a group of the value's coarsest
+    hierarchy level (128 groups: state moves with them when a job is restored at another
+    parallelism).
 
     Example (the two paths agree):
 
@@ -163,13 +185,13 @@ def flink_z(
     src = parse_source(source)
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout, unaligned)
+                          buffer_timeout, unaligned, batch_size, batch_ms)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     try:
         result = run_z_job(src, output, z, delta_t, options, in_format=in_format,
                            on_error=on_error, rejects_path=rejects,
-                           time_tolerance=time_tolerance)
+                           time_tolerance=time_tolerance, snapshot_every=snapshot_every)
     except InputError as exc:
         fail(str(exc))
     except (OSError, ValueError, OutcomeGap) as exc:
@@ -270,7 +292,9 @@ def flink_castle(
     zeta: int = typer.Option(10, "--zeta", min=0, help="Released clusters kept for reuse."),
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
-                                   "parallelism. k and l hold within each."),
+                                   "parallelism. k and l hold within each; each is a key "
+                                   "group with its own state, fixed for the run (a restore "
+                                   "at another parallelism keeps them)."),
     output: str = typer.Option("-", "-o", "--output", help="Released rows in input order, "
                                "columns as `streamanon castle` writes them (- = stdout)."),
     in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
@@ -287,10 +311,10 @@ def flink_castle(
     python_executable: str = python_option,
     buffer_timeout: int = buffer_option,
     unaligned: bool = unaligned_option,
+    batch_size: int = batch_size_option,
+    batch_ms: float = batch_ms_option,
     pace: float = pace_option,
-    snapshot_every: int = typer.Option(2000, "--snapshot-every", min=1, hidden=True,
-                                       help="Redo-log entries between operator snapshots in "
-                                       "Flink state (restore replays at most this many)."),
+    snapshot_every: int = snapshot_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """CASTLE as a keyed broadcast Flink job: partitions of the individuals, rules broadcast.
@@ -312,7 +336,7 @@ def flink_castle(
         live = parse_source(rules_from)
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout, unaligned)
+                          buffer_timeout, unaligned, batch_size, batch_ms)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = Path(f"{output}.rejects.jsonl")
     params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}

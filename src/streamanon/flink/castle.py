@@ -3,9 +3,10 @@ extra).
 
 ::
 
-    lines (FileSource or TCP, parallelism 1) -> ParseRows (one key, parallelism 1)
-      -> key by crc32(id) mod partitions --connect-- rules (broadcast stream)
-      -> CastlePartition (parallelism p): one CastleAnonymizer per partition
+    file split numbers -> ReadSplits | TCP lines -> BatchLines (one key, parallelism 1)
+      -> (partition, batch of rows), partition = crc32(id) mod partitions
+      -> keyed by partition --connect-- rules (broadcast stream)
+      -> CastlePartition (parallelism p): one CastleAnonymizer per partition, a batch per call
       -> outcome lines (+ meta) -> FileSink (exactly-once part files) -> merged -o file
 
     rules: --rules files + lines of --rules-from tcp://HOST:PORT (parallelism 1)
@@ -20,19 +21,26 @@ every rule set of the live ``--rules-from`` connection, each ended by a line ``%
 kept in Flink's broadcast state. :class:`ParseRules` checks each rule set whole before it is
 broadcast (:func:`~streamanon.flink.castle_rows.check_rules`): a bad one is refused with its
 reason as a note in the outcome stream (or fails the job, ``bad_rules="fail"``), never
-applied in part. A partition applies the newest version before its next tuple
+applied in part. A partition applies the newest version before its next batch
 (``CastleAnonymizer.set_rules``: open clusters keep their rules), from a fresh ``RuleSet`` of
 its own (rule sets carry run-time state); each subtask notes when it installed a version.
 Tuples that arrive before any rules are held and counted, not dropped (Prink drops them).
 With ``--rules-from`` the job ends when the input *and* the rules connection have closed.
 
+The partitions are the key groups: each has its own operator and its own Flink state, so a
+job restored at another parallelism moves whole partitions between subtasks; the number of
+partitions is fixed for a run (it decides what is released).
+
 State. A partition's operator holds clusters, τ, Ω, adaptive domains and hierarchies, so a
-``ValueState`` re-pickled on every tuple would cost O(state) per tuple. Flink state holds a
-*snapshot* of the pickled operator plus a *redo log* of what happened since (rows, rule
-changes): one ``ListState`` append per tuple, and a new snapshot every ``snapshot_every``
-(:attr:`CastlePartition.SNAPSHOT_EVERY`) entries. The operator is deterministic, so snapshot
-+ replay of the log rebuilds exactly the operator of the checkpoint (outputs of the replay
-were emitted before the checkpoint and are dropped). The end of a bounded input fires an
+``ValueState`` re-pickled on every batch would cost O(state) per batch. Flink state holds a
+*snapshot* of the pickled operator plus a *redo log* of what happened since (batches of rows
+as received, rule changes): one ``ListState`` append per batch, and a new snapshot once the
+log holds 16 times as many rows as the operator holds tuples, at least
+:attr:`CastlePartition.SNAPSHOT_EVERY` (δ and β bound what is held, so the log is bounded and
+the snapshots cost a fraction of a row per row; ``snapshot_every`` fixes the number instead).
+The operator is deterministic, so snapshot + replay of the log rebuilds exactly the operator
+of the checkpoint (outputs of the replay were emitted before the checkpoint and are
+dropped). The end of a bounded input fires an
 event-time timer at the maximal watermark, which flushes the held tuples.
 """
 
@@ -41,15 +49,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import pickle
-import shutil
-import tempfile
-import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pyflink.common import Types
-from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction, OutputTag
+from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -61,24 +67,38 @@ from streamanon.castle.cluster import Row
 from streamanon.flink.castle_rows import (
     RULES_FILE,
     RULES_LINE,
+    CastleChunkParser,
     CastleMergeResult,
-    RowLineParser,
     RulesInbox,
     check_rules,
     header_columns,
     merge_castle_outcomes,
     outcome_lines,
     refused_line,
+    rows_of,
 )
 from streamanon.flink.env import make_env, prepare_python_path
-from streamanon.flink.job import Endpoint, JobOptions, line_source, outcome_sink
+from streamanon.flink.functions import END_OF_INPUT, META
+from streamanon.flink.job import (
+    CASTLE_BATCH_SIZE,
+    Endpoint,
+    JobOptions,
+    RunRecord,
+    batch_source,
+    execute,
+    file_record,
+    outcome_sink,
+    side_output,
+    socket_lines,
+    split_progress,
+    wants_progress,
+    work_folder,
+)
 from streamanon.flink.outcomes import note_line
 from streamanon.io import InputError, OnError, detect_format
 from streamanon.records import Rejected
 
-META = OutputTag("castle-meta", Types.STRING())
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
-END_OF_INPUT = 2**63 - 2  # an event-time timer here fires on the final (maximal) watermark
 log = logging.getLogger(__name__)
 
 
@@ -139,46 +159,18 @@ class ParseRules(KeyedProcessFunction):
         yield from self._emit(judged)
 
 
-class ParseRows(KeyedProcessFunction):
-    """Lines in, ``(partition, seq, values)`` out; header, blank and refused lines to META."""
-
-    def __init__(self, fmt: str, id_field: str, numeric: list[str], partitions: int,
-                 source_name: str, pace: float = 0.0) -> None:
-        self.args = (fmt, id_field, numeric, partitions, source_name)
-        self.pace = pace
-
-    def open(self, runtime_context: Any) -> None:
-        self._state = runtime_context.get_state(
-            ValueStateDescriptor("parser", Types.PICKLED_BYTE_ARRAY()))
-        self._parser: RowLineParser | None = None
-
-    def process_element(self, line: str, ctx: Any):  # type: ignore[override]
-        parser = self._parser
-        if parser is None:
-            parser = self._parser = RowLineParser(*self.args)
-            saved = self._state.value()
-            if saved is not None:
-                parser.restore(saved)
-        if self.pace:
-            time.sleep(self.pace)
-        meta, row = parser.feed(line)
-        self._state.update(parser.state())
-        for text in meta:
-            yield META, text
-        if row is not None:
-            yield row
-
-
 class CastlePartition(KeyedBroadcastProcessFunction):
-    """One :class:`CastleAnonymizer` per partition (the key), its state as snapshot + redo log."""
+    """One :class:`CastleAnonymizer` per partition (the key), its state as snapshot + redo log;
+    a batch of rows in, the batch's outcome lines out (one text)."""
 
     SNAPSHOT_EVERY = 2000
+    REPLAY_RATIO = 16
 
     def __init__(self, params: dict[str, Any], fmt: str, columns: list[str],
-                 snapshot_every: int = SNAPSHOT_EVERY) -> None:
+                 snapshot_every: int | None = None) -> None:
         CastleAnonymizer(None, **params)  # validate the parameters on the client
         self.params, self.fmt, self.columns = params, fmt, columns
-        self.snapshot_every = max(1, int(snapshot_every))
+        self.snapshot_every = max(1, int(snapshot_every)) if snapshot_every else None
 
     def open(self, runtime_context: Any) -> None:
         self._snapshot = runtime_context.get_state(
@@ -186,7 +178,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._log = runtime_context.get_list_state(
             ListStateDescriptor("redo", Types.PICKLED_BYTE_ARRAY()))
         self._subtask = subtask_index(runtime_context)
-        # partition -> [operator, applied rules version, log length]
+        # partition -> [operator, applied rules version, rows in the log]
         self._ops: dict[int, list[Any]] = {}
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
@@ -197,7 +189,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         ctx.get_broadcast_state(RULES).put(version, text)
         self._rules[version] = text
         self._latest = max(self._latest, version)
-        # from now on every tuple of this subtask's partitions meets this version (or newer)
+        # from now on every batch of this subtask's partitions meets this version (or newer)
         yield note_line({"event": "installed", "version": version, "subtask": self._subtask})
 
     def _rules_of(self, ctx: Any, version: int) -> RuleSet:
@@ -223,27 +215,35 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         saved = self._snapshot.value()
         op, version = pickle.loads(saved) if saved is not None else (
             CastleAnonymizer(None, **self.params), 0)
-        n = 0
+        rows = 0
         for event in self._log.get() or ():
-            n += 1
             if event[0] == "rules":
                 version = event[1]
                 op.set_rules(self._rules_of(ctx, version))
             else:
-                with contextlib.suppress(ValueError):  # refused then too, reported then
-                    op.process(Row(event[2], event[1]))
-        entry = self._ops[key] = [op, version, n]
+                batch = rows_of(event[1])
+                rows += len(batch)
+                for seq, values in batch:
+                    with contextlib.suppress(ValueError):  # refused then too, reported then
+                        op.process(Row(values, seq))
+        entry = self._ops[key] = [op, version, rows]
         ctx.timer_service().register_event_time_timer(END_OF_INPUT)
         return entry
 
-    def _log_event(self, entry: list[Any], event: tuple) -> None:
-        self._log.add(event)
-        entry[2] += 1
-        if entry[2] >= self.snapshot_every:
+    def _log_event(self, entry: list[Any], event: tuple, rows: int = 0) -> None:
+        entry[2] += rows
+        # a snapshot costs about as much as replaying a few rows per tuple held: taken once
+        # the log holds REPLAY_RATIO times as many rows as are held, it costs a fraction of
+        # a row per row, and a restore replays at most that many rows
+        every = self.snapshot_every or max(self.SNAPSHOT_EVERY,
+                                           self.REPLAY_RATIO * entry[0].held)
+        if entry[2] >= every:
             self._snapshot.update(pickle.dumps((entry[0], entry[1]),
                                                protocol=pickle.HIGHEST_PROTOCOL))
             self._log.clear()
             entry[2] = 0
+        else:
+            self._log.add(event)
 
     def _apply_rules(self, entry: list[Any], ctx: Any) -> list[Any]:
         latest = self._latest_version(ctx)
@@ -255,66 +255,73 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         return out
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
-        _, seq, values = value
+        _, data = value
         entry = self._entry(ctx)
+        op = entry[0]
         out = self._apply_rules(entry, ctx)
-        try:
-            out = out + entry[0].process(Row(values, seq))
-        except ValueError as exc:
-            yield refused_line(seq, values, self.fmt, self.columns, str(exc))
-        else:
-            self._log_event(entry, ("row", seq, values))
-        yield from outcome_lines(out)
+        lines: list[str] = []
+        batch = rows_of(data)
+        for seq, values in batch:
+            try:
+                out += op.process(Row(values, seq))
+            except ValueError as exc:
+                lines.append(refused_line(seq, values, self.fmt, self.columns, str(exc)))
+        self._log_event(entry, ("rows", data), len(batch))
+        lines += outcome_lines(out)
+        if lines:
+            yield "\n".join(lines)
 
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
         entry = self._entry(ctx)
         out = self._apply_rules(entry, ctx)
-        yield from outcome_lines(out + entry[0].flush())
+        lines = outcome_lines(out + entry[0].flush())
+        if lines:
+            yield "\n".join(lines)
 
 
 def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
-                     rules_texts: list[str], params: dict[str, Any], *, partitions: int,
-                     fmt: str = "csv", pace: float = 0.0,
-                     release_to: Endpoint | None = None,
-                     snapshot_every: int = CastlePartition.SNAPSHOT_EVERY,
-                     rules_from: Endpoint | None = None, bad_rules: str = "skip") -> None:
+                     rules_texts: list[str], params: dict[str, Any], record: RunRecord,
+                     options: JobOptions, *, fmt: str = "csv",
+                     snapshot_every: int | None = None,
+                     rules_from: Endpoint | None = None, bad_rules: str = "skip",
+                     progress_path: str | None = None) -> None:
     """Add the CASTLE pipeline to ``env``; ``rules_texts`` (TOML), then the rule sets read
-    from ``rules_from``, go on the broadcast stream."""
+    from ``rules_from``, go on the broadcast stream. ``record.key_groups`` is the number of
+    partitions."""
     first = RuleSet.from_toml(rules_texts[0])
     numeric = [r.name for r in first.qi_rules
                if type(r.generalizer).__name__ == "RangeGeneralizer"]
     columns = header_columns(source) if fmt == "csv" and not isinstance(source, Endpoint) \
         else []
-    lines = line_source(env, source)
-    rows = (
-        lines.key_by(lambda _: 0, key_type=Types.INT())
-        .process(ParseRows(fmt, first.id_field, numeric, partitions, str(source), pace))
-        .name("parse rows").uid("parse-rows").set_parallelism(1)
-    )
+    parser = CastleChunkParser(fmt, first.id_field, numeric, record.key_groups, str(source))
+    rows = batch_source(env, source, parser, record, options, progress_path)
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
     messages = env.from_collection([(RULES_FILE, t) for t in rules_texts],
                                    type_info=tagged).set_parallelism(1).name("rules files")
     if rules_from is not None:
-        live = line_source(env, rules_from).map(lambda line: (RULES_LINE, line),
-                                                output_type=tagged).set_parallelism(1)
+        live = (socket_lines(env, rules_from)
+                .map(lambda line: (RULES_LINE, line), output_type=tagged)
+                .set_parallelism(1).disable_chaining())  # see job.side_output
         messages = messages.union(live)
     judged = (
         messages.key_by(lambda _: 0, key_type=Types.INT())
         .process(ParseRules(len(rules_texts), first.id_field, params, columns, bad_rules),
                  output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
-        .name("check rules").uid("parse-rules").set_parallelism(1)
+        .name("check rules").uid("parse-rules").set_parallelism(1).disable_chaining()
     )
     rules = judged.broadcast(RULES)
+    routing = record.routing
     outcomes = (
-        rows.key_by(lambda r: r[0], key_type=Types.INT())
+        rows.key_by(lambda r: routing[r[0]], key_type=Types.INT())
         .connect(rules)
         .process(CastlePartition(params, fmt, columns, snapshot_every),
                  output_type=Types.STRING())
-        .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']}")
+        .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']} "
+              "(per partition)")
         .uid("castle")
     )
-    outcome_sink(outcomes.union(rows.get_side_output(META), judged.get_side_output(META)),
-                 out_dir, release_to)
+    outcome_sink(outcomes.union(side_output(rows, META), side_output(judged, META)),
+                 out_dir, options.release_to)
 
 
 def run_castle_job(
@@ -329,17 +336,19 @@ def run_castle_job(
     out_format: str | None = None,
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
-    snapshot_every: int = CastlePartition.SNAPSHOT_EVERY,
+    snapshot_every: int | None = None,
     rules_from: Endpoint | None = None,
     bad_rules: str = "skip",
 ) -> CastleMergeResult:
     """Run the CASTLE job to its end and merge the outcomes into ``output`` (rows in input
     order); returns the accounting. Raises :class:`InputError` under ``on_error=fail``.
 
+    ``partitions`` defaults to the parallelism; a restored run keeps the partitions of the
+    run it resumes (another number is refused: it would change what CASTLE releases).
     ``rules_from``: a TCP server sending replacement rule sets while the job runs (each
     ended by a line ``%%``); the job then also waits for it to close."""
-    options = options or JobOptions()
-    partitions = partitions or options.parallelism
+    options = replace(options or JobOptions())
+    options.batch_size = options.batch_size or CASTLE_BATCH_SIZE
     texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
     if not texts:
         raise ValueError("give at least one rules file")
@@ -357,34 +366,40 @@ def run_castle_job(
                                       f"CSV header lacks column(s) {first.id_field}"),
                              str(source))
     out_fmt = detect_format(None if str(output) == "-" else output, out_format)
-    own = options.work_dir is None
-    work = Path(tempfile.mkdtemp(prefix="streamanon-flink-")) if own else Path(
-        options.work_dir)  # type: ignore[arg-type]
-    try:
-        prepare_python_path()
-        env = make_env(**options.env_settings(work))
-        build_castle_job(env, source, work / "parts", texts, params, partitions=partitions,
-                         fmt=fmt, pace=options.pace, release_to=options.release_to,
-                         snapshot_every=snapshot_every, rules_from=rules_from,
-                         bad_rules=bad_rules)
-        start = time.perf_counter()
-        env.execute(f"streamanon castle k={params['k']} l={params['l']} "
-                    f"delta={params['delta']}")
-        elapsed = time.perf_counter() - start
+    with work_folder(options) as work:
+        restoring = options.restore_from is not None
+        prepare_python_path()  # before the JVM starts (route_keys asks it)
+        record = RunRecord.settle(
+            work, file_record("castle", source, options.batch_size,
+                              partitions or options.parallelism, options.parallelism),
+            restoring)
+        if restoring and partitions is not None and partitions != record.key_groups:
+            raise ValueError(f"--partitions {partitions}: the run being restored has "
+                             f"{record.key_groups} partitions (they fix what CASTLE releases)")
+        env = make_env(**options.env_settings(work, record))
+        show = wants_progress(source, options)
+        progress_file = work / "progress"
+        build_castle_job(env, source, work / "parts", texts, params, record, options,
+                         fmt=fmt, snapshot_every=snapshot_every, rules_from=rules_from,
+                         bad_rules=bad_rules,
+                         progress_path=str(progress_file) if show else None)
+        run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
+                           f"delta={params['delta']}",
+                      split_progress(progress_file) if show else None)
         result = merge_castle_outcomes(work / "parts", output, out_format=out_fmt,
                                        on_error=on_error, rejects_path=rejects_path,
                                        source=str(source))
-    finally:
-        if own:
-            shutil.rmtree(work, ignore_errors=True)
     stats = result.stats
-    stats.params = {**params, "input": str(source), "partitions": partitions,
-                    "parallelism": options.parallelism, "mode": options.mode}
+    stats.params = {**params, "input": str(source), "partitions": record.key_groups,
+                    "parallelism": options.parallelism, "mode": options.mode,
+                    "batch_size": options.batch_size, "batch_ms": options.batch_ms}
     stats.details = {
         "suppressed_by_reason": result.suppressed_by_reason,
         "mean_cluster_loss": round(result.mean_cluster_loss, 6),
-        "job_seconds": round(elapsed, 3),
-        "tuples_per_second": round(stats.read / elapsed) if elapsed > 0 else None,
+        "job_seconds": round(run.net_seconds, 3),
+        "tuples_per_second": round(stats.read / run.net_seconds) if run.net_seconds > 0
+        else None,
+        "submit_and_run_seconds": round(run.wall_seconds, 3),
     }
     if result.first_error is not None:
         raise result.first_error

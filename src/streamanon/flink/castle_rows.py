@@ -1,11 +1,12 @@
-"""CASTLE rows line at a time, their outcome lines and the merge (no PyFlink here).
+"""CASTLE rows in batches, their outcome lines and the merge (no PyFlink here).
 
-:class:`RowLineParser` turns input lines into :class:`~streamanon.castle.cluster.Row` s with
-streamanon's own row reader (:class:`~streamanon.io.rows.RowReader`, one line at a time after
-the header), so the Flink path refuses exactly the rows ``streamanon castle`` refuses. Rows are
-numbered by input line, and each gets its partition: ``crc32(id) mod partitions`` (a stable
-hash, the same in every process and run), so all tuples of one individual meet in one
-partition.
+:class:`CastleChunkParser` turns blocks of input lines into batches of
+:class:`~streamanon.castle.cluster.Row` s with streamanon's own row reader
+(:class:`~streamanon.io.rows.RowReader`, one reader per block, behind the header), so the
+Flink path refuses exactly the rows ``streamanon castle`` refuses. Rows are numbered by input
+line, and each goes to its partition: ``crc32(id) mod partitions`` (a stable hash, the same in
+every process and run), so all tuples of one individual meet in one partition; a batch holds
+one partition's rows.
 
 Outcome lines (one per input line, the line number first; see :mod:`.outcomes`)::
 
@@ -26,14 +27,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import pickle
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.cluster import Released, canonical
+from streamanon.castle.cluster import Released, Row, canonical
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -107,6 +111,8 @@ class RulesInbox:
     def feed(self, kind: int, payload: str) -> list[tuple[dict, str | None]]:
         out: list[tuple[dict, str | None]] = []
         if kind == RULES_FILE:
+            if self.files_seen >= self.files:
+                return out  # a rules file sent again by a restored source: judged already
             self.files_seen += 1
             out.append(self._judge(payload, "--rules"))
             if self.files_seen >= self.files:
@@ -159,8 +165,22 @@ def partition_of(identity: Any, partitions: int) -> int:
     return zlib.crc32(canonical(identity).encode()) % partitions
 
 
-class RowLineParser:
-    """Number lines, read the header, validate rows; meta outcome lines aside, rows out."""
+class CastleChunkParser:
+    """Blocks of input lines in; outcome lines (refused, header, blank) and one batch of rows
+    per partition out. Lines are numbered across blocks; the state is :meth:`state`.
+
+    Each block is read by one :class:`~streamanon.io.rows.RowReader` (behind the header for
+    CSV), so rows are refused exactly as ``streamanon castle`` refuses them. A batch is the
+    pickled list ``[(seq, values), ...]`` of one partition's rows in input order
+    (:func:`rows_of`): values are heterogeneous dicts, which pickle carries as they are.
+
+    >>> p = CastleChunkParser("csv", "id", ["age"], partitions=1)
+    >>> meta, batches = p.feed(b"id,age\\n\\na,30\\nb,x")
+    >>> meta
+    ['1\\tH\\t["id", "age"]', '2\\tB', '4\\tR\\t["b,x", "field age is not a number: \\'x\\'"]']
+    >>> [(part, rows_of(b)) for part, b in batches]
+    [(0, [(3, {'id': 'a', 'age': 30.0})])]
+    """
 
     def __init__(self, fmt: str, id_field: str, numeric: Sequence[str], partitions: int,
                  source_name: str = "input") -> None:
@@ -170,6 +190,7 @@ class RowLineParser:
         self.partitions, self.source_name = partitions, source_name
         self.line = 0
         self.header: str | None = None
+        self._partitions: dict[Any, int] = {}  # id -> partition (a cache; ids repeat)
 
     def state(self) -> tuple[int, str | None]:
         return self.line, self.header
@@ -177,29 +198,71 @@ class RowLineParser:
     def restore(self, state: tuple[int, str | None]) -> None:
         self.line, self.header = state
 
-    def feed(self, text: str) -> tuple[list[str], CastleInput | None]:
-        self.line += 1
-        seq = self.line
-        text = text.removesuffix("\r")
-        if not text.strip():
-            return [marker_line(seq, BLANK)], None
+    def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, bytes]]]:
+        text = block.decode("utf-8", errors="replace") if isinstance(block, bytes) else block
+        lines = text.split("\n")
+        first = self.line + 1
+        self.line += len(lines)
+        meta: list[tuple[int, str]] = []
+        body = 0  # index of the first line after the header
         if self.fmt == "csv" and self.header is None:
-            # the reader checks the header (names, the id column) and raises on a bad one
-            probe = RowReader(io.StringIO(text + "\n"), "csv", required=[self.id_field],
-                              source_name=self.source_name)
-            list(probe)
-            self.header = text
-            return [f"{seq}\t{HEADER}\t{json.dumps(probe.columns)}"], None
-        refused: list[Rejected] = []
-        body = f"{self.header}\n{text}\n" if self.fmt == "csv" else text + "\n"
-        reader = RowReader(io.StringIO(body), self.fmt, on_error=OnError.skip,
-                           rejects=refused.append, numeric=self.numeric,
-                           required=[self.id_field], source_name=self.source_name)
-        rows = list(reader)
-        if refused:
-            return [rejected_line(Rejected(seq, r.text, r.reason)) for r in refused], None
-        values = dict(rows[0].values)
-        return [], (partition_of(values[self.id_field], self.partitions), seq, values)
+            for i, line in enumerate(lines):
+                if line.strip():
+                    # the reader checks the header (names, the id column), raises if bad
+                    probe = RowReader(io.StringIO(line + "\n"), "csv", required=[self.id_field],
+                                      source_name=self.source_name)
+                    list(probe)
+                    self.header = line
+                    meta.append((first + i, f"{first + i}\t{HEADER}\t"
+                                            f"{json.dumps(probe.columns)}"))
+                    body = i + 1
+                    break
+            else:
+                body = len(lines)
+        covered = np.zeros(len(lines), dtype=bool)
+        for seq, _ in meta:  # the header
+            covered[seq - first] = True
+        rows: list[Row] = []
+        if body < len(lines):
+            refused: list[Rejected] = []
+            src = "\n".join(lines[body:]) + "\n"
+            offset = first + body - 1  # the reader numbers the block's first line 1 ...
+            if self.fmt == "csv":
+                src = f"{self.header}\n{src}"
+                offset -= 1  # ... behind the header
+            reader = RowReader(io.StringIO(src), self.fmt, on_error=OnError.skip,
+                               rejects=refused.append, numeric=self.numeric,
+                               required=[self.id_field], source_name=self.source_name)
+            rows = [((r.line or 0) + offset, r.values) for r in reader]
+            for r in refused:
+                seq = r.line + offset
+                meta.append((seq, rejected_line(Rejected(seq, r.text, r.reason))))
+                covered[seq - first] = True
+            if rows:
+                covered[np.fromiter((seq for seq, _ in rows), np.int64, len(rows)) - first] = True
+        # the rest is blank (or inside a quoted field that spans lines: not a row of its own)
+        meta += [(seq, marker_line(seq, BLANK))
+                 for seq in (np.flatnonzero(~covered) + first).tolist()]
+        meta.sort(key=lambda m: m[0])
+        parts: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+        part_of = self._partitions
+        for row in rows:
+            identity = row[1][self.id_field]
+            cacheable = type(identity) is str  # (1, 1.0 and True are one dict key)
+            part = part_of.get(identity, -1) if cacheable else -1
+            if part < 0:
+                part = partition_of(identity, self.partitions)
+                if cacheable and len(part_of) < 1 << 16:
+                    part_of[identity] = part
+            parts.setdefault(part, []).append(row)
+        return [m[1] for m in meta], [
+            (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+            for part, batch in sorted(parts.items())]
+
+
+def rows_of(batch: bytes) -> list[tuple[int, dict[str, Any]]]:
+    """The rows of a :class:`CastleChunkParser` batch: ``(seq, values)`` in input order."""
+    return pickle.loads(batch)
 
 
 def outcome_lines(out: Iterable[Any], loss_field: str | None = None) -> list[str]:
@@ -250,7 +313,7 @@ def merge_castle_outcomes(
     Checks one outcome per input line (:func:`~streamanon.flink.outcomes.read_outcomes`).
     """
     notes: list[dict] = []
-    rows = read_outcomes(out_dir, notes)
+    rows = read_outcomes(out_dir, notes).lines
     stats = RunStats()
     result = CastleMergeResult(stats, rules=rules_report(notes))
     rejects = RejectLog(rejects_path, source)

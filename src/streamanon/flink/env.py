@@ -51,6 +51,7 @@ def flink_settings(
     python_executable: str | None = None,
     buffer_timeout_ms: int | None = None,
     unaligned_checkpoints: bool = False,
+    max_parallelism: int | None = None,
 ) -> dict[str, str]:
     """The configuration entries of one job (plain strings, so they can be shown or logged).
 
@@ -61,7 +62,8 @@ def flink_settings(
     bounds how long a record may wait in a network buffer (Flink's default: 100 ms per
     exchange; lower trades throughput for latency). ``unaligned_checkpoints`` lets checkpoint
     barriers overtake buffered records (the in-flight records are stored in the checkpoint), so
-    a checkpoint completes quickly even under backpressure.
+    a checkpoint completes quickly even under backpressure. ``max_parallelism`` fixes how
+    Flink spreads keys over subtasks; a job restored from a checkpoint must keep it.
     """
     if mode not in EXECUTION_MODES:
         raise ValueError(f"execution mode must be one of {EXECUTION_MODES}, got {mode!r}")
@@ -76,6 +78,8 @@ def flink_settings(
         # a bounded file job ends with a final checkpoint that commits the sink's last files
         "execution.checkpointing.checkpoints-after-tasks-finish": "true",
     }
+    if max_parallelism is not None:
+        settings["pipeline.max-parallelism"] = str(int(max_parallelism))
     if buffer_timeout_ms is not None:
         settings["execution.buffer-timeout.interval"] = f"{int(buffer_timeout_ms)} ms"
     if restarts > 0:

@@ -1,129 +1,215 @@
-"""The PyFlink functions of the z-anonymity job (needs the ``flink`` extra).
+"""The PyFlink functions of the batched jobs (needs the ``flink`` extra).
 
-* :class:`NumberAndValidate` (parallelism 1, one key): numbers input lines and validates them
-  with streamanon's own reader (:class:`~streamanon.flink.lines.LineValidator`), so the Flink
-  path rejects and re-stamps exactly what ``streamanon z`` does. Its state (line number,
-  clock, CSV header) is in a Flink ``ValueState``.
-* :class:`ZByCoarsestLevel` (parallelism p, keyed by the coarsest hierarchy level of the
-  value): all levels of one tuple share that key, so each key's :class:`ZAnonymizer` counts
-  exactly what a single global operator would count, and the rule stays in one place.
+Records cross between the JVM and Python, and between tasks, only in batches:
 
-State of :class:`ZByCoarsestLevel`. A ``ValueState`` holding the pickled operator would be
-re-serialized on every tuple (PyFlink's thread mode pickles state on each update), which is
-O(state) per tuple. Instead, Flink holds the *exposures of the last Δt* per key in a
-``ListState`` (one append per tuple, rewritten when more than half of it has expired), and the
-operator object is a cache derived from it. That is sufficient: a future tuple at ``t' >= t``
-only counts exposures at times ``>= t' - Δt``, so replaying the retained exposures into a fresh
-:class:`ZAnonymizer` reproduces every later decision exactly. On a restore the cache is empty
-and each key's operator is rebuilt by that replay on its first tuple.
+* :class:`ReadSplits` (parallelism 1, one key): the job's source emits split *numbers*
+  (:mod:`.splits`); this step reads each split of the file itself and hands its lines to a
+  chunk parser (:class:`~streamanon.flink.zbatch.ZChunkParser` or
+  :class:`~streamanon.flink.castle_rows.CastleChunkParser`), which emits one batch per key
+  group. The parser's state and the next split are in Flink state; a split number that comes
+  again after a restore is skipped, one that comes early fails the job (never silent).
+* :class:`BatchLines` (parallelism 1, one key): for sources of lines (a TCP socket; a Kafka
+  source can feed it the same way), lines are gathered until ``batch_size`` lines or
+  ``batch_ms`` milliseconds after the first one, whichever comes first, then parsed as one
+  block by the same chunk parser. Pending lines are in Flink state, so a checkpoint never
+  loses them; the end of input flushes them.
+* :class:`ZKeyGroups` (parallelism p, keyed by key group): one
+  :class:`~streamanon.flink.zbatch.ZGroupOperator` per key group, one outcome batch per input
+  batch.
 
-Order: the validator runs with parallelism 1 and Flink channels are FIFO between one sender
-and one receiver, so every key sees its tuples in input order (the rule needs that).
+Both the parsers and the per-group operators emit ``(key, batch bytes)``: any other source
+of batches keyed the same way can feed the keyed operators.
+
+State of a keyed operator (z here, CASTLE in :mod:`.castle`) is per key group, so Flink can
+move it to any subtask when the job is restored at another parallelism. Re-pickling the
+whole operator on every batch would cost O(state) per batch, so Flink state holds a
+*snapshot* of the pickled operator plus a *redo log* of the input batches since (one
+``ListState`` append per batch, the batch bytes as received); a new snapshot replaces both
+once the log holds as many rows as the operator's live state (for z: the exposures of the
+last Δt; at least ``snapshot_every``), which bounds the log by the operator's own state and
+keeps the snapshots' cost O(1) per row: a small state is snapshotted after every batch.
+The operators are deterministic, so snapshot + replay of the log rebuilds the operator of
+the checkpoint exactly (the replay's outputs were emitted before it).
 """
 
 from __future__ import annotations
 
+import copy
+import pickle
 import time
-from collections import deque
+from pathlib import Path
 from typing import Any
 
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
-from streamanon.flink.lines import LineValidator, z_outcome
-from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN
-from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
+from streamanon.flink.splits import block_lines, line_blocks, read_split, write_progress
+from streamanon.flink.zbatch import ZGroupOperator
 
-#: side output of the validator: outcome lines that need no operator (rejects, header, blanks)
+#: side output of the reading steps: outcome lines that need no operator (rejected, header,
+#: blank), one newline-joined text per batch
 META = OutputTag("meta", Types.STRING())
+#: an event-time timer here fires on the final (maximal) watermark: the end of input
+END_OF_INPUT = 2**63 - 2
+#: the fewest rows between snapshots of a z key group's state (see the module docstring);
+#: 0: a new snapshot as soon as the log holds as many rows as the operator's live state
+SNAPSHOT_EVERY = 0
 
 
-class NumberAndValidate(KeyedProcessFunction):
-    """Lines in, :data:`~streamanon.flink.lines.ZInput` records out (meta lines to :data:`META`).
+class _ChunkStage(KeyedProcessFunction):
+    """What the reading steps share: a chunk parser whose state lives in Flink state."""
 
-    A :class:`~streamanon.flink.lines.LineValidator` does the work; its state tuple is kept in
-    a Flink ``ValueState`` after every line. ``pace`` seconds are slept per line: for failure
-    drills only (a job that would otherwise end before a checkpoint and a kill).
-    """
-
-    def __init__(
-        self,
-        fmt: str = "csv",
-        *,
-        time_tolerance: float = 0.0,
-        max_value_len: int = DEFAULT_MAX_VALUE_LEN,
-        separator: str = SEPARATOR,
-        source_name: str = "input",
-        pace: float = 0.0,
-    ) -> None:
-        self.options = {"time_tolerance": float(time_tolerance), "max_value_len": max_value_len,
-                        "separator": separator, "source_name": source_name}
-        self.fmt = fmt
+    def __init__(self, parser: Any, pace: float = 0.0) -> None:
+        self.template = parser
         self.pace = float(pace)
 
     def open(self, runtime_context: Any) -> None:
         self._state = runtime_context.get_state(
-            ValueStateDescriptor("validator", Types.PICKLED_BYTE_ARRAY()))
-        self._validator: LineValidator | None = None
+            ValueStateDescriptor("reader", Types.PICKLED_BYTE_ARRAY()))
+        self._parser: Any = None
+        self._position = 0  # ReadSplits: the next split to read
 
-    def process_element(self, line: str, ctx: Any):  # type: ignore[override]
-        validator = self._validator
-        if validator is None:  # first line of this task (also after a restore)
-            validator = self._validator = LineValidator(self.fmt, **self.options)
+    def _load(self) -> Any:
+        if self._parser is None:  # first element of this task (also after a restore)
+            self._parser = copy.deepcopy(self.template)
             saved = self._state.value()
             if saved is not None:
-                validator.restore(saved)
+                self._position, parser_state = saved
+                self._parser.restore(parser_state)
+        return self._parser
+
+    def _save(self) -> None:
+        self._state.update((self._position, self._parser.state()))
+
+    def _parse(self, blocks: Any) -> Any:
+        """Feed blocks; yield the meta lines (side output) and the keyed batches."""
+        parser = self._parser
+        meta: list[str] = []
+        batches: list[tuple[int, bytes]] = []
+        lines = 0
+        for block in blocks:
+            lines += block_lines(block)
+            m, b = parser.feed(block)
+            meta += m
+            batches += b
         if self.pace:
-            time.sleep(self.pace)
-        meta, record = validator.feed(line)
-        self._state.update(validator.state())
-        for text in meta:
-            yield META, text
-        if record is not None:
-            yield record
+            time.sleep(self.pace * lines)
+        if meta:
+            yield META, "\n".join(meta)
+        yield from batches
 
 
-class ZByCoarsestLevel(KeyedProcessFunction):
-    """z-anonymity for the tuples of one coarsest level (the key); emits outcome lines."""
+class ReadSplits(_ChunkStage):
+    """Split numbers in; the split's outcome lines (META) and keyed batches out."""
 
-    #: rewrite the Flink log when this many expired exposures (and more than the live ones) lie
-    #: at its head
-    MIN_REWRITE = 256
+    def __init__(self, path: str | Path, split_bytes: int, splits: int, parser: Any, *,
+                 pace: float = 0.0, progress_path: str | None = None) -> None:
+        super().__init__(parser, pace)
+        self.path, self.split_bytes, self.splits = str(path), int(split_bytes), int(splits)
+        self.progress_path = progress_path
 
-    def __init__(self, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
-        # validate the parameters on the client
-        ZAnonymizer(z=z, delta_t=delta_t, separator=separator)
-        self.z, self.delta_t, self.separator = z, float(delta_t), separator
+    def process_element(self, index: int, ctx: Any):  # type: ignore[override]
+        self._load()
+        if index < self._position:
+            return  # read before the checkpoint this run was restored from
+        if index > self._position:
+            raise RuntimeError(f"split {index} of {self.path} arrived before split "
+                               f"{self._position}: the source lost or reordered splits")
+        data = read_split(self.path, index, self.split_bytes)
+        yield from self._parse(line_blocks(data))
+        self._position = index + 1
+        self._save()
+        write_progress(self.progress_path, self._position, self.splits)
+
+
+class BatchLines(_ChunkStage):
+    """Lines in; a batch closes on ``batch_size`` lines or ``batch_ms`` after its first line,
+    then its outcome lines (META) and keyed batches go out."""
+
+    def __init__(self, parser: Any, *, batch_size: int, batch_ms: float,
+                 pace: float = 0.0) -> None:
+        super().__init__(parser, pace)
+        if batch_size < 1 or batch_ms < 0:
+            raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
+        self.batch_size, self.batch_ms = int(batch_size), float(batch_ms)
 
     def open(self, runtime_context: Any) -> None:
-        self._log_state = runtime_context.get_list_state(
-            ListStateDescriptor("exposures", Types.PICKLED_BYTE_ARRAY()))
-        self._cache: dict[str, tuple[ZAnonymizer, deque[tuple[float, str, str]], list[int]]] = {}
+        super().open(runtime_context)
+        self._pending_state = runtime_context.get_list_state(
+            ListStateDescriptor("pending", Types.STRING()))
+        self._pending: list[str] | None = None
 
-    def _rebuild(self) -> tuple[ZAnonymizer, deque[tuple[float, str, str]], list[int]]:
-        op = ZAnonymizer(z=self.z, delta_t=self.delta_t, separator=self.separator)
-        log: deque[tuple[float, str, str]] = deque()
-        for t, u, a in self._log_state.get() or ():
-            op.observe(t, u, a)
-            log.append((t, u, a))
-        return op, log, [0]
+    def process_element(self, line: str, ctx: Any):  # type: ignore[override]
+        self._load()
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = list(self._pending_state.get() or ())
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        if not pending:
+            timers = ctx.timer_service()
+            timers.register_processing_time_timer(
+                timers.current_processing_time() + int(self.batch_ms))
+        line = line.removesuffix("\r")  # as the file reader reads \r\n line ends
+        pending.append(line)
+        if len(pending) >= self.batch_size:
+            yield from self._flush()
+        else:
+            self._pending_state.add(line)
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        self._load()
+        if self._pending is None:
+            self._pending = list(self._pending_state.get() or ())
+        if self._pending:  # a timer of a batch closed by count finds nothing (or the next)
+            yield from self._flush()
+
+    def _flush(self) -> Any:
+        block = "\n".join(self._pending or ()).encode("utf-8")
+        self._pending = []
+        self._pending_state.clear()
+        yield from self._parse([block])
+        self._save()
+
+
+class ZKeyGroups(KeyedProcessFunction):
+    """z-anonymity per key group: record batches in, one outcome-batch line out per batch."""
+
+    def __init__(self, z: int, delta_t: float, separator: str,
+                 snapshot_every: int = SNAPSHOT_EVERY) -> None:
+        ZGroupOperator(z, delta_t, separator)  # validate the parameters on the client
+        self.z, self.delta_t, self.separator = z, float(delta_t), separator
+        self.snapshot_every = max(1, int(snapshot_every))
+
+    def open(self, runtime_context: Any) -> None:
+        self._snapshot = runtime_context.get_state(
+            ValueStateDescriptor("snapshot", Types.PICKLED_BYTE_ARRAY()))
+        self._redo = runtime_context.get_list_state(
+            ListStateDescriptor("redo", Types.PICKLED_BYTE_ARRAY()))
+        self._groups: dict[int, list[Any]] = {}  # key group -> [operator, rows in the log]
+
+    def _entry(self, group: int) -> list[Any]:
+        entry = self._groups.get(group)
+        if entry is None:
+            saved = self._snapshot.value()
+            op = pickle.loads(saved) if saved is not None else ZGroupOperator(
+                self.z, self.delta_t, self.separator)
+            rows = 0
+            for batch in self._redo.get() or ():
+                rows += op.process(batch)[1]
+            entry = self._groups[group] = [op, rows]
+        return entry
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
-        key, _, t, _, u, a, _ = value
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = self._cache[key] = self._rebuild()
-        op, log, expired = entry
-        outcome = z_outcome(op, value)
-        exposure = (t, u, a)
-        self._log_state.add(exposure)
-        log.append(exposure)
-        dt = self.delta_t
-        while t - log[0][0] > dt:
-            log.popleft()
-            expired[0] += 1
-        if expired[0] >= self.MIN_REWRITE and expired[0] > len(log):
-            self._log_state.update(list(log))
-            expired[0] = 0
-        yield outcome
+        group, batch = value
+        entry = self._entry(group)
+        op = entry[0]
+        text, rows = op.process(batch)
+        entry[1] += rows
+        if entry[1] >= max(self.snapshot_every, op.live_pairs()):  # O(1) per row amortized
+            self._snapshot.update(op.snapshot())
+            self._redo.clear()
+            entry[1] = 0
+        else:
+            self._redo.add(batch)
+        yield text

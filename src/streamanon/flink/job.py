@@ -2,30 +2,55 @@
 
 ::
 
-    lines (FileSource, or a TCP socket; parallelism 1)
-      -> NumberAndValidate (one key, parallelism 1)  -- rejects, header, blanks -> meta
-      -> key by coarsest level -> ZByCoarsestLevel (parallelism p)
-      -> outcome lines (+ meta) -> FileSink (exactly-once part files), optionally a TCP sink
+    file: split numbers (NumberSequenceSource, parallelism 1) -> ReadSplits (one key, p=1)
+    tcp:  lines (socket, parallelism 1)                       -> BatchLines (one key, p=1)
+      -- rejects, header, blanks -> meta (text)
+      -> (key group, Arrow batch) keyed by key group -> ZKeyGroups (parallelism p)
+      -> outcome batches (+ meta) -> FileSink (exactly-once part files), optionally a TCP sink
 
-:func:`run_z_job` runs it and merges the part files into one file in input order
-(:mod:`streamanon.flink.outcomes`), so the output can be compared with ``streamanon z`` by
-``diff``.
+The reading step (:mod:`.functions`) parses with streamanon's own file reader, so the job
+rejects and re-stamps exactly what ``streamanon z`` does; :func:`run_z_job` runs the job and
+merges the part files into one file in input order (:mod:`streamanon.flink.outcomes`), which
+``diff`` compares with ``streamanon z``.
+
+Order: one reading subtask sends each key group's batches in input order over one channel
+(Flink channels are FIFO), so every group's operator sees its tuples in input order.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.outcomes import MergeResult, merge_outcomes
+from streamanon.flink.splits import choose_split_bytes, read_progress, split_count
 from streamanon.io import OnError, detect_format
 from streamanon.io.readers import _Reader
 from streamanon.zanon.operator import SEPARATOR
+
+#: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
+#: as the batch engine's work per batch grows with the distinct values in it (their
+#: hierarchy levels are split once per batch): on a 1M-tuple Zipf trace 262,144-line splits
+#: cost 40 % less CPU than 65,536-line ones; CASTLE spends tens of microseconds per tuple,
+#: and a smaller batch keeps the time a checkpoint barrier waits behind one batch short
+Z_BATCH_SIZE = 1 << 18
+CASTLE_BATCH_SIZE = 1 << 12
+#: ... or this many milliseconds after its first line, whichever comes first (``--batch-ms``)
+DEFAULT_BATCH_MS = 5.0
+#: Flink's network buffers are flushed after this many milliseconds at the latest: records
+#: travel in batches already, so waiting for a full buffer only adds latency
+DEFAULT_BUFFER_TIMEOUT_MS = 1
+#: files at least this large show a progress bar (on a terminal), like ``streamanon z``
+PROGRESS_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -48,7 +73,7 @@ class Endpoint:
 
 @dataclass
 class JobOptions:
-    """How to run a job: cluster shape, checkpoints, where the outcome part files go."""
+    """How to run a job: cluster shape, batches, checkpoints, where the part files go."""
 
     parallelism: int = 1
     mode: str = "thread"
@@ -60,12 +85,19 @@ class JobOptions:
     release_to: Endpoint | None = None
     restarts: int = 0
     python_executable: str | None = None
-    buffer_timeout_ms: int | None = None
+    buffer_timeout_ms: int | None = DEFAULT_BUFFER_TIMEOUT_MS
     unaligned_checkpoints: bool = False
+    batch_size: int | None = None  # None: the operator's default
+    batch_ms: float = DEFAULT_BATCH_MS
+    progress: bool = False  # a progress bar on stderr for a large file (needs a terminal)
 
-    def env_settings(self, work: Path) -> dict[str, Any]:
+    def env_settings(self, work: Path, record: RunRecord | None = None) -> dict[str, Any]:
         """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
+        if record is not None and self.parallelism > record.max_parallelism:
+            raise ValueError(f"parallelism {self.parallelism} is more than the run's maximum "
+                             f"parallelism {record.max_parallelism}")
         return {"parallelism": self.parallelism, "mode": self.mode,
+                "max_parallelism": record.max_parallelism if record else None,
                 "checkpoint_interval_ms": self.checkpoint_interval_ms,
                 "checkpoint_dir": self.checkpoint_dir or work / "checkpoints",
                 "restore_from": self.restore_from, "restarts": self.restarts,
@@ -74,32 +106,191 @@ class JobOptions:
                 "unaligned_checkpoints": self.unaligned_checkpoints}
 
 
-def line_source(env: Any, source: str | Path | Endpoint) -> Any:
-    """A stream of text lines at parallelism 1: a file (FileSource) or a TCP socket."""
-    from pyflink.common import WatermarkStrategy
-    from pyflink.datastream import SourceFunction
-    from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
+@dataclass
+class RunRecord:
+    """What a run fixes for good (``WORK/job.json``): a restore must read the same splits and
+    key the same groups, whatever its own options (e.g. another parallelism)."""
+
+    operator: str
+    source: str
+    split_bytes: int = 0  # 0: not a file
+    splits: int = 0
+    key_groups: int = 0  # z: key groups; CASTLE: partitions
+    max_parallelism: int = 128  # Flink's key groups: how it spreads our keys over subtasks
+    routing: list[int] = field(default_factory=list)  # the Flink key of each of our groups
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def settle(cls, work: Path, fresh: RunRecord, restoring: bool,
+               route: Callable[[int, int], list[int]] | None = None) -> RunRecord:
+        """The record of the run: ``fresh`` for a new run (written, with the Flink key of
+        each group from ``route``, default :func:`route_keys`), the stored one for a restore
+        (checked: same operator and source)."""
+        path = work / "job.json"
+        if restoring and path.is_file():
+            stored = cls(**json.loads(path.read_text()))
+            if (stored.operator, stored.source) != (fresh.operator, fresh.source):
+                raise ValueError(f"--restore: {work} holds a run of {stored.operator} on "
+                                 f"{stored.source}, not {fresh.operator} on {fresh.source}")
+            if not stored.routing:
+                stored.routing = list(range(stored.key_groups))
+            return stored
+        fresh.routing = (route or route_keys)(fresh.key_groups, fresh.max_parallelism)
+        work.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(fresh)) + "\n")
+        return fresh
+
+
+def _murmur(code: int) -> int:
+    """Flink's ``MathUtils.murmurHash`` of a 32-bit int (how it hashes a key's hash code)."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    code = rotl((code & mask) * 0xCC9E2D51 & mask, 15)
+    code = rotl(code * 0x1B873593 & mask, 13)
+    code = ((code * 5 + 0xE6546B64) & mask) ^ 4
+    code ^= code >> 16
+    code = code * 0x85EBCA6B & mask
+    code ^= code >> 13
+    code = code * 0xC2B2AE35 & mask
+    code ^= code >> 16
+    if code >= 1 << 31:
+        code -= 1 << 32
+    return code if code >= 0 else (-code if code != -(1 << 31) else 0)
+
+
+def route_keys(groups: int, max_parallelism: int) -> list[int]:
+    """The Flink key of each of our ``groups`` key groups, chosen so that Flink's own key
+    groups (``murmur(hash(key)) mod max_parallelism``, split into equal ranges per subtask)
+    spread ours evenly over the subtasks at any parallelism.
+
+    Keyed by 0, 1, ... directly, Flink would place keys by their hashes: two CASTLE partitions
+    land on one subtask of two with probability 1/2, and 128 z groups unevenly. Group ``g``
+    gets the first non-negative int whose Flink key group is the middle of the ``g``-th of
+    ``groups`` equal slices of ``[0, max_parallelism)`` (for 128 z groups and 128 Flink key
+    groups: key group ``g`` itself). Computed from the hash code of PyFlink's key (a one-field
+    ``Row`` of the int) and checked against Flink's own assignment in the JVM.
+    """
     from pyflink.java_gateway import get_gateway
 
+    jvm = get_gateway().jvm
+
+    def key_row(key: int) -> Any:
+        row = jvm.org.apache.flink.types.Row(1)
+        row.setField(0, key)
+        return row
+
+    assign = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignToKeyGroup
+    base = key_row(0).hashCode()
+    if key_row(1000).hashCode() != base + 1000:
+        raise RuntimeError("PyFlink's key hash is not what streamanon expects")
+    wanted: dict[int, list[int]] = {}
+    for g in range(groups):
+        wanted.setdefault(((2 * g + 1) * max_parallelism) // (2 * groups), []).append(g)
+    keys: dict[int, int] = {}
+    key = 0
+    while len(keys) < groups:
+        for g in wanted.get(_murmur(base + key) % max_parallelism, ()):
+            if g not in keys:
+                keys[g] = key
+                break
+        key += 1
+    routing = [keys[g] for g in range(groups)]
+    for g, k in enumerate(routing):  # Flink's own word on every choice
+        if assign(key_row(k), max_parallelism) != ((2 * g + 1) * max_parallelism) // (
+                2 * groups):
+            raise RuntimeError(f"key {k} of group {g} is not where streamanon placed it")
+    return routing
+
+
+def file_record(operator: str, source: str | Path | Endpoint, batch_size: int,
+                key_groups: int, parallelism: int = 1, **extra: Any) -> RunRecord:
+    """A fresh :class:`RunRecord`: splits of about ``batch_size`` lines for a file; Flink's
+    maximum parallelism 128 (or the parallelism, if larger), kept by every restore."""
+    top = max(128, parallelism)
     if isinstance(source, Endpoint):
-        jvm = get_gateway().jvm
-        fn = jvm.org.apache.flink.streaming.api.functions.source.legacy.SocketTextStreamFunction(
-            source.host, source.port, "\n", 0)
-        return env.add_source(SourceFunction(fn), "socket lines").set_parallelism(1)
+        return RunRecord(operator, str(source), key_groups=key_groups, max_parallelism=top,
+                         extra=extra)
     path = Path(source).resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"no such input file: {source}")
-    fs = FileSource.for_record_stream_format(StreamFormat.text_line_format(), str(path)).build()
-    return env.from_source(fs, WatermarkStrategy.no_watermarks(), "file lines").set_parallelism(1)
+    split_bytes = choose_split_bytes(path, batch_size)
+    return RunRecord(operator, str(path), split_bytes, split_count(path, split_bytes),
+                     key_groups, top, extra)
+
+
+def socket_lines(env: Any, source: Endpoint) -> Any:
+    """A stream of text lines from a TCP server (parallelism 1)."""
+    from pyflink.datastream import SourceFunction
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    fn = jvm.org.apache.flink.streaming.api.functions.source.legacy.SocketTextStreamFunction(
+        source.host, source.port, "\n", 0)
+    return env.add_source(SourceFunction(fn), "socket lines").set_parallelism(1)
+
+
+def batch_source(env: Any, source: str | Path | Endpoint, parser: Any, record: RunRecord,
+                 options: JobOptions, progress_path: str | None = None) -> Any:
+    """The reading step: ``(key, batch bytes)`` out, outcome lines that need no operator on
+    the side output :data:`~streamanon.flink.functions.META`.
+
+    A file is read by :class:`~streamanon.flink.functions.ReadSplits` from split numbers;
+    a TCP source's lines are gathered by :class:`~streamanon.flink.functions.BatchLines`.
+    """
+    from pyflink.common import Types, WatermarkStrategy
+    from pyflink.datastream.connectors import Source
+    from pyflink.java_gateway import get_gateway
+
+    from streamanon.flink.functions import BatchLines, ReadSplits
+
+    if isinstance(source, Endpoint):
+        assert options.batch_size, "resolved by run_z_job / run_castle_job"
+        step = BatchLines(parser, batch_size=options.batch_size, batch_ms=options.batch_ms,
+                          pace=options.pace)
+        upstream = socket_lines(env, source)
+        name = f"batch lines (≤ {options.batch_size} lines, ≤ {options.batch_ms:g} ms)"
+    else:
+        jvm = get_gateway().jvm
+        numbers = jvm.org.apache.flink.api.connector.source.lib.NumberSequenceSource(
+            0, record.splits - 1)
+        upstream = env.from_source(Source(numbers), WatermarkStrategy.no_watermarks(),
+                                   "file splits", type_info=Types.LONG()).set_parallelism(1)
+        step = ReadSplits(record.source, record.split_bytes, record.splits, parser,
+                          pace=options.pace, progress_path=progress_path)
+        name = f"read splits ({record.splits} of {record.split_bytes:,} bytes)"
+    # a thread of its own: see side_output
+    return (upstream.key_by(lambda _: 0, key_type=Types.INT()).process(step)
+            .name(name).uid("read").set_parallelism(1).disable_chaining())
+
+
+def side_output(stream: Any, tag: Any) -> Any:
+    """``stream``'s side output ``tag`` in a task of its own.
+
+    In thread mode every Python operator has its own embedded interpreter thread state;
+    PyFlink does not fuse them, so operators chained into one task share a thread, and only
+    one of their thread states is the thread's own. Native code that asks for "the thread's"
+    GIL state (pyarrow does, when it frees a buffer that wraps Python memory) then waits for
+    a GIL its own thread holds: a deadlock. So every Python operator of these jobs that is
+    not alone in its task (a side output's identity ``map``, a function followed by a
+    ``key_by``, whose key selector is a Python operator) is cut off with
+    ``disable_chaining``; batches make the extra hop between tasks cheap.
+    """
+    # parallelism 1 like the stages that write side outputs: the edge stays forward when the
+    # job is restored at another parallelism
+    return stream.get_side_output(tag).set_parallelism(1).disable_chaining()
 
 
 def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None) -> None:
-    """Outcome lines to exactly-once part files under ``out_dir`` (and a TCP sink, if asked)."""
+    """Outcome lines to exactly-once part files under ``out_dir`` (and a TCP sink, if asked:
+    there every outcome batch is expanded into one line per input line)."""
     from pyflink.common import Types
     from pyflink.common.serialization import Encoder, SimpleStringSchema
     from pyflink.datastream import SinkFunction
     from pyflink.datastream.connectors.file_system import FileSink, OutputFileConfig
     from pyflink.java_gateway import get_gateway
+
+    from streamanon.flink.outcomes import text_lines_of
 
     sink = (
         FileSink.for_row_format(str(out_dir), Encoder.simple_string_encoder())
@@ -108,15 +299,21 @@ def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None)
             .build())
         .build()
     )
-    stream.sink_to(sink).name("outcome part files").uid("outcome-files")
+    # rebalanced: every edge into the sink stays all-to-all at any parallelism (a forward
+    # edge, between tasks of equal parallelism, that holds in-flight data of an unaligned
+    # checkpoint cannot be restored at another parallelism)
+    stream.rebalance().sink_to(sink).name("outcome part files").uid("outcome-files")
     if release_to is not None:
         # one line per outcome, flushed as it leaves (SimpleStringSchema adds no delimiter)
         jvm = get_gateway().jvm
         j_schema = SimpleStringSchema()._j_serialization_schema
         fn = jvm.org.apache.flink.streaming.api.functions.sink.legacy.SocketClientSink(
             release_to.host, release_to.port, j_schema, 0, True)
-        (stream.map(lambda line: line + "\n", output_type=Types.STRING()).set_parallelism(1)
-         .add_sink(SinkFunction(fn)).name("release socket").set_parallelism(1))
+        (stream.rebalance()
+         .map(lambda text: "\n".join(text_lines_of(text.split("\n"))) + "\n",
+              output_type=Types.STRING()).set_parallelism(1).disable_chaining()
+         .name("outcome lines").add_sink(SinkFunction(fn)).name("release socket")
+         .set_parallelism(1))
 
 
 def build_z_job(
@@ -125,32 +322,33 @@ def build_z_job(
     out_dir: Path,
     z: int,
     delta_t: float,
+    record: RunRecord,
+    options: JobOptions,
     *,
     fmt: str = "csv",
     time_tolerance: float = 0.0,
-    pace: float = 0.0,
-    release_to: Endpoint | None = None,
     separator: str = SEPARATOR,
+    snapshot_every: int | None = None,
+    progress_path: str | None = None,
 ) -> None:
     """Add the z-anonymity pipeline to ``env`` (the functions are in :mod:`.functions`)."""
     from pyflink.common import Types
 
-    from streamanon.flink.functions import META, NumberAndValidate, ZByCoarsestLevel
+    from streamanon.flink.functions import META, SNAPSHOT_EVERY, ZKeyGroups
+    from streamanon.flink.zbatch import ZChunkParser
 
-    lines = line_source(env, source)
-    records = (
-        lines.key_by(lambda _: 0, key_type=Types.INT())
-        .process(NumberAndValidate(fmt, time_tolerance=time_tolerance, separator=separator,
-                                   source_name=str(source), pace=pace))
-        .name("number + validate").uid("validate").set_parallelism(1)
-    )
-    meta = records.get_side_output(META)
+    parser = ZChunkParser(fmt, time_tolerance=time_tolerance, separator=separator,
+                          source_name=str(source), key_groups=record.key_groups,
+                          batch_size=options.batch_size or Z_BATCH_SIZE)
+    batches = batch_source(env, source, parser, record, options, progress_path)
+    routing = record.routing
     outcomes = (
-        records.key_by(lambda r: r[0], key_type=Types.STRING())
-        .process(ZByCoarsestLevel(z, delta_t, separator), output_type=Types.STRING())
-        .name(f"z-anonymity z={z}").uid("z-anonymity")
+        batches.key_by(lambda b: routing[b[0]], key_type=Types.INT())
+        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
+                 output_type=Types.STRING())
+        .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
     )
-    outcome_sink(outcomes.union(meta), out_dir, release_to)
+    outcome_sink(outcomes.union(side_output(batches, META)), out_dir, options.release_to)
 
 
 def check_header(source: str | Path, fmt: str) -> None:
@@ -165,6 +363,69 @@ def check_header(source: str | Path, fmt: str) -> None:
                 return
 
 
+@dataclass
+class JobRun:
+    """How long a job took: Flink's net runtime (the job on the cluster, from its start to
+    its end, final checkpoint included) and the wall time of submitting and running it."""
+
+    net_seconds: float
+    wall_seconds: float
+
+
+@contextmanager
+def work_folder(options: JobOptions) -> Iterator[Path]:
+    """``options.work_dir``, or a temporary folder removed afterwards."""
+    if options.work_dir is not None:
+        yield Path(options.work_dir)
+        return
+    work = Path(tempfile.mkdtemp(prefix="streamanon-flink-"))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] | None = None
+            ) -> JobRun:
+    """Run the job to its end; with ``progress`` (``(done, total)`` or None) a progress bar
+    on stderr while it runs."""
+    start = time.perf_counter()
+    if progress is None:
+        result = env.execute(name)
+    else:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        client = env.execute_async(name)
+        future = client.get_job_execution_result()
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("splits"), TimeRemainingColumn(), transient=True) as bar:
+            task = bar.add_task(name, total=None)
+            while not future.done():
+                seen = progress()
+                if seen is not None:
+                    bar.update(task, completed=seen[0], total=seen[1])
+                time.sleep(0.25)
+        result = future.result()
+    return JobRun(result.get_net_runtime() / 1000.0, time.perf_counter() - start)
+
+
+def split_progress(path: Path) -> Callable[[], tuple[int, int] | None]:
+    """Reads what :func:`~streamanon.flink.splits.write_progress` wrote."""
+    return lambda: read_progress(path)
+
+
+def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
+    """A progress bar for a large file when asked and stderr is a terminal."""
+    return (options.progress and not isinstance(source, Endpoint) and sys.stderr.isatty()
+            and Path(source).stat().st_size >= PROGRESS_BYTES)
+
+
 def run_z_job(
     source: str | Path | Endpoint,
     output: str | Path,
@@ -177,47 +438,53 @@ def run_z_job(
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
     time_tolerance: float = 0.0,
+    snapshot_every: int | None = None,
 ) -> MergeResult:
     """Run the job to its end and merge its outcomes into ``output``; returns the accounting.
 
     Raises :class:`~streamanon.io.InputError` under ``on_error=fail`` after writing the rows
     before the bad line (as :func:`streamanon.cli.zanon.run_z`).
     """
-    options = options or JobOptions()
+    from streamanon.flink.zbatch import Z_KEY_GROUPS
+
+    options = replace(options or JobOptions())
+    options.batch_size = options.batch_size or Z_BATCH_SIZE
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
     if not isinstance(source, Endpoint):
         check_header(source, fmt)
     out_fmt = detect_format(None if str(output) == "-" else output, out_format)
-    own_dir = options.work_dir is None
-    work = Path(tempfile.mkdtemp(prefix="streamanon-flink-")) if own_dir else Path(
-        options.work_dir)  # type: ignore[arg-type]
-    try:
-        prepare_python_path()
-        env = make_env(**options.env_settings(work))
+    with work_folder(options) as work:
+        prepare_python_path()  # before the JVM starts (route_keys asks it)
+        record = RunRecord.settle(
+            work, file_record("z", source, options.batch_size, Z_KEY_GROUPS,
+                              options.parallelism), options.restore_from is not None)
+        env = make_env(**options.env_settings(work, record))
         parts = work / "parts"
-        build_z_job(env, source, parts, z, delta_t, fmt=fmt, time_tolerance=time_tolerance,
-                    pace=options.pace, release_to=options.release_to)
-        start = time.perf_counter()
-        env.execute(f"streamanon z z={z} delta_t={delta_t:g}")
-        elapsed = time.perf_counter() - start
+        show = wants_progress(source, options)
+        progress_file = work / "progress"
+        build_z_job(env, source, parts, z, delta_t, record, options, fmt=fmt,
+                    time_tolerance=time_tolerance, snapshot_every=snapshot_every,
+                    progress_path=str(progress_file) if show else None)
+        run = execute(env, f"streamanon z z={z} delta_t={delta_t:g}",
+                      split_progress(progress_file) if show else None)
         result = merge_outcomes(parts, output, out_format=out_fmt, on_error=on_error,
                                 rejects_path=rejects_path, source=str(source))
-    finally:
-        if own_dir:
-            shutil.rmtree(work, ignore_errors=True)
     stats = result.stats
     stats.params = {"z": z, "delta_t": float(delta_t), "input": str(source),
-                    "parallelism": options.parallelism, "mode": options.mode}
+                    "parallelism": options.parallelism, "mode": options.mode,
+                    "batch_size": options.batch_size, "batch_ms": options.batch_ms}
     stats.details = {
         "published_per_level": {f"level_{i}": n for i, n in enumerate(result.published_per_level)},
         "publication_ratio": stats.published / max(1, stats.read - stats.rejected),
         "restamped": result.restamped,
-        "job_seconds": round(elapsed, 3),
-        "tuples_per_second": round(stats.read / elapsed) if elapsed > 0 else None,
+        "job_seconds": round(run.net_seconds, 3),
+        "tuples_per_second": round(stats.read / run.net_seconds) if run.net_seconds > 0
+        else None,
+        "submit_and_run_seconds": round(run.wall_seconds, 3),
     }
     if result.first_error is not None:
         raise result.first_error
     return result
 
 
-__all__ = ["Endpoint", "JobOptions", "build_z_job", "check_header", "run_z_job"]
+__all__ = ["Endpoint", "JobOptions", "RunRecord", "build_z_job", "check_header", "run_z_job"]

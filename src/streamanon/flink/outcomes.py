@@ -1,12 +1,17 @@
 """The outcome lines the Flink jobs write, and their merge into one ``streamanon z`` file.
 
-Every input line ends as exactly one outcome line, keyed by its line number (``seq``)::
+Every input line ends as exactly one outcome, keyed by its line number (``seq``)::
 
     seq \\t P \\t level \\t restamped \\t ["t_text", "u", "a'"]    published at hierarchy level
     seq \\t S \\t restamped                                     suppressed
     seq \\t R \\t ["text", "reason"]                            rejected by the reader's checks
     seq \\t H | B                                              CSV header / blank line
+    @ \\t base64(Arrow IPC)                                   a batch of P / S outcomes
     # \\t {json}                                              a note (rule sets), no input line
+
+The z job writes its P and S outcomes as *outcome batches* (one line per input batch, the
+columns of :data:`OUTCOMES`); :func:`outcome_text_lines` expands one into the text lines
+above (as ``--release-to`` sends them), and the merge reads them as columns.
 
 This module needs no pyflink: it is the pure half of the sink. The job writes outcome lines
 through Flink's ``FileSink``, whose part files are exactly-once (a file becomes visible only
@@ -20,16 +25,31 @@ duplicate or a loss cannot be hidden by the merge.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamanon.io import InputError, OnError, RecordWriter, RejectLog
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamanon.io import InputError, OnError, RecordBatch, RecordWriter, RejectLog
+from streamanon.io.fastcsv import ArrowColumns
 from streamanon.records import Rejected, RunStats
 
 PUBLISHED, SUPPRESSED, REJECTED, HEADER, BLANK = "P", "S", "R", "H", "B"
 NOTE = "#"  # first field of a note line: about the job (rule sets), not about an input line
+BATCH = "@"  # first field of a line holding a whole outcome batch
+
+#: the columns of an outcome batch: ``level`` -1 = suppressed; ``t_text``, ``u`` and ``a``
+#: (the published, possibly generalized value) are null for suppressed rows
+OUTCOMES = pa.schema([("seq", pa.int64()), ("level", pa.int8()), ("restamped", pa.bool_()),
+                      ("t_text", pa.string()), ("u", pa.string()),
+                      ("a", pa.dictionary(pa.int32(), pa.string()))])
+_PLAIN = pa.schema([f if f.name != "a" else pa.field("a", pa.string()) for f in OUTCOMES])
+_WRITE_ROWS = 1 << 17  # rows per write while merging (bounds the Python lists)
 
 
 def published_line(seq: int, level: int, restamped: bool, t_text: str, u: str, a: str) -> str:
@@ -53,6 +73,61 @@ def note_line(note: dict) -> str:
     return f"{NOTE}\t{json.dumps(note, sort_keys=True)}"
 
 
+def encode_batch(batch: pa.RecordBatch) -> bytes:
+    """Arrow IPC stream bytes of ``batch`` (the one serialization a batch goes through)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_batch(data: bytes) -> pa.RecordBatch:
+    """The record batch of :func:`encode_batch` bytes (zero-copy over ``data``)."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_next_batch()
+
+
+def outcome_batch_line(outcomes: pa.RecordBatch) -> str:
+    """One part-file line holding a whole outcome batch: ``@ \\t base64(Arrow IPC)``."""
+    return f"{BATCH}\t{base64.b64encode(encode_batch(outcomes)).decode('ascii')}"
+
+
+def outcome_batch_of(line: str) -> pa.RecordBatch:
+    """The outcome batch of an :func:`outcome_batch_line` (the ``@`` field included)."""
+    return decode_batch(base64.b64decode(line[len(BATCH) + 1:]))
+
+
+def outcome_text_lines(outcomes: pa.RecordBatch) -> list[str]:
+    """An outcome batch as one outcome line per input line.
+
+    >>> batch = pa.RecordBatch.from_pylist(
+    ...     [{"seq": 7, "level": 1, "restamped": False, "t_text": "5", "u": "al", "a": "EU*FR"},
+    ...      {"seq": 9, "level": -1, "restamped": True}], schema=OUTCOMES)
+    >>> outcome_text_lines(outcome_batch_of(outcome_batch_line(batch)))
+    ['7\\tP\\t1\\t0\\t["5", "al", "EU*FR"]', '9\\tS\\t1']
+    """
+    cols = [outcomes.column(c).to_pylist() for c in ("seq", "level", "restamped", "t_text",
+                                                     "u", "a")]
+    return [published_line(seq, lvl, rs, tt, u, a) if lvl >= 0 else suppressed_line(seq, rs)
+            for seq, lvl, rs, tt, u, a in zip(*cols, strict=True)]
+
+
+def text_lines_of(lines: Iterable[str]) -> list[str]:
+    """Part-file lines with every outcome batch expanded into outcome lines."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith(BATCH + "\t"):
+            out += outcome_text_lines(outcome_batch_of(line))
+        else:
+            out.append(line)
+    return out
+
+
+def _plain(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """An outcome batch with ``a`` as plain text (batches carry their own dictionaries)."""
+    a = batch.column("a").cast(pa.string())
+    return pa.RecordBatch.from_arrays([*batch.columns[:5], a], schema=_PLAIN)
+
+
 class OutcomeGap(RuntimeError):
     """The part files do not hold exactly one outcome per input line (a loss or a duplicate)."""
 
@@ -66,30 +141,57 @@ def part_files(out_dir: str | Path) -> list[Path]:
     )
 
 
-def read_outcomes(out_dir: str | Path,
-                  notes: list[dict] | None = None) -> list[tuple[int, str]]:
-    """All outcome lines as ``(seq, line)``, sorted by ``seq``; checks one outcome per line.
+@dataclass
+class Outcomes:
+    """The outcomes of a job's part files: text outcome lines and the rows of outcome
+    batches (:data:`OUTCOMES`, ``a`` decoded to text), both sorted by input line."""
+
+    lines: list[tuple[int, str]]
+    table: pa.Table
+
+    def __len__(self) -> int:
+        return len(self.lines) + self.table.num_rows
+
+
+def read_outcomes(out_dir: str | Path, notes: list[dict] | None = None) -> Outcomes:
+    """All outcomes of the committed part files; checks one outcome per input line.
 
     Note lines are not outcomes: they go to ``notes`` (in file order) when given."""
     rows: list[tuple[int, str]] = []
+    batches: list[pa.RecordBatch] = []
     for path in part_files(out_dir):
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 line = line.rstrip("\n")
-                if line.startswith(NOTE + "\t"):
+                if line.startswith(BATCH + "\t"):
+                    batches.append(_plain(outcome_batch_of(line)))
+                elif line.startswith(NOTE + "\t"):
                     if notes is not None:
                         notes.append(json.loads(line[2:]))
                 elif line:
                     rows.append((int(line[: line.index("\t")]), line))
     rows.sort(key=lambda r: r[0])
-    for i, (seq, _) in enumerate(rows, start=1):
-        if seq != i:
-            what = "duplicate" if seq < i else "missing"
-            raise OutcomeGap(
-                f"{what} outcome at input line {min(seq, i)}: the part files under {out_dir} "
-                f"do not hold exactly one outcome per line ({len(rows)} outcomes)"
-            )
-    return rows
+    table = pa.Table.from_batches(batches, schema=_PLAIN).combine_chunks() if batches else \
+        _PLAIN.empty_table()
+    seq = table.column("seq").to_numpy()
+    table = _sorted(table)
+    _check_contiguous(np.concatenate((seq, np.fromiter((r[0] for r in rows), np.int64,
+                                                       len(rows)))), out_dir)
+    return Outcomes(rows, table)
+
+
+def _check_contiguous(seqs: np.ndarray, out_dir: str | Path) -> None:
+    """Line numbers must be exactly 1..n: a duplicate or a gap is an error, never hidden."""
+    seqs = np.sort(seqs)
+    wrong = np.flatnonzero(seqs != np.arange(1, len(seqs) + 1))
+    if len(wrong):
+        i = int(wrong[0]) + 1
+        seq = int(seqs[i - 1])
+        what = "duplicate" if seq < i else "missing"
+        raise OutcomeGap(
+            f"{what} outcome at input line {min(seq, i)}: the part files under {out_dir} "
+            f"do not hold exactly one outcome per line ({len(seqs)} outcomes)"
+        )
 
 
 @dataclass
@@ -117,9 +219,10 @@ def merge_outcomes(
     carries that line's :class:`~streamanon.io.InputError` (the caller raises it), exactly as
     the pure-Python path stops; under ``skip`` rejected lines go to ``rejects_path``.
     """
-    rows = read_outcomes(out_dir)
-    return merge_rows((line for _, line in rows), output, out_format=out_format,
-                      on_error=on_error, rejects_path=rejects_path, source=source)
+    found = read_outcomes(out_dir)
+    return merge_rows((line for _, line in found.lines), output, out_format=out_format,
+                      on_error=on_error, rejects_path=rejects_path, source=source,
+                      batches=found.table)
 
 
 def merge_rows(
@@ -130,48 +233,89 @@ def merge_rows(
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
     source: str = "input",
+    batches: pa.Table | None = None,
 ) -> MergeResult:
-    """:func:`merge_outcomes` on outcome lines already in input order."""
+    """:func:`merge_outcomes` on outcome lines in input order (and outcome-batch rows sorted
+    by input line, e.g. from :func:`read_outcomes`)."""
+    text: dict[str, list] = {c: [] for c in _PLAIN.names}
+    rejected: list[Rejected] = []
+    for kind, fields in _parse(lines):
+        if kind == PUBLISHED:
+            t_text, u, a = json.loads(fields[3])
+            row = (int(fields[0]), int(fields[1]), bool(int(fields[2])), t_text, u, a)
+        elif kind == SUPPRESSED:
+            row = (int(fields[0]), -1, bool(int(fields[1])), None, None, None)
+        elif kind == REJECTED:
+            text_, reason = json.loads(fields[1])
+            rejected.append(Rejected(int(fields[0]), text_, reason))
+            continue
+        else:
+            continue
+        for name, value in zip(_PLAIN.names, row, strict=True):
+            text[name].append(value)
+    table = pa.table(text, schema=_PLAIN)
+    if batches is not None and batches.num_rows:
+        table = _sorted(pa.concat_tables([batches, table]).combine_chunks()) if \
+            table.num_rows else batches
     stats = RunStats()
     result = MergeResult(stats)
-    per_level = result.published_per_level
+    first_error = None
+    if rejected and OnError(on_error) is OnError.fail:
+        first_error = InputError(rejected[0], source)
+        seq = table.column("seq").to_numpy()
+        table = table.slice(0, int(np.searchsorted(seq, rejected[0].line)))
+        rejected = []
+    level = table.column("level").to_numpy()
+    published = level >= 0
+    result.published_per_level = np.bincount(level[published]).tolist() if published.any() \
+        else []
+    result.restamped = int(np.count_nonzero(table.column("restamped").to_numpy(
+        zero_copy_only=False)))
+    stats.count_read(table.num_rows + len(rejected))
+    stats.count_published(int(published.sum()))
+    stats.count_suppressed(table.num_rows - int(published.sum()))
+    stats.count_rejected(len(rejected))
+    rows = table.filter(pa.array(published)).combine_chunks()
     rejects = RejectLog(rejects_path, source)
     try:
         with RecordWriter(output, out_format) as writer:
-            for kind, fields in _parse(lines):
-                if kind == PUBLISHED:
-                    level = int(fields[0])
-                    if level >= len(per_level):
-                        per_level.extend([0] * (level + 1 - len(per_level)))
-                    per_level[level] += 1
-                    result.restamped += int(fields[1])
-                    t_text, u, a = json.loads(fields[2])
-                    writer.write_columns([t_text], [u], [a])
-                    stats.count_published()
-                elif kind == SUPPRESSED:
-                    result.restamped += int(fields[0])
-                    stats.count_suppressed()
-                elif kind == REJECTED:
-                    text, reason = json.loads(fields[1])
-                    rejected = Rejected(int(fields[0]), text, reason)
-                    if OnError(on_error) is OnError.fail:
-                        result.first_error = InputError(rejected, source)
-                        break
-                    rejects(rejected)
-                    stats.count_rejected()
-                else:
-                    continue
-                stats.count_read()
+            for lo in range(0, rows.num_rows, _WRITE_ROWS):
+                _write(writer, rows.slice(lo, _WRITE_ROWS))
+        for r in rejected:
+            rejects(r)
     finally:
         rejects.close()
         rejects.warn_summary()
+    result.first_error = first_error
     return result
 
 
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.take(pa.array(np.argsort(table.column("seq").to_numpy(), kind="stable")))
+
+
+def _write(writer: RecordWriter, rows: pa.Table) -> None:
+    """Published rows as the pure command writes them: a CSV chunk whose values need no
+    quoting goes through the writer's Arrow lane (as a fast-lane batch of ``streamanon z``
+    does), anything else through its Python lane, which quotes."""
+    t_text = rows.column("t_text").combine_chunks()
+    u, a = (pc.dictionary_encode(rows.column(c).combine_chunks()) for c in ("u", "a"))
+    plain = writer.fmt == "csv" and not any(
+        pc.any(pc.match_substring_regex(col, r'[,"\r\n]')).as_py()
+        for col in (t_text, u.dictionary, a.dictionary))
+    if plain:
+        n = rows.num_rows
+        batch = RecordBatch(np.zeros(n), None, None, None, range(n),
+                            arrow=ArrowColumns(np.zeros(n), t_text, u, a))
+        a_codes = a.indices.to_numpy(zero_copy_only=False)
+        writer.write_selected(batch, np.arange(n), a_codes, batch.codes()[3])
+    else:
+        writer.write_columns(t_text.to_pylist(), *(c.dictionary.take(c.indices).to_pylist()
+                                                   for c in (u, a)))
+
+
 def _parse(lines: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """``(kind, [seq, *fields])`` of each text outcome line."""
     for line in lines:
         seq, kind, *rest = line.split("\t", 4)
-        if kind == REJECTED:
-            yield kind, [seq, *rest]
-        else:
-            yield kind, rest
+        yield kind, [seq, *rest]

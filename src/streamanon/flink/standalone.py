@@ -1,0 +1,236 @@
+"""A standalone Flink cluster on this machine, from the PyFlink distribution (``flink`` extra).
+
+:class:`StandaloneCluster` starts a JobManager and ``taskmanagers`` TaskManagers with the
+distribution's own ``start-cluster.sh``, each a JVM of its own, on loopback only, from a
+configuration folder of its own (free ports, small memory, PID and log files in its folder,
+so that it collides with nothing else on the machine), submits streamanon jobs with
+``flink run -pym streamanon.flink ...`` and stops the cluster with ``stop-cluster.sh``. Tests
+and the benchmark use it; it is also a quick way to try a real cluster by hand::
+
+    with StandaloneCluster(Path("/tmp/cluster")) as cluster:
+        cluster.submit(["z", "--z", "5", "--delta-t", "600", "-p", "2", "trace.csv",
+                        "-o", "out.csv", "--work-dir", "/tmp/cluster/run"])
+
+TaskManagers run Python in thread mode (inside their JVM), so they are started with
+``PYTHONPATH`` naming this environment's packages (see :mod:`.env`), and with Flink's Python
+bridge on their own class path (``opt/flink-python*.jar`` linked into the cluster's ``lib``,
+``pemja.`` loaded parent-first): otherwise the second job a TaskManager runs fails to load
+the embedded interpreter again (``NoSuchFieldException: loadedLibraryNames`` on Java 17).
+The client and the workers use this interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from streamanon.flink.env import python_path_entries
+
+
+def flink_home() -> Path:
+    """The Flink distribution inside the installed ``pyflink`` package."""
+    import pyflink
+
+    return Path(pyflink.__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """JobManager + TaskManagers on loopback; a context manager that always stops them."""
+
+    def __init__(self, folder: Path, *, taskmanagers: int = 2, slots: int = 1,
+                 taskmanager_memory: str = "1024m", jobmanager_memory: str = "768m",
+                 start_timeout: float = 120.0) -> None:
+        self.folder = Path(folder).resolve()
+        self.taskmanagers, self.slots = taskmanagers, slots
+        self.tm_memory, self.jm_memory = taskmanager_memory, jobmanager_memory
+        self.start_timeout = start_timeout
+        self.rest_port = 0
+        self.home = flink_home()
+
+    # -- configuration ----------------------------------------------------------------------
+    def _java_opts(self) -> str:
+        """The distribution's JVM options (the module opens Flink needs on Java 17)."""
+        text = (self.home / "conf" / "config.yaml").read_text()
+        found = re.search(r"^\s+all:\s*(.+)$", text, re.MULTILINE)
+        return found.group(1).strip() if found else ""
+
+    def write_conf(self) -> Path:
+        conf = self.folder / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        for name in ("log4j.properties", "log4j-console.properties", "log4j-cli.properties",
+                     "logback.xml", "logback-console.xml"):
+            source = self.home / "conf" / name
+            if source.is_file():
+                (conf / name).write_text(source.read_text())
+        # the Python bridge (and pemja, which loads libpython once per JVM) on the cluster's
+        # own class path, so that every job's thread-mode operators share it: loaded from
+        # each job's class loader instead, a second job on a TaskManager fails to load it
+        lib = self.folder / "lib"
+        lib.mkdir(exist_ok=True)
+        for jar in [*(self.home / "lib").glob("*.jar"), *(self.home / "opt").glob(
+                "flink-python*.jar")]:
+            if not (lib / jar.name).exists():
+                (lib / jar.name).symlink_to(jar)
+        self.rest_port = free_port()
+        settings = {
+            "classloader.parent-first-patterns.additional": "pemja.",
+            "env.java.opts.all": self._java_opts(),
+            "jobmanager.rpc.address": "localhost", "jobmanager.bind-host": "localhost",
+            "jobmanager.rpc.port": free_port(),
+            "jobmanager.memory.process.size": self.jm_memory,
+            "taskmanager.bind-host": "localhost", "taskmanager.host": "localhost",
+            "taskmanager.numberOfTaskSlots": self.slots,
+            "taskmanager.memory.process.size": self.tm_memory,
+            "taskmanager.memory.managed.fraction": 0.1,
+            "rest.address": "localhost", "rest.bind-address": "localhost",
+            "rest.port": self.rest_port,
+            "parallelism.default": 1,
+            "python.execution-mode": "thread",
+        }
+        (conf / "config.yaml").write_text("".join(
+            f"{key}: {json.dumps(value) if isinstance(value, str) else value}\n"
+            for key, value in settings.items()))
+        (conf / "masters").write_text(f"localhost:{self.rest_port}\n")
+        (conf / "workers").write_text("localhost\n" * self.taskmanagers)
+        return conf
+
+    def environment(self) -> dict[str, str]:
+        """The environment of the cluster scripts and of ``flink run``."""
+        env = dict(os.environ)
+        env.update(FLINK_CONF_DIR=str(self.folder / "conf"), FLINK_LOG_DIR=str(
+            self.folder / "log"), FLINK_PID_DIR=str(self.folder / "pids"),
+            FLINK_LIB_DIR=str(self.folder / "lib"))
+        current = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*python_path_entries(), *current]))
+        env.setdefault("JAVA_HOME", os.environ.get("JAVA_HOME", ""))
+        if not env["JAVA_HOME"]:
+            del env["JAVA_HOME"]
+        return env
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def _script(self, name: str) -> None:
+        subprocess.run(["bash", str(self.home / "bin" / name)], env=self.environment(),
+                       check=True, capture_output=True, timeout=self.start_timeout)
+
+    def rest(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://localhost:{self.rest_port}{path}",
+                                    timeout=5) as response:
+            return json.loads(response.read())
+
+    def start(self) -> Self:
+        self.write_conf()
+        for sub in ("log", "pids"):
+            (self.folder / sub).mkdir(parents=True, exist_ok=True)
+        self._script("start-cluster.sh")
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            try:
+                if self.rest("/overview")["taskmanagers"] >= self.taskmanagers:
+                    return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the cluster did not come up within {self.start_timeout} s "
+                                   f"(logs: {self.folder / 'log'})")
+            time.sleep(0.5)
+
+    def pids(self) -> list[int]:
+        """The cluster's JVMs, from the PID files of its own folder."""
+        found = []
+        for path in (self.folder / "pids").glob("*.pid"):
+            found += [int(x) for x in path.read_text().split() if x.isdigit()]
+        return found
+
+    def stop(self) -> None:
+        pids = self.pids()
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self._script("stop-cluster.sh")
+        deadline = time.monotonic() + 30
+        for pid in pids:  # only our own JVMs, by their ids
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def submit(self, args: list[str], *, timeout: float = 600.0
+               ) -> subprocess.CompletedProcess[str]:
+        """``flink run -pym streamanon.flink ARGS`` against this cluster (waits for the job)."""
+        cmd = ["bash", str(self.home / "bin" / "flink"), "run",
+               "-m", f"localhost:{self.rest_port}", "-pyclientexec", sys.executable,
+               "-pyexec", sys.executable, "-pym", "streamanon.flink", *args]
+        return subprocess.run(cmd, env=self.environment(), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def taskmanagers_of(self, job_id: str) -> dict[str, set[str]]:
+        """Per job vertex name, the TaskManagers its subtasks ran on."""
+        out: dict[str, set[str]] = {}
+        for vertex in self.rest(f"/jobs/{job_id}")["vertices"]:
+            tms = self.rest(f"/jobs/{job_id}/vertices/{vertex['id']}/taskmanagers")
+            out[vertex["name"]] = {tm["taskmanager-id"] for tm in tms["taskmanagers"]}
+        return out
+
+    def records_in(self, job_id: str) -> dict[str, list[int]]:
+        """Per job vertex name, the records each of its subtasks read."""
+        out = {}
+        for vertex in self.rest(f"/jobs/{job_id}")["vertices"]:
+            detail = self.rest(f"/jobs/{job_id}/vertices/{vertex['id']}")
+            out[vertex["name"]] = [int(st["metrics"]["read-records"])
+                                   for st in detail["subtasks"]]
+        return out
+
+    def peak_rss_bytes(self) -> dict[int, int]:
+        """Peak resident memory (VmHWM) of each of the cluster's JVMs, by PID."""
+        return {pid: peak_rss(pid) for pid in self.pids() if _alive(pid)}
+
+
+def peak_rss(pid: int) -> int:
+    """The peak resident set (``VmHWM``) of a live process, in bytes (0 if unknown)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def job_id_of(output: str) -> str | None:
+    """The JobID that ``flink run`` printed."""
+    found = re.search(r"JobID ([0-9a-f]{32})", output)
+    return found.group(1) if found else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
