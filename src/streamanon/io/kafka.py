@@ -44,7 +44,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -143,7 +143,8 @@ def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None =
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(client_config(bootstrap, None, config))
-    md = admin.list_topics(topic, timeout=timeout)
+    # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
+    md = admin.list_topics(timeout=timeout)
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
         reason = t.error.str() if t is not None and t.error is not None else "no partitions"
@@ -310,37 +311,49 @@ class KafkaSource:
         return self.ends is not None and all(self.exhausted(p) for p in self.partitions)
 
     def poll(self, timeout: float = 0.5) -> list[MessageChunk]:
-        """The next messages, as one chunk per partition in offset order (maybe none)."""
+        """The next messages, as one chunk per partition in offset order (maybe none).
+
+        No Python work per message beyond taking its value (and, with several partitions,
+        its partition, offset and timestamp): offsets of a gap-free run are a range.
+        """
         if self.done:
             return []
         msgs = self._consumer.consume(self.fetch_batch, timeout)
         if not msgs:
             return []
-        by_part: dict[int, tuple[list[int], list[int], list[bytes]]] = {}
-        ends = self.ends
-        for m in msgs:
-            if m.error() is not None:
+        if any([m.error() is not None for m in msgs]):
+            for m in msgs:
                 err = m.error()
-                if err.fatal() or not (err.retriable() or err.code() < 0):
+                if err is not None and (err.fatal() or not (err.retriable() or err.code() < 0)):
                     raise RuntimeError(f"reading {self.topic}: {err.str()}")
-                continue
-            p = m.partition()
-            o = m.offset()
-            if ends is not None and o >= ends[p]:
-                continue
-            slot = by_part.get(p)
-            if slot is None:
-                slot = by_part[p] = ([], [], [])
-            slot[0].append(o)
-            slot[1].append(m.timestamp()[1])
-            slot[2].append(m.value() or b"")
+            msgs = [m for m in msgs if m.error() is None]
+            if not msgs:
+                return []
         self.watch.alive()
+        if len(self.partitions) == 1:
+            groups = {self.partitions[0]: msgs}
+        else:
+            groups = {}
+            for m in msgs:
+                groups.setdefault(m.partition(), []).append(m)
         chunks = []
         ended = False
-        for p, (offs, ts, vals) in sorted(by_part.items()):
-            self.positions[p] = offs[-1] + 1
-            chunks.append(MessageChunk(self.topic, p, np.array(offs, dtype=np.int64),
-                                       np.array(ts, dtype=np.int64), vals))
+        for p, ms in sorted(groups.items()):
+            lo, hi = ms[0].offset(), ms[-1].offset()
+            if hi - lo + 1 == len(ms):
+                offs = np.arange(lo, hi + 1, dtype=np.int64)
+            else:  # gaps (transaction markers, compaction)
+                offs = np.fromiter([m.offset() for m in ms], np.int64, len(ms))
+            if self.ends is not None and hi >= self.ends[p]:
+                n = int(np.searchsorted(offs, self.ends[p]))
+                ms, offs = ms[:n], offs[:n]
+                if not n:
+                    continue
+            ts = (np.fromiter([m.timestamp()[1] for m in ms], np.int64, len(ms))
+                  if len(self.partitions) > 1 else np.zeros(len(ms), np.int64))
+            self.positions[p] = int(offs[-1]) + 1
+            chunks.append(MessageChunk(self.topic, p, offs, ts,
+                                       [m.value() or b"" for m in ms]))
             ended = ended or self.exhausted(p)
         if ended:  # stop fetching partitions that reached their end
             self._assign()
@@ -423,7 +436,7 @@ def check_messages(values: Sequence[bytes], max_bytes: int = DEFAULT_MAX_MESSAGE
 # -- sink ------------------------------------------------------------------------------------
 
 class KafkaSink:
-    """Text messages to a topic, each tagged with the input partition and offset it stands for.
+    """Text messages to a topic's partitions, in order, with optional headers per message.
 
     One writer per output partition is assumed (exactly-once relies on it: see
     :mod:`streamanon.io.kafka_eos`). The producer is idempotent (no duplicates from its own
@@ -431,15 +444,14 @@ class KafkaSink:
     """
 
     def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
-                 watch: BrokerWatch | None = None, tagged: bool = True) -> None:
+                 watch: BrokerWatch | None = None) -> None:
         from confluent_kafka import Producer
 
-        self.topic = topic
+        self.bootstrap, self.topic = bootstrap, topic
+        self.config = dict(config or {})
         self.watch = watch or BrokerWatch(f"sink {topic}")
-        self.tagged = tagged
         self.partitions = partitions_of(bootstrap, topic, config)
         self.count = 0
-        self.produced: dict[int, int] = {}
         self._producer = Producer({
             **client_config(bootstrap, self.watch, config),
             "enable.idempotence": True, "message.timeout.ms": 0,
@@ -449,36 +461,35 @@ class KafkaSink:
         })
 
     def write(self, partition: int, values: Sequence[bytes],
-              in_partitions: Sequence[int] | np.ndarray,
-              in_offsets: Sequence[int] | np.ndarray) -> None:
-        """Produce ``values`` to ``partition`` in order, headers naming their input records."""
-        if not len(values):
+              headers: Sequence[Any] | None = None,
+              timestamps: Sequence[int] | None = None) -> None:
+        """Produce ``values`` to ``partition`` in order (``headers[i]`` with ``values[i]``;
+        ``timestamps[i]``: its Kafka timestamp in ms, else the time of producing)."""
+        n = len(values)
+        if not n:
             return
         produce = self._producer.produce
         topic = self.topic
-        if self.tagged:
-            ip = np.asarray(in_partitions).tolist()
-            io = np.asarray(in_offsets).tolist()
-            for v, p, o in zip(values, ip, io, strict=True):
-                while True:
-                    try:
-                        produce(topic, v, partition=partition,
-                                headers=[(HEADER_PARTITION, b"%d" % p), (HEADER_OFFSET, b"%d" % o)])
-                        break
-                    except BufferError:
-                        self._producer.poll(0.05)
-        else:
-            for v in values:
-                while True:
-                    try:
-                        produce(topic, v, partition=partition)
-                        break
-                    except BufferError:
-                        self._producer.poll(0.05)
+        start = 0
+        while start < n:  # the local queue may fill up: serve it, go on where it stopped
+            i = start
+            try:
+                if timestamps is not None:
+                    for i in range(start, n):
+                        produce(topic, values[i], partition=partition, timestamp=timestamps[i],
+                                headers=headers[i] if headers is not None else None)
+                elif headers is None:
+                    for i in range(start, n):
+                        produce(topic, values[i], partition=partition)
+                else:
+                    for i in range(start, n):
+                        produce(topic, values[i], partition=partition, headers=headers[i])
+                start = n
+            except BufferError:
+                start = i
+                self._producer.poll(0.05)
         self._producer.poll(0)
-        n = len(values)
         self.count += n
-        self.produced[partition] = self.produced.get(partition, 0) + n
 
     def flush(self) -> None:
         """Return once the broker holds every message written so far (waits out outages)."""
@@ -518,22 +529,3 @@ class StopFlag:
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old.clear()
-
-
-@dataclass
-class Outputs:
-    """What one batch produced for each destination, in order.
-
-    ``lines[dest]`` are the message values, ``where[dest]`` the ``(in_partition, in_offset)``
-    arrays they stand for.
-    """
-
-    lines: dict[str, list[bytes]] = field(default_factory=dict)
-    in_partition: dict[str, list[int]] = field(default_factory=dict)
-    in_offset: dict[str, list[int]] = field(default_factory=dict)
-
-    def add(self, dest: str, values: Sequence[bytes], partitions: Iterable[int],
-            offsets: Iterable[int]) -> None:
-        self.lines.setdefault(dest, []).extend(values)
-        self.in_partition.setdefault(dest, []).extend(partitions)
-        self.in_offset.setdefault(dest, []).extend(offsets)
