@@ -51,8 +51,6 @@ import numpy as np
 
 from streamanon.io.kafka_broker import quiet_logs
 
-HEADER_PARTITION = "streamanon-in-partition"
-HEADER_OFFSET = "streamanon-in-offset"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 

@@ -390,12 +390,11 @@ class ProgressLog:
 class OutputGate:
     """Per output partition, the messages a killed run left after the snapshot.
 
-    The replay's outputs are matched against them in order (value and position headers) and
-    produced only past them.
+    The replay's outputs are matched against them in order (value and input-position header)
+    and produced only past them.
     """
 
-    def __init__(self, topic: str, found: dict[int, list[tuple[bytes, tuple[bytes, ...]]]]
-                 ) -> None:
+    def __init__(self, topic: str, found: dict[int, list[tuple[bytes, bytes]]]) -> None:
         self.topic = topic
         self.found = {q: list(reversed(v)) for q, v in found.items() if v}
         self.matched = 0
@@ -407,7 +406,7 @@ class OutputGate:
     def pending(self) -> int:
         return sum(len(v) for v in self.found.values())
 
-    def skip(self, q: int, values: Sequence[bytes], tags: Sequence[tuple[bytes, ...]]) -> int:
+    def skip(self, q: int, values: Sequence[bytes], tags: Sequence[bytes]) -> int:
         """How many leading messages are already in partition ``q`` (checked equal)."""
         stack = self.found.get(q)
         if not stack:
@@ -420,9 +419,9 @@ class OutputGate:
             if fv != v or ft != t:
                 raise RuntimeError(
                     f"{self.topic}[{q}] holds a message this pipeline would not write there "
-                    f"(found {b'/'.join(ft).decode()} {fv[:60]!r}, expected "
-                    f"{b'/'.join(t).decode()} {v[:60]!r}): another writer, or a changed "
-                    "pipeline (operator parameters, input)")
+                    f"(found input {ft.decode()} {fv[:60]!r}, expected input {t.decode()} "
+                    f"{v[:60]!r}): another writer, or a changed pipeline (operator "
+                    "parameters, input)")
             n += 1
         if not stack:
             del self.found[q]
@@ -431,14 +430,14 @@ class OutputGate:
 
 
 def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mapping[int, int],
-                tag_names: Sequence[str], config: Mapping[str, Any] | None = None,
-                timeout: float = 120.0) -> dict[int, list[tuple[bytes, tuple[bytes, ...]]]]:
-    """Messages ``[start[q], end[q])`` of each partition as ``(value, header values)``, the
-    header values in the order of ``tag_names`` (``b""`` where one is missing)."""
+                tag_name: str, config: Mapping[str, Any] | None = None,
+                timeout: float = 120.0) -> dict[int, list[tuple[bytes, bytes]]]:
+    """Messages ``[start[q], end[q])`` of each partition as ``(value, header tag_name)``
+    (``b""`` where the header is missing)."""
     from confluent_kafka import Consumer, TopicPartition
 
     want = {q: (s, end[q]) for q, s in start.items() if end.get(q, 0) > s}
-    out: dict[int, list[tuple[bytes, tuple[bytes, ...]]]] = {q: [] for q in want}
+    out: dict[int, list[tuple[bytes, bytes]]] = {q: [] for q in want}
     if not want:
         return out
     c = Consumer({**client_config(bootstrap, None, config), "group.id": "streamanon-gate",
@@ -458,7 +457,7 @@ def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mappi
                 if m.offset() >= want[q][1]:
                     continue
                 h = dict(m.headers() or [])
-                out[q].append((m.value() or b"", tuple(h.get(n, b"") for n in tag_names)))
+                out[q].append((m.value() or b"", h.get(tag_name) or b""))
                 left[q] -= 1
         return out
     finally:
