@@ -1001,21 +1001,15 @@ def topic_partitions(url: str, config: Mapping[str, Any] | None = None,
     Raises :class:`EndpointError` when the broker does not answer within ``timeout``.
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
-    from streamanon.io.kafka import client_config, parse_kafka_url
+    from streamanon.io import kafka
 
-    bootstrap, topic = parse_kafka_url(url)
-    admin = AdminClient(client_config(bootstrap, None, config))
+    bootstrap, topic = kafka.parse_kafka_url(url)
     try:
-        md = admin.list_topics(timeout=timeout)  # naming the topic would create it on Tansu
+        return kafka.topic_partitions(bootstrap, topic, config, timeout)
     except KafkaException as exc:
         raise EndpointError(f"{url}: no answer from the broker at {bootstrap} within "
                             f"{timeout:g} s ({exc.args[0].str()}); is it running?") from None
-    t = md.topics.get(topic)
-    if t is None or t.error is not None or not t.partitions:
-        return None
-    return sorted(t.partitions)
 
 
 def ensure_topic(url: str, partitions: int, config: Mapping[str, Any] | None = None,
@@ -1080,11 +1074,13 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     group = options.group or default_group(command, out_target)
     progress_url = f"kafka://{bootstrap}/{group}.progress"
     ensure_topic(progress_url, 1, config, options.say)
+    # producers first: an idempotent producer needs ~0.5 s for its id, which the rest of the
+    # start-up then hides
+    progress = ProgressLog(bootstrap, f"{group}.progress", config=config)
     sinks = _kafka_sinks(outputs, positions, len(parts), options, journal=True)
     source = KafkaSource(bootstrap, topic, group=group, start=options.start,
                          until_end=options.until_end, config=config,
                          fetch_batch=options.fetch_batch)
-    progress = ProgressLog(bootstrap, f"{group}.progress", config=config)
     stop = options.stop if options.stop is not None else StopFlag(install=False)
     runner = ExactlyOnceRun(source, sinks, progress, make_stage,
                             checkpoint_every=options.checkpoint_every, stop=stop,

@@ -36,12 +36,15 @@ UNTIL_END_HELP = ("Kafka source: stop at the end offsets found at start (for bat
 CHECKPOINT_HELP = ("Kafka source: seconds between checkpoints (a restart after a crash "
                    "re-reads at most this much input).")
 MAX_MESSAGE_HELP = "Kafka source: a longer message is rejected (bytes)."
+BATCH_HELP = ("Kafka source: messages taken per batch at most (smaller: lower latency; "
+              "larger: higher throughput).")
 
 group_option = typer.Option(None, "--group", help=GROUP_HELP)
 from_option = typer.Option("committed", "--from", help=FROM_HELP)
 until_end_option = typer.Option(False, "--until-end", help=UNTIL_END_HELP)
 checkpoint_option = typer.Option(5.0, "--checkpoint-every", min=0.01, help=CHECKPOINT_HELP)
 max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help=MAX_MESSAGE_HELP)
+batch_option = typer.Option(20_000, "--batch-size", min=1, help=BATCH_HELP)
 
 
 def is_kafka(spec: object) -> bool:
@@ -71,14 +74,14 @@ def default_rejects(output: str) -> str:
 
 
 def options(*, group: str | None, start: str, until_end: bool, checkpoint_every: float,
-            max_message_bytes: int, stop: Any = None) -> Any:
+            max_message_bytes: int, batch_size: int, stop: Any = None) -> Any:
     from streamanon.pipeline import KafkaOptions
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: use committed or earliest")
     return KafkaOptions(group=group, start=start, until_end=until_end,
                         checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                        stop=stop)
+                        fetch_batch=batch_size, stop=stop)
 
 
 @contextmanager

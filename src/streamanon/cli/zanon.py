@@ -29,6 +29,7 @@ from streamanon.cli.common import (
     writing,
 )
 from streamanon.cli.kafka import (
+    batch_option,
     check_url,
     checkpoint_option,
     default_rejects,
@@ -92,6 +93,7 @@ def z_command(
     until_end: bool = until_end_option,
     checkpoint_every: float = checkpoint_option,
     max_message_bytes: int = max_message_option,
+    batch_size: int = batch_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
@@ -121,7 +123,8 @@ def z_command(
                                              else output)
     title = f"streamanon z (z={z}, Δt={delta_t:g} s)"
     kafka_args = dict(group=group, start=start, until_end=until_end,
-                      checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes)
+                      checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
+                      batch_size=batch_size)
     if is_kafka(source):
         with writing([], skip_hint=False) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None

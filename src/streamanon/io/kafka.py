@@ -135,19 +135,39 @@ def client_config(bootstrap: str, watch: BrokerWatch | None = None,
     return conf
 
 
+_ADMINS: dict[tuple[str, str], Any] = {}
+
+
+def admin_client(bootstrap: str, config: Mapping[str, Any] | None = None) -> Any:
+    """One admin client per broker and settings, kept for the process (a connection each)."""
+    from confluent_kafka.admin import AdminClient
+
+    key = (bootstrap, repr(sorted((config or {}).items())))
+    admin = _ADMINS.get(key)
+    if admin is None:
+        admin = _ADMINS[key] = AdminClient(client_config(bootstrap, None, config))
+    return admin
+
+
+def topic_partitions(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
+                     timeout: float = 30.0) -> list[int] | None:
+    """The partition ids of ``topic``, ``None`` when it does not exist (``KafkaException``
+    when the broker does not answer within ``timeout``)."""
+    # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
+    md = admin_client(bootstrap, config).list_topics(timeout=timeout)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        return None
+    return sorted(t.partitions)
+
+
 def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
                   timeout: float = 30.0) -> list[int]:
     """The partition ids of ``topic`` (an error when it does not exist)."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(client_config(bootstrap, None, config))
-    # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
-    md = admin.list_topics(timeout=timeout)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None or not t.partitions:
-        reason = t.error.str() if t is not None and t.error is not None else "no partitions"
-        raise RuntimeError(f"topic {topic!r} is not available: {reason} (create it first)")
-    return sorted(t.partitions)
+    parts = topic_partitions(bootstrap, topic, config, timeout)
+    if parts is None:
+        raise RuntimeError(f"topic {topic!r} is not available (create it first)")
+    return parts
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *,
@@ -316,7 +336,11 @@ class KafkaSource:
         """
         if self.done:
             return []
-        msgs = self._consumer.consume(self.fetch_batch, timeout)
+        want = self.fetch_batch
+        if self.ends is not None:  # ask for no more than remains: consume() returns at once
+            want = max(1, min(want, sum(max(0, e - self.positions.get(p, 0))
+                                        for p, e in self.ends.items())))
+        msgs = self._consumer.consume(want, timeout)
         if not msgs:
             return []
         if any([m.error() is not None for m in msgs]):

@@ -544,8 +544,9 @@ class ExactlyOnceRun:
             return []
         self.resumed_from = snap.seq
         self.seq = snap.seq
-        self.stage, self.merge = snap.stage, snap.merge
+        self.stage = self.make_stage()  # this run's parameters, to compare
         mine = self.identity()
+        self.stage, self.merge = snap.stage, snap.merge
         if snap.identity and snap.identity != mine:
             diff = sorted(k for k in {*mine, *snap.identity}
                           if mine.get(k) != snap.identity.get(k))
