@@ -851,13 +851,17 @@ class KafkaTopicSink:
 
     A record goes to partition ``input partition % partitions`` (a file source: partition
     0), so the order of each input partition is kept. The headers name the input record
-    (:attr:`Positions.tag_name`). In an exactly-once run, :meth:`resume` reads what a killed
-    run wrote after the checkpoint; the replay's messages are then checked against it
-    (:class:`~streamanon.io.kafka_eos.OutputGate`) and produced only past it.
+    (:attr:`Positions.tag_name`). ``exclusive`` (exactly-once runs): the run is the only
+    writer, so the delivery report of each batch's last message must show the offset this
+    run's count predicts; else :meth:`flush` stops the run. On a restart, :meth:`resume`
+    reads what a killed run wrote after the checkpoint; the replay's messages are then
+    checked against it (:class:`~streamanon.io.kafka_eos.OutputGate`) and produced only past
+    it.
     """
 
     def __init__(self, url: str, positions: Positions, *,
-                 config: Mapping[str, Any] | None = None, watch: Any = None) -> None:
+                 config: Mapping[str, Any] | None = None, watch: Any = None,
+                 exclusive: bool = False) -> None:
         from streamanon.io.kafka import BrokerWatch, KafkaSink, parse_kafka_url
 
         self.bootstrap, self.topic = parse_kafka_url(url)
@@ -872,6 +876,8 @@ class KafkaTopicSink:
         self.next: dict[int, int] = {}
         self.reconfirmed = 0
         self._gate: Any = None
+        self._misplaced: list[tuple[int, int, int]] = []
+        self.exclusive = exclusive  # the only writer: check where each batch lands
 
     @property
     def count(self) -> int:
@@ -931,14 +937,32 @@ class KafkaTopicSink:
                     vals, tags = vals[skip:], tags[skip:]
             if not vals:
                 continue
-            self._sink.write(q, vals, [{name: t} for t in tags])
             self.next[q] = self.next.get(q, 0) + len(vals)
+            self._sink.write(q, vals, [{name: t} for t in tags],
+                             on_last=self._expect(q, self.next[q] - 1) if self.exclusive
+                             else None)
+
+    def _expect(self, q: int, offset: int) -> Callable[[Any, Any], None]:
+        """The delivery report of a batch's last message: it must land at ``offset``."""
+        def check(err: Any, msg: Any) -> None:
+            if err is None and msg.offset() != offset:
+                self._misplaced.append((q, offset, msg.offset()))
+        return check
 
     def flush(self) -> None:
+        """Wait for every acknowledgement; a message that did not land where this run's count
+        says means another writer (assumption A2) or a broker that lost acknowledged messages
+        (A3): the run stops rather than go on with an output it cannot vouch for."""
         self._sink.flush()
+        if self._misplaced:
+            q, want, got = self._misplaced[0]
+            raise EndpointError(
+                f"output {self.name}[{q}]: a message of this run landed at offset {got}, "
+                f"expected {want}: another writer on the topic, or the broker lost "
+                "acknowledged messages; stopping (the last checkpoint's outputs stand)")
 
     def close(self) -> None:
-        self._sink.flush()
+        self.flush()
 
 
 Sink = FileSink | JournalFileSink | KafkaTopicSink
@@ -1029,8 +1053,8 @@ def ensure_topic(url: str, partitions: int, config: Mapping[str, Any] | None = N
 
 
 def _kafka_sinks(outputs: Mapping[str, tuple[str | Path, str]], positions: Positions,
-                 partitions: int, options: KafkaOptions | None,
-                 journal: bool) -> dict[str, Any]:
+                 partitions: int, options: KafkaOptions | None, journal: bool,
+                 watch: Any = None) -> dict[str, Any]:
     """Sinks by destination from ``{dest: (target, option name)}``."""
     config = options.config if options is not None else {}
     sinks: dict[str, Any] = {}
@@ -1045,7 +1069,8 @@ def _kafka_sinks(outputs: Mapping[str, tuple[str | Path, str]], positions: Posit
         if is_kafka(target):
             ensure_topic(str(target), partitions, config,
                          options.say if options is not None else None)
-            sinks[dest] = KafkaTopicSink(str(target), positions, config=config)
+            sinks[dest] = KafkaTopicSink(str(target), positions, config=config, watch=watch,
+                                         exclusive=journal)
         elif journal and str(target) != "-":
             sinks[dest] = JournalFileSink(target, option)
         else:
@@ -1061,7 +1086,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     ``outputs`` maps destinations (``published``, ``suppressed``, ``rejects``) to a target
     (``kafka://`` URL, file path, ``-``) and the option that named it (for messages).
     """
-    from streamanon.io.kafka import KafkaSource, StopFlag, parse_kafka_url
+    from streamanon.io.kafka import BrokerWatch, KafkaSource, StopFlag, parse_kafka_url
     from streamanon.io.kafka_eos import ExactlyOnceRun, ProgressLog
 
     bootstrap, topic = parse_kafka_url(source_url)
@@ -1074,13 +1099,14 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     group = options.group or default_group(command, out_target)
     progress_url = f"kafka://{bootstrap}/{group}.progress"
     ensure_topic(progress_url, 1, config, options.say)
-    # producers first: an idempotent producer needs ~0.5 s for its id, which the rest of the
-    # start-up then hides
-    progress = ProgressLog(bootstrap, f"{group}.progress", config=config)
-    sinks = _kafka_sinks(outputs, positions, len(parts), options, journal=True)
+    # one watch reports outages for every client of the run; producers first: an idempotent
+    # producer needs ~0.5 s for its id, which the rest of the start-up then hides
+    watch = BrokerWatch("kafka")
+    progress = ProgressLog(bootstrap, f"{group}.progress", config=config, watch=watch)
+    sinks = _kafka_sinks(outputs, positions, len(parts), options, journal=True, watch=watch)
     source = KafkaSource(bootstrap, topic, group=group, start=options.start,
                          until_end=options.until_end, config=config,
-                         fetch_batch=options.fetch_batch)
+                         fetch_batch=options.fetch_batch, watch=watch)
     stop = options.stop if options.stop is not None else StopFlag(install=False)
     runner = ExactlyOnceRun(source, sinks, progress, make_stage,
                             checkpoint_every=options.checkpoint_every, stop=stop,

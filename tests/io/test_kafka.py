@@ -381,3 +381,27 @@ def test_castle_takes_its_header_from_the_first_message_or_columns(kafka_broker,
         assert st.details.get("headers_skipped") == repeated  # a header again: skipped
     with pytest.raises(UnreadableMessagesError, match=r"\[0\]@0: CSV header"):
         run_castle(b.url(without), b.url(b.names("out")[0]), op(), kafka=opts)
+
+
+def test_another_writer_on_the_output_stops_the_run(kafka_broker):
+    """One writer per output partition (assumption A2) is checked, not assumed: a message
+    that lands where this run's count does not expect it stops the run."""
+    from confluent_kafka import Producer
+
+    from streamanon.pipeline import EndpointError, KafkaOptions, run_z
+    from streamanon.zanon import ZAnonymizer
+
+    b = kafka_broker
+    (inp,) = b.topics("in")
+    out = b.names("out")[0]
+    produce(b.bootstrap, inp, z_trace(5000, seed=2))
+    intruder = Producer({"bootstrap.servers": b.bootstrap})
+
+    def intrude(n: int) -> None:
+        if n == 2:
+            intruder.produce(out, b"not from the pipeline", partition=0)
+            assert intruder.flush(10) == 0
+
+    with pytest.raises(EndpointError, match=r"landed at offset \d+, expected \d+: another"):
+        run_z(b.url(inp), b.url(out), ZAnonymizer(2, 10), kafka=KafkaOptions(
+            until_end=True, fetch_batch=500, log=lambda s: None, after_batch=intrude))

@@ -34,7 +34,7 @@ UNTIL_END_HELP = ("Kafka source: stop at the end offsets found at start (for bat
                   "runs); without it the run goes on until Ctrl-C or SIGTERM, then writes a "
                   "checkpoint and exits 0.")
 CHECKPOINT_HELP = ("Kafka source: seconds between checkpoints (a restart after a crash "
-                   "re-reads at most this much input).")
+                   "re-reads at most this much input; 0 = after every batch).")
 MAX_MESSAGE_HELP = "Kafka source: a longer message is rejected (bytes)."
 BATCH_HELP = ("Kafka source: messages taken per batch at most (smaller: lower latency; "
               "larger: higher throughput).")
@@ -42,7 +42,7 @@ BATCH_HELP = ("Kafka source: messages taken per batch at most (smaller: lower la
 group_option = typer.Option(None, "--group", help=GROUP_HELP)
 from_option = typer.Option("committed", "--from", help=FROM_HELP)
 until_end_option = typer.Option(False, "--until-end", help=UNTIL_END_HELP)
-checkpoint_option = typer.Option(5.0, "--checkpoint-every", min=0.01, help=CHECKPOINT_HELP)
+checkpoint_option = typer.Option(5.0, "--checkpoint-every", min=0, help=CHECKPOINT_HELP)
 max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help=MAX_MESSAGE_HELP)
 batch_option = typer.Option(20_000, "--batch-size", min=1, help=BATCH_HELP)
 

@@ -43,7 +43,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,16 +71,22 @@ def parse_kafka_url(url: str) -> tuple[str, str]:
 
 
 class BrokerWatch:
-    """Turns librdkafka's connection errors into a few readable lines on stderr.
+    """Says on stderr, in a few readable lines, when the broker stops answering and when it is
+    back; librdkafka meanwhile reconnects by itself with exponential backoff.
 
-    One line when the broker becomes unreachable, a reminder at doubling intervals while it
-    stays away (librdkafka keeps retrying with backoff), one line when it answers again.
+    An outage is seen from the pipeline's side: a client *stalls* (:meth:`stalled`: a flush
+    that does not complete, a read that gets nothing while messages are due) for a second;
+    the last connection error librdkafka reported (:meth:`error`, the clients' ``error_cb``)
+    says why. One line when the outage starts, reminders at doubling intervals, one line when
+    a client succeeds again (:meth:`alive`). One watch serves every client of a run.
     """
 
     def __init__(self, what: str, stream: Any = None) -> None:
         self.what = what
         self.stream = stream
-        self.down_since: float | None = None
+        self.last_error: tuple[float, str] | None = None
+        self.stalled_since: float | None = None
+        self.reported = False
         self.next_note = 0.0
         self.outages = 0
         self.fatal: str | None = None
@@ -89,34 +95,49 @@ class BrokerWatch:
         print(f"streamanon {self.what}: {text}", file=self.stream or sys.stderr, flush=True)
 
     def error(self, err: Any) -> None:
-        """The ``error_cb`` of a client."""
+        """The ``error_cb`` of a client: remember the last connection error."""
         from confluent_kafka import KafkaError
 
         if err.fatal():
             self.fatal = err.str()
             self._say(f"fatal client error: {err.str()}")
             return
-        code = err.code()
-        if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
-            now = time.monotonic()
-            if self.down_since is None:
-                if code != KafkaError._ALL_BROKERS_DOWN and "/bootstrap" in err.str():
-                    return  # a spare bootstrap address failing is not an outage
-                self.down_since = now
-                self.next_note = now + 2.0
-                self.outages += 1
-                self._say(f"broker unreachable ({err.str()}); retrying with backoff")
-            elif now >= self.next_note:
-                waited = now - self.down_since
-                self.next_note = now + max(2.0, waited)
-                self._say(f"broker still unreachable after {waited:.0f} s; retrying")
+        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                          KafkaError._RESOLVE):
+            self.last_error = (time.monotonic(), err.str())
+
+    def stalled(self, doing: str) -> None:
+        """A client waited without progress (call it about once a second while it waits)."""
+        now = time.monotonic()
+        if self.stalled_since is None:
+            self.stalled_since = now
+            return
+        waited = now - self.stalled_since
+        if not self.reported and waited >= 1.0:
+            why = "no answer"
+            if self.last_error is not None and now - self.last_error[0] < 30:
+                why = self.last_error[1]
+            self._say(f"broker unreachable ({why}) while {doing}; retrying with backoff")
+            self.reported = True
+            self.outages += 1
+            self.next_note = now + 4.0
+        elif self.reported and now >= self.next_note:
+            self._say(f"broker still unreachable after {waited:.0f} s; retrying")
+            self.next_note = now + max(4.0, waited)
+
+    def idle(self, doing: str) -> None:
+        """A read got nothing, which may be normal (a live topic with no new messages): an
+        outage only when librdkafka reported a connection error just now."""
+        if self.last_error is not None and time.monotonic() - self.last_error[0] < 3:
+            self.stalled(doing)
 
     def alive(self) -> None:
         """Call after a successful exchange with the broker."""
-        if self.down_since is not None:
-            self._say(f"broker back after {time.monotonic() - self.down_since:.1f} s; "
+        if self.reported and self.stalled_since is not None:
+            self._say(f"broker back after {time.monotonic() - self.stalled_since:.1f} s; "
                       "resuming")
-            self.down_since = None
+        self.stalled_since = None
+        self.reported = False
 
 
 def client_config(bootstrap: str, watch: BrokerWatch | None = None,
@@ -342,6 +363,10 @@ class KafkaSource:
                                         for p, e in self.ends.items())))
         msgs = self._consumer.consume(want, timeout)
         if not msgs:
+            if self.ends is not None:  # messages are due
+                self.watch.stalled(f"reading {self.topic}")
+            else:
+                self.watch.idle(f"reading {self.topic}")
             return []
         if any([m.error() is not None for m in msgs]):
             for m in msgs:
@@ -484,11 +509,24 @@ class KafkaSink:
 
     def write(self, partition: int, values: Sequence[bytes],
               headers: Sequence[Any] | None = None,
-              timestamps: Sequence[int] | None = None) -> None:
+              timestamps: Sequence[int] | None = None,
+              on_last: Callable[[Any, Any], None] | None = None) -> None:
         """Produce ``values`` to ``partition`` in order (``headers[i]`` with ``values[i]``;
-        ``timestamps[i]``: its Kafka timestamp in ms, else the time of producing)."""
+        ``timestamps[i]``: its Kafka timestamp in ms, else the time of producing).
+
+        ``on_last(err, msg)`` is the delivery report of the last message (one callback per
+        call, not per message: its offset tells whether the partition grew as expected).
+        """
         n = len(values)
         if not n:
+            return
+        if on_last is not None:
+            if n > 1:
+                self.write(partition, values[:-1], None if headers is None else headers[:-1],
+                           None if timestamps is None else timestamps[:-1])
+            self._produce_one(partition, values[-1],
+                              None if headers is None else headers[-1],
+                              None if timestamps is None else timestamps[-1], on_last)
             return
         produce = self._producer.produce
         topic = self.topic
@@ -513,6 +551,21 @@ class KafkaSink:
         self._producer.poll(0)
         self.count += n
 
+    def _produce_one(self, partition: int, value: bytes, headers: Any, timestamp: int | None,
+                     on_delivery: Callable[[Any, Any], None]) -> None:
+        kw: dict[str, Any] = {"partition": partition, "on_delivery": on_delivery}
+        if headers is not None:
+            kw["headers"] = headers
+        if timestamp is not None:
+            kw["timestamp"] = timestamp
+        while True:
+            try:
+                self._producer.produce(self.topic, value, **kw)
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+        self.count += 1
+
     def flush(self) -> None:
         """Return once the broker holds every message written so far (waits out outages)."""
         while True:
@@ -522,6 +575,7 @@ class KafkaSink:
             if left == 0:
                 self.watch.alive()
                 return
+            self.watch.stalled(f"waiting for {self.topic} to acknowledge {left:,} message(s)")
 
     def close(self) -> None:
         self.flush()

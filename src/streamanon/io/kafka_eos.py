@@ -303,6 +303,7 @@ class ProgressLog:
         while self._producer.flush(1.0):
             if self.watch.fatal:
                 raise RuntimeError(f"progress log {self.topic} failed: {self.watch.fatal}")
+            self.watch.stalled(f"writing a checkpoint to {self.topic}")
         self.watch.alive()
 
     def log_batch(self, seq: int, frontier: Mapping[int, int]) -> None:
@@ -613,6 +614,7 @@ class ExactlyOnceRun:
         merge, source = self.merge, self.source
         live_multi = source.ends is None and len(merge.partitions) > 1
         last_cp = time.monotonic()
+        batches_at_cp = 0
         error: Exception | None = None
         while True:
             for ch in source.poll(0.2):
@@ -653,7 +655,9 @@ class ExactlyOnceRun:
                 self._snapshot(finished=False)
                 break
             if time.monotonic() - last_cp >= self.checkpoint_every:
-                self._snapshot(finished=False)
+                if self.batches != batches_at_cp:  # nothing new: nothing to checkpoint
+                    self._snapshot(finished=False)
+                    batches_at_cp = self.batches
                 last_cp = time.monotonic()
         source.close()
         for sink in self.sinks.values():
