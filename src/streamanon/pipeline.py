@@ -254,8 +254,8 @@ def message_chunk(values: Sequence[bytes], codes: np.ndarray, max_bytes: int,
     n = len(values)
     if (n and blob.count(b"\n") == n - 1 and b"\r" not in blob and min(map(len, values))
             and max(map(len, values)) <= max_bytes and (header is None or header not in blob)
-            and b" " not in blob and b"\t" not in blob):
-        return LineChunk(0, blob, codes)  # UTF-8 is checked by the parser
+            and b" " not in blob and b"\t" not in blob and _utf8(blob)):
+        return LineChunk(0, blob, codes)
     good, texts, bad = check_messages(values, max_bytes)
     lines = [""] * n
     headers = 0
@@ -266,6 +266,16 @@ def message_chunk(values: Sequence[bytes], codes: np.ndarray, max_bytes: int,
         lines[i] = t
     rejected = [Rejected(i, text, reason) for i, (text, reason) in sorted(bad.items())]
     return LineChunk(0, "\n".join(lines), codes, rejected, headers)
+
+
+def _utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _reject_lines(rejected: Sequence[Rejected], chunk: LineChunk, positions: Positions
@@ -1060,6 +1070,9 @@ def _kafka_sinks(outputs: Mapping[str, tuple[str | Path, str]], positions: Posit
     sinks: dict[str, Any] = {}
     seen: dict[str, str] = {}
     for dest, (target, option) in outputs.items():
+        if not isinstance(target, str | Path):  # an open stream
+            sinks[dest] = FileSink(target, option)
+            continue
         key = str(target) if is_kafka(target) or str(target) == "-" else str(
             Path(target).resolve())
         if key in seen and key != "-":
