@@ -368,7 +368,9 @@ class KafkaSource:
             else:
                 self.watch.idle(f"reading {self.topic}")
             return []
-        if any([m.error() is not None for m in msgs]):
+        from confluent_kafka import Message
+
+        if any(map(Message.error, msgs)):  # an error is a KafkaError, None otherwise
             for m in msgs:
                 err = m.error()
                 if err is not None and (err.fatal() or not (err.retriable() or err.code() < 0)):
@@ -399,8 +401,10 @@ class KafkaSource:
             ts = (np.fromiter([m.timestamp()[1] for m in ms], np.int64, len(ms))
                   if len(self.partitions) > 1 else np.zeros(len(ms), np.int64))
             self.positions[p] = int(offs[-1]) + 1
-            chunks.append(MessageChunk(self.topic, p, offs, ts,
-                                       [m.value() or b"" for m in ms]))
+            values = list(map(Message.value, ms))
+            if None in values:  # a message without a value is an empty one
+                values = [v or b"" for v in values]
+            chunks.append(MessageChunk(self.topic, p, offs, ts, values))
             ended = ended or self.exhausted(p)
         if ended:  # stop fetching partitions that reached their end
             self._assign()
@@ -530,44 +534,49 @@ class KafkaSink:
             return
         produce = self._producer.produce
         topic = self.topic
-        start = 0
-        while start < n:  # the local queue may fill up: serve it, go on where it stopped
-            i = start
-            try:
-                if timestamps is not None:
-                    for i in range(start, n):
-                        produce(topic, values[i], partition=partition, timestamp=timestamps[i],
-                                headers=headers[i] if headers is not None else None)
-                elif headers is None:
-                    for i in range(start, n):
-                        produce(topic, values[i], partition=partition)
-                else:
-                    for i in range(start, n):
-                        produce(topic, values[i], partition=partition, headers=headers[i])
-                start = n
-            except BufferError:
-                start = i
-                self._producer.poll(0.05)
+        if timestamps is not None:
+            for i, v in enumerate(values):
+                self._retry(v, dict(partition=partition, timestamp=timestamps[i],
+                                    headers=None if headers is None else headers[i]))
+        elif headers is None:
+            for v in values:  # the fast loop; a full local queue sends one message slowly
+                try:
+                    produce(topic, v, partition=partition)
+                except BufferError:
+                    self._retry(v, {"partition": partition})
+        else:
+            for v, h in zip(values, headers, strict=True):
+                try:
+                    produce(topic, v, partition=partition, headers=h)
+                except BufferError:
+                    self._retry(v, {"partition": partition, "headers": h})
         self._producer.poll(0)
         self.count += n
 
-    def _produce_one(self, partition: int, value: bytes, headers: Any, timestamp: int | None,
-                     on_delivery: Callable[[Any, Any], None]) -> None:
-        kw: dict[str, Any] = {"partition": partition, "on_delivery": on_delivery}
-        if headers is not None:
-            kw["headers"] = headers
-        if timestamp is not None:
-            kw["timestamp"] = timestamp
+    def _retry(self, value: bytes, kw: dict[str, Any]) -> None:
+        """Produce one message, serving the local queue while it is full."""
+        if kw.get("headers") is None:
+            kw.pop("headers", None)
         while True:
             try:
                 self._producer.produce(self.topic, value, **kw)
-                break
+                return
             except BufferError:
                 self._producer.poll(0.05)
+
+    def _produce_one(self, partition: int, value: bytes, headers: Any, timestamp: int | None,
+                     on_delivery: Callable[[Any, Any], None]) -> None:
+        kw: dict[str, Any] = {"partition": partition, "on_delivery": on_delivery,
+                              "headers": headers}
+        if timestamp is not None:
+            kw["timestamp"] = timestamp
+        self._retry(value, kw)
         self.count += 1
 
     def flush(self) -> None:
         """Return once the broker holds every message written so far (waits out outages)."""
+        if not len(self._producer):  # nothing queued or in flight (a new producer's flush
+            return                   # would wait ~0.5 s for its id)
         while True:
             left = self._producer.flush(1.0)
             if self.watch.fatal:

@@ -314,7 +314,10 @@ class ProgressLog:
     def write_snapshot(self, seq: int, positions: Mapping[int, int],
                        outputs: Mapping[str, Any], stage: Any, merge: PartitionMerge,
                        finished: bool, stats: Mapping[str, Any], identity: Mapping[str, Any],
-                       before_commit: Callable[[], None] | None = None) -> None:
+                       before_commit: Callable[[], None] | None = None,
+                       wait: bool = True) -> None:
+        """Write a snapshot; ``wait``: return once the broker has it (else call
+        :meth:`wait` before anything that must come after it)."""
         payload = pickle.dumps((stage, merge), protocol=pickle.HIGHEST_PROTOCOL)
         first = self.next_offset
         parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
@@ -330,8 +333,13 @@ class ProgressLog:
         if self.secret is not None:
             meta["hmac"] = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
         offset = self._send(json.dumps(meta, default=str).encode(), "commit")
-        self._flush()
+        if wait:
+            self._flush()
         self.last_commit = offset
+
+    def wait(self) -> None:
+        """Return once the broker has everything written to the log."""
+        self._flush()
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self, start: int, end: int) -> list[Any]:
@@ -524,6 +532,7 @@ class ExactlyOnceRun:
         self.finished = False
         self._empty_since: dict[int, float] = {}
         self._crash = _CrashHook(os.environ.get(CRASH_ENV))
+        self._unconfirmed = False  # a checkpoint written but not yet acknowledged
 
     def identity(self) -> dict[str, Any]:
         ident = dict(self.stage.identity())
@@ -541,7 +550,9 @@ class ExactlyOnceRun:
             self.merge.frontier = dict(self.source.positions)
             for sink in self.sinks.values():
                 sink.start()
-            self._snapshot(finished=False)  # a crash before the first checkpoint resumes here
+            # a crash before the first checkpoint resumes here; the first outputs wait for it
+            # (the producer's id takes ~0.5 s, which the first batch's work then hides)
+            self._snapshot(finished=False, wait=False)
             return []
         self.resumed_from = snap.seq
         self.seq = snap.seq
@@ -575,6 +586,9 @@ class ExactlyOnceRun:
 
     # -- emitting ---------------------------------------------------------------------------
     def _emit(self, out: Mapping[str, Sequence[Any]]) -> None:
+        if self._unconfirmed:  # the first checkpoint must be durable before any output
+            self.progress.wait()
+            self._unconfirmed = False
         for dest, blocks in out.items():
             sink = self.sinks.get(dest)
             if sink is not None:
@@ -585,14 +599,16 @@ class ExactlyOnceRun:
         for sink in self.sinks.values():
             sink.flush()
 
-    def _snapshot(self, finished: bool) -> None:
+    def _snapshot(self, finished: bool, wait: bool = True) -> None:
         self._flush()
         assert self.merge is not None
         self.seq += 1
         self.progress.write_snapshot(
             self.seq, self.merge.frontier, {d: s.position() for d, s in self.sinks.items()},
             self.stage, self.merge, finished, self.stage.stats().to_dict(), self.identity(),
-            before_commit=lambda: self._crash("snapshot"))
+            before_commit=(lambda: self._crash("snapshot")) if self._crash.point == "snapshot"
+            else None, wait=wait)
+        self._unconfirmed = not wait
         self._crash("checkpoint")
         if self.source._consumer is not None:
             self.source.commit(self.merge.frontier)
