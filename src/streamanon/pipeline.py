@@ -246,7 +246,7 @@ def message_chunk(values: Sequence[bytes], codes: np.ndarray, max_bytes: int,
 
     >>> ch = message_chunk([b"1,a,x", b"", b"2,b,y"], np.arange(3), 100)
     >>> ch.data, [(r.line, r.reason) for r in ch.rejected]
-    (b'1,a,x\\n\\n2,b,y', [(1, 'empty message')])
+    ('1,a,x\\n\\n2,b,y', [(1, 'empty message')])
     """
     from streamanon.io.kafka import check_messages
 

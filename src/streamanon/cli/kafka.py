@@ -188,6 +188,7 @@ def broker_command(
     finally:
         signal.signal(signal.SIGTERM, old)
         code = broker.proc.returncode if broker.proc is not None else None
+        broker.stop(kill=storage == "memory")  # memory: nothing to keep, no 5 s clean stop
         broker.close()
     if code is not None:
         fail(f"the broker exited with status {code} (see {workdir / 'broker.log'})")

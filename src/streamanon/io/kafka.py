@@ -1,6 +1,6 @@
 """``kafka://`` endpoints: a source of raw messages and a sink of text messages.
 
-The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_run` now):
+The clients :mod:`streamanon.pipeline` drives (its Kafka source and sink wrap these):
 
 * :func:`parse_kafka_url` — ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC`` to ``(bootstrap,
   topic)``.
@@ -16,11 +16,11 @@ The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_r
 * :func:`check_messages` — the message-level rules (empty, oversized, not UTF-8, more than one
   line) that turn a message into a reject naming its partition and offset before the readers'
   line rules (:mod:`streamanon.io.readers`, :mod:`streamanon.io.rows`) see the text.
-* :class:`KafkaSink` — ``write(partition, values, in_partitions, in_offsets)`` produces one
-  text message per output record (the same text as the file writers: a CSV row without header,
-  or a JSON object) with the headers ``streamanon-in-partition`` and ``streamanon-in-offset``
-  naming the input record it stands for; :meth:`~KafkaSink.flush` waits until the broker has
-  every message (retrying, with backoff, while the broker is gone).
+* :class:`KafkaSink` — ``write(partition, values, headers)`` produces text messages to one
+  partition in order (the pipeline's sink adds a header ``streamanon-in: PARTITION@OFFSET``
+  naming the input record each stands for, and checks where each batch lands);
+  :meth:`~KafkaSink.flush` waits until the broker has every message (retrying, with backoff,
+  while the broker is gone).
 * :class:`StopFlag` — SIGTERM/SIGINT set a flag; the pipeline finishes its batch, writes its
   checkpoint and exits 0.
 * :func:`end_offsets` — the true end of partitions (see below).
@@ -28,8 +28,9 @@ The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_r
 Broker outages: librdkafka reconnects by itself with exponential backoff
 (``reconnect.backoff.ms`` 100 ms doubling to 5 s); messages never time out
 (``message.timeout.ms = 0``), so a produce waits for the broker instead of failing, and
-:class:`BrokerWatch` prints one line on stderr when the broker goes away, repeats it with the
-time waited (at growing intervals), and one when it is back.
+:class:`BrokerWatch` prints one line on stderr when a client stalls (a flush or a due read
+without progress for a second), repeats it with the time waited (at growing intervals), and
+one when the broker answers again.
 
 End offsets: ListOffsets(latest) is wrong on Tansu (see :mod:`streamanon.io.kafka_broker`), the
 high watermark of a Fetch response is right on every broker, so :func:`end_offsets` assigns

@@ -46,7 +46,7 @@ the latest snapshot is found by reading the last message of the log, whatever it
 snapshot's offset (what the killed run produced after its last checkpoint: a prefix of what it
 would have produced, by A2's per-partition order). Re-run the input from the snapshot's
 frontier with the snapshot's state. The j-th output for a partition after the snapshot is
-compared with the j-th message found there (value and input-partition/offset headers): equal
+compared with the j-th message found there (value and input-position header): equal
 -> not produced again; different -> the run stops (A1 or A2 is broken); past the found
 messages -> produced. Suppressed records produce no message, so stretches of suppression need
 no marker: the replay simply re-decides them. Rejects go to their own topic by the same rule.
@@ -57,12 +57,23 @@ skipped, the rest produced once (A2: nobody else adds messages), so each partiti
 to the uninterrupted run's, message for message. The accounting is part of the state, and the
 replay recomputes it from the same records, so it is the uninterrupted run's.
 
+*Checked, not assumed.* A1: the outputs do not depend on where batches are cut (tested), and a
+restart whose parameters differ from the checkpoint's (:meth:`ExactlyOnceRun.identity`) is
+refused. A2 and A3: in the run, the delivery report of each batch's last message must show
+the offset the run's count predicts (:class:`streamanon.pipeline.KafkaTopicSink`); at a
+restart, an output shorter than its checkpoint is refused, and a message the replay would not
+write stops the run. The first checkpoint of a fresh run is confirmed before its first output.
+
 *Cost.* A checkpoint waits for outstanding acknowledgements (pipelining stops for one round
 trip) and pickles the state; a restart re-reads at most ``checkpoint_every`` seconds of input
 and output. Kafka transactions would let consumers with ``read_committed`` skip the messages
 of a crashed run's last interval before the restart re-confirms them; the broker here accepts
-transactions but does not hide aborted messages, so they are not used (``--transactions`` is
-left for brokers that honour them).
+transactions but does not hide aborted messages, so a transactional mode could not be shown
+to work and none is offered.
+
+*Files.* Outputs need not be topics: a sink only has to say where it stands
+(:class:`ResumableSink`); a file output (:class:`streamanon.pipeline.JournalFileSink`) records
+its length and is cut back to it on a restart.
 
 >>> m = PartitionMerge([0, 1])
 >>> m.add(0, np.array([0, 1]), np.array([10, 30]), [b"a", b"c"])
