@@ -1005,6 +1005,7 @@ class KafkaOptions:
     stop: Any = None
     log: Callable[[str], None] | None = None
     after_batch: Callable[[int], None] | None = None
+    on_batch: Callable[[int], None] | None = None  # messages per batch (progress displays)
 
     def say(self, text: str) -> None:
         (self.log or (lambda s: print(f"streamanon kafka: {s}", file=sys.stderr)))(text)
@@ -1124,7 +1125,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     runner = ExactlyOnceRun(source, sinks, progress, make_stage,
                             checkpoint_every=options.checkpoint_every, stop=stop,
                             identity=identity, after_batch=options.after_batch,
-                            log=options.say)
+                            log=options.say, on_batch=options.on_batch)
     try:
         delivery = runner.run()
     finally:

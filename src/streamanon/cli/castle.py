@@ -47,6 +47,7 @@ from streamanon.cli.kafka import (
     from_option,
     group_option,
     is_kafka,
+    kafka_progress,
     kafka_run,
     max_message_option,
     options,
@@ -182,11 +183,12 @@ def castle_command(
     if is_kafka(source):
         with writing([rules_path]) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
-            with kafka_run(until_end) as stop:
+            with kafka_run(until_end) as stop, kafka_progress(source) as tick:
                 stats = run_castle(source, output, operator, in_format=in_format,
                                    out_format=out_format, on_error=on_error,
                                    rejects_path=rejects, suppressed_path=suppressed,
-                                   columns=cols, kafka=options(**kafka_args, stop=stop))
+                                   columns=cols, kafka=options(**kafka_args, stop=stop,
+                                                on_batch=tick))
                 summary: dict[str, Any] = stats.to_dict()
                 summary["outputs"] = [str(t) for t in (output, suppressed, rejects)
                                       if t is not None]

@@ -74,14 +74,36 @@ def default_rejects(output: str) -> str:
 
 
 def options(*, group: str | None, start: str, until_end: bool, checkpoint_every: float,
-            max_message_bytes: int, batch_size: int, stop: Any = None) -> Any:
+            max_message_bytes: int, batch_size: int, stop: Any = None,
+            on_batch: Any = None) -> Any:
     from streamanon.pipeline import KafkaOptions
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: use committed or earliest")
     return KafkaOptions(group=group, start=start, until_end=until_end,
                         checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                        fetch_batch=batch_size, stop=stop)
+                        fetch_batch=batch_size, stop=stop, on_batch=on_batch)
+
+
+@contextmanager
+def kafka_progress(source: str) -> Iterator[Any]:
+    """On a terminal, a status line counting the messages taken from ``source`` (updated a
+    few times a second); nothing otherwise. Yields the callback for ``on_batch``."""
+    from streamanon.cli.common import err_console
+
+    if not err_console.is_terminal:
+        yield None
+        return
+    count, shown = [0], [0.0]
+    with err_console.status(f"{source}: waiting for messages") as line:
+        def tick(n: int) -> None:
+            count[0] += n
+            now = time.monotonic()
+            if now - shown[0] >= 0.25:
+                shown[0] = now
+                line.update(f"{source}: {count[0]:,} messages (Ctrl-C stops after a "
+                            "checkpoint)")
+        yield tick
 
 
 @contextmanager

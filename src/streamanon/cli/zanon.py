@@ -37,6 +37,7 @@ from streamanon.cli.kafka import (
     from_option,
     group_option,
     is_kafka,
+    kafka_progress,
     kafka_run,
     max_message_option,
     options,
@@ -128,11 +129,12 @@ def z_command(
     if is_kafka(source):
         with writing([], skip_hint=False) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
-            with kafka_run(until_end) as stop:
+            with kafka_run(until_end) as stop, kafka_progress(source) as tick:
                 stats = run_z(source, output, operator, in_format=in_format,
                               out_format=out_format, on_error=on_error, rejects_path=rejects,
                               time_tolerance=time_tolerance,
-                              kafka=options(**kafka_args, stop=stop))
+                              kafka=options(**kafka_args, stop=stop,
+                                                on_batch=tick))
                 summary: dict[str, Any] = stats.to_dict()
                 summary["outputs"] = [str(t) for t in (output, rejects) if t is not None]
                 z_warnings(z, delta_t, summary)

@@ -518,7 +518,8 @@ class ExactlyOnceRun:
     killed run's outputs, so it is refused. Output partition of a record = its input
     partition modulo the output's partition count (done by the sinks). ``after_batch``
     (tests) is called with the batch number after each batch's outputs were handed to the
-    sinks. ``run`` returns the delivery facts; the accounting is ``self.stage.stats()``.
+    sinks; ``on_batch`` (progress displays) with the number of messages of each batch. ``run``
+    returns the delivery facts; the accounting is ``self.stage.stats()``.
     """
 
     def __init__(self, source: KafkaSource, sinks: Mapping[str, ResumableSink],
@@ -526,8 +527,10 @@ class ExactlyOnceRun:
                  checkpoint_every: float = 5.0, idle_ms: float = 500.0,
                  stop: StopFlag | None = None, identity: Mapping[str, Any] | None = None,
                  after_batch: Callable[[int], None] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 on_batch: Callable[[int], None] | None = None) -> None:
         self.source, self.sinks, self.progress = source, dict(sinks), progress
+        self.on_batch = on_batch
         self.make_stage = make_stage
         self.checkpoint_every = checkpoint_every
         self.idle_ms = idle_ms
@@ -665,6 +668,8 @@ class ExactlyOnceRun:
                 self._emit(out)
                 self.batches += 1
                 self.finished = False
+                if self.on_batch is not None:
+                    self.on_batch(len(batch))
                 self._crash("produce")
                 self._crash("batch", self._flush)
                 if self.after_batch is not None:
