@@ -6,7 +6,8 @@ or was stopped by Ctrl-C or SIGTERM in live mode (stopping is how a live pipelin
 checkpoint is written first, so the next run continues there); 130 or 143 when a signal
 stopped an ``--until-end`` run before the end (checkpointed too: a rerun continues); 2 for
 an endpoint that cannot be used, a checkpoint of other parameters, or a bad message under
-``--on-error fail``.
+``--on-error fail``. A second signal stops at once (128 + signal), without the checkpoint:
+like a kill, the next run resumes from the last one.
 """
 
 from __future__ import annotations

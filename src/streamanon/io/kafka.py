@@ -41,6 +41,7 @@ partition EOF, whose offset is the fetch's high watermark.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -592,7 +593,11 @@ class KafkaSink:
 
 
 class StopFlag:
-    """SIGTERM and SIGINT ask the pipeline to stop after its current batch.
+    """SIGTERM and SIGINT ask the pipeline to stop after its current batch (and checkpoint).
+
+    A second signal stops the process at once (exit 128 + signal): the stop may be waiting for
+    a broker that is gone, and an exactly-once run can always be killed, the next run resumes
+    from the last checkpoint.
 
     >>> flag = StopFlag(install=False); flag.set(15); bool(flag)
     True
@@ -603,7 +608,14 @@ class StopFlag:
         self._old: dict[int, Any] = {}
         if install:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                self._old[sig] = signal.signal(sig, lambda s, f: self.set(s))
+                self._old[sig] = signal.signal(sig, lambda s, f: self._handle(s))
+
+    def _handle(self, sig: int) -> None:
+        if self.signal is not None:
+            print("streamanon: stopping now, without a checkpoint; the next run resumes from "
+                  "the last one", file=sys.stderr, flush=True)
+            os._exit(128 + sig)
+        self.set(sig)
 
     def set(self, sig: int) -> None:
         self.signal = sig
