@@ -1011,17 +1011,20 @@ class KafkaOptions:
         (self.log or (lambda s: print(f"streamanon kafka: {s}", file=sys.stderr)))(text)
 
 
-def default_group(command: str, output: str | Path) -> str:
+def default_group(command: str, output: str | Path, source_topic: str = "") -> str:
     """``streamanon-COMMAND-NAME``: NAME is the output topic, or the output file's name and a
-    hash of its absolute path (a Kafka group and topic name: letters, digits, ``._-``).
+    hash of its absolute path, or for standard output the input topic and ``stdout`` (a Kafka
+    group and topic name: letters, digits, ``._-``).
 
     >>> default_group("z", "kafka://127.0.0.1:9092/published")
     'streamanon-z-published'
+    >>> default_group("z", "-", "readings")
+    'streamanon-z-readings-stdout'
     """
     if is_kafka(output):
         name = str(output).rsplit("/", 1)[1]
     elif str(output) == "-":
-        name = "stdout"
+        name = f"{source_topic}-stdout" if source_topic else "stdout"
     else:
         path = Path(output).resolve()
         digest = hashlib.sha256(str(path).encode()).hexdigest()[:10]
@@ -1110,7 +1113,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
         raise EndpointError(f"{source_url}: no such topic (create it, or check the name)")
     positions = MessagePositions(source_url)
     out_target = outputs[PUBLISHED][0]
-    group = options.group or default_group(command, out_target)
+    group = options.group or default_group(command, out_target, topic)
     progress_url = f"kafka://{bootstrap}/{group}.progress"
     ensure_topic(progress_url, 1, config, options.say)
     # one watch reports outages for every client of the run; producers first: an idempotent
@@ -1124,8 +1127,9 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     stop = options.stop if options.stop is not None else StopFlag(install=False)
     runner = ExactlyOnceRun(source, sinks, progress, make_stage,
                             checkpoint_every=options.checkpoint_every, stop=stop,
-                            identity=identity, after_batch=options.after_batch,
-                            log=options.say, on_batch=options.on_batch)
+                            identity={"input": topic, **(identity or {})},
+                            after_batch=options.after_batch, log=options.say,
+                            on_batch=options.on_batch)
     try:
         delivery = runner.run()
     finally:
