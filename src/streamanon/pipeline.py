@@ -1006,6 +1006,7 @@ class KafkaOptions:
     log: Callable[[str], None] | None = None
     after_batch: Callable[[int], None] | None = None
     on_batch: Callable[[int], None] | None = None  # messages per batch (progress displays)
+    identity: dict[str, Any] = field(default_factory=dict)  # more that must not change
 
     def say(self, text: str) -> None:
         (self.log or (lambda s: print(f"streamanon kafka: {s}", file=sys.stderr)))(text)
@@ -1127,7 +1128,8 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     stop = options.stop if options.stop is not None else StopFlag(install=False)
     runner = ExactlyOnceRun(source, sinks, progress, make_stage,
                             checkpoint_every=options.checkpoint_every, stop=stop,
-                            identity={"input": topic, **(identity or {})},
+                            identity={"input": topic, **options.identity,
+                                      **(identity or {})},
                             after_batch=options.after_batch, log=options.say,
                             on_batch=options.on_batch)
     try:

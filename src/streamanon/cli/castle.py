@@ -181,6 +181,9 @@ def castle_command(
                       checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
                       batch_size=batch_size)
     if is_kafka(source):
+        import hashlib
+
+        rules_digest = hashlib.sha256(rules_path.read_bytes()).hexdigest()
         with writing([rules_path]) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
             with kafka_run(until_end) as stop, kafka_progress(source) as tick:
@@ -188,7 +191,8 @@ def castle_command(
                                    out_format=out_format, on_error=on_error,
                                    rejects_path=rejects, suppressed_path=suppressed,
                                    columns=cols, kafka=options(**kafka_args, stop=stop,
-                                                on_batch=tick))
+                                                on_batch=tick,
+                                                identity={"rules_sha256": rules_digest}))
                 summary: dict[str, Any] = stats.to_dict()
                 summary["outputs"] = [str(t) for t in (output, suppressed, rejects)
                                       if t is not None]

@@ -76,14 +76,15 @@ def default_rejects(output: str) -> str:
 
 def options(*, group: str | None, start: str, until_end: bool, checkpoint_every: float,
             max_message_bytes: int, batch_size: int, stop: Any = None,
-            on_batch: Any = None) -> Any:
+            on_batch: Any = None, identity: dict[str, Any] | None = None) -> Any:
     from streamanon.pipeline import KafkaOptions
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: use committed or earliest")
     return KafkaOptions(group=group, start=start, until_end=until_end,
                         checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                        fetch_batch=batch_size, stop=stop, on_batch=on_batch)
+                        fetch_batch=batch_size, stop=stop, on_batch=on_batch,
+                        identity=dict(identity or {}))
 
 
 @contextmanager
