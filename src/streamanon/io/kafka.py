@@ -308,7 +308,7 @@ class KafkaSource:
             "group.id": self.group, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
-            "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
+            "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
             "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
             "queued.min.messages": 200_000, "queued.max.messages.kbytes": 256 << 10,
         })
