@@ -304,13 +304,15 @@ class KafkaSource:
 
         self.partitions = partitions_of(self.bootstrap, self.topic, self.config)
         self._consumer = Consumer({
-            **client_config(self.bootstrap, self.watch, self.config),
-            "group.id": self.group, "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-            "enable.partition.eof": False,
+            # tuning defaults first: the user's settings (``config``) win
             "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
             "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
             "queued.min.messages": 200_000, "queued.max.messages.kbytes": 256 << 10,
+            **client_config(self.bootstrap, self.watch, self.config),
+            # what the pipeline's correctness relies on: not overridable
+            "group.id": self.group, "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
         })
         if not self.positions:
             self.positions = {p: 0 for p in self.partitions}
@@ -506,11 +508,11 @@ class KafkaSink:
         self.partitions = partitions_of(bootstrap, topic, config)
         self.count = 0
         self._producer = Producer({
-            **client_config(bootstrap, self.watch, config),
-            "enable.idempotence": True, "message.timeout.ms": 0,
             "linger.ms": 5, "batch.size": 1 << 20, "batch.num.messages": 100_000,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 1 << 20, "message.max.bytes": 32 << 20,
+            **client_config(bootstrap, self.watch, config),  # the user's settings win...
+            "enable.idempotence": True, "message.timeout.ms": 0,  # ...but not over these
         })
 
     def write(self, partition: int, values: Sequence[bytes],
