@@ -3,20 +3,57 @@
 >>> from streamanon import ZAnonymizer, Record
 >>> ZAnonymizer(z=1, delta_t=60).process(Record(0.0, "alice", "x")).a
 'x'
+
+The pipeline (read -> operator -> write, for files, stdin and ``kafka://``) loads lazily
+(PEP 562), so importing an operator does not load the readers and writers:
+
+>>> from streamanon import run_z, KafkaOptions
+>>> run_z.__module__
+'streamanon.pipeline'
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.records import Record, Rejected, RunStats, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
+if TYPE_CHECKING:
+    from streamanon.pipeline import KafkaOptions, run_castle, run_z
+
+_LAZY = {
+    "KafkaOptions": "streamanon.pipeline",
+    "run_castle": "streamanon.pipeline",
+    "run_z": "streamanon.pipeline",
+}
+
 __all__ = [
     "AdaptiveZAnonymizer",
     "CastleAnonymizer",
+    "KafkaOptions",
     "Record",
     "Rejected",
     "RuleSet",
     "RunStats",
     "Suppressed",
     "ZAnonymizer",
+    "run_castle",
+    "run_z",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
