@@ -73,6 +73,8 @@ class RowReader:
         max_value_len: int = DEFAULT_MAX_VALUE_LEN,
         source_name: str | None = None,
         progress: Callable[[int], None] | None = None,
+        columns: Iterable[str] | None = None,
+        repeated_header: bool = False,
     ) -> None:
         path = source if isinstance(source, str | Path) else None
         self.fmt = detect_format(path, fmt)
@@ -91,6 +93,12 @@ class RowReader:
         self._pending = 0
         self._last: tuple[int, str] = (0, "")
         self._num_get: tuple[list[str], Callable[[Mapping[str, Any]], Any]] | None = None
+        # the CSV header: given (``columns``, e.g. for messages that carry none) or found first
+        self._header: list[str] | None = list(columns) if columns else None
+        if self._header is not None:
+            self.columns = list(self._header)
+        self.repeated_header = repeated_header
+        self.headers_skipped = 0
 
     # -- policy ------------------------------------------------------------------------------
     def refuse(self, line: int, text: str, reason: str) -> None:
@@ -119,12 +127,33 @@ class RowReader:
     def __iter__(self) -> Iterator[Row]:
         if isinstance(self.source, str | Path):
             if str(self.source) == "-":
-                yield from self._iter(self._text_of_binary(sys.stdin.buffer))
+                yield from self._iter(self._lines(self._text_of_binary(sys.stdin.buffer)))
             else:
                 with open(self.source, "rb") as raw:
-                    yield from self._iter(self._text_of_binary(raw))
+                    yield from self._iter(self._lines(self._text_of_binary(raw)))
         else:
-            yield from self._iter(self.source)
+            yield from self._iter(self._lines(self.source))
+        if self.progress is not None and self._pending:
+            self.progress(self._pending)
+            self._pending = 0
+        self.check_header_seen()
+
+    def parse_lines(self, lines: Iterable[tuple[int, str | None]]) -> Iterator[Row]:
+        """Rows of ``(line number, text)`` pairs, continuing the stream of earlier calls.
+
+        The same rules and policy as iterating over a file (the CSV header found or given is
+        kept between calls), for sources that deliver lines themselves: chunks of a file,
+        Kafka messages. ``text`` is a line without its end (surrogate escapes for undecodable
+        bytes), or ``None`` for a line longer than :data:`MAX_LINE_CHARS`.
+        """
+        return self._iter(
+            (n, None if t is not None and len(t) > MAX_LINE_CHARS else t) for n, t in lines)
+
+    def check_header_seen(self) -> None:
+        """At the end of the input: a CSV source without a header is unreadable."""
+        if self.fmt == "csv" and self._header is None and self.required:
+            raise UnreadableInputError(Rejected(1, "", "empty input: expected a CSV header"),
+                                       self.name)
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
@@ -155,8 +184,8 @@ class RowReader:
                     self._pending = 0
             yield line_no, text.rstrip("\r\n") if text.endswith("\n") else text.rstrip("\r")
 
-    def _iter(self, fh: TextIO) -> Iterator[Row]:
-        lines = self._csv(fh) if self.fmt == "csv" else self._jsonl(fh)
+    def _iter(self, raw: Iterable[tuple[int, str | None]]) -> Iterator[Row]:
+        lines = self._csv(raw) if self.fmt == "csv" else self._jsonl(raw)
         for line, text, values in lines:
             self.read += 1
             if isinstance(values, str):
@@ -168,9 +197,6 @@ class RowReader:
                 continue
             self._last = (line, text)
             yield Row(values, line)
-        if self.progress is not None and self._pending:
-            self.progress(self._pending)
-            self._pending = 0
 
     @staticmethod
     def _line_problem(text: str | None) -> str | None:
@@ -181,9 +207,10 @@ class RowReader:
                     "iconv -f latin1 -t utf-8")
         return None
 
-    def _csv(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-        header: list[str] | None = None
-        for line, text in self._lines(fh):
+    def _csv(self, raw: Iterable[tuple[int, str | None]]
+             ) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+        header = self._header
+        for line, text in raw:
             problem = self._line_problem(text)
             if text is not None and not text.strip():
                 continue
@@ -207,6 +234,7 @@ class RowReader:
                         line, shown, f"CSV header lacks column(s) {', '.join(missing)}{hint}"),
                         self.name)
                 self.columns = header
+                self._header = header
                 continue
             if problem is not None:
                 yield line, shown, problem
@@ -215,18 +243,19 @@ class RowReader:
             if isinstance(fields, str):
                 yield line, shown, fields
                 continue
+            if self.repeated_header and [f.strip() for f in fields] == header:
+                self.headers_skipped += 1  # a producer's header again (one per partition)
+                continue
             if len(fields) != len(header):
                 yield line, shown, (f"expected {len(header)} comma-separated fields, "
                                     f"got {len(fields)}")
                 continue
             yield line, shown, {h: (v if v.strip() else None)
                                 for h, v in zip(header, fields, strict=True)}
-        if header is None and self.required:
-            raise UnreadableInputError(Rejected(1, "", "empty input: expected a CSV header"),
-                                       self.name)
 
-    def _jsonl(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-        for line, text in self._lines(fh):
+    def _jsonl(self, raw: Iterable[tuple[int, str | None]]
+               ) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+        for line, text in raw:
             problem = self._line_problem(text)
             if text is not None and not text.strip():
                 continue

@@ -22,6 +22,7 @@ t,u,a
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -111,14 +112,35 @@ class RecordWriter(TextSink):
         """Write rows ``idx`` of ``batch`` with values ``a_names[a_codes]`` (batch fast path)."""
         if self.fmt == "csv" and batch.arrow is not None:
             self.count += len(idx)
-            own = a_names is batch.codes()[3]  # values not generalized: reuse Arrow's strings
-            self._fh.write(take_published(batch.arrow, idx, a_codes,
-                                          None if own else list(a_names)))
+            self._fh.write(selected_text(batch, idx, a_codes, a_names, "csv"))
             return
         rows = idx.tolist()
         t_text, u = batch.t_text, batch.u
         self.write_columns([t_text[i] for i in rows], [u[i] for i in rows],
                            [a_names[c] for c in a_codes.tolist()])
+
+
+def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
+                  a_names: Sequence[str], fmt: str = "csv") -> str:
+    """The lines :meth:`RecordWriter.write_selected` writes (no header), each ending in a
+    newline: for sinks that take text per batch (files, Kafka messages).
+
+    >>> import io
+    >>> from streamanon.io.readers import RecordParser
+    >>> batch, _ = RecordParser(header=(0, 1, 2)).parse(1, "1,alice,x\\n2,bob,y")
+    >>> selected_text(batch, np.array([1]), np.array([0]), ["EU"], "jsonl")
+    '{"t": 2, "u": "bob", "a": "EU"}\\n'
+    """
+    if fmt == "csv" and batch.arrow is not None:
+        own = a_names is batch.codes()[3]  # values not generalized: reuse Arrow's strings
+        return take_published(batch.arrow, idx, a_codes, None if own else list(a_names))
+    buf = io.StringIO()
+    writer = RecordWriter(buf, fmt)
+    if fmt == "csv":
+        buf.seek(0)
+        buf.truncate()
+    writer.write_selected(batch, idx, a_codes, a_names)
+    return buf.getvalue()
 
 
 def _json_time(text: str) -> float | int | str:
