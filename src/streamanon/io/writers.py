@@ -4,11 +4,6 @@ Timestamps are written as the input wrote them, so an output row can be matched 
 line by anyone.
 
 >>> import io
->>> import numpy as np
-
-from streamanon.io.fastcsv import take_published
-from streamanon.io.readers import RecordBatch
-from streamanon.records import Record
 >>> buf = io.StringIO()
 >>> with RecordWriter(buf, "csv") as w:
 ...     w.write(Record(1.0, "alice", "x", "1"))
@@ -21,17 +16,19 @@ t,u,a
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TextIO
+from typing import BinaryIO, Self, TextIO
 
 import numpy as np
 
-from streamanon.io.fastcsv import take_published
+from streamanon.io.fastcsv import published_csv
 from streamanon.io.readers import RecordBatch
 from streamanon.records import Record
 
@@ -64,6 +61,28 @@ class TextSink:
         else:
             self._fh = target
         self._csv = csv.writer(self._fh, lineterminator="\n")
+
+    def _binary(self) -> BinaryIO | None:
+        """The byte stream under the text stream, when bytes written there are exactly what
+        writing their UTF-8 text would write (no newline translation, UTF-8 encoding); the
+        text written so far is flushed first. ``None`` otherwise (a ``StringIO``, say)."""
+        raw = getattr(self._fh, "buffer", None)
+        encoding = getattr(self._fh, "encoding", None)
+        if raw is None or not encoding or codecs.lookup(encoding).name != "utf-8":
+            return None
+        if not self._own and os.linesep != "\n":  # pragma: no cover - Windows consoles
+            return None
+        self._fh.flush()
+        return raw  # type: ignore[no-any-return]
+
+    def write_bytes(self, data: bytes | memoryview) -> None:
+        """Write UTF-8 encoded text as it is (the fast lanes' output), without decoding it
+        when the stream allows (:meth:`_binary`)."""
+        raw = self._binary()
+        if raw is not None:
+            raw.write(data)
+        else:
+            self._fh.write(bytes(data).decode("utf-8"))
 
     def close(self) -> None:
         if self._own:
@@ -112,8 +131,8 @@ class RecordWriter(TextSink):
         if self.fmt == "csv" and batch.arrow is not None:
             self.count += len(idx)
             own = a_names is batch.codes()[3]  # values not generalized: reuse Arrow's strings
-            self._fh.write(take_published(batch.arrow, idx, a_codes,
-                                          None if own else list(a_names)))
+            self.write_bytes(memoryview(published_csv(batch.arrow, idx, a_codes,
+                                                      None if own else list(a_names))))
             return
         rows = idx.tolist()
         t_text, u = batch.t_text, batch.u
