@@ -86,6 +86,33 @@ def _numpy(arr: pa.Array) -> np.ndarray:
                          offset=arr.offset * dtype.itemsize)
 
 
+def _pylist(arr: pa.Array) -> list[str]:
+    """The values of a string array without nulls as Python strings.
+
+    ``to_pylist`` makes an Arrow scalar per value (0.5 µs each); here the data buffer is
+    decoded once and sliced at character offsets (counted in numpy: the bytes that start a
+    UTF-8 character), some ten times faster.
+
+    >>> _pylist(_strings(["a", "été", "", "xyz"]).cast(pa.string()))
+    ['a', 'été', '', 'xyz']
+    """
+    n = len(arr)
+    if arr.null_count or arr.type != pa.string():  # pragma: no cover - callers read strings
+        return arr.to_pylist()  # type: ignore[no-any-return]
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    raw = np.frombuffer(arr.buffers()[2], dtype=np.uint8, count=hi - lo, offset=lo) if hi > lo \
+        else np.empty(0, dtype=np.uint8)
+    text = raw.tobytes().decode("utf-8")
+    if len(text) == len(raw):  # ASCII: byte offsets are character offsets
+        cuts = (offsets - lo).tolist()
+    else:
+        starts = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum((raw & 0xC0) != 0x80, out=starts[1:])
+        cuts = starts[offsets - lo].tolist()
+    return list(map(text.__getitem__, map(slice, cuts[:-1], cuts[1:])))
+
+
 def _read(data: bytes, names: list[str], convert: pacsv.ConvertOptions) -> pa.Table | None:
     """``data`` parsed as one block (so that every column is one chunk), or ``None``."""
     try:
@@ -117,8 +144,8 @@ def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns |
     if table is None or table.num_rows != data.count(b"\n") + 1:
         return None
     t_text, u, a = (table.column(x).chunk(0) for x in _NAMES)
-    if not (_clean_names(u.dictionary.to_pylist(), max_len)
-            and _clean_names(a.dictionary.to_pylist(), max_len)):
+    if not (_clean_names(_pylist(u.dictionary), max_len)
+            and _clean_names(_pylist(a.dictionary), max_len)):
         return None
     try:
         t = _numpy(call_function("cast", [t_text], _TO_FLOAT))
@@ -131,7 +158,7 @@ def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns |
 
 def codes_of(col: pa.DictionaryArray) -> tuple[np.ndarray, list[str]]:
     """Integer codes and the names they index."""
-    return _numpy(col.indices), col.dictionary.to_pylist()
+    return _numpy(col.indices), _pylist(col.dictionary)
 
 
 def _indices(values: np.ndarray) -> pa.Array:
@@ -216,6 +243,5 @@ def parse_clean_rows(data: bytes, header: list[str], numeric: set[str], max_len:
                 return None
             numbers[name] = x.tolist()
         else:
-            texts[name] = (chunk.dictionary.to_pylist(),
-                           _numpy(chunk.indices).tolist())
+            texts[name] = (_pylist(chunk.dictionary), _numpy(chunk.indices).tolist())
     return RowColumns(len(starts), numbers, texts, starts)
