@@ -289,9 +289,8 @@ class ClusterSet:
             return None
         types = set(map(type, raw))
         if types == _FLOAT:  # as the row readers give them: no conversion needed
-            x = np.array(raw, dtype=np.float64)
-            if math.isfinite(x.sum()) or np.isfinite(x).all():
-                return x
+            if math.isfinite(sum(raw)) or all(map(math.isfinite, raw)):
+                return np.array(raw)
             return None
         if types <= _INT_FLOAT:
             floats = list(map(float, raw))
@@ -336,8 +335,10 @@ class ClusterSet:
         for j, g in enumerate(self.num):
             g.observe(float(x[j]))
         self._refresh_inv()
-        self._packed = None
-        self._stale = True
+        if self._packed is not None:  # the kernel's copy of the weights and domains, in place
+            d = len(self.num)
+            self._fl[HEAD:HEAD + 2 * d] = self._inv
+            self._fl[HEAD + 2 * d:HEAD + 4 * d] = self._dom.ravel()
 
     def _refresh_inv(self) -> None:
         self._inv_version += 1
@@ -406,8 +407,6 @@ class ClusterSet:
                      self._picks)
         if idx == OUTSIDE:
             self._widen(x)
-            self._pack((beta, eps, *[g.loss_version for g in self.hier]), beta, eps)
-            self._stale = False
             if plug:
                 other_cur, other_new, okey = self._other_parts(item)
                 self._work[2, :n] = other_cur
@@ -443,7 +442,7 @@ class ClusterSet:
             offs.append(off)
             sizes.append(n)
             off += n * n
-        head = [float(beta), float(eps), 1.0 if self.other else 0.0]
+        head = [float(beta), float(eps), 1.0 if self.other else 0.0]  # HEAD values
         self._beta, self._eps = beta, eps
         self._fl = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
         self._it = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
@@ -708,6 +707,7 @@ _FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
 _GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
+HEAD = 3  # values before the weights in the kernel's ``fl`` (as there; numba is imported late)
 
 
 _KERNEL: list[Any] = []

@@ -467,6 +467,8 @@ class RowWriter(TextSink):
     def __init__(self, target: str | Path | TextIO, fmt: str, columns: list[str]) -> None:
         super().__init__(target, fmt)
         self.columns = list(columns)
+        self._commas = len(self.columns) - 1
+        self._quoted: dict[str, str] = {}  # recent fields with a comma, as the csv module quotes
         if fmt == "csv":
             self._csv.writerow(self.columns)
 
@@ -477,9 +479,36 @@ class RowWriter(TextSink):
             return
         row = list(map(values.get, self.columns))
         if set(map(type, row)) <= _TEXT_OR_NONE:  # written as they are (None as empty)
+            if self._commas and self._write_plain(row):
+                return
             self._csv.writerow(row)
         else:
             self._csv.writerow(list(map(_cell, row)))
+
+    def _write_plain(self, row: list[str | None]) -> bool:
+        """Write a row of text (and None) of at least two fields as the csv module would, when
+        no field holds a quote or a line break (True); else leave it to the module (False).
+
+        Then the module's minimal quoting is simple: a field with a comma is quoted, the others
+        are written as they are (None as empty).
+        """
+        try:
+            line = ",".join(row)  # type: ignore[arg-type]
+        except TypeError:
+            row = ["" if v is None else v for v in row]
+            line = ",".join(row)  # type: ignore[arg-type]
+        if '"' in line or "\n" in line or "\r" in line:
+            return False
+        if line.count(",") != self._commas:  # some field has a comma: quote those fields
+            quoted = self._quoted
+            if len(quoted) > 4096:
+                quoted.clear()
+            for v in row:
+                if "," in v and v not in quoted:  # type: ignore[operator]
+                    quoted[v] = f'"{v}"'  # type: ignore[index]
+            line = ",".join(map(quoted.get, row, row))  # type: ignore[arg-type]
+        self._fh.write(line + "\n")
+        return True
 
 
 _TEXT_OR_NONE = {str, type(None)}
