@@ -187,6 +187,12 @@ class ClusterSet:
         self._all = [(r.name, r.generalizer, k)
                      for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
         self._slow = [(name, g, k) for name, g, k in self._all if k != "num"]
+        # hierarchies whose observation changes nothing (GLM) and no plug-ins: a known value
+        # is its node index at once (parse and observe in one dictionary lookup)
+        self._known: list[tuple[str, Mapping[str, int]]] | None = [
+            (name, g.tree.node_indices()) for name, g, _ in self._slow
+        ] if self._slow and all(type(g) is HierarchyGeneralizer and g.metric is _GLM
+                                for _, g, _ in self._slow) else None
         self._id_field = rules.id_field
         self._sens_names = list(rules.sensitive)
         d = len(self.num)
@@ -245,7 +251,17 @@ class ClusterSet:
         num = self._fast_numbers(values)
         hier_raw: list[Any] = []
         other_raw: list[Any] = []
-        for name, g, kind in self._slow if num is not None else self._all:
+        cat = _NO_CAT
+        if num is not None and self._known is not None:
+            cat = []
+            for name, nodes in self._known:
+                raw = values.get(name)
+                node = nodes.get(raw) if type(raw) is str else None
+                if node is None or not raw.strip():  # unknown, blank or not text: said below
+                    cat = _NO_CAT
+                    break
+                cat.append(node)
+        for name, g, kind in () if cat else self._slow if num is not None else self._all:
             raw = values.get(name)
             if (not raw.strip()) if type(raw) is str else _missing(raw):
                 raise MissingFieldError(name)
@@ -272,8 +288,7 @@ class ClusterSet:
         if t is None and need_time and rules.time_field is not None:
             raw_t = values.get(rules.time_field)
             t = _parse_time(raw_t, rules.time_field)
-        item = Item(row, pos, cpid, num, _NO_CAT, (), tuple(sens),
-                    t if t is not None else math.nan)
+        item = Item(row, pos, cpid, num, cat, (), tuple(sens), t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
     def _fast_numbers(self, values: Mapping[str, Any]) -> np.ndarray | None:
@@ -578,7 +593,7 @@ class ClusterSet:
         pid = item.pid
         ids = c.ids
         ids[pid] = ids.get(pid, 0) + 1
-        for cs, v in zip(c.sens, item.sens, strict=True):
+        for cs, v in zip(c.sens, item.sens, strict=False):  # as long: one per attribute
             cs[v] = cs.get(v, 0) + 1
         if not grown:
             self._other_key = None
