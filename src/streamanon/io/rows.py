@@ -99,7 +99,10 @@ class RowReader:
         self.name = source_name or ("stdin" if str(source) == "-" else str(path or "input"))
         self.on_error = OnError(on_error)
         self.rejects = rejects
-        self.numeric = set(numeric)
+        # checked in the order given, so that a row with several bad numbers is refused with
+        # the same message in every run (a set's order changes with the hash seed)
+        self._numeric = list(dict.fromkeys(numeric))
+        self.numeric = set(self._numeric)
         self.required = list(required)
         self.max_len = max_value_len
         self.columns: list[str] = []
@@ -404,7 +407,7 @@ class RowReader:
                 return f"field {c} is not a finite number"
             elif isinstance(v, list | dict) and len(json.dumps(v)) > self.max_len:
                 return f"field {c} is longer than {self.max_len} characters"
-        for c in self.numeric:
+        for c in self._numeric:
             v = values.get(c)
             if v is None or (isinstance(v, int | float) and not isinstance(v, bool)):
                 if isinstance(v, int | float):
