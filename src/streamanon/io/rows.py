@@ -481,25 +481,28 @@ class RowWriter(TextSink):
             self._fh.write(json.dumps(dict(values), default=str) + "\n")
             return
         row = list(map(values.get, self.columns))
-        if set(map(type, row)) <= _TEXT_OR_NONE:  # written as they are (None as empty)
-            if self._commas and self._write_plain(row):
+        if self._commas:  # two fields or more (the csv module quotes a lone empty field)
+            try:
+                line = ",".join(row)
+            except TypeError:  # None (written as empty) or a value that is not text
+                text = ["" if v is None else v for v in row]
+                line = ",".join(text) if set(map(type, text)) == _TEXT else None
+                row = text
+            if line is not None and self._write_plain(row, line):
                 return
+        if set(map(type, row)) <= _TEXT_OR_NONE:  # written as they are (None as empty)
             self._csv.writerow(row)
         else:
             self._csv.writerow(list(map(_cell, row)))
 
-    def _write_plain(self, row: list[str | None]) -> bool:
-        """Write a row of text (and None) of at least two fields as the csv module would, when
-        no field holds a quote or a line break (True); else leave it to the module (False).
+    def _write_plain(self, row: list[str], line: str) -> bool:
+        """Write a row of text of at least two fields (``line``: joined by commas) as the csv
+        module would, when no field holds a quote or a line break (True); else leave it to the
+        module (False).
 
         Then the module's minimal quoting is simple: a field with a comma is quoted, the others
-        are written as they are (None as empty).
+        are written as they are.
         """
-        try:
-            line = ",".join(row)  # type: ignore[arg-type]
-        except TypeError:
-            row = ["" if v is None else v for v in row]
-            line = ",".join(row)  # type: ignore[arg-type]
         if '"' in line or "\n" in line or "\r" in line:
             return False
         if line.count(",") != self._commas:  # some field has a comma: quote those fields
