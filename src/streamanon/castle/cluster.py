@@ -18,10 +18,9 @@ import gc
 import json
 import math
 import operator
-from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -44,23 +43,6 @@ class Row:
     values: Mapping[str, Any]
     line: int | None = field(default=None, compare=False)
     t: float | None = None
-
-
-def make_rows(values: Sequence[Mapping[str, Any]], lines: Iterable[int | None]) -> list[Row]:
-    """``[Row(v, line) for v, line in zip(values, lines)]``, built a column at a time.
-
-    For readers that produce rows by the block: the frozen dataclass's ``__init__`` sets each
-    field through ``object.__setattr__`` (0.5 µs a row); here each field is stored by its slot
-    for all rows at once, which makes equal rows.
-
-    >>> make_rows([{"a": 1}], [2]) == [Row({"a": 1}, 2)]
-    True
-    """
-    rows = list(map(object.__new__, repeat(Row, len(values))))
-    for slot, column in ((Row.values, values), (Row.line, lines),  # type: ignore[attr-defined]
-                         (Row.t, repeat(None))):  # type: ignore[attr-defined]
-        deque(map(slot.__set__, rows, column), maxlen=0)
-    return rows
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from streamanon.castle.cluster import Row, make_rows
+from streamanon.castle.cluster import Row
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
@@ -256,13 +256,16 @@ class RowReader:
                 names[:] = blank
         return cols
 
-    def _rows_of(self, first: int, cols: RowColumns) -> list[Row]:
+    def _rows_of(self, first: int, cols: RowColumns) -> Iterator[Row]:
+        """The block's rows, each built when it is asked for: rows (and their dicts) built a
+        block at a time would all be alive at once, and the garbage collector would scan the
+        whole block again and again while the operator works through it."""
         header = self._header
         assert header is not None
         columns = [cols.numbers[h] if h in cols.numbers else
                    list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
         dicts = map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
-        return make_rows(list(dicts), range(first, first + cols.n))
+        return map(Row, dicts, range(first, first + cols.n))
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
