@@ -456,6 +456,30 @@ def _stable_argsort(codes: np.ndarray) -> np.ndarray:
     return order[np.argsort(codes[order] >> 16, kind="stable")]
 
 
+def _search_sorted(a: np.ndarray, v: np.ndarray, side: str, step: int = 4096) -> np.ndarray:
+    """``np.searchsorted(a, v, side)`` for sorted ``v``, one block of ``step`` keys at a time.
+
+    The answers of a block lie between those of its first key and of the next block's first
+    key, so each block searches only that slice of ``a``, which stays in the cache (a search
+    over the whole array misses the cache on its first probes: about twice as slow).
+
+    >>> a = np.array([1, 2, 2, 3, 5, 8, 8, 9])
+    >>> v = np.array([0, 2, 2, 4, 8, 10])
+    >>> bool((_search_sorted(a, v, "left", 2) == np.searchsorted(a, v, "left")).all())
+    True
+    """
+    if len(v) <= 2 * step:
+        return np.searchsorted(a, v, side=side)  # type: ignore[call-overload,no-any-return]
+    starts = np.searchsorted(a, v[::step], side=side)  # type: ignore[call-overload]
+    ends = [*starts[1:].tolist(), len(a)]
+    out = np.empty(len(v), dtype=np.intp)
+    for i, (lo, hi) in enumerate(zip(starts.tolist(), ends, strict=True)):
+        block = slice(i * step, (i + 1) * step)
+        out[block] = np.searchsorted(a[lo:hi], v[block], side=side)  # type: ignore[call-overload]
+        out[block] += lo
+    return out
+
+
 def _window_counts(
     vc: np.ndarray, uc: np.ndarray, t: np.ndarray, delta_t: float, now: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -472,7 +496,7 @@ def _window_counts(
     rank = np.cumsum(new_time) - 1
     times = t[new_time]
     nt = len(times)
-    later = np.searchsorted(times, times + delta_t, side="right")
+    later = _search_sorted(times, times + delta_t, "right")
     # correct float rounding of t + Δt so that the test is exactly ``t_p - t_q > Δt``
     while True:
         up = (later < nt) & (times[np.minimum(later, nt - 1)] - times <= delta_t)
@@ -494,7 +518,7 @@ def _window_counts(
     # hi: first position of the same value whose time is more than Δt after this row's
     stride = nt + 1
     base = vs * stride
-    hi = np.searchsorted(base + rank_s, base + later[rank_s], side="left")
+    hi = _search_sorted(base + rank_s, base + later[rank_s], "left")
     end = np.minimum(nxt, hi)
     ends_before = np.cumsum(np.bincount(end, minlength=r + 1)[:r])
     counts = np.empty(r, dtype=np.int64)
