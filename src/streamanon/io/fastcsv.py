@@ -137,11 +137,14 @@ def _clean_names(names: list[str], max_len: int) -> bool:
 
 def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns | None:
     """Parse ``data`` (whole lines ``t,u,a`` without the final newline) or return ``None``."""
-    if not data or b'"' in data or b"\r" in data or has_long_line(data):
+    if not data or data.endswith(b"\n") or b'"' in data or b"\r" in data or has_long_line(data):
         return None
     table = _read(data, _NAMES, _CONVERT)
-    # one row per line: a blank line is a row of empty fields, refused below with them
-    if table is None or table.num_rows != data.count(b"\n") + 1:
+    # one row per line (not counted: a count is 13 ms per 16 MiB): the parser breaks rows only
+    # at newlines here, and a blank line is a row of empty fields, refused below with them; a
+    # newline at the very end (a blank last line) would be taken as the last row's end, so
+    # such data was refused above
+    if table is None:
         return None
     t_text, u, a = (table.column(x).chunk(0) for x in _NAMES)
     if not (_clean_names(_pylist(u.dictionary), max_len)
