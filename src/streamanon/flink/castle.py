@@ -54,6 +54,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pyflink.common import Row as FlinkRow
 from pyflink.common import Types
 from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import (
@@ -87,6 +88,7 @@ from streamanon.flink.job import (
     batch_source,
     execute,
     file_record,
+    keyed_rows,
     outcome_sink,
     side_output,
     socket_lines,
@@ -296,23 +298,23 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
     parser = CastleChunkParser(fmt, first.id_field, numeric, record.key_groups, str(source))
     rows = batch_source(env, source, parser, record, options, progress_path)
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
-    messages = env.from_collection([(RULES_FILE, t) for t in rules_texts],
-                                   type_info=tagged).set_parallelism(1).name("rules files")
+    keyed_message = Types.ROW([Types.INT(), tagged])
+    messages = env.from_collection([FlinkRow(0, (RULES_FILE, t)) for t in rules_texts],
+                                   type_info=keyed_message).name("rules files")
     if rules_from is not None:
         live = (socket_lines(env, rules_from)
-                .map(lambda line: (RULES_LINE, line), output_type=tagged)
-                .set_parallelism(1).disable_chaining())  # see job.side_output
+                .map(lambda line: FlinkRow(0, (RULES_LINE, line)), output_type=keyed_message)
+                .name("rule lines").set_parallelism(1))
         messages = messages.union(live)
     judged = (
-        messages.key_by(lambda _: 0, key_type=Types.INT())
+        keyed_rows(messages, tagged)
         .process(ParseRules(len(rules_texts), first.id_field, params, columns, bad_rules),
                  output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
-        .name("check rules").uid("parse-rules").set_parallelism(1).disable_chaining()
+        .name("check rules").uid("parse-rules").set_parallelism(1)
     )
     rules = judged.broadcast(RULES)
-    routing = record.routing
     outcomes = (
-        rows.key_by(lambda r: routing[r[0]], key_type=Types.INT())
+        keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
         .connect(rules)
         .process(CastlePartition(params, fmt, columns, snapshot_every),
                  output_type=Types.STRING())
