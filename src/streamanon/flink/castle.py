@@ -47,8 +47,10 @@ event-time timer at the maximal watermark, which flushes the held tuples.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import pickle
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -87,7 +89,9 @@ from streamanon.flink.job import (
     RunRecord,
     batch_source,
     execute,
+    file_head,
     file_record,
+    head_lines,
     keyed_rows,
     outcome_sink,
     side_output,
@@ -97,8 +101,8 @@ from streamanon.flink.job import (
     work_folder,
 )
 from streamanon.flink.outcomes import note_line
-from streamanon.io import InputError, OnError, detect_format
-from streamanon.records import Rejected
+from streamanon.io import OnError, detect_format
+from streamanon.io.rows import RowReader
 
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
 log = logging.getLogger(__name__)
@@ -326,6 +330,19 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
                  out_dir, options.release_to)
 
 
+def check_castle_head(source: str | Path, fmt: str, rules: RuleSet) -> None:
+    """Fail early, with ``streamanon castle``'s message, on a file that is not text or whose
+    header (CSV) lacks the rules' id column: the file's first lines through the same reader."""
+    head = file_head(source)
+    numeric = [r.name for r in rules.qi_rules
+               if type(r.generalizer).__name__ == "RangeGeneralizer"]
+    reader = RowReader(io.StringIO(head_lines(head)), fmt, on_error=OnError.skip,
+                       rejects=lambda _: None, numeric=numeric, required=[rules.id_field],
+                       source_name=str(source))
+    for _ in reader:
+        break
+
+
 def run_castle_job(
     source: str | Path | Endpoint,
     output: str | Path,
@@ -338,12 +355,14 @@ def run_castle_job(
     out_format: str | None = None,
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     snapshot_every: int | None = None,
     rules_from: Endpoint | None = None,
     bad_rules: str = "skip",
 ) -> CastleMergeResult:
     """Run the CASTLE job to its end and merge the outcomes into ``output`` (rows in input
-    order); returns the accounting. Raises :class:`InputError` under ``on_error=fail``.
+    order); returns the accounting. Raises :class:`~streamanon.io.InputError` under
+    ``on_error=fail``.
 
     ``partitions`` defaults to the parallelism; a restored run keeps the partitions of the
     run it resumes (another number is refused: it would change what CASTLE releases).
@@ -361,13 +380,9 @@ def run_castle_job(
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
-    if fmt == "csv" and not isinstance(source, Endpoint):
-        columns = header_columns(source)
-        if first.id_field not in columns:
-            raise InputError(Rejected(1, ",".join(columns),
-                                      f"CSV header lacks column(s) {first.id_field}"),
-                             str(source))
-    out_fmt = detect_format(None if str(output) == "-" else output, out_format)
+    if not isinstance(source, Endpoint):
+        check_castle_head(source, fmt, first)
+    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
     with work_folder(options) as work:
         restoring = options.restore_from is not None
         prepare_python_path()  # before the JVM starts (route_keys asks it)
@@ -387,10 +402,11 @@ def run_castle_job(
                          progress_path=str(progress_file) if show else None)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']}",
-                      split_progress(progress_file) if show else None)
+                      split_progress(progress_file) if show else None,
+                      spinner=options.progress and sys.stderr.isatty())
         result = merge_castle_outcomes(work / "parts", output, out_format=out_fmt,
                                        on_error=on_error, rejects_path=rejects_path,
-                                       source=str(source))
+                                       rejects_name=rejects_name, source=str(source))
     stats = result.stats
     stats.params = {**params, "input": str(source), "partitions": record.key_groups,
                     "parallelism": options.parallelism, "mode": options.mode,

@@ -34,7 +34,7 @@ from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.outcomes import MergeResult, merge_outcomes
 from streamanon.flink.splits import choose_split_bytes, read_progress, split_count
 from streamanon.io import OnError, detect_format
-from streamanon.io.readers import _Reader
+from streamanon.io.readers import _Reader, check_text_head
 from streamanon.zanon.operator import SEPARATOR
 
 #: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
@@ -372,16 +372,37 @@ def build_z_job(
     outcome_sink(outcomes.union(side_output(batches, META)), out_dir, options.release_to)
 
 
+#: the bytes of a file's head the client checks before the job runs
+HEAD_BYTES = 1 << 16
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (spreadsheets write one): read past
+
+
+def file_head(source: str | Path) -> bytes:
+    """The first :data:`HEAD_BYTES` of a file, refused as a whole (as ``streamanon z`` and
+    ``streamanon castle`` refuse it) when it is not text: compressed, an archive, binary."""
+    with open(source, "rb") as fh:
+        head = fh.read(HEAD_BYTES)
+    check_text_head(head, str(source))
+    return head.removeprefix(BOM)
+
+
+def head_lines(head: bytes) -> str:
+    """The whole lines of a head (a line cut by the head's end is left out)."""
+    text = head.decode("utf-8", errors="replace")
+    return text if len(head) < HEAD_BYTES else text[: text.rfind("\n") + 1]
+
+
 def check_header(source: str | Path, fmt: str) -> None:
-    """Fail early, as ``streamanon z`` does, when a CSV file has no usable header line."""
-    if fmt != "csv" or not Path(source).is_file():
+    """Fail early, with ``streamanon z``'s message, on a file that is not text or (CSV) has
+    no usable header line."""
+    head = file_head(source)
+    if fmt != "csv":
         return
     reader = _Reader(fmt, OnError.fail, None, 0.0, 4096, str(source))
-    with open(source, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                reader.take_header(number, line.rstrip("\r\n"))
-                return
+    for number, line in enumerate(head_lines(head).split("\n"), start=1):
+        if line.strip():
+            reader.take_header(number, line.rstrip("\r"))
+            return
 
 
 @dataclass
@@ -406,12 +427,17 @@ def work_folder(options: JobOptions) -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] | None = None
-            ) -> JobRun:
+def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] | None = None,
+            spinner: bool = False) -> JobRun:
     """Run the job to its end; with ``progress`` (``(done, total)`` or None) a progress bar
-    on stderr while it runs."""
+    on stderr while it runs, else with ``spinner`` a spinner naming the job."""
     start = time.perf_counter()
-    if progress is None:
+    if progress is None and spinner:
+        from rich.console import Console
+
+        with Console(stderr=True).status(f"{name}: Flink job running"):
+            result = env.execute(name)
+    elif progress is None:
         result = env.execute(name)
     else:
         from rich.progress import (
@@ -442,7 +468,8 @@ def split_progress(path: Path) -> Callable[[], tuple[int, int] | None]:
 
 
 def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
-    """A progress bar for a large file when asked and stderr is a terminal."""
+    """A progress bar for a large file when asked and stderr is a terminal (else a spinner,
+    see :func:`execute`: every job takes seconds)."""
     return (options.progress and not isinstance(source, Endpoint) and sys.stderr.isatty()
             and Path(source).stat().st_size >= PROGRESS_BYTES)
 
@@ -458,13 +485,16 @@ def run_z_job(
     out_format: str | None = None,
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     time_tolerance: float = 0.0,
     snapshot_every: int | None = None,
 ) -> MergeResult:
     """Run the job to its end and merge its outcomes into ``output``; returns the accounting.
 
     Raises :class:`~streamanon.io.InputError` under ``on_error=fail`` after writing the rows
-    before the bad line (as :func:`streamanon.cli.zanon.run_z`).
+    before the bad line (as :func:`streamanon.cli.zanon.run_z`: wrap the call in an
+    :class:`~streamanon.io.output.OutputSet`, as the CLI does, to keep such a partial output
+    from replacing anything). ``rejects_name`` is the rejects file's name in messages.
     """
     from streamanon.flink.zbatch import Z_KEY_GROUPS
 
@@ -473,7 +503,7 @@ def run_z_job(
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
     if not isinstance(source, Endpoint):
         check_header(source, fmt)
-    out_fmt = detect_format(None if str(output) == "-" else output, out_format)
+    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
     with work_folder(options) as work:
         prepare_python_path()  # before the JVM starts (route_keys asks it)
         record = RunRecord.settle(
@@ -487,9 +517,11 @@ def run_z_job(
                     time_tolerance=time_tolerance, snapshot_every=snapshot_every,
                     progress_path=str(progress_file) if show else None)
         run = execute(env, f"streamanon z z={z} delta_t={delta_t:g}",
-                      split_progress(progress_file) if show else None)
+                      split_progress(progress_file) if show else None,
+                      spinner=options.progress and sys.stderr.isatty())
         result = merge_outcomes(parts, output, out_format=out_fmt, on_error=on_error,
-                                rejects_path=rejects_path, source=str(source))
+                                rejects_path=rejects_path, rejects_name=rejects_name,
+                                source=str(source))
     stats = result.stats
     stats.params = {"z": z, "delta_t": float(delta_t), "input": str(source),
                     "parallelism": options.parallelism, "mode": options.mode,

@@ -223,6 +223,7 @@ def merge_outcomes(
     out_format: str = "csv",
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     source: str = "input",
 ) -> MergeResult:
     """Write the published rows of ``out_dir`` in input order to ``output`` (as ``streamanon z``).
@@ -233,8 +234,8 @@ def merge_outcomes(
     """
     found = read_outcomes(out_dir)
     return merge_rows((line for _, line in found.lines), output, out_format=out_format,
-                      on_error=on_error, rejects_path=rejects_path, source=source,
-                      batches=found.table)
+                      on_error=on_error, rejects_path=rejects_path, rejects_name=rejects_name,
+                      source=source, batches=found.table)
 
 
 def merge_rows(
@@ -244,11 +245,13 @@ def merge_rows(
     out_format: str = "csv",
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     source: str = "input",
     batches: pa.Table | None = None,
 ) -> MergeResult:
     """:func:`merge_outcomes` on outcome lines in input order (and outcome-batch rows sorted
-    by input line, e.g. from :func:`read_outcomes`)."""
+    by input line, e.g. from :func:`read_outcomes`). ``rejects_name`` is the rejects file's
+    name in messages (when ``rejects_path`` is a temporary file)."""
     text: dict[str, list] = {c: [] for c in _PLAIN.names}
     rejected: list[Rejected] = []
     for kind, fields in _parse(lines):
@@ -288,7 +291,7 @@ def merge_rows(
     stats.count_suppressed(table.num_rows - int(published.sum()))
     stats.count_rejected(len(rejected))
     rows = table.filter(pa.array(published)).combine_chunks()
-    rejects = RejectLog(rejects_path, source)
+    rejects = RejectLog(rejects_path, source, rejects_name)
     try:
         with RecordWriter(output, out_format) as writer:
             for lo in range(0, rows.num_rows, _WRITE_ROWS):
