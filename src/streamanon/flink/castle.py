@@ -188,6 +188,14 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._ops: dict[int, list[Any]] = {}
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
+        # the compiled best selection, loaded now rather than at the first tuple: while
+        # the reading step's helper parses the first split (a second of import and cache
+        # load otherwise on the first batch's path)
+        from streamanon.castle import cluster
+
+        warm = getattr(cluster, "_load_kernel", None)
+        if warm is not None:
+            warm()
 
     # -- rules ---------------------------------------------------------------------------------
     def process_broadcast_element(self, value: tuple, ctx: Any):  # type: ignore[override]

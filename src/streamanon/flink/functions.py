@@ -78,6 +78,7 @@ class _ChunkStage(KeyedProcessFunction):
         if self._parser is None:  # first element of this task (also after a restore)
             self._parser = copy.deepcopy(self.template)
             saved = self._state.value()
+            self._restored = saved is not None
             if saved is not None:
                 self._position, parser_state = saved
                 self._parser.restore(parser_state)
@@ -130,6 +131,23 @@ class ReadSplits(_ChunkStage):
         super().open(runtime_context)
         self._ahead: Any = None
         self._ahead_failed = self.python is None
+        self._restored = False
+        # started now, the helper parses the first split while the job's other functions
+        # are still starting; a restored run (known at the first split number) restarts it
+        # from the restored position
+        self._start_ahead(0, self.template)
+
+    def _start_ahead(self, index: int, parser: Any) -> None:
+        from streamanon.flink.readahead import ReadAhead
+
+        if self._ahead_failed:
+            return
+        try:
+            self._ahead = ReadAhead(self.path, self.split_bytes, index, self.splits, parser,
+                                    self.python)
+        except OSError as exc:
+            log.warning("parsing %s in the task itself: %s", self.path, exc)
+            self._ahead_failed = True
 
     def close(self) -> None:
         if self._ahead is not None:
@@ -158,15 +176,17 @@ class ReadSplits(_ChunkStage):
         write_progress(self.progress_path, self._position, self.splits)
 
     def _read_ahead(self, index: int) -> Any:
-        """Split ``index`` from the helper (started at the first split asked for), or None."""
-        from streamanon.flink.readahead import HelperGone, ReadAhead
+        """Split ``index`` from the helper, or None (no helper: parse here)."""
+        from streamanon.flink.readahead import HelperGone
 
-        if self._ahead_failed:
+        if self._ahead is not None and (self._restored or self._ahead.next != index):
+            self.close()  # started from the beginning, but the run resumes elsewhere
+        self._restored = False
+        if self._ahead is None:
+            self._start_ahead(index, self._parser)
+        if self._ahead is None:
             return None
         try:
-            if self._ahead is None:
-                self._ahead = ReadAhead(self.path, self.split_bytes, index, self.splits,
-                                        self._parser, self.python)
             return self._ahead.take(index)
         except (HelperGone, OSError) as exc:
             log.warning("parsing %s in the task itself: %s", self.path, exc)
