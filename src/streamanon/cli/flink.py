@@ -9,6 +9,8 @@ carries only the rows. A file's header and first bytes are checked before the JV
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -156,6 +158,8 @@ def job_errors() -> Iterator[None]:
     from streamanon.io import InputError
     from streamanon.io.output import OutputError
 
+    root = logging.getLogger()
+    root.addFilter(_not_py4j)
     try:
         yield
     except (InputError, OutputError, OSError):
@@ -167,6 +171,14 @@ def job_errors() -> Iterator[None]:
         raise JobFailed(str(exc)) from None
     except (Py4JError, RuntimeError) as exc:  # a failed Flink job: the Java trace, cut
         raise JobFailed(_job_failure(exc)) from None
+    finally:
+        root.removeFilter(_not_py4j)
+
+
+def _not_py4j(record: logging.LogRecord) -> bool:
+    """py4j logs a traceback on the root logger when a call to the JVM is cut (Ctrl-C, the
+    JVM gone); the command says what happened in one line instead."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def _failed(message: str, outs: OutputSet | None) -> NoReturn:
