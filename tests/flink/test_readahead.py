@@ -79,3 +79,16 @@ def test_a_killed_helper_is_reported_not_waited_for(tmp_path) -> None:
         for k in range(split_count(path, 4000)):
             helper.take(k)
     helper.close()
+
+
+def test_splits_before_send_from_are_parsed_for_the_state_only(tmp_path) -> None:
+    """As the reading step uses it: the helper starts where the step parses itself and sends
+    from the next split on, with the state that split needs (line numbers, the clock)."""
+    path = write_trace(tmp_path / "t.csv", zipf_trace(3000, n_users=40, seed=6))
+    parser = ZChunkParser("csv", key_groups=4)
+    whole = inline(path, 9000, parser)
+    helper = ReadAhead(str(path), 9000, 0, len(whole), parser, send_from=2)
+    try:
+        same([helper.take(k) for k in range(2, len(whole))], whole[2:])
+    finally:
+        helper.close()

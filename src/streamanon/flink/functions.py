@@ -132,19 +132,22 @@ class ReadSplits(_ChunkStage):
         self._ahead: Any = None
         self._ahead_failed = self.python is None
         self._restored = False
-        # started now, the helper parses the first split while the job's other functions
-        # are still starting; a restored run (known at the first split number) restarts it
-        # from the restored position
+        # started now, the helper is running by the time the first split number arrives:
+        # this step parses split 0 itself (the operators wait for it anyway) while the
+        # helper parses it too, for its state, and then split 1; a restored run (known at
+        # the first split number) restarts it from the restored position
         self._start_ahead(0, self.template)
 
     def _start_ahead(self, index: int, parser: Any) -> None:
+        """A helper parsing from split ``index`` (with ``parser``) and sending ``index + 1``
+        on: split ``index`` is parsed here."""
         from streamanon.flink.readahead import ReadAhead
 
-        if self._ahead_failed:
+        if self._ahead_failed or index + 1 >= self.splits:
             return
         try:
             self._ahead = ReadAhead(self.path, self.split_bytes, index, self.splits, parser,
-                                    self.python)
+                                    self.python, send_from=index + 1)
         except OSError as exc:
             log.warning("parsing %s in the task itself: %s", self.path, exc)
             self._ahead_failed = True
@@ -176,23 +179,24 @@ class ReadSplits(_ChunkStage):
         write_progress(self.progress_path, self._position, self.splits)
 
     def _read_ahead(self, index: int) -> Any:
-        """Split ``index`` from the helper, or None (no helper: parse here)."""
+        """Split ``index`` from the helper, or None: parse it here (the split a helper
+        starts at, or all of them without one)."""
         from streamanon.flink.readahead import HelperGone
 
-        if self._ahead is not None and (self._restored or self._ahead.next != index):
-            self.close()  # started from the beginning, but the run resumes elsewhere
-        self._restored = False
-        if self._ahead is None:
-            self._start_ahead(index, self._parser)
-        if self._ahead is None:
-            return None
-        try:
-            return self._ahead.take(index)
-        except (HelperGone, OSError) as exc:
-            log.warning("parsing %s in the task itself: %s", self.path, exc)
-            self.close()
-            self._ahead_failed = True
-            return None
+        ahead, restored, self._restored = self._ahead, self._restored, False
+        if ahead is not None and ahead.next == index:
+            try:
+                return ahead.take(index)
+            except (HelperGone, OSError) as exc:
+                log.warning("parsing %s in the task itself: %s", self.path, exc)
+                self.close()
+                self._ahead_failed = True
+                return None
+        if ahead is not None and ahead.next == index + 1 and not restored:
+            return None  # the split the helper started at
+        self.close()  # none yet, or one started elsewhere than where the run resumes
+        self._start_ahead(index, self._parser)
+        return None
 
 
 class BatchLines(_ChunkStage):

@@ -59,14 +59,18 @@ def parse_split(path: str, index: int, split_bytes: int, parser: Any) -> SplitRe
 
 
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """The helper's loop: one request ``(path, split_bytes, start, stop, parser)``, then one
-    pickled :data:`SplitResult` per split (or ``("error", exception)``) until ``stop``."""
-    path, split_bytes, start, stop, parser = pickle.load(stdin)
+    """The helper's loop: one request ``(path, split_bytes, start, stop, parser, send_from)``,
+    then one pickled :data:`SplitResult` per split from ``send_from`` on (or
+    ``("error", exception)``) until ``stop``; splits before ``send_from`` are parsed for the
+    parser's state only (the reading step parses those itself)."""
+    path, split_bytes, start, stop, parser, send_from = pickle.load(stdin)
     for index in range(start, stop):
         try:
             result: Any = parse_split(path, index, split_bytes, parser)
         except Exception as exc:  # the reading step raises it, as it would have raised it
             result = ("error", exc)
+        if index < send_from and result[0] != "error":
+            continue
         try:
             pickle.dump(result, stdout, protocol=pickle.HIGHEST_PROTOCOL)
             stdout.flush()
@@ -77,15 +81,17 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 
 class ReadAhead:
-    """The client side: a helper process parsing splits ``start .. stop - 1`` in order.
+    """The client side: a helper process parsing splits ``start .. stop - 1`` in order and
+    sending those from ``send_from`` (default ``start``) on.
 
     :meth:`take` returns split ``index``'s :data:`SplitResult`; ``index`` must be the next
     one (the reading step asks in order). Raises what the parser raised for that split.
     """
 
     def __init__(self, path: str, split_bytes: int, start: int, stop: int, parser: Any,
-                 python: str | None = None) -> None:
-        self.next = start
+                 python: str | None = None, send_from: int | None = None) -> None:
+        send_from = start if send_from is None else send_from
+        self.next = send_from
         self.proc = subprocess.Popen(
             [python or sys.executable, "-m", "streamanon.flink.readahead"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -93,7 +99,7 @@ class ReadAhead:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stderr: list[bytes] = []
         threading.Thread(target=self._drain, daemon=True).start()
-        pickle.dump((path, split_bytes, start, stop, parser), self.proc.stdin,
+        pickle.dump((path, split_bytes, start, stop, parser, send_from), self.proc.stdin,
                     protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.flush()  # stdin stays open: closing it (or dying) ends the helper
 
