@@ -17,7 +17,7 @@ runner = CliRunner()
 
 #: Commands whose help must show an example (the CLI engineer's; others add theirs).
 OWN = [("z",), ("castle",), ("simulate",), ("demo",), ("experiment", "castle"),
-       ("experiment", "dezent")]
+       ("experiment", "dezent"), ("flink", "z"), ("flink", "castle"), ("flink", "merge")]
 #: Commands whose option help is being completed elsewhere (issue 10's findings taken by the
 #: deZent and verification engineers): checked for rendering only until then.
 OTHERS = {("verify", "castle"), ("verify", "z"), ("cluster", "up"), ("cluster", "init")}
@@ -79,7 +79,7 @@ def test_the_castle_output_help_shows_its_range_format() -> None:
 
 
 def test_format_options_name_what_they_set() -> None:
-    for path in (("z",), ("castle",)):
+    for path in (("z",), ("castle",), ("flink", "z"), ("flink", "castle")):
         command = typer.main.get_command(app)
         for name in path:
             command = command.commands[name]  # type: ignore[attr-defined]

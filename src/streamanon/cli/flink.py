@@ -1,40 +1,69 @@
-"""``streamanon flink ...``: the same operators as jobs on Apache Flink (the ``flink`` extra)."""
+"""``streamanon flink ...``: the same operators as jobs on Apache Flink (the ``flink`` extra).
+
+The commands keep the promises of every command (see :mod:`streamanon.cli.common`): outputs
+are written beside their targets and renamed into place only when the job and the merge
+succeed (no output may be an input), bad input is a one-line ``error:`` naming file and line,
+exit codes are those of :mod:`streamanon.cli.exitcodes`, and with ``-o -`` standard output
+carries only the rows. A file's header and first bytes are checked before the JVM starts.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
 from streamanon.cli.app import app
+from streamanon.cli.castle import (
+    BETA_HELP,
+    DEFAULTS,
+    K_HELP,
+    L_HELP,
+    MU_HELP,
+    ZETA_HELP,
+)
 from streamanon.cli.common import (
-    JSON_HELP,
+    INPUT_FORMAT_HELP,
+    JSON_DATA_HELP,
+    OUTPUT_FORMAT_HELP,
     REJECTS_HELP,
+    SUMMARY_HELP,
     TOLERANCE_HELP,
+    check_format,
     fail,
     on_error_option,
     print_summary,
+    require_input,
+    write_summary,
+    writing,
 )
-from streamanon.io import InputError, OnError
+from streamanon.cli.exitcodes import ExitCode
+from streamanon.io import OnError, detect_format
+from streamanon.io.output import OutputSet
 
 flink_app = typer.Typer(
     help=(
         "Run the operators as Apache Flink jobs (PyFlink: the flink extra, "
-        "`pip install 'streamanon\\[flink]'`, and Java 17): on a local mini-cluster by "
+        "`pip install 'streamanon[flink]'`, and Java 17): on a local mini-cluster by "
         "default, or submitted to a cluster with `flink run -pym streamanon.flink ...` (see "
-        "README). Output files are the same as the pure-Python commands', so `diff` compares "
-        "the two paths."
+        "the Flink guide). Output files are the same as the pure-Python commands', so `diff` "
+        "compares the two paths."
     ),
     no_args_is_help=True,
 )
 app.add_typer(flink_app, name="flink")
 
-SOURCE_HELP = "Input: a CSV (header t,u,a) or JSON Lines file, or tcp://HOST:PORT to read lines " \
-    "from a TCP server (the job connects to it and ends when it closes)."
-PARALLELISM_HELP = "Parallelism of the keyed operator (reading and validation run at 1)."
+SOURCE_HELP = "The stream: a CSV file (header t,u,a) or JSON Lines file, or tcp://HOST:PORT " \
+    "to read lines from a TCP server (the job connects to it and ends when it closes)."
+PARALLELISM_HELP = "Parallelism of the keyed operator (reading runs at 1)."
 BATCH_SIZE_HELP = "Records travel in batches: a batch closes after this many input lines " \
     "(a file is read in splits of about this many lines) ..."
 BATCH_MS_HELP = "... or this many milliseconds after its first line, whichever comes first " \
@@ -46,6 +75,11 @@ WORK_HELP = "Keep the job's part files and checkpoints here (needed for --restor
 RESTORE_HELP = "Resume from this checkpoint (a chk-N folder), or 'latest' for the newest one " \
     "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir. -p " \
     "may differ: the run's splits, key groups and partitions are kept in WORK/job.json."
+READ_AHEAD_HELP = "Thread mode, file input: parse the file's next splits in a helper process " \
+    "while the job works (the Python functions of thread mode share one interpreter lock; " \
+    "the helper runs beside it). Off: parse in the reading task."
+OUTPUT_HELP = "Where the {what} go, in input order (- = stdout); .jsonl writes JSON Lines. " \
+    "Written when the job has ended, replaced only when the run succeeds; never an input."
 
 
 def _require_pyflink() -> None:
@@ -55,16 +89,20 @@ def _require_pyflink() -> None:
         fail("Flink support is not installed: pip install 'streamanon[flink]' (needs Java 17)")
 
 
-def parse_source(source: str) -> Any:
+def parse_source(source: str, what: str = "INPUT") -> Any:
+    """An :class:`~streamanon.flink.job.Endpoint` for ``tcp://HOST:PORT``, else a readable
+    file (exit 2 otherwise; ``-``, stdin, is not a Flink source)."""
     from streamanon.flink.job import Endpoint
 
     if source.startswith("tcp://"):
         try:
             return Endpoint.parse(source[len("tcp://"):])
         except ValueError as exc:
-            fail(str(exc))
-    if not Path(source).is_file():
-        fail(f"no such input file: {source}")
+            fail(f"{what} {source}: {exc}")
+    if source == "-":
+        fail(f"{what} -: a Flink job cannot read standard input; give a file or "
+             "tcp://HOST:PORT")
+    require_input(source, what)
     return source
 
 
@@ -72,26 +110,29 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
                 restore: str | None, work_dir: Path | None, release_to: str | None,
                 pace: float, restarts: int = 0, python_executable: str | None = None,
                 buffer_timeout: int | None = None, unaligned: bool = False,
-                batch_size: int | None = None, batch_ms: float | None = None) -> Any:
+                batch_size: int | None = None, batch_ms: float | None = None,
+                read_ahead: bool = True) -> Any:
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.job import Endpoint, JobOptions
 
     if restore is not None and work_dir is None:
         fail("--restore needs --work-dir: the folder of the run being resumed")
+    if work_dir is not None and work_dir.exists() and not work_dir.is_dir():
+        fail(f"--work-dir {work_dir}: is a file; give a folder")
     ckpt_dir = checkpoint_dir or (work_dir / "checkpoints" if work_dir else None)
     restore_from: Path | None = None
     if restore == "latest":
         restore_from = latest_checkpoint(ckpt_dir) if ckpt_dir else None
         if restore_from is None:
-            fail(f"no completed checkpoint under {ckpt_dir}")
+            fail(f"--restore latest: no completed checkpoint under {ckpt_dir}")
     elif restore is not None:
         restore_from = Path(restore)
         if not (restore_from / "_metadata").is_file():
-            fail(f"not a completed checkpoint (no _metadata): {restore}")
+            fail(f"--restore {restore}: not a completed checkpoint (no _metadata)")
     try:
         target = Endpoint.parse(release_to) if release_to else None
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--release-to {release_to}: {exc}")
     batching = {k: v for k, v in (("batch_size", batch_size), ("batch_ms", batch_ms),
                                   ("buffer_timeout_ms", buffer_timeout)) if v is not None}
     return JobOptions(parallelism=parallelism, mode=str(mode),
@@ -99,10 +140,56 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
                       restore_from=restore_from, work_dir=work_dir, pace=pace,
                       release_to=target, restarts=restarts,
                       python_executable=python_executable,
-                      unaligned_checkpoints=unaligned, progress=True, **batching)
+                      unaligned_checkpoints=unaligned, progress=True, read_ahead=read_ahead,
+                      **batching)
+
+
+class JobFailed(Exception):
+    """The job (or the merge of its part files) failed; the message is one line."""
+
+
+@contextmanager
+def job_errors() -> Iterator[None]:
+    """Failures of a job as :class:`JobFailed` (bad input and unusable outputs pass through
+    to :func:`~streamanon.cli.common.writing`, which reports them like every command)."""
+    from py4j.protocol import Py4JError
+
+    from streamanon.flink.outcomes import OutcomeGap
+    from streamanon.io import InputError
+    from streamanon.io.output import OutputError
+
+    root = logging.getLogger()
+    root.addFilter(_not_py4j)
+    try:
+        yield
+    except (InputError, OutputError, OSError):
+        raise
+    except OutcomeGap as exc:
+        raise JobFailed(f"the job's part files are not exactly one outcome per input line: "
+                        f"{exc}") from None
+    except ValueError as exc:  # parameters or rules refused before the job ran
+        raise JobFailed(str(exc)) from None
+    except (Py4JError, RuntimeError) as exc:  # a failed Flink job: the Java trace, cut
+        raise JobFailed(_job_failure(exc)) from None
+    finally:
+        root.removeFilter(_not_py4j)
+
+
+def _not_py4j(record: logging.LogRecord) -> bool:
+    """py4j logs a traceback on the root logger when a call to the JVM is cut (Ctrl-C, the
+    JVM gone); the command says what happened in one line instead."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _failed(message: str, outs: OutputSet | None) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    print(f"  {outs.describe_failure() if outs else 'no output was written'}", file=sys.stderr)
+    raise typer.Exit(int(ExitCode.USAGE))
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
+
+
 class ExecutionMode(StrEnum):
     thread = "thread"
     process = "process"
@@ -130,25 +217,37 @@ batch_ms_option = typer.Option(None, "--batch-ms", min=0, help=BATCH_MS_HELP + "
 unaligned_option = typer.Option(False, "--unaligned-checkpoints", help="Let checkpoints "
                                 "overtake buffered records (fast checkpoints under "
                                 "backpressure; in-flight records go into the checkpoint).")
+read_ahead_option = typer.Option(True, "--read-ahead/--no-read-ahead", help=READ_AHEAD_HELP)
 pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
                            "(failure drills: lets a test kill the job after a checkpoint).")
 snapshot_option = typer.Option(None, "--snapshot-every", min=1, hidden=True, help="Rows "
                                "between snapshots of an operator's state in Flink state (a "
                                "restore replays at most about this many per key group).")
+in_format_option = typer.Option(None, "--input-format", help=INPUT_FORMAT_HELP)
+out_format_option = typer.Option(None, "--output-format", help=OUTPUT_FORMAT_HELP)
+json_option = typer.Option(False, "--json", help=JSON_DATA_HELP)
+summary_option = typer.Option(None, "--summary", help=SUMMARY_HELP)
+
+
+def _default_rejects(on_error: OnError, rejects: Path | None, output: str) -> Path | None:
+    if on_error is OnError.skip and rejects is None and output != "-":
+        return Path(f"{output}.rejects.jsonl")
+    return rejects
 
 
 @flink_app.command("z")
 def flink_z(
-    source: str = typer.Argument(..., help=SOURCE_HELP),
+    source: str = typer.Argument(..., metavar="INPUT", help=SOURCE_HELP),
     z: int = typer.Option(..., "--z", min=1, help="Publish a value only when >= z distinct "
                           "users exposed it within Δt."),
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
-    output: str = typer.Option("-", "-o", "--output", help="One file of published t,u,a rows "
-                               "in input order, as `streamanon z` writes (- = stdout)."),
-    in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
+    output: str = typer.Option("-", "-o", "--output",
+                               help=OUTPUT_HELP.format(what="published t,u,a rows")),
+    in_format: str = in_format_option,
+    out_format: str = out_format_option,
     on_error: OnError = on_error_option,
     rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
-                                 "OUTPUT.rejects.jsonl."),
+                                 "OUTPUT.rejects.jsonl (with -o -: only counted)."),
     time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
     parallelism: int = parallelism_option,
     mode: ExecutionMode = mode_option,
@@ -163,87 +262,116 @@ def flink_z(
     unaligned: bool = unaligned_option,
     batch_size: int = batch_size_option,
     batch_ms: float = batch_ms_option,
+    read_ahead: bool = read_ahead_option,
     pace: float = pace_option,
     snapshot_every: int = snapshot_option,
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option,
+    summary_file: Path = summary_option,
 ) -> None:
     """z-anonymity as a Flink job keyed by the coarsest level of the value; output as `z`.
 
     Records travel in columnar batches (Arrow), keyed by a group of the value's coarsest
     hierarchy level (128 groups: state moves with them when a job is restored at another
-    parallelism).
+    parallelism). Exit 2 on bad input (nothing written). Example (the two paths agree):
 
-    Example (the two paths agree):
-
-        streamanon flink z --z 5 --delta-t 3600 -p 2 trace.csv -o flink.csv
-        streamanon z --z 5 --delta-t 3600 trace.csv -o pure.csv && diff pure.csv flink.csv
+        streamanon flink z --z 5 --delta-t 3600 trace.csv -o flink.csv
+        streamanon z --z 5 --delta-t 3600 trace.csv -o pure.csv
+        diff pure.csv flink.csv
     """
-    _require_pyflink()
-    from streamanon.flink.job import run_z_job
-    from streamanon.flink.outcomes import OutcomeGap
-
+    in_format = check_format(in_format, "--input-format")
+    out_format = check_format(out_format, "--output-format")
     src = parse_source(source)
+    _require_pyflink()
+    from streamanon.flink.job import Endpoint, run_z_job
+
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout, unaligned, batch_size, batch_ms)
-    if on_error is OnError.skip and rejects is None and output != "-":
-        rejects = Path(f"{output}.rejects.jsonl")
+                          buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
+    rejects = _default_rejects(on_error, rejects, output)
+    out_format = out_format or detect_format(None if output == "-" else output)
+    inputs = [] if isinstance(src, Endpoint) else [src]
+    outs: OutputSet | None = None
     try:
-        result = run_z_job(src, output, z, delta_t, options, in_format=in_format,
-                           on_error=on_error, rejects_path=rejects,
-                           time_tolerance=time_tolerance, snapshot_every=snapshot_every)
-    except InputError as exc:
-        fail(str(exc))
-    except (OSError, ValueError, OutcomeGap) as exc:
-        fail(str(exc))
-    except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
-        fail(_job_failure(exc))
-    summary: dict[str, Any] = result.stats.to_dict()
+        with writing(inputs, skip_hint=on_error is OnError.fail) as outs:
+            out = outs.add(output, "--output")
+            rejects_tmp = outs.add(rejects, "--rejects") if rejects is not None else None
+            summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
+            with job_errors():
+                result = run_z_job(src, out, z, delta_t, options, in_format=in_format,
+                                   out_format=out_format, on_error=on_error,
+                                   rejects_path=rejects_tmp, rejects_name=str(rejects),
+                                   time_tolerance=time_tolerance,
+                                   snapshot_every=snapshot_every)
+            summary: dict[str, Any] = result.stats.to_dict()
+            summary["outputs"] = outs.targets
+            write_summary(summary_tmp, summary)
+    except JobFailed as exc:
+        _failed(str(exc), outs)
     print_summary(f"streamanon flink z (z={z}, Δt={delta_t:g} s, p={parallelism}, {mode})",
-                  summary, as_json)
+                  summary, as_json, stdout_has_data=output == "-")
 
 
 @flink_app.command("merge")
 def flink_merge(
-    parts: Path = typer.Argument(..., help="The job's part-file folder (WORK/parts)."),
-    output: str = typer.Option("-", "-o", "--output", help="One file in input order."),
+    parts: Path = typer.Argument(..., metavar="PARTS", help="The job's part-file folder "
+                                 "(WORK/parts)."),
+    output: str = typer.Option("-", "-o", "--output",
+                               help=OUTPUT_HELP.format(what="published (z) or released "
+                                                       "(CASTLE) rows")),
     castle: bool = typer.Option(False, "--castle", help="The parts of a `flink castle` job "
                                 "(default: of a `flink z` job)."),
+    out_format: str = out_format_option,
     on_error: OnError = on_error_option,
     rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option,
+    summary_file: Path = summary_option,
 ) -> None:
     """Merge the part files of a job run elsewhere (e.g. with `flink run`) into one file.
 
-    Checks that every input line has exactly one outcome (no loss, no duplicate).
+    Checks that every input line has exactly one outcome (no loss, no duplicate). Example:
+
+        streamanon flink merge /shared/run1/parts -o published.csv
     """
-    from streamanon.flink.outcomes import OutcomeGap, merge_outcomes
-    from streamanon.io import detect_format
+    from streamanon.flink.outcomes import merge_outcomes
 
-    fmt = detect_format(None if output == "-" else output)
+    out_format = check_format(out_format, "--output-format")
+    if not parts.is_dir():
+        fail(f"PARTS {parts}: not a folder (give the job's WORK/parts)")
+    fmt = out_format or detect_format(None if output == "-" else output)
     summary: dict[str, Any]
+    outs: OutputSet | None = None
     try:
-        if castle:
-            from streamanon.flink.castle_rows import merge_castle_outcomes
+        with writing([], skip_hint=on_error is OnError.fail) as outs:
+            out = outs.add(output, "--output")
+            rejects_tmp = outs.add(rejects, "--rejects") if rejects is not None else None
+            summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
+            with job_errors():
+                if castle:
+                    from streamanon.flink.castle_rows import merge_castle_outcomes
 
-            cres = merge_castle_outcomes(parts, output, out_format=fmt, on_error=on_error,
-                                         rejects_path=rejects, source=str(parts))
-            error, summary = cres.first_error, cres.stats.to_dict()
-            summary["suppressed_by_reason"] = cres.suppressed_by_reason
-            summary["mean_cluster_loss"] = round(cres.mean_cluster_loss, 6)
-            summary["rules"] = cres.rules
-        else:
-            zres = merge_outcomes(parts, output, out_format=fmt, on_error=on_error,
-                                  rejects_path=rejects, source=str(parts))
-            error, summary = zres.first_error, zres.stats.to_dict()
-            summary["published_per_level"] = {
-                f"level_{i}": n for i, n in enumerate(zres.published_per_level)}
-            summary["restamped"] = zres.restamped
-    except (OSError, ValueError, OutcomeGap) as exc:
-        fail(str(exc))
-    if error is not None:
-        fail(str(error))
-    print_summary(f"streamanon flink merge ({parts})", summary, as_json)
+                    cres = merge_castle_outcomes(parts, out, out_format=fmt,
+                                                 on_error=on_error, rejects_path=rejects_tmp,
+                                                 rejects_name=str(rejects), source=str(parts))
+                    error, summary = cres.first_error, cres.stats.to_dict()
+                    summary["suppressed_by_reason"] = cres.suppressed_by_reason
+                    summary["mean_cluster_loss"] = round(cres.mean_cluster_loss, 6)
+                    summary["rules"] = cres.rules
+                else:
+                    zres = merge_outcomes(parts, out, out_format=fmt, on_error=on_error,
+                                          rejects_path=rejects_tmp, rejects_name=str(rejects),
+                                          source=str(parts))
+                    error, summary = zres.first_error, zres.stats.to_dict()
+                    summary["published_per_level"] = {
+                        f"level_{i}": n for i, n in enumerate(zres.published_per_level)}
+                    summary["restamped"] = zres.restamped
+            if error is not None:
+                raise error
+            summary["outputs"] = outs.targets
+            write_summary(summary_tmp, summary)
+    except JobFailed as exc:
+        _failed(str(exc), outs)
+    print_summary(f"streamanon flink merge ({parts})", summary, as_json,
+                  stdout_has_data=output == "-")
 
 
 def _job_failure(exc: Exception) -> str:
@@ -269,7 +397,8 @@ class BadRules(StrEnum):
 
 @flink_app.command("castle")
 def flink_castle(
-    source: str = typer.Argument(..., help=SOURCE_HELP.replace("(header t,u,a)", "(header)")),
+    source: str = typer.Argument(..., metavar="INPUT",
+                                 help=SOURCE_HELP.replace("(header t,u,a)", "(with a header)")),
     rules_paths: list[Path] = typer.Option(..., "--rules", help="TOML rules file; repeat to "
                                            "send replacements on the broadcast stream (each "
                                            "applies to tuples from its arrival on)."),
@@ -282,24 +411,28 @@ def flink_castle(
                                        "--rules-from that cannot be used: skip (refuse it, "
                                        "report why, keep the rules in force) or fail (stop "
                                        "the job)."),
-    k: int = typer.Option(5, "--k", min=1, help="Distinct individuals per released cluster."),
-    l: int = typer.Option(2, "--l", min=0, help="Distinct values per sensitive attribute "  # noqa: E741
-                          "(0 or 1 = off)."),
-    delta: int = typer.Option(200, "--delta", min=1, help="A tuple leaves at the latest after "
-                              "δ further tuples of its partition have arrived."),
-    beta: int = typer.Option(50, "--beta", min=1, help="Maximum open clusters (per partition)."),
-    mu: int = typer.Option(10, "--mu", min=1, help="τ = mean loss of the last μ clusters."),
-    zeta: int = typer.Option(10, "--zeta", min=0, help="Released clusters kept for reuse."),
+    k: int = typer.Option(DEFAULTS["k"], "--k", min=1, help=K_HELP),
+    l: int = typer.Option(DEFAULTS["l"], "--l", min=0, help=L_HELP),  # noqa: E741
+    delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help="A tuple leaves at "
+                              "the latest after δ further tuples of its partition have "
+                              "arrived."),
+    beta: int = typer.Option(DEFAULTS["beta"], "--beta", min=1, help=BETA_HELP + " Per "
+                             "partition."),
+    mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
+    zeta: int = typer.Option(DEFAULTS["zeta"], "--zeta", min=0, help=ZETA_HELP),
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "
                                    "group with its own state, fixed for the run (a restore "
                                    "at another parallelism keeps them)."),
-    output: str = typer.Option("-", "-o", "--output", help="Released rows in input order, "
-                               "columns as `streamanon castle` writes them (- = stdout)."),
-    in_format: str = typer.Option(None, "--format", help="csv or jsonl (default: by extension)."),
+    output: str = typer.Option("-", "-o", "--output",
+                               help=OUTPUT_HELP.format(what="released rows (columns as "
+                                                       "`streamanon castle` writes them)")),
+    in_format: str = in_format_option,
+    out_format: str = out_format_option,
     on_error: OnError = on_error_option,
-    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
+    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
+                                 "OUTPUT.rejects.jsonl (with -o -: only counted)."),
     parallelism: int = parallelism_option,
     mode: ExecutionMode = mode_option,
     checkpoint_interval: int = checkpoint_option,
@@ -313,53 +446,69 @@ def flink_castle(
     unaligned: bool = unaligned_option,
     batch_size: int = batch_size_option,
     batch_ms: float = batch_ms_option,
+    read_ahead: bool = read_ahead_option,
     pace: float = pace_option,
     snapshot_every: int = snapshot_option,
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option,
+    summary_file: Path = summary_option,
 ) -> None:
     """CASTLE as a keyed broadcast Flink job: partitions of the individuals, rules broadcast.
 
-    Example (check the output with the CASTLE checker):
+    Exit 2 on bad input (nothing written). Example (files from `streamanon demo`; then
+    check the output with the CASTLE checker):
 
-        streamanon flink castle --rules rules.toml --k 5 --l 2 --delta 1250 -p 2 in.csv -o out.csv
-        streamanon verify castle out.csv --rules rules.toml --k 5 --l 2 --input in.csv
+        streamanon flink castle --rules rules.toml --k 5 --l 2 \\
+            --delta 1250 -p 2 in.csv -o out.csv
+        streamanon verify castle out.csv --rules rules.toml \\
+            --k 5 --l 2 --input in.csv
     """
-    _require_pyflink()
-    from streamanon.flink.castle import run_castle_job
-    from streamanon.flink.outcomes import OutcomeGap
-
+    in_format = check_format(in_format, "--input-format")
+    out_format = check_format(out_format, "--output-format")
+    for path in rules_paths:
+        require_input(path, "--rules")
     src = parse_source(source)
     live = None
     if rules_from is not None:
         if not rules_from.startswith("tcp://"):
-            fail(f"--rules-from takes tcp://HOST:PORT, got {rules_from!r}")
-        live = parse_source(rules_from)
+            fail(f"--rules-from {rules_from}: give tcp://HOST:PORT")
+        live = parse_source(rules_from, "--rules-from")
+    _require_pyflink()
+    from streamanon.flink.castle import run_castle_job
+    from streamanon.flink.job import Endpoint
+
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout, unaligned, batch_size, batch_ms)
-    if on_error is OnError.skip and rejects is None and output != "-":
-        rejects = Path(f"{output}.rejects.jsonl")
+                          buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
+    rejects = _default_rejects(on_error, rejects, output)
+    out_format = out_format or detect_format(None if output == "-" else output)
     params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
+    inputs = [*([] if isinstance(src, Endpoint) else [src]), *rules_paths]
+    outs: OutputSet | None = None
     try:
-        result = run_castle_job(src, output, list(rules_paths), params, options,
-                                partitions=partitions, in_format=in_format,
-                                on_error=on_error, rejects_path=rejects,
-                                snapshot_every=snapshot_every, rules_from=live,
-                                bad_rules=str(bad_rules))
-    except InputError as exc:
-        fail(str(exc))
-    except (OSError, ValueError, OutcomeGap) as exc:
-        fail(str(exc))
-    except Exception as exc:  # a failed Flink job arrives as a py4j error with the Java trace
-        fail(_job_failure(exc))
+        with writing(inputs, skip_hint=on_error is OnError.fail) as outs:
+            out = outs.add(output, "--output")
+            rejects_tmp = outs.add(rejects, "--rejects") if rejects is not None else None
+            summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
+            with job_errors():
+                result = run_castle_job(src, out, list(rules_paths), params, options,
+                                        partitions=partitions, in_format=in_format,
+                                        out_format=out_format, on_error=on_error,
+                                        rejects_path=rejects_tmp, rejects_name=str(rejects),
+                                        snapshot_every=snapshot_every, rules_from=live,
+                                        bad_rules=str(bad_rules))
+            summary: dict[str, Any] = result.stats.to_dict()
+            summary["rules"] = result.rules if as_json else {
+                f"rule set {n['message']} ({n['from']})":
+                f"version {n['version']}, installed by {len(n['installed_by'])} subtask(s)"
+                if n["event"] == "accepted" else f"refused: {n['reason']}"
+                for n in result.rules}
+            summary["outputs"] = outs.targets
+            write_summary(summary_tmp, {**summary, "rules": result.rules})
+    except JobFailed as exc:
+        _failed(str(exc), outs)
     for note in result.rules:
         if note["event"] == "refused":
-            typer.echo(f"warning: rule set {note['message']} ({note['from']}) refused, the "
-                       f"rules in force stay: {note['reason']}", err=True)
-    summary: dict[str, Any] = result.stats.to_dict()
-    summary["rules"] = result.rules if as_json else {
-        f"rule set {n['message']} ({n['from']})":
-        f"version {n['version']}, installed by {len(n['installed_by'])} subtask(s)"
-        if n["event"] == "accepted" else f"refused: {n['reason']}" for n in result.rules}
+            print(f"warning: rule set {note['message']} ({note['from']}) refused, the "
+                  f"rules in force stay: {note['reason']}", file=sys.stderr)
     print_summary(f"streamanon flink castle (k={k}, l={l}, δ={delta}, p={parallelism}, {mode})",
-                  summary, as_json)
+                  summary, as_json, stdout_has_data=output == "-")

@@ -47,13 +47,16 @@ event-time timer at the maximal watermark, which flushes the held tuples.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import pickle
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pyflink.common import Row as FlinkRow
 from pyflink.common import Types
 from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import (
@@ -86,7 +89,10 @@ from streamanon.flink.job import (
     RunRecord,
     batch_source,
     execute,
+    file_head,
     file_record,
+    head_lines,
+    keyed_rows,
     outcome_sink,
     side_output,
     socket_lines,
@@ -95,8 +101,8 @@ from streamanon.flink.job import (
     work_folder,
 )
 from streamanon.flink.outcomes import note_line
-from streamanon.io import InputError, OnError, detect_format
-from streamanon.records import Rejected
+from streamanon.io import OnError, detect_format
+from streamanon.io.rows import RowReader
 
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
 log = logging.getLogger(__name__)
@@ -182,6 +188,14 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._ops: dict[int, list[Any]] = {}
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
+        # the compiled best selection, loaded now rather than at the first tuple: while
+        # the reading step's helper parses the first split (a second of import and cache
+        # load otherwise on the first batch's path)
+        from streamanon.castle import cluster
+
+        warm = getattr(cluster, "_load_kernel", None)
+        if warm is not None:
+            warm()
 
     # -- rules ---------------------------------------------------------------------------------
     def process_broadcast_element(self, value: tuple, ctx: Any):  # type: ignore[override]
@@ -296,23 +310,23 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
     parser = CastleChunkParser(fmt, first.id_field, numeric, record.key_groups, str(source))
     rows = batch_source(env, source, parser, record, options, progress_path)
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
-    messages = env.from_collection([(RULES_FILE, t) for t in rules_texts],
-                                   type_info=tagged).set_parallelism(1).name("rules files")
+    keyed_message = Types.ROW([Types.INT(), tagged])
+    messages = env.from_collection([FlinkRow(0, (RULES_FILE, t)) for t in rules_texts],
+                                   type_info=keyed_message).name("rules files")
     if rules_from is not None:
         live = (socket_lines(env, rules_from)
-                .map(lambda line: (RULES_LINE, line), output_type=tagged)
-                .set_parallelism(1).disable_chaining())  # see job.side_output
+                .map(lambda line: FlinkRow(0, (RULES_LINE, line)), output_type=keyed_message)
+                .name("rule lines").set_parallelism(1))
         messages = messages.union(live)
     judged = (
-        messages.key_by(lambda _: 0, key_type=Types.INT())
+        keyed_rows(messages, tagged)
         .process(ParseRules(len(rules_texts), first.id_field, params, columns, bad_rules),
                  output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
-        .name("check rules").uid("parse-rules").set_parallelism(1).disable_chaining()
+        .name("check rules").uid("parse-rules").set_parallelism(1)
     )
     rules = judged.broadcast(RULES)
-    routing = record.routing
     outcomes = (
-        rows.key_by(lambda r: routing[r[0]], key_type=Types.INT())
+        keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
         .connect(rules)
         .process(CastlePartition(params, fmt, columns, snapshot_every),
                  output_type=Types.STRING())
@@ -322,6 +336,19 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
     )
     outcome_sink(outcomes.union(side_output(rows, META), side_output(judged, META)),
                  out_dir, options.release_to)
+
+
+def check_castle_head(source: str | Path, fmt: str, rules: RuleSet) -> None:
+    """Fail early, with ``streamanon castle``'s message, on a file that is not text or whose
+    header (CSV) lacks the rules' id column: the file's first lines through the same reader."""
+    head = file_head(source)
+    numeric = [r.name for r in rules.qi_rules
+               if type(r.generalizer).__name__ == "RangeGeneralizer"]
+    reader = RowReader(io.StringIO(head_lines(head)), fmt, on_error=OnError.skip,
+                       rejects=lambda _: None, numeric=numeric, required=[rules.id_field],
+                       source_name=str(source))
+    for _ in reader:
+        break
 
 
 def run_castle_job(
@@ -336,12 +363,14 @@ def run_castle_job(
     out_format: str | None = None,
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     snapshot_every: int | None = None,
     rules_from: Endpoint | None = None,
     bad_rules: str = "skip",
 ) -> CastleMergeResult:
     """Run the CASTLE job to its end and merge the outcomes into ``output`` (rows in input
-    order); returns the accounting. Raises :class:`InputError` under ``on_error=fail``.
+    order); returns the accounting. Raises :class:`~streamanon.io.InputError` under
+    ``on_error=fail``.
 
     ``partitions`` defaults to the parallelism; a restored run keeps the partitions of the
     run it resumes (another number is refused: it would change what CASTLE releases).
@@ -359,13 +388,9 @@ def run_castle_job(
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
-    if fmt == "csv" and not isinstance(source, Endpoint):
-        columns = header_columns(source)
-        if first.id_field not in columns:
-            raise InputError(Rejected(1, ",".join(columns),
-                                      f"CSV header lacks column(s) {first.id_field}"),
-                             str(source))
-    out_fmt = detect_format(None if str(output) == "-" else output, out_format)
+    if not isinstance(source, Endpoint):
+        check_castle_head(source, fmt, first)
+    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
     with work_folder(options) as work:
         restoring = options.restore_from is not None
         prepare_python_path()  # before the JVM starts (route_keys asks it)
@@ -385,10 +410,11 @@ def run_castle_job(
                          progress_path=str(progress_file) if show else None)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']}",
-                      split_progress(progress_file) if show else None)
+                      split_progress(progress_file) if show else None,
+                      spinner=options.progress and sys.stderr.isatty())
         result = merge_castle_outcomes(work / "parts", output, out_format=out_fmt,
                                        on_error=on_error, rejects_path=rejects_path,
-                                       source=str(source))
+                                       rejects_name=rejects_name, source=str(source))
     stats = result.stats
     stats.params = {**params, "input": str(source), "partitions": record.key_groups,
                     "parallelism": options.parallelism, "mode": options.mode,

@@ -306,6 +306,7 @@ def merge_castle_outcomes(
     out_format: str = "csv",
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     source: str = "input",
 ) -> CastleMergeResult:
     """Released rows in input order into ``output`` (the columns of ``streamanon castle``).
@@ -316,7 +317,7 @@ def merge_castle_outcomes(
     rows = read_outcomes(out_dir, notes).lines
     stats = RunStats()
     result = CastleMergeResult(stats, rules=rules_report(notes))
-    rejects = RejectLog(rejects_path, source)
+    rejects = RejectLog(rejects_path, source, rejects_name)
     writer: RowWriter | None = None
     columns: list[str] = []
     loss_sum = 0.0

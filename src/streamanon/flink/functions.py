@@ -35,17 +35,20 @@ the checkpoint exactly (the replay's outputs were emitted before it).
 from __future__ import annotations
 
 import copy
+import logging
 import pickle
 import time
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Types
+from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 from streamanon.flink.splits import block_lines, line_blocks, read_split, write_progress
 from streamanon.flink.zbatch import ZGroupOperator
+
+log = logging.getLogger(__name__)
 
 #: side output of the reading steps: outcome lines that need no operator (rejected, header,
 #: blank), one newline-joined text per batch
@@ -60,8 +63,9 @@ SNAPSHOT_EVERY = 0
 class _ChunkStage(KeyedProcessFunction):
     """What the reading steps share: a chunk parser whose state lives in Flink state."""
 
-    def __init__(self, parser: Any, pace: float = 0.0) -> None:
+    def __init__(self, parser: Any, routing: list[int], pace: float = 0.0) -> None:
         self.template = parser
+        self.routing = list(routing)
         self.pace = float(pace)
 
     def open(self, runtime_context: Any) -> None:
@@ -74,40 +78,84 @@ class _ChunkStage(KeyedProcessFunction):
         if self._parser is None:  # first element of this task (also after a restore)
             self._parser = copy.deepcopy(self.template)
             saved = self._state.value()
+            self._restored = saved is not None
             if saved is not None:
                 self._position, parser_state = saved
                 self._parser.restore(parser_state)
         return self._parser
 
-    def _save(self) -> None:
-        self._state.update((self._position, self._parser.state()))
+    def _save(self, parser_state: Any = None) -> None:
+        state = self._parser.state() if parser_state is None else parser_state
+        self._state.update((self._position, state))
 
     def _parse(self, blocks: Any) -> Any:
         """Feed blocks; yield the meta lines (side output) and the keyed batches."""
         parser = self._parser
         meta: list[str] = []
-        batches: list[tuple[int, bytes]] = []
+        batches: list[tuple[int, Any]] = []
         lines = 0
         for block in blocks:
             lines += block_lines(block)
             m, b = parser.feed(block)
             meta += m
             batches += b
+        yield from self._emit(meta, batches, lines)
+
+    def _emit(self, meta: list[str], batches: list[tuple[int, Any]], lines: int) -> Any:
         if self.pace:
             time.sleep(self.pace * lines)
         if meta:
             yield META, "\n".join(meta)
-        yield from batches
+        routing = self.routing
+        for group, batch in batches:
+            yield Row(routing[group], (group, batch))
 
 
 class ReadSplits(_ChunkStage):
-    """Split numbers in; the split's outcome lines (META) and keyed batches out."""
+    """Split numbers in; the split's outcome lines (META) and keyed batches out.
 
-    def __init__(self, path: str | Path, split_bytes: int, splits: int, parser: Any, *,
-                 pace: float = 0.0, progress_path: str | None = None) -> None:
-        super().__init__(parser, pace)
+    With ``python`` (the interpreter of a helper process) the splits are parsed ahead in a
+    :class:`~streamanon.flink.readahead.ReadAhead` helper, outside the interpreter lock that
+    thread mode's Python functions share; without it, or when the helper is gone, here.
+    """
+
+    def __init__(self, path: str | Path, split_bytes: int, splits: int, parser: Any,
+                 routing: list[int], *, pace: float = 0.0,
+                 progress_path: str | None = None, python: str | None = None) -> None:
+        super().__init__(parser, routing, pace)
         self.path, self.split_bytes, self.splits = str(path), int(split_bytes), int(splits)
         self.progress_path = progress_path
+        self.python = python
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self._ahead: Any = None
+        self._ahead_failed = self.python is None
+        self._restored = False
+        # started now, the helper is running by the time the first split number arrives:
+        # this step parses split 0 itself (the operators wait for it anyway) while the
+        # helper parses it too, for its state, and then split 1; a restored run (known at
+        # the first split number) restarts it from the restored position
+        self._start_ahead(0, self.template)
+
+    def _start_ahead(self, index: int, parser: Any) -> None:
+        """A helper parsing from split ``index`` (with ``parser``) and sending ``index + 1``
+        on: split ``index`` is parsed here."""
+        from streamanon.flink.readahead import ReadAhead
+
+        if self._ahead_failed or index + 1 >= self.splits:
+            return
+        try:
+            self._ahead = ReadAhead(self.path, self.split_bytes, index, self.splits, parser,
+                                    self.python, send_from=index + 1)
+        except OSError as exc:
+            log.warning("parsing %s in the task itself: %s", self.path, exc)
+            self._ahead_failed = True
+
+    def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
 
     def process_element(self, index: int, ctx: Any):  # type: ignore[override]
         self._load()
@@ -116,20 +164,48 @@ class ReadSplits(_ChunkStage):
         if index > self._position:
             raise RuntimeError(f"split {index} of {self.path} arrived before split "
                                f"{self._position}: the source lost or reordered splits")
-        data = read_split(self.path, index, self.split_bytes)
-        yield from self._parse(line_blocks(data))
-        self._position = index + 1
-        self._save()
+        result = self._read_ahead(index)
+        if result is None:
+            data = read_split(self.path, index, self.split_bytes)
+            yield from self._parse(line_blocks(data))
+            self._position = index + 1
+            self._save()
+        else:
+            _, meta, batches, parser_state, lines = result
+            yield from self._emit(meta, batches, lines)
+            self._parser.restore(parser_state)
+            self._position = index + 1
+            self._save(parser_state)
         write_progress(self.progress_path, self._position, self.splits)
+
+    def _read_ahead(self, index: int) -> Any:
+        """Split ``index`` from the helper, or None: parse it here (the split a helper
+        starts at, or all of them without one)."""
+        from streamanon.flink.readahead import HelperGone
+
+        ahead, restored, self._restored = self._ahead, self._restored, False
+        if ahead is not None and ahead.next == index:
+            try:
+                return ahead.take(index)
+            except (HelperGone, OSError) as exc:
+                log.warning("parsing %s in the task itself: %s", self.path, exc)
+                self.close()
+                self._ahead_failed = True
+                return None
+        if ahead is not None and ahead.next == index + 1 and not restored:
+            return None  # the split the helper started at
+        self.close()  # none yet, or one started elsewhere than where the run resumes
+        self._start_ahead(index, self._parser)
+        return None
 
 
 class BatchLines(_ChunkStage):
     """Lines in; a batch closes on ``batch_size`` lines or ``batch_ms`` after its first line,
     then its outcome lines (META) and keyed batches go out."""
 
-    def __init__(self, parser: Any, *, batch_size: int, batch_ms: float,
+    def __init__(self, parser: Any, routing: list[int], *, batch_size: int, batch_ms: float,
                  pace: float = 0.0) -> None:
-        super().__init__(parser, pace)
+        super().__init__(parser, routing, pace)
         if batch_size < 1 or batch_ms < 0:
             raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
         self.batch_size, self.batch_ms = int(batch_size), float(batch_ms)

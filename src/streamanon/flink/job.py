@@ -34,7 +34,7 @@ from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.outcomes import MergeResult, merge_outcomes
 from streamanon.flink.splits import choose_split_bytes, read_progress, split_count
 from streamanon.io import OnError, detect_format
-from streamanon.io.readers import _Reader
+from streamanon.io.readers import _Reader, check_text_head
 from streamanon.zanon.operator import SEPARATOR
 
 #: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
@@ -90,6 +90,8 @@ class JobOptions:
     batch_size: int | None = None  # None: the operator's default
     batch_ms: float = DEFAULT_BATCH_MS
     progress: bool = False  # a progress bar on stderr for a large file (needs a terminal)
+    #: thread mode: parse a file's splits ahead in a helper process (see .readahead)
+    read_ahead: bool = True
 
     def env_settings(self, work: Path, record: RunRecord | None = None) -> dict[str, Any]:
         """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
@@ -230,55 +232,75 @@ def socket_lines(env: Any, source: Endpoint) -> Any:
     return env.add_source(SourceFunction(fn), "socket lines").set_parallelism(1)
 
 
+def keyed_rows(stream: Any, value_type: Any) -> Any:
+    """A stream of ``Row(key, value)`` (int key) keyed by its key in the JVM.
+
+    PyFlink's ``key_by`` adds a Python operator that computes each element's key, one more
+    Python step (and task) that every batch crosses; the steps here emit their key with the
+    value instead, so Flink keys them with its own ``KeyByKeySelector`` (field 0, the same
+    key PyFlink's ``key_by`` builds) and the keyed Python function receives ``value``.
+    """
+    from pyflink.common import Types
+    from pyflink.datastream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+
+    selector = get_gateway().jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector
+    j_keyed = stream._j_data_stream.keyBy(selector(), Types.ROW([Types.INT()]).get_java_type_info())
+    return KeyedStream(j_keyed, value_type, stream)
+
+
+#: what a reading step emits: ``Row(Flink key, (key group, batch))``
+def batch_rows_type() -> Any:
+    from pyflink.common import Types
+
+    return Types.ROW([Types.INT(), Types.PICKLED_BYTE_ARRAY()])
+
+
 def batch_source(env: Any, source: str | Path | Endpoint, parser: Any, record: RunRecord,
                  options: JobOptions, progress_path: str | None = None) -> Any:
-    """The reading step: ``(key, batch bytes)`` out, outcome lines that need no operator on
-    the side output :data:`~streamanon.flink.functions.META`.
+    """The reading step: ``Row(Flink key, (key group, batch))`` out (see :func:`keyed_rows`),
+    outcome lines that need no operator on the side output
+    :data:`~streamanon.flink.functions.META`.
 
     A file is read by :class:`~streamanon.flink.functions.ReadSplits` from split numbers;
     a TCP source's lines are gathered by :class:`~streamanon.flink.functions.BatchLines`.
+    Another source plugs in here: any step that emits the same rows (e.g. lines of a Kafka
+    topic through ``BatchLines``) feeds the keyed operators unchanged.
     """
-    from pyflink.common import Types, WatermarkStrategy
-    from pyflink.datastream.connectors import Source
-    from pyflink.java_gateway import get_gateway
+    from pyflink.common import Row, Types
 
     from streamanon.flink.functions import BatchLines, ReadSplits
 
     if isinstance(source, Endpoint):
         assert options.batch_size, "resolved by run_z_job / run_castle_job"
-        step = BatchLines(parser, batch_size=options.batch_size, batch_ms=options.batch_ms,
-                          pace=options.pace)
-        upstream = socket_lines(env, source)
+        step: Any = BatchLines(parser, record.routing, batch_size=options.batch_size,
+                               batch_ms=options.batch_ms, pace=options.pace)
+        lines = socket_lines(env, source)
+        upstream = lines.key_by(lambda _: 0, key_type=Types.INT())
         name = f"batch lines (≤ {options.batch_size} lines, ≤ {options.batch_ms:g} ms)"
     else:
-        jvm = get_gateway().jvm
-        numbers = jvm.org.apache.flink.api.connector.source.lib.NumberSequenceSource(
-            0, record.splits - 1)
-        upstream = env.from_source(Source(numbers), WatermarkStrategy.no_watermarks(),
-                                   "file splits", type_info=Types.LONG()).set_parallelism(1)
+        # the split numbers, keyed by one key (the reading step keeps its position in keyed
+        # state); a restored source sends them all again, the step skips those it has read
+        numbers = env.from_collection(
+            [Row(0, k) for k in range(record.splits)],
+            type_info=Types.ROW([Types.INT(), Types.LONG()])).name("file splits")
+        upstream = keyed_rows(numbers, Types.LONG())
+        helper = options.python_executable or sys.executable if (
+            options.read_ahead and options.mode == "thread") else None
         step = ReadSplits(record.source, record.split_bytes, record.splits, parser,
-                          pace=options.pace, progress_path=progress_path)
+                          record.routing, pace=options.pace, progress_path=progress_path,
+                          python=helper)
         name = f"read splits ({record.splits} of {record.split_bytes:,} bytes)"
-    # a thread of its own: see side_output
-    return (upstream.key_by(lambda _: 0, key_type=Types.INT()).process(step)
-            .name(name).uid("read").set_parallelism(1).disable_chaining())
+    return (upstream.process(step, output_type=batch_rows_type())
+            .name(name).uid("read").set_parallelism(1))
 
 
 def side_output(stream: Any, tag: Any) -> Any:
-    """``stream``'s side output ``tag`` in a task of its own.
+    """``stream``'s side output ``tag`` as the JVM holds it (PyFlink's ``get_side_output``
+    adds a Python identity ``map``, one more Python task, that a text needs not)."""
+    from pyflink.datastream import DataStream
 
-    In thread mode every Python operator has its own embedded interpreter thread state;
-    PyFlink does not fuse them, so operators chained into one task share a thread, and only
-    one of their thread states is the thread's own. Native code that asks for "the thread's"
-    GIL state (pyarrow does, when it frees a buffer that wraps Python memory) then waits for
-    a GIL its own thread holds: a deadlock. So every Python operator of these jobs that is
-    not alone in its task (a side output's identity ``map``, a function followed by a
-    ``key_by``, whose key selector is a Python operator) is cut off with
-    ``disable_chaining``; batches make the extra hop between tasks cheap.
-    """
-    # parallelism 1 like the stages that write side outputs: the edge stays forward when the
-    # job is restored at another parallelism
-    return stream.get_side_output(tag).set_parallelism(1).disable_chaining()
+    return DataStream(stream._j_data_stream.getSideOutput(tag.get_java_output_tag()))
 
 
 def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None) -> None:
@@ -341,9 +363,8 @@ def build_z_job(
                           source_name=str(source), key_groups=record.key_groups,
                           batch_size=options.batch_size or Z_BATCH_SIZE)
     batches = batch_source(env, source, parser, record, options, progress_path)
-    routing = record.routing
     outcomes = (
-        batches.key_by(lambda b: routing[b[0]], key_type=Types.INT())
+        keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
         .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
                  output_type=Types.STRING())
         .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
@@ -351,16 +372,37 @@ def build_z_job(
     outcome_sink(outcomes.union(side_output(batches, META)), out_dir, options.release_to)
 
 
+#: the bytes of a file's head the client checks before the job runs
+HEAD_BYTES = 1 << 16
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (spreadsheets write one): read past
+
+
+def file_head(source: str | Path) -> bytes:
+    """The first :data:`HEAD_BYTES` of a file, refused as a whole (as ``streamanon z`` and
+    ``streamanon castle`` refuse it) when it is not text: compressed, an archive, binary."""
+    with open(source, "rb") as fh:
+        head = fh.read(HEAD_BYTES)
+    check_text_head(head, str(source))
+    return head.removeprefix(BOM)
+
+
+def head_lines(head: bytes) -> str:
+    """The whole lines of a head (a line cut by the head's end is left out)."""
+    text = head.decode("utf-8", errors="replace")
+    return text if len(head) < HEAD_BYTES else text[: text.rfind("\n") + 1]
+
+
 def check_header(source: str | Path, fmt: str) -> None:
-    """Fail early, as ``streamanon z`` does, when a CSV file has no usable header line."""
-    if fmt != "csv" or not Path(source).is_file():
+    """Fail early, with ``streamanon z``'s message, on a file that is not text or (CSV) has
+    no usable header line."""
+    head = file_head(source)
+    if fmt != "csv":
         return
     reader = _Reader(fmt, OnError.fail, None, 0.0, 4096, str(source))
-    with open(source, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                reader.take_header(number, line.rstrip("\r\n"))
-                return
+    for number, line in enumerate(head_lines(head).split("\n"), start=1):
+        if line.strip():
+            reader.take_header(number, line.rstrip("\r"))
+            return
 
 
 @dataclass
@@ -385,12 +427,17 @@ def work_folder(options: JobOptions) -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] | None = None
-            ) -> JobRun:
+def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] | None = None,
+            spinner: bool = False) -> JobRun:
     """Run the job to its end; with ``progress`` (``(done, total)`` or None) a progress bar
-    on stderr while it runs."""
+    on stderr while it runs, else with ``spinner`` a spinner naming the job."""
     start = time.perf_counter()
-    if progress is None:
+    if progress is None and spinner:
+        from rich.console import Console
+
+        with Console(stderr=True).status(f"{name}: Flink job running"):
+            result = env.execute(name)
+    elif progress is None:
         result = env.execute(name)
     else:
         from rich.progress import (
@@ -421,7 +468,8 @@ def split_progress(path: Path) -> Callable[[], tuple[int, int] | None]:
 
 
 def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
-    """A progress bar for a large file when asked and stderr is a terminal."""
+    """A progress bar for a large file when asked and stderr is a terminal (else a spinner,
+    see :func:`execute`: every job takes seconds)."""
     return (options.progress and not isinstance(source, Endpoint) and sys.stderr.isatty()
             and Path(source).stat().st_size >= PROGRESS_BYTES)
 
@@ -437,13 +485,16 @@ def run_z_job(
     out_format: str | None = None,
     on_error: OnError = OnError.fail,
     rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
     time_tolerance: float = 0.0,
     snapshot_every: int | None = None,
 ) -> MergeResult:
     """Run the job to its end and merge its outcomes into ``output``; returns the accounting.
 
     Raises :class:`~streamanon.io.InputError` under ``on_error=fail`` after writing the rows
-    before the bad line (as :func:`streamanon.cli.zanon.run_z`).
+    before the bad line (as :func:`streamanon.cli.zanon.run_z`: wrap the call in an
+    :class:`~streamanon.io.output.OutputSet`, as the CLI does, to keep such a partial output
+    from replacing anything). ``rejects_name`` is the rejects file's name in messages.
     """
     from streamanon.flink.zbatch import Z_KEY_GROUPS
 
@@ -452,7 +503,7 @@ def run_z_job(
     fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
     if not isinstance(source, Endpoint):
         check_header(source, fmt)
-    out_fmt = detect_format(None if str(output) == "-" else output, out_format)
+    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
     with work_folder(options) as work:
         prepare_python_path()  # before the JVM starts (route_keys asks it)
         record = RunRecord.settle(
@@ -466,9 +517,11 @@ def run_z_job(
                     time_tolerance=time_tolerance, snapshot_every=snapshot_every,
                     progress_path=str(progress_file) if show else None)
         run = execute(env, f"streamanon z z={z} delta_t={delta_t:g}",
-                      split_progress(progress_file) if show else None)
+                      split_progress(progress_file) if show else None,
+                      spinner=options.progress and sys.stderr.isatty())
         result = merge_outcomes(parts, output, out_format=out_fmt, on_error=on_error,
-                                rejects_path=rejects_path, source=str(source))
+                                rejects_path=rejects_path, rejects_name=rejects_name,
+                                source=str(source))
     stats = result.stats
     stats.params = {"z": z, "delta_t": float(delta_t), "input": str(source),
                     "parallelism": options.parallelism, "mode": options.mode,

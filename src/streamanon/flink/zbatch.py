@@ -41,6 +41,7 @@ from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
     OUTCOMES,
+    RECORDS_CODEC,
     decode_batch,
     encode_batch,
     marker_line,
@@ -235,7 +236,8 @@ class ZChunkParser:
         for g in np.flatnonzero(counts).tolist():
             end = pos + int(counts[g])
             for lo in range(pos, end, self.batch_size):
-                out.append((g, encode_batch(table.slice(lo, min(end, lo + self.batch_size) - lo))))
+                out.append((g, encode_batch(table.slice(lo, min(end, lo + self.batch_size) - lo),
+                                            RECORDS_CODEC)))
             pos = end
         return out
 
@@ -254,16 +256,19 @@ class ZChunkParser:
         return per_name[distinct.indices.to_numpy(zero_copy_only=False)]
 
 
-def batch_rows(batch: Batch) -> list[tuple]:
+def batch_rows(batch: Batch | pa.RecordBatch) -> list[tuple]:
     """The records of a batch as row tuples ``(seq, t, t_text, u, a, restamped)``."""
     if isinstance(batch, list):
         return batch
-    cols = [c.to_pylist() for c in decode_batch(batch).columns]
+    rb = batch if isinstance(batch, pa.RecordBatch) else decode_batch(batch)
+    cols = [c.to_pylist() for c in rb.columns]
     return list(zip(*cols, strict=True))
 
 
-def record_batch(batch: Batch) -> pa.RecordBatch:
+def record_batch(batch: Batch | pa.RecordBatch) -> pa.RecordBatch:
     """A batch as an Arrow record batch of :data:`RECORDS`."""
+    if isinstance(batch, pa.RecordBatch):
+        return batch
     if not isinstance(batch, list):
         return decode_batch(batch)
     columns = zip(*batch, strict=True) if batch else [[] for _ in RECORDS]
@@ -274,7 +279,8 @@ def record_batch(batch: Batch) -> pa.RecordBatch:
 
 def arrow_batch(batch: Batch) -> bytes:
     """A batch as Arrow IPC bytes of :data:`RECORDS`."""
-    return batch if not isinstance(batch, list) else encode_batch(record_batch(batch))
+    return batch if not isinstance(batch, list) else encode_batch(record_batch(batch),
+                                                                  RECORDS_CODEC)
 
 
 class ZGroupOperator:
@@ -300,13 +306,14 @@ class ZGroupOperator:
     def snapshot(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def process(self, batch: Batch) -> tuple[str, int]:
+    def process(self, batch: Batch | pa.RecordBatch) -> tuple[str, int]:
         """Process one batch; the part-file text of its outcomes and its number of rows."""
-        rows = len(batch) if isinstance(batch, list) else decode_batch(batch).num_rows
+        decoded = batch if isinstance(batch, list) else decode_batch(batch)  # decoded once
+        rows = len(decoded) if isinstance(decoded, list) else decoded.num_rows
         self.mean_rows = 0.8 * self.mean_rows + 0.2 * rows
         if self.mean_rows <= SMALL_BATCH:
-            return "\n".join(self.apply_rows(batch_rows(batch))), rows
-        return outcome_batch_line(self.apply(batch)), rows
+            return "\n".join(self.apply_rows(batch_rows(decoded))), rows
+        return outcome_batch_line(self.apply(decoded)), rows
 
     def apply_rows(self, rows: list[tuple]) -> list[str]:
         """The record-at-a-time engine on row tuples; one outcome line per row."""
@@ -319,7 +326,7 @@ class ZGroupOperator:
                                       result.a))
         return out
 
-    def apply(self, batch: Batch) -> pa.RecordBatch:
+    def apply(self, batch: Batch | pa.RecordBatch) -> pa.RecordBatch:
         """The batch engine on one batch; its outcome batch (:data:`OUTCOMES`)."""
         rb = record_batch(batch)
         n = rb.num_rows

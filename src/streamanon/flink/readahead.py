@@ -1,0 +1,159 @@
+"""Parse a file's next splits in a helper process while the job works on the current one.
+
+In PyFlink's thread mode every Python function of a TaskManager runs in one embedded
+interpreter, under one interpreter lock: the reading step's parsing and the keyed operator
+cannot run at the same time, even on two cores, so a one-partition job costs the *sum* of
+parsing and anonymizing (``streamanon z`` and ``streamanon castle`` pay the same sum in one
+process). :class:`ReadAhead` takes the parsing out of the lock: a helper process
+(``python -m streamanon.flink.readahead``, no PyFlink) reads splits ``start, start + 1, ...``
+of the file with a copy of the reading step's chunk parser and sends, per split, exactly what
+the reading step would have computed: its outcome lines, its keyed batches and the parser's
+state after it. The reading step emits them and keeps the state in Flink state as before, so
+checkpoints, restores and outputs do not change; only where the parsing runs does.
+
+The helper works at most one split ahead of what the pipe holds (it blocks on a full pipe),
+ends when its input closes (the task ended or died: a killed TaskManager takes it along, as
+its stdin closes) and is asked again from the restored position after a restore. If it cannot
+start or dies, the reading step parses in its own thread, as without it.
+
+>>> import os, tempfile
+>>> from streamanon.flink.zbatch import ZChunkParser
+>>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+>>> _ = open(path, "w").write("t,u,a\\n1,alice,x\\n2,bob,x\\n")
+>>> ahead = ReadAhead(path, 8, 0, 4, ZChunkParser("csv", key_groups=2))
+>>> [(k, meta, len(batches)) for k, meta, batches, state, lines in map(ahead.take, range(4))]
+[(0, ['1\\tH'], 1), (1, [], 0), (2, [], 1), (3, [], 0)]
+>>> ahead.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from typing import Any, BinaryIO
+
+from streamanon.flink.splits import block_lines, line_blocks, read_split
+
+log = logging.getLogger(__name__)
+
+#: what the helper sends per split: (split, meta lines, keyed batches, parser state, lines)
+SplitResult = tuple[int, list[str], list[tuple[int, Any]], Any, int]
+
+
+def parse_split(path: str, index: int, split_bytes: int, parser: Any) -> SplitResult:
+    """Split ``index`` through ``parser`` (whose state moves on): what the reading step emits."""
+    meta: list[str] = []
+    batches: list[tuple[int, Any]] = []
+    lines = 0
+    for block in line_blocks(read_split(path, index, split_bytes)):
+        lines += block_lines(block)
+        m, b = parser.feed(block)
+        meta += m
+        batches += b
+    return index, meta, batches, parser.state(), lines
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """The helper's loop: one request ``(path, split_bytes, start, stop, parser, send_from)``,
+    then one pickled :data:`SplitResult` per split from ``send_from`` on (or
+    ``("error", exception)``) until ``stop``; splits before ``send_from`` are parsed for the
+    parser's state only (the reading step parses those itself)."""
+    path, split_bytes, start, stop, parser, send_from = pickle.load(stdin)
+    for index in range(start, stop):
+        try:
+            result: Any = parse_split(path, index, split_bytes, parser)
+        except Exception as exc:  # the reading step raises it, as it would have raised it
+            result = ("error", exc)
+        if index < send_from and result[0] != "error":
+            continue
+        try:
+            pickle.dump(result, stdout, protocol=pickle.HIGHEST_PROTOCOL)
+            stdout.flush()
+        except (BrokenPipeError, OSError):
+            return  # the reading step is gone
+        if result[0] == "error":
+            return
+
+
+class ReadAhead:
+    """The client side: a helper process parsing splits ``start .. stop - 1`` in order and
+    sending those from ``send_from`` (default ``start``) on.
+
+    :meth:`take` returns split ``index``'s :data:`SplitResult`; ``index`` must be the next
+    one (the reading step asks in order). Raises what the parser raised for that split.
+    """
+
+    def __init__(self, path: str, split_bytes: int, start: int, stop: int, parser: Any,
+                 python: str | None = None, send_from: int | None = None) -> None:
+        send_from = start if send_from is None else send_from
+        self.next = send_from
+        self.proc = subprocess.Popen(
+            [python or sys.executable, "-m", "streamanon.flink.readahead"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=os.environ.copy())
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stderr: list[bytes] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+        pickle.dump((path, split_bytes, start, stop, parser, send_from), self.proc.stdin,
+                    protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.flush()  # stdin stays open: closing it (or dying) ends the helper
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.append(self.proc.stderr.read())
+
+    def take(self, index: int) -> SplitResult:
+        if index != self.next:
+            raise RuntimeError(f"read-ahead asked for split {index}, has {self.next} next")
+        assert self.proc.stdout is not None
+        try:
+            result = pickle.load(self.proc.stdout)
+        except (EOFError, pickle.UnpicklingError, OSError) as exc:
+            self.close()
+            raise HelperGone(f"the read-ahead process ended ({exc!r}): "
+                             f"{b''.join(self._stderr)[-2000:].decode(errors='replace')}"
+                             ) from None
+        if result[0] == "error":
+            self.close()
+            raise result[1]
+        if result[0] != index:
+            self.close()
+            raise RuntimeError(f"read-ahead sent split {result[0]} for {index}")
+        self.next = index + 1
+        return result  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """End the helper (it would end by itself after its last split)."""
+        proc = self.proc
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(OSError, ValueError, subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+class HelperGone(RuntimeError):
+    """The helper process ended early (killed, crashed, or never started)."""
+
+
+def main() -> None:
+    """``python -m streamanon.flink.readahead``: results on the original stdout, which
+    nothing else may write to (a stray print would corrupt them): fd 1 becomes stderr."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()
