@@ -38,10 +38,13 @@ __all__ = [
     "ConfigError",
     "DuplicateReadingError",
     "EncodingError",
+    "EndpointError",
     "FrameError",
     "InputError",
     "MissingFieldError",
+    "OutputError",
     "ProtocolError",
+    "ResumeError",
     "StreamanonError",
     "TimeOrderError",
     "UnknownCategoryError",
@@ -139,3 +142,18 @@ class EncodingError(StreamanonError):
 
 class FrameError(StreamanonError):
     """A network frame that cannot be accepted; the message says why."""
+
+
+# -- endpoints and runs ------------------------------------------------------------------------
+class OutputError(StreamanonError):
+    """An output cannot be used (it is an input, its folder is missing, ...); nothing was
+    written. The message names the option and the path and says what to do."""
+
+
+class EndpointError(StreamanonError):
+    """An endpoint cannot be used (a topic missing, a broker unreachable, an output file that
+    a Kafka run would have to overwrite); nothing was processed. The message says what to do."""
+
+
+class ResumeError(StreamanonError):
+    """A checkpoint that this run cannot take up (other parameters, missing outputs)."""

@@ -62,7 +62,7 @@ import numpy as np
 
 from streamanon.castle import CastleAnonymizer, Released
 from streamanon.castle.cluster import Row
-from streamanon.errors import BadRecordError
+from streamanon.errors import BadRecordError, EndpointError
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
@@ -88,9 +88,6 @@ KAFKA_PREFIX = "kafka://"
 PUBLISHED, SUPPRESSED, REJECTS = "published", "suppressed", "rejects"
 
 
-class EndpointError(ValueError):
-    """An endpoint cannot be used (a topic missing, a broker unreachable, an output file that
-    a Kafka run would have to overwrite); nothing was processed. The message says what to do."""
 
 
 def is_kafka(spec: object) -> bool:

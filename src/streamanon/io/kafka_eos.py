@@ -100,6 +100,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from streamanon.errors import ResumeError
 from streamanon.io.kafka import (
     BrokerWatch,
     KafkaSource,
@@ -704,5 +705,3 @@ class ExactlyOnceRun:
         return delivery
 
 
-class ResumeError(RuntimeError):
-    """A checkpoint that this run cannot take up (other parameters, missing outputs)."""

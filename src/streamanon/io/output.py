@@ -58,12 +58,11 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self
 
+from streamanon.errors import OutputError
+
 STDOUT = "-"
 
 
-class OutputError(ValueError):
-    """An output cannot be used (it is an input, its folder is missing, ...); nothing was
-    written. The message names the option and the path and says what to do."""
 
 
 class Terminated(BaseException):
