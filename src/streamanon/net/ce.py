@@ -231,7 +231,8 @@ class CentralEntity:
         metrics = None
         if self.cfg.metrics:
             metrics = serve(self.metrics.registry, self.cfg.metrics, ca=self.cfg.ca,
-                            cert=self.cfg.cert, key=self.cfg.key)
+                            cert=self.cfg.cert, key=self.cfg.key,
+                            revocations=self.revocations)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
@@ -243,6 +244,7 @@ class CentralEntity:
             await self.stopping.wait()
         if metrics is not None:
             metrics.shutdown()
+            metrics.server_close()
         self.store.close()
         log.info("central entity stopped")
 

@@ -424,7 +424,8 @@ class GatewayDaemon:
         metrics = None
         if self.cfg.metrics:
             metrics = serve(self.metrics.registry, self.cfg.metrics, ca=self.cfg.ca,
-                            cert=self.cfg.cert, key=self.cfg.key)
+                            cert=self.cfg.cert, key=self.cfg.key,
+                            revocations=self.revocations)
         retry = min(1.0, self.clock.period / 4)
         background = [loop.create_task(link.maintain(retry)) for link in self.links.values()]
         background.append(loop.create_task(self.watch_ready()))
@@ -470,6 +471,7 @@ class GatewayDaemon:
             link.mark_down("stopping", level=logging.INFO)
         if metrics is not None:
             metrics.shutdown()
+            metrics.server_close()
         self.flush_stats()
         self.outbox.close()
         log.info("gateway %s stopped", self.cfg.name)

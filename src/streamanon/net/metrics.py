@@ -2,8 +2,10 @@
 
 Each daemon keeps its metrics in a registry of its own and, with ``metrics = "host:port"`` in
 its config, serves them at ``https://host:port/metrics`` over **mutual TLS with the site's CA**
-(TLS 1.3; the scraper presents a certificate of the CA, e.g. the ``monitor`` certificate that
-``pki init`` writes): a stranger on the network is not served (threat model). Prometheus
+(TLS 1.3). Only a scraper presenting an unrevoked certificate of the site's CA with the role
+``monitor`` (the ``monitor`` certificate that ``pki init`` writes) is served; a stranger, a
+gateway's, the CE's or a sensor's certificate, or a revoked monitor certificate gets ``403``
+(threat model: metrics reveal a site's activity, e.g. readings per cycle). Prometheus
 scrapes it with ``scheme: https`` and a ``tls_config`` of ``ca_file``, ``cert_file``,
 ``key_file`` and ``server_name`` (``gw3``, ``ce``). ``streamanon cluster status`` reads them.
 
@@ -21,15 +23,22 @@ Gateway: ``dezent_cycles_completed_total``, ``dezent_cycles_skipped_total{reason
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
+import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import MetricsHandler
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamanon.net.tls import split_address
+from streamanon.net.pki import ROLE_MONITOR
+from streamanon.net.tls import Revocations, check_peer, server_context, split_address
+
+log = logging.getLogger(__name__)
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -80,14 +89,50 @@ class CEMetrics:
                                    "batches", registry=r)
 
 
-def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, key: Path
-          ) -> Any:
-    """Serve ``registry`` on ``address`` (mutual TLS); returns the server (``shutdown()``)."""
-    host, port = split_address(address)
-    server, _thread = start_http_server(
-        port, host, registry=registry, certfile=str(cert), keyfile=str(key),
-        client_cafile=str(ca), client_auth_required=True,
-        tls_min_version=ssl.TLSVersion.TLSv1_3)
+class _MetricsServer(ThreadingHTTPServer):
+    """HTTP over mutual TLS; the handshake runs in the request's thread (a slow or silent
+    client cannot stall the accepting loop)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, ctx: ssl.SSLContext) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.ctx = ctx
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = self.socket.accept()
+        sock.settimeout(5.0)
+        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.info("metrics: connection from %s dropped", client_address, exc_info=True)
+
+
+def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, key: Path,
+          revocations: Revocations) -> Any:
+    """Serve ``registry`` on ``address`` (mutual TLS, role ``monitor`` only, CRL checked at
+    every request); returns the server (``shutdown()``, ``server_close()``)."""
+    base = MetricsHandler.factory(registry)
+
+    class Handler(base):  # type: ignore[misc,valid-type]
+        def setup(self) -> None:
+            self.request.do_handshake()
+            super().setup()
+
+        def do_GET(self) -> None:
+            _, why = check_peer(self.connection, revocations, (ROLE_MONITOR,))
+            if why is not None:
+                log.warning("metrics: refusing %s: %s", self.client_address, why)
+                self.send_error(403, "a monitor certificate of this site is required")
+                return
+            super().do_GET()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = _MetricsServer(split_address(address), Handler, server_context(ca, cert, key))
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server
 
 
