@@ -66,6 +66,10 @@ def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int,
 
     if structure not in ("exact", "cbf"):
         fail(f"--structure must be exact or cbf, got {structure!r}")
+    if gateways < min_members:
+        err_console.print(f"[bold red]warning:[/] --gateways {gateways} is below --min-members "
+                          f"{min_members}: every cycle is skipped and nothing is published "
+                          "(the secure sum hides a gateway's counts only among 3 or more)")
     if store is not None and not is_postgres(store):
         fail(f"--store must be a postgresql:// DSN (SQLite is the default), got {store!r}")
     return ClusterSpec(gateways=gateways, period=period, cycles=cycles, z=z, max_sn=max_sn,
