@@ -114,6 +114,13 @@ def test_cluster_up_resumes_and_stops_in_order_on_ctrl_c(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     assert json.loads((work / "run.json").read_text())["next_cycle"] == 4
     rows_before = len((work / "measurements.csv").read_text().splitlines())
+    # another z than the earlier run's is refused before anything starts (the CE's rows were
+    # published under z 3; the final check would report violations that are not ones)
+    other = runner.invoke(app, ["cluster", "up", "--gateways", "3", "--z", "4", "--max-sn",
+                                "8", "--workdir", str(work), "--resume"])
+    assert other.exit_code == 2, other.output
+    assert "z 3 -> 4" in other.output and "--force" in other.output
+    assert len((work / "measurements.csv").read_text().splitlines()) == rows_before
     up = subprocess.Popen(
         [sys.executable, "-m", "streamanon", "cluster", "up", "--gateways", "3", "--period",
          "0.3", "--max-sn", "8", "--workdir", str(work), "--resume", "--json"],

@@ -117,6 +117,11 @@ RUN_FILES = ("ce.sqlite", "ce.sqlite-wal", "ce.sqlite-shm", "measurements.csv",
              "ce.toml", "cluster.toml")
 RUN_DIRS = ("state", "logs", "pki", "ca")
 MODES = ("new", "force", "resume")
+# what a resumed run must share with the earlier one (period, cycles and the store's address
+# may change between runs)
+RESUME_FIXED = ("gateways", "z", "max_sn", "sn_sd", "seed", "delta_t", "p_pub", "rule",
+                "structure", "fp_rate", "counter_bits", "publication", "publication_order",
+                "id_mode", "min_members", "insecure_plaintext_sensors")
 
 
 class Cluster:
@@ -126,7 +131,7 @@ class Cluster:
         self.dir = Path(workdir).resolve()
         self.mode = mode
         if mode == "resume":
-            spec = replace(spec, start_cycle=self._resume_cycle())
+            spec = replace(spec, start_cycle=self._resume_cycle(spec))
         self.spec = spec
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs = self.dir / "logs"
@@ -138,13 +143,25 @@ class Cluster:
     def store(self) -> str:
         return self.spec.store or str(self.dir / "ce.sqlite")
 
-    def _resume_cycle(self) -> int:
+    def _resume_cycle(self, spec: ClusterSpec) -> int:
+        """The cycle the earlier run stopped at; refuses a resume whose site or privacy
+        parameters differ from the earlier run's (its CE rows and outboxes were made with
+        those: another z or another ring would make the final check wrong, not the data)."""
         try:
             run = json.loads((self.dir / "run.json").read_text())
-            return int(run["next_cycle"])
+            cycle = int(run["next_cycle"])
         except (OSError, ValueError, KeyError) as exc:
             raise WorkdirInUse(f"nothing to resume in {self.dir}: no usable run.json "
                                f"({exc})") from None
+        earlier = run.get("spec", {})
+        now = asdict(spec)
+        changed = [f"{k} {earlier[k]!r} -> {now[k]!r}" for k in RESUME_FIXED
+                   if k in earlier and earlier[k] != now[k]]
+        if changed:
+            raise WorkdirInUse(f"--resume in {self.dir} with other parameters than its earlier "
+                               f"run: {'; '.join(changed)}. Give the earlier values, or "
+                               "--force to start a new run")
+        return cycle
 
     def earlier_run(self) -> list[str]:
         """What of an earlier run the workdir holds (empty: none)."""
@@ -372,7 +389,8 @@ class Cluster:
             else self.current_cycle()
         (self.dir / "run.json").write_text(json.dumps({
             "first_cycle": s.start_cycle, "next_cycle": max(s.start_cycle, last + 1),
-            "interrupted": self.interrupted, "exit_codes": exits}) + "\n")
+            "interrupted": self.interrupted, "exit_codes": exits,
+            "spec": {k: getattr(s, k) for k in RESUME_FIXED}}) + "\n")
         return {"workdir": str(self.dir), "exit_codes": exits, "published": published,
                 "interrupted": self.interrupted, "cycles": [s.start_cycle, last],
                 "measurements": str(self.dir / "measurements.csv"),
