@@ -171,7 +171,8 @@ def _table(summary: dict[str, Any]) -> Table:
 
 STRUCTURE_HELP = ("Counting structure on the ring: 'exact' (one counter per bucket value: "
                   "publishes exactly what the centralized rule does, ~120-byte messages on the "
-                  "default district: counters as wide as their bound) or 'cbf' (the paper's counting Bloom filter: fixed size, "
+                  "default district: counters as wide as their bound) or 'cbf' (the paper's "
+                  "counting Bloom filter: fixed size, "
                   "may add false positives, counted as violations).")
 
 
