@@ -498,8 +498,8 @@ def part_latency(args: argparse.Namespace, work: Path, old_src: Path | None) -> 
     trace = z_trace(work / "latency.csv", n)
     lines = trace.read_text().splitlines()
     op = ZAnonymizer(z=Z, delta_t=DELTA_T)
-    expected = [(r.time_text(), r.u, r.a) for r in map(op.process, read_records(trace))
-                if not isinstance(r, Suppressed)]
+    expected = [(r.time_text(), r.u, r.a) for rec in read_records(trace)
+                for r in op.process(rec) if not isinstance(r, Suppressed)]
     configs: list[tuple[str, Path | None, list[str]]] = [
         (f"batched, --batch-ms {ms:g}" + (" (default)" if ms == 5 else ""), None,
          ["--batch-ms", f"{ms:g}"]) for ms in args.batch_ms]
