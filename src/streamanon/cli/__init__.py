@@ -1,5 +1,9 @@
 """The ``streamanon`` command line: one module per command group, all on one typer app.
 
+Importing this package loads typer and the app's table of commands, nothing else: each
+command's module is imported when that command runs or its help is shown (see
+:mod:`streamanon.cli.app`), so start-up stays instant.
+
 Exit codes are those of :class:`streamanon.cli.exitcodes.ExitCode`; :func:`main` turns an
 unexpected exception (a bug) into exit 70 with its traceback, so that exit 1 keeps meaning
 "a check found a problem".
@@ -8,12 +12,6 @@ unexpected exception (a bug) into exit 70 with its traceback, so that exit 1 kee
 import sys
 import traceback
 
-import streamanon.cli.ce  # (register the deZent daemon commands)
-import streamanon.cli.cluster
-import streamanon.cli.gateway
-import streamanon.cli.pki
-import streamanon.cli.sensors  # noqa: F401
-from streamanon.cli import castle, demo, dezent, flink, kafka, verify, zanon  # noqa: F401
 from streamanon.cli.app import app
 from streamanon.cli.exitcodes import ExitCode
 
