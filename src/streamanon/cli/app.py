@@ -185,6 +185,18 @@ class LazyHelpGroup(TyperGroup):
             return self.commands.row(cmd_name)  # type: ignore[attr-defined]
         return self.commands.get(cmd_name)
 
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and getattr(option, "_runtime_param", False) is None:
+            # typer >= 0.20 coerces a group's absent --help (None) through a pydantic adapter
+            # built on first use: 60 ms of start-up for `streamanon z --help`; a flag that is
+            # absent or True needs no coercion
+            from typer._coercion import PassThroughRuntimeParam
+
+            option._runtime_param = PassThroughRuntimeParam(
+                annotation=bool, parameter_info=option.type_descriptor.parameter_info)
+        return option
+
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # the names only: nothing built
 

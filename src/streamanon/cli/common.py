@@ -11,7 +11,9 @@ The rules every command follows (documented for users in docs/reference/exit-cod
   when the run succeeds, and a failed or interrupted run says on stderr what was not written;
 * bad input is a one-line ``error:`` naming the file and line and what to do, never a
   traceback;
-* progress bars appear on a terminal only (stderr), and only for work that takes a while.
+* progress bars appear on a terminal only (stderr), and only for work that takes a while;
+* nothing heavy at import: this module is loaded by every command's ``--help``, so the readers,
+  the output set and rich's tables and bars are imported by the functions that use them.
 """
 
 from __future__ import annotations
@@ -23,25 +25,16 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
 from streamanon.cli.exitcodes import ExitCode
-from streamanon.io import InputError, OnError
-from streamanon.io.output import OutputError, OutputSet, Terminated
-from streamanon.io.readers import UnreadableInputError
+from streamanon.errors import InputError, OnError
+
+if TYPE_CHECKING:
+    from streamanon.io.output import OutputSet
 
 ON_ERROR_HELP = (
     "What to do with a bad input line (malformed, unclosed quote, missing field, not UTF-8, "
@@ -94,6 +87,15 @@ def file_progress(
     if size < min_bytes or not err_console.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err_console, transient=True) as bar:
@@ -173,6 +175,9 @@ def writing(inputs: Iterable[str | Path | None], *, skip_hint: bool = False
     stderr which files were not written (they keep their previous content). ``skip_hint``
     adds the --on-error skip hint to a bad-line error.
     """
+    from streamanon.io.output import OutputError, OutputSet, Terminated
+    from streamanon.io.readers import UnreadableInputError
+
     outs = OutputSet(inputs)
     try:
         with outs:
@@ -247,6 +252,9 @@ def print_summary(title: str, summary: Mapping[str, Any], as_json: bool, *,
         except BrokenPipeError:
             _quiet_broken_pipe()
         return
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title, show_header=False)
     table.add_column("", style="bold")
     table.add_column("", justify="right")

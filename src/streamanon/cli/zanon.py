@@ -7,7 +7,7 @@ endpoint; this module turns options into endpoints and errors into exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -43,11 +43,21 @@ from streamanon.cli.kafka import (
     options,
     until_end_option,
 )
-from streamanon.io import OnError, detect_format
-from streamanon.pipeline import run_z
-from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+from streamanon.errors import OnError
+
+if TYPE_CHECKING:
+    from streamanon.pipeline import run_z
 
 __all__ = ["run_z", "z_command", "z_warnings"]
+
+
+def __getattr__(name: str) -> Any:
+    """``run_z``, loaded when asked for (``z --help`` does not load the pipeline)."""
+    if name == "run_z":
+        from streamanon.pipeline import run_z
+
+        return run_z
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def z_warnings(z: int, delta_t: float, summary: dict[str, Any]) -> None:
@@ -108,6 +118,10 @@ def z_command(
         streamanon z --z 5 --delta-t 3600 trace.csv -o published.csv
         streamanon z --z 5 --delta-t 3600 kafka://127.0.0.1:9092/readings -o kafka://127.0.0.1:9092/published
     """
+    from streamanon.io import detect_format
+    from streamanon.pipeline import run_z
+    from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
     for spec, option in ((source, "INPUT"), (output, "--output"), (rejects, "--rejects")):
