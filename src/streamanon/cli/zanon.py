@@ -52,12 +52,18 @@ __all__ = ["run_z", "z_command", "z_warnings"]
 
 
 def __getattr__(name: str) -> Any:
-    """``run_z``, loaded when asked for (``z --help`` does not load the pipeline)."""
+    """``run_z``, loaded when first asked for (``z --help`` does not load the pipeline)."""
     if name == "run_z":
         from streamanon.pipeline import run_z
 
+        globals()["run_z"] = run_z
         return run_z
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _run_z() -> Any:
+    """The run, looked up on this module each time (where a test replaces it)."""
+    return globals()["run_z"] if "run_z" in globals() else __getattr__("run_z")
 
 
 def z_warnings(z: int, delta_t: float, summary: dict[str, Any]) -> None:
@@ -119,8 +125,9 @@ def z_command(
         streamanon z --z 5 --delta-t 3600 kafka://127.0.0.1:9092/readings -o kafka://127.0.0.1:9092/published
     """
     from streamanon.io import detect_format
-    from streamanon.pipeline import run_z
     from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+
+    run_z = _run_z()
 
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
