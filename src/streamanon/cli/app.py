@@ -138,7 +138,35 @@ class LazyCommands(MutableMapping[str, Any]):
         return name in self._table or name in self._built
 
 
-class LazyHelpGroup(TyperGroup):
+class HelpGroup(TyperGroup):
+    """A typer group whose own ``--help`` option costs nothing when absent (every group of
+    the app is one, so that ``streamanon kafka broker --help`` loads no pydantic)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and getattr(option, "_runtime_param", False) is None:
+            # typer (0.29 here) coerces an absent --help (None) through a pydantic adapter
+            # built on first use: 60 ms of start-up for `streamanon z --help`; a flag that is
+            # absent or True needs no coercion
+            from typer._coercion import PassThroughRuntimeParam
+
+            option._runtime_param = PassThroughRuntimeParam(
+                annotation=bool, parameter_info=option.type_descriptor.parameter_info)
+        return option
+
+
+
+def _cheap_groups(command: Any) -> None:
+    """Make every plain typer group at and below ``command`` a :class:`HelpGroup`."""
+    if type(command) is TyperGroup:
+        command.__class__ = HelpGroup  # a subclass that only overrides get_help_option
+    subs = getattr(command, "commands", {})
+    if not isinstance(subs, LazyCommands):
+        for sub in subs.values():
+            _cheap_groups(sub)
+
+
+class LazyHelpGroup(HelpGroup):
     """A command group that imports a sub-command's module only when that command runs or
     its help is asked for, and makes every help text below it literal.
 
@@ -178,24 +206,13 @@ class LazyHelpGroup(TyperGroup):
             else:
                 raise LookupError(f"{module} registers no command {name!r}")
         _literal_help(command)
+        _cheap_groups(command)
         return command
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if self._listing:
             return self.commands.row(cmd_name)  # type: ignore[attr-defined]
         return self.commands.get(cmd_name)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None and getattr(option, "_runtime_param", False) is None:
-            # typer >= 0.20 coerces a group's absent --help (None) through a pydantic adapter
-            # built on first use: 60 ms of start-up for `streamanon z --help`; a flag that is
-            # absent or True needs no coercion
-            from typer._coercion import PassThroughRuntimeParam
-
-            option._runtime_param = PassThroughRuntimeParam(
-                annotation=bool, parameter_info=option.type_descriptor.parameter_info)
-        return option
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # the names only: nothing built

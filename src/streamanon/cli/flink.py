@@ -18,7 +18,7 @@ from streamanon.cli.common import (
     on_error_option,
     print_summary,
 )
-from streamanon.io import InputError, OnError
+from streamanon.errors import InputError, OnError
 
 flink_app = typer.Typer(
     help=(
