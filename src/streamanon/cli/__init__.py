@@ -9,17 +9,32 @@ unexpected exception (a bug) into exit 70 with its traceback, so that exit 1 kee
 "a check found a problem".
 """
 
+import os
 import sys
 import traceback
 
 from streamanon.cli.app import app
-from streamanon.cli.exitcodes import ExitCode
+from streamanon.cli.exitcodes import ExitCode, teardown_skipped
 
 
 def main() -> None:
-    """The console script: run the app; a crash is an internal error (exit 70)."""
+    """The console script: run the app; a crash is an internal error (exit 70).
+
+    A command whose outputs are all committed may ask to skip the interpreter's teardown
+    (:func:`~streamanon.cli.exitcodes.skip_teardown`): the process then ends with its exit
+    code as soon as stdout and stderr are flushed.
+    """
     try:
         app()
+    except SystemExit as exc:
+        if teardown_skipped() and (exc.code is None or isinstance(exc.code, int)):
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except OSError:  # a closed stdout: the command has already said what it wrote
+                pass
+            os._exit(exc.code or 0)
+        raise
     except Exception:
         traceback.print_exc()
         print("internal error: this is a bug in streamanon; please report it with the "

@@ -24,10 +24,12 @@ from streamanon.cli.common import (
     on_error_option,
     print_summary,
     require_input,
+    reuse_freed_memory,
     warn,
     write_summary,
     writing,
 )
+from streamanon.cli.exitcodes import skip_teardown
 from streamanon.cli.kafka import (
     batch_option,
     check_url,
@@ -162,6 +164,7 @@ def z_command(
                 write_summary(summary_tmp, summary)
         print_summary(title, summary, as_json, stdout_has_data=output == "-")
         return
+    reuse_freed_memory()
     with writing([source], skip_hint=on_error is OnError.fail) as outs:
         out = output if is_kafka(output) else outs.add(output, "--output")
         rejects_tmp = None
@@ -180,3 +183,4 @@ def z_command(
         z_warnings(z, delta_t, summary)
         write_summary(summary_tmp, summary)
     print_summary(title, summary, as_json, stdout_has_data=output == "-")
+    skip_teardown()  # every output is committed: no need to free the run object by object
