@@ -2,10 +2,10 @@
 
 ``streamanon --help`` must list every command without importing one, and ``streamanon z
 --help`` must load the z command's module and nothing of the engine (numpy, pyarrow, the
-pipeline, the readers): each runs as ``python -m streamanon ...`` in a fresh interpreter,
-which then reports ``sys.modules`` (``-X importtime`` does not see modules loaded through
-``importlib.import_module``, as the lazy groups load commands). The lazy table of commands must
-show what the commands themselves say.
+pipeline, the readers): each runs in a fresh interpreter, which then reports ``sys.modules``
+(``-X importtime`` does not see modules loaded through ``importlib.import_module``, as the
+lazy groups load commands). The lazy table of commands must show what the commands
+themselves say.
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ HEAVY = re.compile(r"^(numpy|pyarrow|cryptography|matplotlib|pydantic|pandas|pyf
                    r"zanon|plots))(\.|$)")
 
 
-#: ``python -m streamanon ARGS``, then the names in ``sys.modules`` on stderr, however it exits.
-RUN = """import json, runpy, sys
+#: ``streamanon ARGS`` (the app that ``python -m streamanon`` runs, without the console
+#: script's early exit), then the names in ``sys.modules`` on stderr, however it exits.
+RUN = """import json, sys
 sys.argv = ["streamanon", *json.loads(sys.argv[1])]
 try:
-    runpy.run_module("streamanon", run_name="__main__", alter_sys=True)
+    from streamanon.cli import app
+    app()
 finally:
     sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
