@@ -73,7 +73,7 @@ from streamanon.io.readers import (
     line_chunks,
 )
 from streamanon.io.rows import RowReader, RowWriter
-from streamanon.io.writers import selected_text
+from streamanon.io.writers import selected_data
 from streamanon.records import Rejected, RunStats, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
@@ -214,24 +214,57 @@ class LineChunk:
         return idx if self.codes is None else self.codes[idx - self.first]
 
 
-@dataclass
 class Lines:
     """Output lines for one destination: ``text`` (each line ends in a newline), their input
-    positions, and the CSV header a file gets before its first line (when this is the first
-    output of the destination)."""
+    positions (``codes``), and the CSV header a file gets before its first line (when this is
+    the first output of the destination).
 
-    text: str
-    codes: np.ndarray
-    header: str | None = None
+    The lines may be given as their UTF-8 bytes (the Arrow lane's CSV, as Arrow wrote it):
+    sinks take them as they are (:meth:`data`), and ``text`` decodes them only when asked,
+    which saves decoding 40 MB of output and encoding it back on a 2,000,000-tuple run.
+
+    >>> lines = Lines(memoryview(b"1,a,x\\n"), np.array([1]))
+    >>> bytes(lines.data()), lines.text, len(lines)
+    (b'1,a,x\\n', '1,a,x\\n', 1)
+    """
+
+    __slots__ = ("_text", "codes", "header")
+
+    def __init__(self, text: str | bytes | memoryview, codes: np.ndarray,
+                 header: str | None = None) -> None:
+        self._text = text
+        self.codes = codes
+        self.header = header
+
+    @property
+    def text(self) -> str:
+        if not isinstance(self._text, str):
+            self._text = str(self._text, "utf-8")
+        return self._text
+
+    def data(self) -> str | bytes | memoryview:
+        """The lines as given: a string, or their UTF-8 bytes."""
+        return self._text
+
+    def utf8(self) -> bytes | memoryview:
+        """The lines as UTF-8 bytes."""
+        return self._text.encode("utf-8") if isinstance(self._text, str) else self._text
 
     def __len__(self) -> int:
         return len(self.codes)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # bytes views do not pickle: the text does
+        return (Lines, (self.text, self.codes, self.header))
+
+    def __repr__(self) -> str:
+        return f"Lines({len(self)} lines, header={self.header!r})"
 
 
 class Outputs(dict[str, list[Lines]]):
     """What one chunk produced, per destination, in order."""
 
-    def add(self, dest: str, text: str, codes: np.ndarray, header: str | None = None) -> None:
+    def add(self, dest: str, text: str | bytes | memoryview, codes: np.ndarray,
+            header: str | None = None) -> None:
         if text or header is not None:
             self.setdefault(dest, []).append(Lines(text, codes, header))
 
@@ -403,7 +436,7 @@ class ZStage:
                 self.users.update(u_names)
             idx, codes, names = op.process_codes(batch.t, u_codes, u_names, a_codes, a_names)
             if len(idx) or not self._header_sent:
-                text = selected_text(batch, idx, codes, names, self.out_format) if len(
+                text = selected_data(batch, idx, codes, names, self.out_format) if len(
                     idx) else ""
                 lines = np.asarray(batch.line, dtype=np.int64)[idx] if self.tagged else idx
                 out.add(PUBLISHED, text, chunk.code_of(lines) if self.tagged else lines,
@@ -741,6 +774,7 @@ class FileSource:
 
 # -- sinks -----------------------------------------------------------------------------------------
 
+
 class FileSink:
     """Output lines to a file (created), ``-`` (stdout) or an open text stream (not closed).
 
@@ -766,8 +800,14 @@ class FileSink:
     def write(self, lines: Lines) -> None:
         if lines.header:
             self._fh.write(lines.header)
-        if lines.text:
-            self._fh.write(lines.text)
+        data = lines.data()
+        if data:
+            raw = getattr(self._fh, "buffer", None)
+            if isinstance(data, str) or raw is None:  # raw is None: a StringIO
+                self._fh.write(lines.text)
+            else:  # the bytes as they are, after what the text layer holds
+                self._fh.flush()
+                raw.write(data)
             self.count += len(lines)
 
     def flush(self) -> None:
@@ -841,8 +881,8 @@ class JournalFileSink:
         assert self._fh is not None
         if lines.header:
             self._fh.write(lines.header.encode("utf-8"))
-        if lines.text:
-            self._fh.write(lines.text.encode("utf-8"))
+        if lines.data():
+            self._fh.write(lines.utf8())
             self.count += len(lines)
 
     def flush(self) -> None:
@@ -921,9 +961,9 @@ class KafkaTopicSink:
         self.reconfirmed = 0
 
     def write(self, lines: Lines) -> None:
-        if not lines.text:
+        if not lines.data():
             return
-        values = lines.text.encode("utf-8").split(b"\n")
+        values = bytes(lines.utf8()).split(b"\n")
         values.pop()  # the text ends with a newline
         codes = lines.codes
         nq = len(self.partitions)
