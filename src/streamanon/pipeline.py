@@ -56,12 +56,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
 
 import numpy as np
 
-from streamanon.castle import CastleAnonymizer, Released
-from streamanon.castle.cluster import Row
 from streamanon.errors import BadRecordError
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
@@ -72,10 +70,14 @@ from streamanon.io.readers import (
     detect_format,
     line_chunks,
 )
-from streamanon.io.rows import RowReader, RowWriter
 from streamanon.io.writers import selected_data
 from streamanon.records import Rejected, RunStats, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+
+if TYPE_CHECKING:  # the CASTLE stage loads them when it runs (a z run does not)
+    from streamanon.castle import CastleAnonymizer
+    from streamanon.castle.cluster import Row
+    from streamanon.io.rows import RowWriter
 
 #: What an operator raises for a record it cannot take (only such a record becomes a
 #: rejected row; anything else is a bug and propagates).
@@ -528,6 +530,8 @@ class CastleStage:
         self.rules = rules
         numeric = [r.name for r in rules.qi_rules
                    if type(r.generalizer).__name__ == "RangeGeneralizer"]
+        from streamanon.io.rows import RowReader
+
         self._found: list[Rejected] = []
         self.reader = RowReader(io.StringIO(""), in_format, on_error=OnError.skip,
                                 rejects=self._found.append, numeric=numeric,
@@ -568,6 +572,8 @@ class CastleStage:
     @staticmethod
     def _writer(fmt: str, columns: list[str]) -> tuple[tuple[io.StringIO, RowWriter], str]:
         buf = io.StringIO()
+        from streamanon.io.rows import RowWriter
+
         writer = RowWriter(buf, fmt, columns)
         header = buf.getvalue()
         buf.seek(0)
@@ -579,6 +585,8 @@ class CastleStage:
         return self.process(message_chunk(values, codes, self.max_bytes))
 
     def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
+        from streamanon.castle.cluster import Row
+
         out = Outputs()
         data = chunk.data
         text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
@@ -643,6 +651,8 @@ class CastleStage:
             self._need_values = any(len(v) < self.op.l for v in self.sensitive.values())
 
     def _emit(self, items: list[Any], out: Outputs) -> None:
+        from streamanon.castle import Released
+
         now = time.perf_counter() if self.latency else 0.0
         pub_codes: list[int] = []
         sup_codes: list[int] = []
