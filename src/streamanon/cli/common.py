@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from streamanon.cli.exitcodes import ExitCode
 from streamanon.errors import InputError, OnError
@@ -67,7 +66,33 @@ OUTPUT_FORMAT_HELP = "Format of the output: csv or jsonl (default: by extension,
 
 on_error_option = typer.Option(OnError.fail, "--on-error", help=ON_ERROR_HELP)
 
-err_console = Console(stderr=True)
+
+def stderr_console() -> Any:
+    """The rich console on stderr that progress, spinners and summary tables use, made on
+    first use (a run with --json off a terminal never loads rich) and kept as this module's
+    ``err_console`` (where a test may put its own)."""
+    console = globals().get("err_console")
+    if console is None:
+        from rich.console import Console
+
+        console = globals()["err_console"] = Console(stderr=True)
+    return console
+
+
+def __getattr__(name: str) -> Any:
+    if name == "err_console":
+        return stderr_console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def on_terminal() -> bool:
+    """Whether stderr is a terminal as rich sees it; rich is asked (and loaded) only when
+    stderr is a TTY or an environment variable may force one, or its console exists."""
+    if "err_console" not in globals() and not sys.stderr.isatty() and not any(
+            os.environ.get(v) for v in ("FORCE_TERMINAL", "TTY_COMPATIBLE", "TTY_INTERACTIVE")):
+        return False
+    return bool(stderr_console().is_terminal)
+
 
 #: Files at least this large get a progress bar (on a terminal): a second or more of work.
 PROGRESS_MIN_BYTES = 32 << 20
@@ -84,7 +109,7 @@ def file_progress(
     or None.
     """
     size = os.path.getsize(path) if str(path) != "-" and os.path.isfile(path) else 0
-    if size < min_bytes or not err_console.is_terminal:
+    if size < min_bytes or not on_terminal():
         yield None
         return
     from rich.progress import (
@@ -98,7 +123,7 @@ def file_progress(
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    with Progress(*columns, console=stderr_console(), transient=True) as bar:
         task = bar.add_task(description, total=size)
         yield lambda n: bar.advance(task, n)
 
@@ -106,10 +131,10 @@ def file_progress(
 @contextmanager
 def status(message: str) -> Iterator[None]:
     """A spinner with ``message`` on a terminal while a step runs; nothing otherwise."""
-    if not err_console.is_terminal:
+    if not on_terminal():
         yield
         return
-    with err_console.status(message):
+    with stderr_console().status(message):
         yield
 
 
@@ -287,4 +312,4 @@ def print_summary(title: str, summary: Mapping[str, Any], as_json: bool, *,
     _flatten("", summary, rows)
     for k, v in rows:
         table.add_row(Text(k), Text(v))  # Text: a value like [lo,hi] is not rich markup
-    err_console.print(table)
+    stderr_console().print(table)
