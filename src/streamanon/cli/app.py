@@ -139,31 +139,47 @@ class LazyCommands(MutableMapping[str, Any]):
 
 
 class HelpGroup(TyperGroup):
-    """A typer group whose own ``--help`` option costs nothing when absent (every group of
-    the app is one, so that ``streamanon kafka broker --help`` loads no pydantic)."""
+    """A typer group whose parameters, ``--help`` included, are coerced without pydantic
+    when their values are plain (:mod:`streamanon.cli.coercion`): every group of the app is
+    one, so that ``streamanon z --help`` or ``kafka broker --help`` loads no pydantic."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)
-        if option is not None and getattr(option, "_runtime_param", False) is None:
-            # typer (0.29 here) coerces an absent --help (None) through a pydantic adapter
-            # built on first use: 60 ms of start-up for `streamanon z --help`; a flag that is
-            # absent or True needs no coercion
-            from typer._coercion import PassThroughRuntimeParam
-
-            option._runtime_param = PassThroughRuntimeParam(
-                annotation=bool, parameter_info=option.type_descriptor.parameter_info)
+        _plain(option)
         return option
 
 
+class HelpCommand(TyperCommand):
+    """A typer command whose parameters, ``--help`` included, are coerced without pydantic
+    when their values are plain: 50 ms of every run (:mod:`streamanon.cli.coercion`)."""
 
-def _cheap_groups(command: Any) -> None:
-    """Make every plain typer group at and below ``command`` a :class:`HelpGroup`."""
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _plain(option)
+        return option
+
+
+def _plain(param: Any) -> None:
+    if param is not None:
+        from streamanon.cli.coercion import install_one
+
+        install_one(param)
+
+
+def _cheap(command: Any) -> None:
+    """Make every plain typer group and command at and below ``command`` a
+    :class:`HelpGroup` or :class:`HelpCommand` (subclasses that only override
+    ``get_help_option``), with plain coercion for its parameters."""
     if type(command) is TyperGroup:
-        command.__class__ = HelpGroup  # a subclass that only overrides get_help_option
+        command.__class__ = HelpGroup
+    elif type(command) is TyperCommand:
+        command.__class__ = HelpCommand
+    for param in getattr(command, "params", ()):
+        _plain(param)
     subs = getattr(command, "commands", {})
     if not isinstance(subs, LazyCommands):
         for sub in subs.values():
-            _cheap_groups(sub)
+            _cheap(sub)
 
 
 class LazyHelpGroup(HelpGroup):
@@ -181,6 +197,8 @@ class LazyHelpGroup(HelpGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _literal_help(self)  # this group and the commands already built (already imported)
+        for command in self.commands.values():
+            _cheap(command)
         self.commands = LazyCommands(self.table, self._load, self.commands)
         self._listing = False
 
@@ -206,7 +224,7 @@ class LazyHelpGroup(HelpGroup):
             else:
                 raise LookupError(f"{module} registers no command {name!r}")
         _literal_help(command)
-        _cheap_groups(command)
+        _cheap(command)
         return command
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
