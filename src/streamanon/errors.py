@@ -28,6 +28,7 @@ unknown_category unknown category 'Rome'
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from streamanon.records import Rejected
@@ -42,6 +43,7 @@ __all__ = [
     "FrameError",
     "InputError",
     "MissingFieldError",
+    "OnError",
     "OutputError",
     "ProtocolError",
     "ResumeError",
@@ -53,6 +55,18 @@ __all__ = [
 
 class StreamanonError(ValueError):
     """Base of every error streamanon raises on purpose."""
+
+
+class OnError(StrEnum):
+    """The user's choice for a bad input record (``--on-error``): ``fail`` stops with a
+    one-line message naming it, ``skip`` sets it aside (counted, logged) and goes on.
+
+    It lives here, beside the errors it is about, so that the command line can offer the
+    choice without loading the readers (:mod:`streamanon.io.policy` re-exports it).
+    """
+
+    fail = "fail"
+    skip = "skip"
 
 
 # -- records ---------------------------------------------------------------------------------

@@ -1,27 +1,40 @@
 """The ``streamanon`` command line: one module per command group, all on one typer app.
 
+Importing this package loads typer and the app's table of commands, nothing else: each
+command's module is imported when that command runs or its help is shown (see
+:mod:`streamanon.cli.app`), so start-up stays instant.
+
 Exit codes are those of :class:`streamanon.cli.exitcodes.ExitCode`; :func:`main` turns an
 unexpected exception (a bug) into exit 70 with its traceback, so that exit 1 keeps meaning
 "a check found a problem".
 """
 
+import os
 import sys
 import traceback
 
-import streamanon.cli.ce  # (register the deZent daemon commands)
-import streamanon.cli.cluster
-import streamanon.cli.gateway
-import streamanon.cli.pki
-import streamanon.cli.sensors  # noqa: F401
-from streamanon.cli import castle, demo, dezent, flink, kafka, verify, zanon  # noqa: F401
 from streamanon.cli.app import app
-from streamanon.cli.exitcodes import ExitCode
+from streamanon.cli.exitcodes import ExitCode, teardown_skipped
 
 
 def main() -> None:
-    """The console script: run the app; a crash is an internal error (exit 70)."""
+    """The console script: run the app; a crash is an internal error (exit 70).
+
+    A command whose outputs are all committed may ask to skip the interpreter's teardown
+    (:func:`~streamanon.cli.exitcodes.skip_teardown`): the process then ends with its exit
+    code as soon as stdout and stderr are flushed.
+    """
     try:
         app()
+    except SystemExit as exc:
+        if teardown_skipped() and (exc.code is None or isinstance(exc.code, int)):
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except OSError:  # a closed stdout: the command has already said what it wrote
+                pass
+            os._exit(exc.code or 0)
+        raise
     except Exception:
         traceback.print_exc()
         print("internal error: this is a bug in streamanon; please report it with the "

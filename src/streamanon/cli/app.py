@@ -1,5 +1,12 @@
 """The typer application objects; command modules attach themselves to these.
 
+Start-up stays instant: the root group and the ``verify`` and ``experiment`` groups
+(:class:`LazyHelpGroup`) know each sub-command's name and one-line help from a table here and
+import a command's module only when that command runs or its ``--help`` is asked for, so
+``streamanon --help`` loads typer and nothing of the operators, and ``streamanon z`` loads
+what z uses. A test (tests/cli/test_import_graph.py) guards which modules a bare ``--help``
+loads, and that every table row matches its command's own help.
+
 Help texts are plain text: the root group (:class:`LiteralHelpGroup`) escapes every ``[`` of
 every command's and option's help once, so ``[lo,hi]`` or ``[t-Δt, t]`` is shown as written
 instead of being eaten as rich markup; it joins the lines of each docstring paragraph (the
@@ -10,13 +17,15 @@ brackets plainly.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, ClassVar
 
 import typer
-from typer.core import TyperGroup
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
 _EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")
@@ -69,21 +78,238 @@ def _literal_help(command: Any) -> None:
                 param.metavar = param.name.upper()
             if hasattr(param, "_usage_display_name"):  # typer writes a required one as {NAME}
                 param._usage_display_name = _usage_name(param.metavar, param.required)
-    for sub in getattr(command, "commands", {}).values():
-        _literal_help(sub)
+    subs = getattr(command, "commands", {})
+    if not isinstance(subs, LazyCommands):  # a lazy group's commands: made literal when built
+        for sub in subs.values():
+            _literal_help(sub)
 
 
-class LiteralHelpGroup(TyperGroup):
-    """The root command group: built last, it makes every help text below it literal."""
+class LazyCommands(MutableMapping[str, Any]):
+    """A group's sub-commands by name, each built the first time it is asked for.
+
+    The names (in the order ``--help`` lists them) and their one-line help come from a small
+    table, so listing them costs nothing; :meth:`row` gives the stand-in shown in the
+    listing. Any other access (``commands["z"]``, ``.items()``, ``.values()``, which is how
+    click resolves a command and how the docs and tests walk the tree) imports the command's
+    module and builds it.
+    """
+
+    def __init__(self, table: Mapping[str, tuple[str | None, str]],
+                 load: Callable[[str, str | None], Any], built: Mapping[str, Any]) -> None:
+        self._table = table
+        self._load = load
+        self._built: dict[str, Any] = dict(built)
+        self._rows: dict[str, Any] = {}
+
+    def row(self, name: str) -> Any:
+        """What the listing shows for ``name``: the built command, else a stand-in that only
+        carries its name and one-line help (nothing imported)."""
+        if name in self._built:
+            return self._built[name]
+        if name not in self._rows:
+            if name not in self._table:
+                return None
+            stand_in = TyperCommand(name=name, help=self._table[name][1])
+            _literal_help(stand_in)
+            self._rows[name] = stand_in
+        return self._rows[name]
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._table:
+                raise KeyError(name)
+            self._built[name] = self._load(name, self._table[name][0])
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._table
+        yield from (name for name in self._built if name not in self._table)
+
+    def __len__(self) -> int:
+        return len(self._table) + sum(name not in self._table for name in self._built)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table or name in self._built
+
+
+class HelpGroup(TyperGroup):
+    """A typer group whose parameters, ``--help`` included, are coerced without pydantic
+    when their values are plain (:mod:`streamanon.cli.coercion`): every group of the app is
+    one, so that ``streamanon z --help`` or ``kafka broker --help`` loads no pydantic."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _plain(option)
+        return option
+
+
+class HelpCommand(TyperCommand):
+    """A typer command whose parameters, ``--help`` included, are coerced without pydantic
+    when their values are plain: 50 ms of every run (:mod:`streamanon.cli.coercion`)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _plain(option)
+        return option
+
+
+def _plain(param: Any) -> None:
+    if param is not None:
+        from streamanon.cli.coercion import install_one
+
+        install_one(param)
+
+
+def _cheap(command: Any) -> None:
+    """Make every plain typer group and command at and below ``command`` a
+    :class:`HelpGroup` or :class:`HelpCommand` (subclasses that only override
+    ``get_help_option``), with plain coercion for its parameters."""
+    if type(command) is TyperGroup:
+        command.__class__ = HelpGroup
+    elif type(command) is TyperCommand:
+        command.__class__ = HelpCommand
+    for param in getattr(command, "params", ()):
+        _plain(param)
+    subs = getattr(command, "commands", {})
+    if not isinstance(subs, LazyCommands):
+        for sub in subs.values():
+            _cheap(sub)
+
+
+class LazyHelpGroup(HelpGroup):
+    """A command group that imports a sub-command's module only when that command runs or
+    its help is asked for, and makes every help text below it literal.
+
+    A subclass names its ``table`` (name -> (module that registers it, or None when it is
+    registered here already; the first paragraph of its help)) and ``source``, the typer
+    app the modules register on.
+    """
+
+    table: ClassVar[Mapping[str, tuple[str | None, str]]] = {}
+    source: ClassVar[typer.Typer]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _literal_help(self)
+        _literal_help(self)  # this group and the commands already built (already imported)
+        for command in self.commands.values():
+            _cheap(command)
+        self.commands = LazyCommands(self.table, self._load, self.commands)
+        self._listing = False
+
+    def _load(self, name: str, module: str | None) -> Any:
+        if module is not None:
+            importlib.import_module(module)
+        source = type(self).source
+        short = source.pretty_exceptions_short
+        for info in source.registered_commands:
+            if info.name == name:
+                command = typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=short,
+                    rich_markup_mode=source.rich_markup_mode)
+                break
+        else:
+            for group in source.registered_groups:
+                if group.name == name:
+                    command = typer.main.get_group_from_info(
+                        group, pretty_exceptions_short=short,
+                        rich_markup_mode=source.rich_markup_mode,
+                        suggest_commands=source.suggest_commands)
+                    break
+            else:
+                raise LookupError(f"{module} registers no command {name!r}")
+        _literal_help(command)
+        _cheap(command)
+        return command
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if self._listing:
+            return self.commands.row(cmd_name)  # type: ignore[attr-defined]
+        return self.commands.get(cmd_name)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: nothing built
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True  # the listing shows names and one-line helps: import nothing
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+#: The commands of ``streamanon``, in the order its help lists them (a tour: try, check,
+#: scale, deploy): the module registering each, and the first paragraph of its help (a test
+#: checks it against the command's own).
+COMMANDS: dict[str, tuple[str | None, str]] = {
+    "demo": ("streamanon.cli.demo", "Run every operator on embedded default data, check each "
+             "guarantee, and plot trade-offs."),
+    "z": ("streamanon.cli.zanon", "Publish each tuple at its most specific level seen by >= z "
+          "users within Δt, else suppress."),
+    "castle": ("streamanon.cli.castle", "k_s-anonymize a stream with CASTLE (and l-diversity): "
+               "clusters of >= k individuals."),
+    "verify": (None, "Independent checkers: recompute a guarantee from input and output, exit 1 "
+               "with the first counterexample."),
+    "simulate": ("streamanon.cli.dezent", "Simulate a district: centralized vs fully "
+                 "decentralized vs deZent on identical readings."),
+    "experiment": (None, "Parameter grids: run many configurations (in parallel processes), "
+                   "write one CSV row per run with every parameter, and draw the PNG plots of "
+                   "each trade-off."),
+    "kafka": ("streamanon.cli.kafka", "Try kafka:// pipelines on this machine: a "
+              "Kafka-compatible broker (the Tansu binary of the kafka extra), and topic tools to "
+              "load a file into a topic and print one."),
+    "flink": ("streamanon.cli.flink", "Run the operators as Apache Flink jobs (PyFlink: the "
+              "flink extra, `pip install 'streamanon\\[flink]'`, and Java 17): on a local "
+              "mini-cluster by default, or submitted to a cluster with `flink run -pym "
+              "streamanon.flink ...` (see README). Output files are the same as the "
+              "pure-Python commands', so `diff` compares the two paths."),
+    "pki": ("streamanon.cli.pki", "Certificates for the deZent daemons and sensor nodes (a "
+            "private CA whose key is kept apart from the deployment folder)."),
+    "cluster": ("streamanon.cli.cluster", "A local deZent deployment (CA, CE, gateways, sensor "
+                "nodes replaying a simulated district) as separate processes on loopback."),
+    "ce": ("streamanon.cli.ce", "The deZent central entity: checks and stores the tuples the "
+           "gateways publish (mutual TLS; SQLite or PostgreSQL)."),
+    "gateway": ("streamanon.cli.gateway", "Run one gateway: its authenticated sensor nodes "
+                "(TLS, one certificate each, from its registry), ring rounds with its peers "
+                "over mutual TLS (no cycle below min_members), published tuples to the CE. "
+                "Stops on SIGTERM/Ctrl-C (flushing its outbox) or after clock.last_cycle."),
+    "sensors": ("streamanon.cli.sensors", "Sensor nodes: replay a simulated district against "
+                "running gateways, each sensor node with its own TLS certificate (see "
+                "streamanon.net.intake)."),
+}
+VERIFY_COMMANDS: dict[str, tuple[str | None, str]] = {
+    "z": ("streamanon.cli.verify", "Recompute z-anonymity from INPUT alone and check OUTPUT."),
+    "castle": ("streamanon.cli.verify", "Recompute k_s-anonymity and l-diversity of OUTPUT, "
+               "and check every released row against the input."),
+}
+EXPERIMENT_COMMANDS: dict[str, tuple[str | None, str]] = {
+    "castle": ("streamanon.cli.castle", "The Prink paper's grid (k x δ x l, or a subset) on the "
+               "ASHRAE-shaped stream."),
+    "dezent": ("streamanon.cli.dezent", "Grid gateways x z x seeds: one CSV row per run, "
+               "progress bar, PNG plots."),
+}
+
+
+class _RootGroup(LazyHelpGroup):
+    table = COMMANDS
+
+
+class _VerifyGroup(LazyHelpGroup):
+    table = VERIFY_COMMANDS
+
+
+class _ExperimentGroup(LazyHelpGroup):
+    table = EXPERIMENT_COMMANDS
 
 
 app = typer.Typer(
     name="streamanon",
-    cls=LiteralHelpGroup,
+    cls=_RootGroup,
     help=(
         "Anonymize data streams before anyone untrusted sees them.\n\n"
         "z-anonymity (`z`), decentralized z-anonymity (deZent), and CASTLE k_s-anonymity with "
@@ -101,19 +327,19 @@ app = typer.Typer(
 )
 
 verify_app = typer.Typer(
-    help=(
-        "Independent checkers: recompute a guarantee from input and output, exit 1 with the "
-        "first counterexample."
-    ),
+    cls=_VerifyGroup,
+    help=COMMANDS["verify"][1],
     no_args_is_help=True,
 )
 app.add_typer(verify_app, name="verify")
 
 experiment_app = typer.Typer(
-    help=(
-        "Parameter grids: run many configurations (in parallel processes), write one CSV row "
-        "per run with every parameter, and draw the PNG plots of each trade-off."
-    ),
+    cls=_ExperimentGroup,
+    help=COMMANDS["experiment"][1],
     no_args_is_help=True,
 )
 app.add_typer(experiment_app, name="experiment")
+
+_RootGroup.source = app
+_VerifyGroup.source = verify_app
+_ExperimentGroup.source = experiment_app

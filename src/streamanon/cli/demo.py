@@ -1,4 +1,7 @@
-"""``streamanon demo``: every family of anonymization on embedded, seeded default data."""
+"""``streamanon demo``: every family of anonymization on embedded, seeded default data.
+
+The parts (z, deZent, CASTLE, Kafka) are imported when the demo runs, not for its ``--help``.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,9 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from streamanon.cli.app import app
-from streamanon.cli.castle import castle_demo
 from streamanon.cli.common import JSON_HELP, status, writing
-from streamanon.cli.dezent import dezent_demo
-from streamanon.cli.kafka import kafka_demo
-from streamanon.cli.zanon import run_z
-from streamanon.data.traces import write_trace, zipf_trace
-from streamanon.io import read_records
-from streamanon.io.output import OutputSet
-from streamanon.zanon import ZAnonymizer
-from streamanon.zanon.verify import check_z
 
 console = Console(stderr=True)
 
@@ -31,7 +24,15 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
 
     Also writes ``trace.csv``, the file of the README's quick tour.
     """
+    from rich.table import Table
+
+    from streamanon.data.traces import write_trace, zipf_trace
+    from streamanon.io import read_records
+    from streamanon.io.output import OutputSet
+    from streamanon.pipeline import run_z
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
+    from streamanon.zanon import ZAnonymizer
+    from streamanon.zanon.verify import check_z
 
     delta_t = 3600.0
     trace = write_trace(workdir / f"z-trace_n{n}_seed{seed}.csv",
@@ -91,6 +92,10 @@ def demo(
 
         streamanon demo --workdir streamanon-demo --seed 1
     """
+    from streamanon.cli.castle import castle_demo
+    from streamanon.cli.dezent import dezent_demo
+    from streamanon.cli.kafka import kafka_demo
+
     workdir.mkdir(parents=True, exist_ok=True)
     with writing([]) as outs:
         with status(f"z-anonymity: 6 values of z on {z_tuples:,} tuples, each checked..."):

@@ -8,13 +8,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-from rich.table import Table
 
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
@@ -26,23 +23,12 @@ from streamanon.cli.common import (
     warn,
     writing,
 )
-from streamanon.dezent.collusion import collusion_table
-from streamanon.dezent.order import ORDERS
-from streamanon.dezent.protocol import PUBLICATIONS
-from streamanon.dezent.rules import RULES
-from streamanon.io import RecordWriter
-from streamanon.io.output import OutputSet
-from streamanon.sim.district import CYCLE_SECONDS, CYCLES_PER_DAY, District, DistrictConfig
-from streamanon.sim.experiment import (
-    cycles_for,
-    grid,
-    iter_main_rows,
-    mean_by,
-    per_position,
-    run_grid,
-    write_csv,
-)
-from streamanon.sim.scenarios import SCENARIOS, SimConfig, SimResult, simulate
+
+if TYPE_CHECKING:  # the engine loads when a command runs, not for its --help
+    from rich.table import Table
+
+    from streamanon.io.output import OutputSet
+    from streamanon.sim.scenarios import SimConfig, SimResult
 
 console = Console(stderr=True)
 if not console.is_terminal:
@@ -66,6 +52,10 @@ OPTION_NAMES = {"z": "--z", "delta_t": "--delta-t", "p_pub": "--p-pub", "rule": 
 def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str, fp_rate: float,
                 counter_bits: int | None, cbf_keys: int | None, publication: str = "direct",
                 publication_order: str = "paper") -> SimConfig:
+    from streamanon.dezent.order import ORDERS
+    from streamanon.dezent.protocol import PUBLICATIONS
+    from streamanon.sim.scenarios import SimConfig
+
     if publication not in PUBLICATIONS:
         fail(f"--publication must be one of {', '.join(PUBLICATIONS)}, got {publication!r}")
     if publication_order not in ORDERS:
@@ -81,6 +71,9 @@ def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str,
 
 def _cycles(days: float, cycles: int | None) -> int:
     """--cycles, else --days in 15-minute cycles; fewer than one cycle is a usage error."""
+    from streamanon.sim.district import CYCLES_PER_DAY
+    from streamanon.sim.experiment import cycles_for
+
     if cycles is None and round(days * CYCLES_PER_DAY) < 1:
         fail(f"--days {days:g} is less than one 15-minute cycle ({1 / CYCLES_PER_DAY:.4f} "
              "days): give more days, or --cycles")
@@ -117,6 +110,13 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
     ID, ``a`` = the bucket value in W; ``streamanon verify z --privacy-only`` re-checks them.
     The measurements include the Δt before the first simulated cycle (counted, not published).
     """
+    import numpy as np
+
+    from streamanon.io import RecordWriter
+    from streamanon.io.output import OutputSet
+    from streamanon.sim.district import CYCLE_SECONDS
+    from streamanon.sim.scenarios import SCENARIOS
+
     assert result.published is not None and result.readings is not None
     assert result.history is not None
     outdir.mkdir(parents=True, exist_ok=True)
@@ -151,6 +151,8 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
 
 
 def _table(summary: dict[str, Any]) -> Table:
+    from rich.table import Table
+
     p = summary["params"]
     other = "window" if p["rule"] == "paper" else "paper"
     table = Table(title=(
@@ -218,6 +220,11 @@ def simulate_command(
 
     Add --publication mix --publication-order random for unlinkable, unbiased publication.
     """
+    from streamanon.dezent.collusion import collusion_table
+    from streamanon.dezent.rules import RULES
+    from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
+    from streamanon.sim.scenarios import simulate
+
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
     n_cycles = _cycles(days, cycles)
@@ -267,6 +274,10 @@ def simulate_command(
 @contextmanager
 def _cycle_progress(total: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
     """A progress bar over simulated cycles on a terminal (runs longer than a week)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from streamanon.sim.district import CYCLES_PER_DAY
+
     if quiet or total <= 7 * CYCLES_PER_DAY or not console.is_terminal:
         yield None
         return
@@ -330,6 +341,11 @@ def experiment_dezent(
 
         streamanon experiment dezent --gateways 5,25 --z 5,10 --seeds 1-3
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from streamanon.dezent.rules import RULES
+    from streamanon.sim.experiment import grid, run_grid, write_csv
+
     try:
         g_list = _ints(gateways)
         z_list = _ints(zs)
@@ -376,6 +392,11 @@ def experiment_dezent(
 def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost: int,
            outs: OutputSet) -> list[Path]:
     """Draw the grid's plots into ``out`` through ``outs``; returns the final paths."""
+    from streamanon.dezent.collusion import collusion_table
+    from streamanon.sim.district import CYCLES_PER_DAY
+    from streamanon.sim.experiment import iter_main_rows, mean_by, per_position
+    from streamanon.sim.scenarios import SCENARIOS
+
     plots: list[Path] = []
 
     def target(path: Path) -> str:
@@ -447,6 +468,8 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
 
 def _experiment_findings(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over seeds of the sweeps' headline figures."""
+    from streamanon.sim.experiment import mean_by, per_position
+
     out: dict[str, Any] = {}
     order = [r for r in rows if r["sweep"] == "order"]
     if order:
@@ -480,6 +503,10 @@ def _experiment_findings(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _tradeoff_points(rows: list[dict[str, Any]]) -> list[tuple[str, float, float]]:
     """(label, bytes per day, violations per day), means over seeds."""
+    import numpy as np
+
+    from streamanon.sim.experiment import mean_by
+
     points = []
     for (kind, rate), _v in mean_by(rows, ["structure", "fp_rate"], "dezent.bytes_per_day"
                                     ).items():
@@ -517,7 +544,10 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     """``streamanon demo``'s deZent part: a one-day district through all three scenarios,
     exported and re-checked with the independent z checker, and a publication-ratio plot."""
     from streamanon.io import read_records
+    from streamanon.io.output import OutputSet
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
+    from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
+    from streamanon.sim.scenarios import SCENARIOS, SimConfig, simulate
     from streamanon.zanon.verify import check_z
 
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -46,8 +46,10 @@ from streamanon.cli.common import (
     writing,
 )
 from streamanon.cli.exitcodes import ExitCode
-from streamanon.io import OnError, detect_format
-from streamanon.io.output import OutputSet
+from streamanon.errors import OnError
+
+if TYPE_CHECKING:
+    from streamanon.io.output import OutputSet
 
 flink_app = typer.Typer(
     help=(
@@ -154,9 +156,8 @@ def job_errors() -> Iterator[None]:
     to :func:`~streamanon.cli.common.writing`, which reports them like every command)."""
     from py4j.protocol import Py4JError
 
+    from streamanon.errors import InputError, OutputError
     from streamanon.flink.outcomes import OutcomeGap
-    from streamanon.io import InputError
-    from streamanon.io.output import OutputError
 
     root = logging.getLogger()
     root.addFilter(_not_py4j)
@@ -288,6 +289,8 @@ def flink_z(
                           work_dir, release_to, pace, restarts, python_executable,
                           buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
     rejects = _default_rejects(on_error, rejects, output)
+    from streamanon.io import detect_format
+
     out_format = out_format or detect_format(None if output == "-" else output)
     inputs = [] if isinstance(src, Endpoint) else [src]
     outs: OutputSet | None = None
@@ -337,6 +340,8 @@ def flink_merge(
     out_format = check_format(out_format, "--output-format")
     if not parts.is_dir():
         fail(f"PARTS {parts}: not a folder (give the job's WORK/parts)")
+    from streamanon.io import detect_format
+
     fmt = out_format or detect_format(None if output == "-" else output)
     summary: dict[str, Any]
     outs: OutputSet | None = None
@@ -480,6 +485,8 @@ def flink_castle(
                           work_dir, release_to, pace, restarts, python_executable,
                           buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
     rejects = _default_rejects(on_error, rejects, output)
+    from streamanon.io import detect_format
+
     out_format = out_format or detect_format(None if output == "-" else output)
     params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
     inputs = [*([] if isinstance(src, Endpoint) else [src]), *rules_paths]

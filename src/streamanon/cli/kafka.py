@@ -112,12 +112,16 @@ def kafka_progress(source: str) -> Iterator[Any]:
 def endpoint_errors() -> Iterator[None]:
     """Endpoints that cannot be used (a missing topic, a broker that does not answer, a
     checkpoint of other parameters) become a one-line error and exit 2."""
-    from streamanon.io.kafka_eos import ResumeError
     from streamanon.pipeline import EndpointError
 
     try:
         yield
-    except (EndpointError, ResumeError) as exc:
+    except EndpointError as exc:
+        fail(str(exc))
+    except Exception as exc:  # a checkpoint's ResumeError: only once Kafka's delivery loaded
+        eos = sys.modules.get("streamanon.io.kafka_eos")
+        if eos is None or not isinstance(exc, eos.ResumeError):
+            raise
         fail(str(exc))
 
 

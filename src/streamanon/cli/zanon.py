@@ -7,7 +7,7 @@ endpoint; this module turns options into endpoints and errors into exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -24,10 +24,12 @@ from streamanon.cli.common import (
     on_error_option,
     print_summary,
     require_input,
+    reuse_freed_memory,
     warn,
     write_summary,
     writing,
 )
+from streamanon.cli.exitcodes import skip_teardown
 from streamanon.cli.kafka import (
     batch_option,
     check_url,
@@ -43,11 +45,27 @@ from streamanon.cli.kafka import (
     options,
     until_end_option,
 )
-from streamanon.io import OnError, detect_format
-from streamanon.pipeline import run_z
-from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+from streamanon.errors import OnError
+
+if TYPE_CHECKING:
+    from streamanon.pipeline import run_z
 
 __all__ = ["run_z", "z_command", "z_warnings"]
+
+
+def __getattr__(name: str) -> Any:
+    """``run_z``, loaded when first asked for (``z --help`` does not load the pipeline)."""
+    if name == "run_z":
+        from streamanon.pipeline import run_z
+
+        globals()["run_z"] = run_z
+        return run_z
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _run_z() -> Any:
+    """The run, looked up on this module each time (where a test replaces it)."""
+    return globals()["run_z"] if "run_z" in globals() else __getattr__("run_z")
 
 
 def z_warnings(z: int, delta_t: float, summary: dict[str, Any]) -> None:
@@ -108,6 +126,11 @@ def z_command(
         streamanon z --z 5 --delta-t 3600 trace.csv -o published.csv
         streamanon z --z 5 --delta-t 3600 kafka://127.0.0.1:9092/readings -o kafka://127.0.0.1:9092/published
     """
+    from streamanon.io import detect_format
+    from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+
+    run_z = _run_z()
+
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
     for spec, option in ((source, "INPUT"), (output, "--output"), (rejects, "--rejects")):
@@ -141,6 +164,7 @@ def z_command(
                 write_summary(summary_tmp, summary)
         print_summary(title, summary, as_json, stdout_has_data=output == "-")
         return
+    reuse_freed_memory()
     with writing([source], skip_hint=on_error is OnError.fail) as outs:
         out = output if is_kafka(output) else outs.add(output, "--output")
         rejects_tmp = None
@@ -159,3 +183,4 @@ def z_command(
         z_warnings(z, delta_t, summary)
         write_summary(summary_tmp, summary)
     print_summary(title, summary, as_json, stdout_has_data=output == "-")
+    skip_teardown()  # every output is committed: no need to free the run object by object

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
 from streamanon.errors import InputError as InputError  # re-exported: its historical home
+from streamanon.errors import OnError as OnError  # re-exported: where the readers look for it
 from streamanon.records import Rejected
-
-
-class OnError(StrEnum):
-    """The user's choice for a bad input record."""
-
-    fail = "fail"
-    skip = "skip"
 
 
 class RejectLog:

@@ -170,6 +170,22 @@ def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
     return buf.getvalue()
 
 
+def selected_data(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
+                  a_names: Sequence[str], fmt: str = "csv") -> str | memoryview:
+    """:func:`selected_text`, except that the Arrow lane's CSV stays the UTF-8 bytes Arrow
+    wrote: a file sink writes them as they are, without decoding 40 MB of output to a string
+    and encoding it back (the pipeline's sinks take either).
+
+    >>> from streamanon.io.readers import RecordParser
+    >>> batch, _ = RecordParser(header=(0, 1, 2)).parse(1, "1,alice,x\\n2,bob,y")
+    >>> selected_data(batch, np.array([1]), np.array([0]), ["EU"])
+    '2,bob,EU\\n'
+    """
+    if fmt == "csv" and batch.arrow is not None:
+        return _published_csv(batch, idx, a_codes, a_names)
+    return selected_text(batch, idx, a_codes, a_names, fmt)
+
+
 def _json_time(text: str) -> float | int | str:
     try:
         return int(text)

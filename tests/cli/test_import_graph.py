@@ -1,0 +1,113 @@
+"""Start-up stays instant (issue 14): which modules a bare ``--help`` loads, never its time.
+
+``streamanon --help`` must list every command without importing one, and ``streamanon z
+--help`` must load the z command's module and nothing of the engine (numpy, pyarrow, the
+pipeline, the readers): each runs in a fresh interpreter, which then reports ``sys.modules``
+(``-X importtime`` does not see modules loaded through ``importlib.import_module``, as the
+lazy groups load commands). The lazy table of commands must show what the commands
+themselves say.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import typer.main
+
+from streamanon.cli import app
+from streamanon.cli.app import COMMANDS, EXPERIMENT_COMMANDS, VERIFY_COMMANDS, LazyCommands
+
+#: Loaded by no bare --help: the engine, the network, the optional extras.
+HEAVY = re.compile(r"^(numpy|pyarrow|cryptography|matplotlib|pydantic|pandas|pyflink|"
+                   r"confluent_kafka|streamanon\.(pipeline|io|castle|dezent|net|flink|sim|data|"
+                   r"zanon|plots))(\.|$)")
+
+
+#: ``streamanon ARGS`` (the app that ``python -m streamanon`` runs, without the console
+#: script's early exit), then the names in ``sys.modules`` on stderr, however it exits.
+RUN = """import json, sys
+sys.argv = ["streamanon", *json.loads(sys.argv[1])]
+try:
+    from streamanon.cli import app
+    app()
+finally:
+    sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+
+def modules_after(code: str, *args: str) -> set[str]:
+    """The modules loaded by the end of ``code`` run in a fresh interpreter (exit 0)."""
+    env = {**os.environ, "COLUMNS": "100"}
+    res = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True,
+                         text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return set(json.loads(res.stderr.rsplit("MODULES ", 1)[1]))
+
+
+def imported(*args: str) -> set[str]:
+    """The modules ``streamanon ARGS`` loads."""
+    names = modules_after(RUN, *args)
+    assert "streamanon.cli.app" in names  # it ran
+    return names
+
+
+def test_the_bare_help_imports_no_command_and_nothing_heavy() -> None:
+    names = imported("--help")
+    commands = sorted(n for n in names if n.startswith("streamanon.cli.")
+                      and n not in ("streamanon.cli.app", "streamanon.cli.exitcodes",
+                                    "streamanon.cli.coercion"))
+    assert commands == []
+    assert sorted(n for n in names if HEAVY.match(n)) == []
+
+
+@pytest.mark.parametrize("path", [("z",), ("verify",), ("verify", "z"), ("experiment",),
+                                  ("kafka",), ("pki",)], ids=" ".join)
+def test_a_command_help_imports_its_module_and_nothing_heavy(path: tuple[str, ...]) -> None:
+    names = imported(*path, "--help")
+    assert sorted(n for n in names if HEAVY.match(n)) == []
+    if path == ("z",):
+        assert "streamanon.cli.zanon" in names
+        assert not {"streamanon.cli.castle", "streamanon.cli.dezent", "streamanon.cli.demo",
+                    "streamanon.cli.verify", "streamanon.cli.flink"} & names
+
+
+def test_the_heavy_pattern_catches_what_a_run_loads() -> None:
+    """The guard can fail: a real run of z loads the engine, and the report shows it."""
+    code = RUN.replace("sys.argv = [", "import tempfile, os\nd = tempfile.mkdtemp()\n"
+                       "open(os.path.join(d, 'in.csv'), 'w').write('t,u,a\\n1,u1,x\\n')\n"
+                       "os.chdir(d)\nsys.argv = [")
+    names = modules_after(code, "z", "--z", "1", "--delta-t", "1", "in.csv", "-o", "out.csv")
+    assert {"numpy", "pyarrow", "streamanon.pipeline", "streamanon.io",
+            "streamanon.cli.zanon"} <= names
+
+
+def _first_paragraph(command: object) -> str:
+    return inspect.cleandoc(command.help or "").split("\n\n")[0]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", [(), ("verify",), ("experiment",)], ids=" ".join)
+def test_the_lazy_table_shows_what_each_command_says(path: tuple[str, ...]) -> None:
+    """Each row of the listing (built from the table, nothing imported) is the first
+    paragraph of the command's own help, in the table's order, and no command is missing."""
+    table = {(): COMMANDS, ("verify",): VERIFY_COMMANDS,
+             ("experiment",): EXPERIMENT_COMMANDS}[path]
+    group = typer.main.get_command(app)
+    for name in path:
+        group = group.commands[name]  # type: ignore[attr-defined]
+    commands = group.commands  # type: ignore[attr-defined]
+    assert isinstance(commands, LazyCommands)
+    assert list(commands) == list(table)
+    for name in table:
+        row = commands.row(name)
+        built = commands[name]
+        assert _first_paragraph(row) == _first_paragraph(built), name
+    source = type(group).source  # every command the modules register is in the table
+    registered = {c.name for c in source.registered_commands} | {
+        g.name for g in source.registered_groups}
+    assert registered == set(table)

@@ -1,0 +1,40 @@
+"""The console script ends a finished ``streamanon z`` without the interpreter's teardown
+(``os._exit``): everything it wrote must still be there, flushed, as an in-process run writes
+it; and a command run in process must not end the process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from streamanon.cli import app
+from streamanon.cli.exitcodes import teardown_skipped
+from streamanon.data.traces import write_trace, zipf_trace
+
+EXE = Path(sys.executable).with_name("streamanon")
+runner = CliRunner()
+
+
+def test_an_early_exit_keeps_every_output_and_the_summary(tmp_path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", zipf_trace(20_000, n_users=300, n_values=500,
+                                                           seed=3))
+    args = ["z", "--z", "3", "--delta-t", "600", str(trace)]
+    res = runner.invoke(app, [*args, "-o", str(tmp_path / "in-process.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert teardown_skipped()  # asked for, and the test process is still here
+    summary_file = tmp_path / "summary.json"
+    proc = subprocess.run([str(EXE), *args, "-o", str(tmp_path / "script.csv"), "--json",
+                           "--summary", str(summary_file)], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["read"] == 20_000 and 0 < summary["published"] < 20_000
+    assert json.loads(summary_file.read_text()) == summary
+    assert (tmp_path / "script.csv").read_bytes() == (tmp_path / "in-process.csv").read_bytes()
+    rows = subprocess.run([str(EXE), *args, "-o", "-"], capture_output=True, check=True)
+    assert rows.stdout == (tmp_path / "in-process.csv").read_bytes()
+    assert "published" in rows.stderr.decode()  # the summary table, flushed before the exit
