@@ -38,3 +38,15 @@ def test_an_early_exit_keeps_every_output_and_the_summary(tmp_path) -> None:
     rows = subprocess.run([str(EXE), *args, "-o", "-"], capture_output=True, check=True)
     assert rows.stdout == (tmp_path / "in-process.csv").read_bytes()
     assert "published" in rows.stderr.decode()  # the summary table, flushed before the exit
+
+
+def test_parameters_an_operator_refuses_are_a_usage_error_not_a_crash(tmp_path) -> None:
+    """`--delta-t 1e400` passes the option's bounds but the operator refuses infinity: the
+    console script says so in one line and exits 2, with no traceback and no output file."""
+    src = tmp_path / "in.csv"
+    src.write_text("t,u,a\n1,alice,x\n")
+    res = subprocess.run([str(EXE), "z", "--z", "3", "--delta-t", "1e400", str(src), "-o",
+                          str(tmp_path / "out.csv")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == "error: delta_t must be a finite number >= 0, got inf"
+    assert not (tmp_path / "out.csv").exists()

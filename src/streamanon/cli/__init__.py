@@ -5,7 +5,8 @@ command's module is imported when that command runs or its help is shown (see
 :mod:`streamanon.cli.app`), so start-up stays instant.
 
 Exit codes are those of :class:`streamanon.cli.exitcodes.ExitCode`; :func:`main` turns an
-unexpected exception (a bug) into exit 70 with its traceback, so that exit 1 keeps meaning
+unexpected exception (a bug) into exit 70 with its traceback (a :class:`~streamanon.errors.ConfigError`,
+parameters an operator refuses, into exit 2 with one line), so that exit 1 keeps meaning
 "a check found a problem".
 """
 
@@ -15,6 +16,7 @@ import traceback
 
 from streamanon.cli.app import app
 from streamanon.cli.exitcodes import ExitCode, teardown_skipped
+from streamanon.errors import ConfigError
 
 
 def main() -> None:
@@ -35,6 +37,9 @@ def main() -> None:
                 pass
             os._exit(exc.code or 0)
         raise
+    except ConfigError as exc:  # parameters an operator refuses (e.g. --delta-t 1e400)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(int(ExitCode.USAGE))
     except Exception:
         traceback.print_exc()
         print("internal error: this is a bug in streamanon; please report it with the "
