@@ -5,8 +5,9 @@ command's module is imported when that command runs or its help is shown (see
 :mod:`streamanon.cli.app`), so start-up stays instant.
 
 Exit codes are those of :class:`streamanon.cli.exitcodes.ExitCode`; :func:`main` turns an
-unexpected exception (a bug) into exit 70 with its traceback (a :class:`~streamanon.errors.ConfigError`,
-parameters an operator refuses, into exit 2 with one line), so that exit 1 keeps meaning
+unexpected exception (a bug) into exit 70 with its traceback (and a
+:class:`~streamanon.errors.ConfigError`, parameters an operator refuses, into exit 2 with one
+line), so that exit 1 keeps meaning
 "a check found a problem".
 """
 
