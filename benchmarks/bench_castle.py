@@ -18,8 +18,11 @@ the same run, each figure the best of ``--repeat`` interleaved runs, on one core
 Then it checks identical output: the whole command's output files of before and after, byte
 for byte (l=0 and l=2), and ``castle_cases.py`` (seeded random streams and rule sets covering
 hierarchies, reduction, a plug-in, max_delay, every suppression mode, rule changes, PRL/NCP)
-run on both. Targets (issue 14): >= 30,000 tuples/s whole command; CASTLEGUARD measured ~20
-tuples/s. Memory held by the operator is printed last (tracemalloc; should stay flat).
+run on both; its file cases (the streams as CSV files with broken lines, through the row
+reader and writer) run on this tree and on commit 5461bb8, the last that read CSV line by line
+(dc80046 still rebuilt the text of refused lines). Targets (issue 14): >= 30,000 tuples/s whole
+command; CASTLEGUARD measured ~20 tuples/s. Memory held by the operator is printed last
+(tracemalloc; should stay flat).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 REFERENCE = "dc80046"
+IO_REFERENCE = "5461bb8"  # the last commit that read CSV files line by line
 TARGET_TPS = 30_000
 CASTLEGUARD_TPS = 20
 CASTLEGUARD_LOSS = 0.66
@@ -111,12 +115,12 @@ def run(cmd: list[str], env: dict[str, str], **kw: object) -> tuple[float, float
     return wall, cpu, proc.stdout
 
 
-def reference_tree(tmp: Path) -> Path | None:
-    """The sources of the reference commit, unpacked from git history (None if unavailable)."""
-    dest = tmp / "reference"
+def reference_tree(tmp: Path, commit: str = REFERENCE) -> Path | None:
+    """The sources of a reference commit, unpacked from git history (None if unavailable)."""
+    dest = tmp / f"reference-{commit}"
     dest.mkdir()
     try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", REFERENCE, "src"],
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "src"],
                                  capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -223,8 +227,9 @@ def main() -> None:
                 print(row)
         for l in (0, 2):  # noqa: E741
             w, c = best["cmd", "after", l]
-            print(f"l={l}: whole command {n / w:,.0f} tuples/s ({w:.2f} s wall, {c:.2f} s CPU): "
-                  f"target {TARGET_TPS:,} -> {n / w / TARGET_TPS:.2f}x; "
+            print(f"l={l}: whole command {n / w:,.0f} tuples/s wall, {n / c:,.0f} tuples/s CPU "
+                  f"({w:.2f} s wall, {c:.2f} s CPU): target {TARGET_TPS:,} -> "
+                  f"{n / w / TARGET_TPS:.2f}x wall, {n / c / TARGET_TPS:.2f}x CPU; "
                   f"{n / w / CASTLEGUARD_TPS:,.0f}x CASTLEGUARD (~{CASTLEGUARD_TPS} tuples/s)")
         for l in (0, 2):  # noqa: E741
             s = summaries["after", l]
@@ -276,6 +281,19 @@ def main() -> None:
                 if (tmp / f"out-before-l{l}.csv").read_bytes() != (
                         tmp / f"out-after-l{l}.csv").read_bytes():
                     raise SystemExit(1)
+        io_ref = reference_tree(tmp, IO_REFERENCE)
+        if io_ref is not None:
+            files = [sys.executable, str(HERE / "castle_cases.py"), "--cases", "0", "--files",
+                     str(args.cases)]
+            old_io = run(files, {**base_env, "PYTHONPATH": str(io_ref)})[2]
+            new_io = run(files, base_env)[2]
+            kinds = [line.split(" ", 1)[0] for line in new_io.splitlines()]
+            print(f"  castle_cases.py --files {args.cases} (CSV files with broken lines, read, "
+                  f"anonymized, written) vs commit {IO_REFERENCE}: {kinds.count('W'):,} rows "
+                  f"written, {kinds.count('J'):,} lines refused, "
+                  f"{'identical' if old_io == new_io else 'DIFFERENT'}")
+            if old_io != new_io:
+                raise SystemExit(1)
 
     mem = memory(n, 2)
     print("\nmemory held by the operator (l=2, tracemalloc, MiB) after "

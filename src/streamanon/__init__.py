@@ -6,6 +6,13 @@ independent checker never loads the operator it checks.
 >>> from streamanon import ZAnonymizer, Record
 >>> ZAnonymizer(z=1, delta_t=60).process(Record(0.0, "alice", "x"))[0].a
 'x'
+
+The pipeline (read -> operator -> write, for files, stdin and ``kafka://``) loads lazily too,
+so importing an operator does not load the readers and writers:
+
+>>> from streamanon import run_z, KafkaOptions
+>>> run_z.__module__
+'streamanon.pipeline'
 """
 
 from __future__ import annotations
@@ -15,28 +22,35 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from streamanon.castle import CastleAnonymizer, RuleSet
+    from streamanon.pipeline import KafkaOptions, run_castle, run_z
     from streamanon.records import Record, Rejected, RunStats, Suppressed
     from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
 _EXPORTS = {
     "AdaptiveZAnonymizer": "streamanon.zanon.adaptive",
     "CastleAnonymizer": "streamanon.castle.operator",
+    "KafkaOptions": "streamanon.pipeline",
     "Record": "streamanon.records",
     "Rejected": "streamanon.records",
     "RuleSet": "streamanon.castle.rules",
     "RunStats": "streamanon.records",
     "Suppressed": "streamanon.records",
     "ZAnonymizer": "streamanon.zanon.operator",
+    "run_castle": "streamanon.pipeline",
+    "run_z": "streamanon.pipeline",
 }
 __all__ = [
     "AdaptiveZAnonymizer",
     "CastleAnonymizer",
+    "KafkaOptions",
     "Record",
     "Rejected",
     "RuleSet",
     "RunStats",
     "Suppressed",
     "ZAnonymizer",
+    "run_castle",
+    "run_z",
 ]
 __version__ = "0.1.0"
 

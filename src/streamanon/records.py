@@ -59,10 +59,14 @@ class Rejected:
 
 @dataclass
 class RunStats:
-    """Accounting of one run: ``read == published + suppressed + rejected`` always holds.
+    """Accounting of one run: ``read == published + suppressed + rejected + held`` always
+    holds.
 
-    ``details`` holds operator-specific breakdowns (e.g. publications per hierarchy level);
-    ``params`` names the parameters of the run so every summary says what produced it.
+    ``held`` counts records an operator still holds when a run stops before the end of its
+    stream (a Kafka run stopped by a signal: CASTLE's open clusters; the next run releases or
+    suppresses them); it is 0 at the end of a stream. ``details`` holds operator-specific
+    breakdowns (e.g. publications per hierarchy level); ``params`` names the parameters of
+    the run so every summary says what produced it.
     """
 
     read: int = 0
@@ -71,6 +75,7 @@ class RunStats:
     rejected: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
+    held: int = 0
 
     def count_read(self, n: int = 1) -> None:
         self.read += n
@@ -86,15 +91,17 @@ class RunStats:
 
     @property
     def balanced(self) -> bool:
-        return self.read == self.published + self.suppressed + self.rejected
+        return self.read == self.published + self.suppressed + self.rejected + self.held
 
     def to_dict(self) -> dict[str, Any]:
+        held = {"held": self.held} if self.held else {}
         return {
             "params": dict(self.params),
             "read": self.read,
             "published": self.published,
             "suppressed": self.suppressed,
             "rejected": self.rejected,
+            **held,
             "balanced": self.balanced,
             **self.details,
         }

@@ -42,3 +42,27 @@ def test_cluster_rows_equal_a_fresh_computation_from_the_tuples(case) -> None:
                 assert np.array_equal(cset.lh[i], np.concatenate((-fresh.lo, fresh.hi)))
                 assert d == 0 or np.array_equal(cset.lh[i, :d], -np.min(
                     [it.xx[d:] for it in c.items], axis=0))
+
+
+@given(cases())
+def test_the_kernels_tables_equal_a_fresh_packing(case) -> None:
+    """Widening a range domain updates the kernel's weights and domains in place; after every
+    arrival they equal packing everything anew (when the packing is current)."""
+    spec, rows, params = case
+    op = CastleAnonymizer(make_rules(spec), **params)
+    for row in rows:
+        op.process(row)
+        for cset in op._sets:
+            key = (cset._beta, cset._eps, *[g.loss_version for g in cset.hier])
+            if cset._packed != key:
+                continue  # repacked before the next selection
+            fl, it = cset._fl.copy(), cset._it.copy()
+            cset._pack(key, cset._beta, cset._eps)
+            assert np.array_equal(fl, cset._fl) and np.array_equal(it, cset._it)
+
+
+def test_the_kernels_constants_are_the_clusters() -> None:
+    from streamanon.castle import _kernel, cluster
+
+    assert (cluster.OPEN, cluster.OUTSIDE, cluster.TIED, cluster.HEAD) == (
+        _kernel.OPEN, _kernel.OUTSIDE, _kernel.TIED, _kernel.HEAD)

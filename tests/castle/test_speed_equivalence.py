@@ -1,13 +1,16 @@
-"""The compiled best selection changes nothing: same output as the numpy code it replaced.
+"""The compiled best selection and the block-wise file adapters change nothing: same output.
 
-Two checks. (1) Byte for byte against the code of commit dc80046 (the last before the
+Three checks. (1) Byte for byte against the code of commit dc80046 (the last before the
 kernel), unpacked from git history: ``benchmarks/castle_cases.py`` runs seeded random streams
 and rule sets (ranges with configured or adaptive domains, hierarchies with GLM/NCP/PRL and
 growth, reduction, a plug-in, max_delay, every suppression mode, rule changes, bad tuples)
 and an ASHRAE-shaped stream on both, and every output line must agree. (2) The kernel's
 choice equals the rule written out with numpy (the previous implementation's formulas: loss
 rows as a matrix product, ties within 1e-12, τ, β, fewest individuals) on random cluster sets
-whose values lie on coarse grids, so that exact ties are common.
+whose values lie on coarse grids, so that exact ties are common. (3) The file adapters
+(``RowReader`` by blocks with Arrow's parser for clean ones, ``RowWriter`` without the csv
+module for plain rows) against commit 5461bb8, the last that read line by line: random streams
+written as CSV files with broken lines, read, anonymized and written, same text and rejections.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from streamanon.castle.cluster import OPEN, TIED
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = "dc80046"
+#: The last commit that read CSV files line by line and wrote rows with the csv module (its
+#: rejections already echo lines as written, which dc80046's did not).
+IO_REFERENCE = "5461bb8"
 EPS = 1e-12
 
 
-def _reference_sources(tmp: Path) -> Path | None:
+def _reference_sources(tmp: Path, commit: str = REFERENCE) -> Path | None:
     try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", REFERENCE, "src"],
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "src"],
                                  capture_output=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -43,13 +49,13 @@ def _reference_sources(tmp: Path) -> Path | None:
     return tmp / "src"
 
 
-def _cases(pythonpath: Path | None) -> str:
+def _cases(pythonpath: Path | None, *args: str) -> str:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    cmd = [sys.executable, str(REPO / "benchmarks" / "castle_cases.py"), "--cases", "80",
-           "--ashrae", "2500"]
+    cmd = [sys.executable, str(REPO / "benchmarks" / "castle_cases.py"),
+           *(args or ("--cases", "80", "--ashrae", "2500"))]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
                           timeout=600).stdout
 
@@ -62,6 +68,21 @@ def test_output_is_byte_identical_to_the_numpy_best_selection(tmp_path: Path) ->
     kinds = [line.split(" ", 1)[0] for line in after.splitlines()]
     assert kinds.count("summary") == 80 + 2  # every case ran to its end
     assert kinds.count("R") > 10_000 and kinds.count("S") > 1_000
+    for number, (x, y) in enumerate(zip(before.splitlines(), after.splitlines(),
+                                        strict=True), start=1):
+        assert x == y, f"line {number} differs:\nbefore {x}\nafter  {y}"
+
+
+def test_file_adapters_read_and_write_what_the_line_by_line_code_did(tmp_path: Path) -> None:
+    """Streams written as CSV files with broken lines mixed in, read by blocks (clean ones
+    through Arrow), anonymized and written: the same text and rejections as commit 5461bb8."""
+    old = _reference_sources(tmp_path, IO_REFERENCE)
+    if old is None:
+        pytest.skip(f"commit {IO_REFERENCE} is not in this clone's history")
+    args = ("--cases", "0", "--files", "40")
+    before, after = _cases(old, *args), _cases(None, *args)
+    kinds = [line.split(" ", 1)[0] for line in after.splitlines()]
+    assert kinds.count("file") == 40 and kinds.count("W") > 2_000 and kinds.count("J") > 300
     for number, (x, y) in enumerate(zip(before.splitlines(), after.splitlines(),
                                         strict=True), start=1):
         assert x == y, f"line {number} differs:\nbefore {x}\nafter  {y}"

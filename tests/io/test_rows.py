@@ -92,3 +92,18 @@ def test_writer_round_trip_csv_and_jsonl() -> None:
         back = read_rows(io.StringIO(buf.getvalue()), fmt)
         assert back[0]["city"] == "Saint-Denis, FR" and back[0]["age"] == "[1,2]"
         assert back[0]["x"] is None
+
+
+def test_a_row_with_several_bad_numbers_names_the_first_given_in_every_run() -> None:
+    """The numeric columns are checked in the order given (not a set's, which changes with the
+    hash seed from one process to the next)."""
+    import subprocess
+    import sys
+
+    code = ("import io; from streamanon.io.rows import RowReader; "
+            "rd = RowReader(io.StringIO('id,a,b,c\\nx,1,p,q\\n'), 'csv', numeric=['c', 'b', 'a'],"
+            " on_error='skip'); list(rd); print(rd.rejected[0].reason)")
+    reasons = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, env={"PYTHONHASHSEED": str(seed)}).stdout.strip()
+               for seed in range(6)}
+    assert reasons == {"field c is not a number: 'q'"}

@@ -69,5 +69,29 @@ def test_writer_fast_path_writes_the_same_bytes(rows: list[dict]) -> None:
     fast = write()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rows_module, "_TEXT_OR_NONE", set())
+        mp.setattr(RowWriter, "_write_plain", lambda self, row, line: False)
         slow = write()
     assert fast == slow
+
+
+SPECIAL = st.one_of(st.none(), st.text(st.sampled_from('ab ,"\r\n\té'), max_size=5),
+                    st.sampled_from(["[1,2]", "[-0.5,3]", "", " ", "a,b,c"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 4).flatmap(
+    lambda n: st.lists(st.lists(SPECIAL, min_size=n, max_size=n), max_size=8)))
+def test_writer_writes_text_rows_as_the_csv_module_does(rows: list[list]) -> None:
+    """The plain-text path (fields with commas quoted) against the csv module itself, on
+    fields with commas, quotes, line breaks, blanks and None; twice, for the quoting cache."""
+    import csv
+
+    columns = [f"c{i}" for i in range(len(rows[0]))] if rows else ["c0"]
+    got, want = io.StringIO(), io.StringIO()
+    w = RowWriter(got, "csv", columns)
+    ref = csv.writer(want, lineterminator="\n")
+    ref.writerow(columns)
+    for r in rows + rows:
+        w.write(dict(zip(columns, r, strict=True)))
+        ref.writerow(r)
+    assert got.getvalue() == want.getvalue()

@@ -62,32 +62,37 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
             return OUTSIDE
     cur = work[0]
     new = work[1]
+    # the sums run over the clusters in the inner loop: each cluster's sum is still added
+    # term by term in the same order, but the clusters' sums no longer wait on each other
     for i in range(n):
-        s_cur = 0.0
-        s_new = 0.0
-        for c in range(d):  # the (-lo) half: max(-lo, -x) = -min(lo, x)
+        cur[i] = 0.0
+        new[i] = 0.0
+    for c in range(d):  # the (-lo) half: max(-lo, -x) = -min(lo, x)
+        b = -x[c]
+        w = fl[inv + c]
+        for i in range(n):
             a = lh[i, c]
-            b = -x[c]
-            w = fl[inv + c]
-            s_cur += a * w
-            s_new += (a if a >= b else b) * w
-        for c in range(d):  # the hi half
+            cur[i] += a * w
+            new[i] += (a if a >= b else b) * w
+    for c in range(d):  # the hi half
+        b = x[c]
+        w = fl[inv + d + c]
+        for i in range(n):
             a = lh[i, d + c]
-            b = x[c]
-            w = fl[inv + d + c]
-            s_cur += a * w
-            s_new += (a if a >= b else b) * w
-        for j in range(nh):
+            cur[i] += a * w
+            new[i] += (a if a >= b else b) * w
+    for j in range(nh):
+        base = hloss + it[j]
+        size = it[nh + j]
+        row = base + cat[j] * size
+        for i in range(n):
             node = nodes[i, j]
-            base = hloss + it[j]
-            size = it[nh + j]
-            s_cur += fl[base + node * size + node]
-            s_new += fl[base + cat[j] * size + node]
-        if plug:
-            s_cur += work[2, i]
-            s_new += work[3, i]
-        cur[i] = s_cur
-        new[i] = s_new
+            cur[i] += fl[base + node * size + node]
+            new[i] += fl[row + node]
+    if plug:
+        for i in range(n):
+            cur[i] += work[2, i]
+            new[i] += work[3, i]
     # argmin of the enlargement (first minimum; a NaN wins, as in numpy)
     best = 0
     emin = new[0] - cur[0]

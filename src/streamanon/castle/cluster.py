@@ -169,6 +169,12 @@ class ClusterSet:
         self._all = [(r.name, r.generalizer, k)
                      for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
         self._slow = [(name, g, k) for name, g, k in self._all if k != "num"]
+        # hierarchies whose observation changes nothing (GLM) and no plug-ins: a known value
+        # is its node index at once (parse and observe in one dictionary lookup)
+        self._known: list[tuple[str, Mapping[str, int]]] | None = [
+            (name, g.tree.node_indices()) for name, g, _ in self._slow
+        ] if self._slow and all(type(g) is HierarchyGeneralizer and g.metric is _GLM
+                                for _, g, _ in self._slow) else None
         self._id_field = rules.id_field
         self._sens_names = list(rules.sensitive)
         d = len(self.num)
@@ -227,7 +233,17 @@ class ClusterSet:
         num = self._fast_numbers(values)
         hier_raw: list[Any] = []
         other_raw: list[Any] = []
-        for name, g, kind in self._slow if num is not None else self._all:
+        cat = _NO_CAT
+        if num is not None and self._known is not None:
+            cat = []
+            for name, nodes in self._known:
+                raw = values.get(name)
+                node = nodes.get(raw) if type(raw) is str else None
+                if node is None or not raw.strip():  # unknown, blank or not text: said below
+                    cat = _NO_CAT
+                    break
+                cat.append(node)
+        for name, g, kind in () if cat else self._slow if num is not None else self._all:
             raw = values.get(name)
             if (not raw.strip()) if type(raw) is str else _missing(raw):
                 raise MissingFieldError(name)
@@ -254,8 +270,7 @@ class ClusterSet:
         if t is None and need_time and rules.time_field is not None:
             raw_t = values.get(rules.time_field)
             t = _parse_time(raw_t, rules.time_field)
-        item = Item(row, pos, cpid, num, _NO_CAT, (), tuple(sens),
-                    t if t is not None else math.nan)
+        item = Item(row, pos, cpid, num, cat, (), tuple(sens), t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
     def _fast_numbers(self, values: Mapping[str, Any]) -> np.ndarray | None:
@@ -271,9 +286,8 @@ class ClusterSet:
             return None
         types = set(map(type, raw))
         if types == _FLOAT:  # as the row readers give them: no conversion needed
-            x = np.array(raw, dtype=np.float64)
-            if math.isfinite(x.sum()) or np.isfinite(x).all():
-                return x
+            if math.isfinite(sum(raw)) or all(map(math.isfinite, raw)):
+                return np.array(raw)
             return None
         if types <= _INT_FLOAT:
             floats = list(map(float, raw))
@@ -318,8 +332,10 @@ class ClusterSet:
         for j, g in enumerate(self.num):
             g.observe(float(x[j]))
         self._refresh_inv()
-        self._packed = None
-        self._stale = True
+        if self._packed is not None:  # the kernel's copy of the weights and domains, in place
+            d = len(self.num)
+            self._fl[HEAD:HEAD + 2 * d] = self._inv
+            self._fl[HEAD + 2 * d:HEAD + 4 * d] = self._dom.ravel()
 
     def _refresh_inv(self) -> None:
         self._inv_version += 1
@@ -388,8 +404,6 @@ class ClusterSet:
                      self._picks)
         if idx == OUTSIDE:
             self._widen(x)
-            self._pack((beta, eps, *[g.loss_version for g in self.hier]), beta, eps)
-            self._stale = False
             if plug:
                 other_cur, other_new, okey = self._other_parts(item)
                 self._work[2, :n] = other_cur
@@ -425,7 +439,7 @@ class ClusterSet:
             offs.append(off)
             sizes.append(n)
             off += n * n
-        head = [float(beta), float(eps), 1.0 if self.other else 0.0]
+        head = [float(beta), float(eps), 1.0 if self.other else 0.0]  # HEAD values
         self._beta, self._eps = beta, eps
         self._fl = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
         self._it = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
@@ -561,7 +575,7 @@ class ClusterSet:
         pid = item.pid
         ids = c.ids
         ids[pid] = ids.get(pid, 0) + 1
-        for cs, v in zip(c.sens, item.sens, strict=True):
+        for cs, v in zip(c.sens, item.sens, strict=False):  # as long: one per attribute
             cs[v] = cs.get(v, 0) + 1
         if not grown:
             self._other_key = None
@@ -690,6 +704,7 @@ _FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
 _GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
+HEAD = 3  # values before the weights in the kernel's ``fl`` (as there; numba is imported late)
 
 
 _KERNEL: list[Any] = []

@@ -17,7 +17,7 @@ with root ``*`` and two leaves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +184,10 @@ class Hierarchy:
     # -- vectorized view (used by the operator's hot path) -------------------------------
     def index(self, name: str) -> int:
         return self._index[name]
+
+    def node_indices(self) -> Mapping[str, int]:
+        """Every node's index by name: a live view, which sees the nodes added later."""
+        return self._index
 
     def lca_table(self) -> np.ndarray:
         """``table[i, j]`` = index of the LCA of nodes ``i`` and ``j``.

@@ -229,20 +229,24 @@ class CastleAnonymizer:
         if self.max_delay is not None and math.isnan(item.t):
             raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
                               "the rules or pass Row(t=...)")
-        cset.observe(item, hier_raw, other_raw)
+        if hier_raw or other_raw:
+            cset.observe(item, hier_raw, other_raw)
         self.read += 1
         self._pos += 1
-        if not math.isnan(item.t):
+        if item.t == item.t:  # not NaN: a time was given
             self._clock = max(self._clock, item.t)
             item.t = self._clock
         t0 = time.perf_counter()
-        self._best_selection(cset, item)
+        cset.place(item, self.tau, self.beta, _EPS)  # the best selection
         self._held.append(item)
         t1 = time.perf_counter()
         out: list[Any] = []
-        self._expire(out, self._clock)
-        self.timing["best_selection"] += t1 - t0
-        self.timing["delay_constraint"] += time.perf_counter() - t1
+        held = self._held[0]
+        if held.done or self._pos - held.pos >= self.delta or self.max_delay is not None:
+            self._expire(out, self._clock)
+        timing = self.timing
+        timing["best_selection"] += t1 - t0
+        timing["delay_constraint"] += time.perf_counter() - t1
         return out
 
     def advance(self, now: float) -> list[Any]:
@@ -281,9 +285,6 @@ class CastleAnonymizer:
                 break
 
     # -- CASTLE ------------------------------------------------------------------------------
-    def _best_selection(self, cset: ClusterSet, item: Item) -> None:
-        cset.place(item, self.tau, self.beta, _EPS)
-
     def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
         if len(ids) < self.k:
             return False

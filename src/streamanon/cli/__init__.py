@@ -13,7 +13,7 @@ import streamanon.cli.cluster
 import streamanon.cli.gateway
 import streamanon.cli.pki
 import streamanon.cli.sensors  # noqa: F401
-from streamanon.cli import castle, demo, dezent, flink, verify, zanon  # noqa: F401 (commands)
+from streamanon.cli import castle, demo, dezent, flink, kafka, verify, zanon  # noqa: F401
 from streamanon.cli.app import app
 from streamanon.cli.exitcodes import ExitCode
 

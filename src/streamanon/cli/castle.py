@@ -1,5 +1,9 @@
 """``streamanon castle``, ``experiment castle`` and the demo's CASTLE part (``verify castle``
-lives in :mod:`streamanon.cli.verify`)."""
+lives in :mod:`streamanon.cli.verify`).
+
+The run itself is :func:`streamanon.pipeline.run_castle` (re-exported here), the same for
+every endpoint (file, stdin, ``kafka://``).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,6 @@ import csv
 import inspect
 import json
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from streamanon.castle import CastleAnonymizer, Released, RuleSet, Suppression
+from streamanon.castle import CastleAnonymizer, RuleSet, Suppression
 from streamanon.castle.verify import check_castle_files, load_rules
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
@@ -37,143 +39,29 @@ from streamanon.cli.common import (
     write_summary,
     writing,
 )
+from streamanon.cli.kafka import (
+    batch_option,
+    check_url,
+    checkpoint_option,
+    default_rejects,
+    endpoint_errors,
+    from_option,
+    group_option,
+    is_kafka,
+    kafka_progress,
+    kafka_run,
+    max_message_option,
+    options,
+    until_end_option,
+)
 from streamanon.data import ashrae
-from streamanon.errors import BadRecordError
-from streamanon.io import OnError, RejectLog, detect_format
+from streamanon.io import OnError, detect_format
 from streamanon.io.output import OutputSet
-from streamanon.io.rows import RowReader, RowWriter
-from streamanon.records import RunStats, Suppressed
+from streamanon.pipeline import run_castle
+
+__all__ = ["castle_command", "castle_demo", "castle_warnings", "run_castle", "run_experiment"]
 
 console = Console(stderr=True)
-
-
-def run_castle(
-    source: str | Path,
-    output: str | Path,
-    operator: CastleAnonymizer,
-    *,
-    in_format: str | None = None,
-    out_format: str | None = None,
-    on_error: OnError = OnError.fail,
-    rejects_path: str | Path | None = None,
-    rejects_name: str | None = None,
-    suppressed_path: str | Path | None = None,
-    suppressed_format: str | None = None,
-    latency: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> RunStats:
-    """Read, anonymize and write a whole stream; returns the accounting.
-
-    Suppressed tuples go to ``suppressed_path`` (as the suppression strategy leaves them, with
-    a ``reason`` column; a header only when there are none) when given, else they are only
-    counted. With ``latency`` the mean wall-clock time from feeding a tuple to its release is
-    measured (``details["latency_ms"]``). ``details["individuals_seen"]`` and
-    ``details["sensitive_values_seen"]`` count distinct individuals up to k and distinct values
-    of each sensitive attribute up to l: enough to tell whether k and l could be reached.
-    On bad input under ``fail`` it raises after writing what came before: wrap the call in an
-    :class:`~streamanon.io.output.OutputSet`, as the CLI does.
-    """
-    rules = operator.rules
-    if rules is None:
-        raise ValueError("the operator has no rules")
-    numeric = [r.name for r in rules.qi_rules if type(r.generalizer).__name__ ==
-               "RangeGeneralizer"]
-    rejects = RejectLog(rejects_path, str(source), rejects_name)
-    reader = RowReader(source, in_format, on_error=on_error, rejects=rejects, numeric=numeric,
-                       required=[rules.id_field], progress=progress)
-    out_fmt = detect_format(None if str(output) == "-" else output, out_format)
-    writer: RowWriter | None = None
-    sup_writer: RowWriter | None = None
-    extra = [operator.loss_field] if operator.loss_field else []
-    stats = RunStats(params={"k": operator.k, "l": operator.l, "delta": operator.delta,
-                             "beta": operator.beta, "mu": operator.mu, "zeta": operator.zeta,
-                             "suppression": str(operator.suppression), "input": str(source)})
-    fed: dict[int, float] = {}
-    lat_sum = 0.0
-    lat_n = 0
-    ids: set[Any] = set()
-    sensitive: dict[str, set[Any]] = {name: set() for name in rules.sensitive}
-    need_ids, need_values = True, operator.l > 1 and bool(sensitive)
-
-    def suppressed_writer() -> RowWriter:
-        nonlocal sup_writer
-        if sup_writer is None:
-            assert suppressed_path is not None
-            sup_writer = RowWriter(suppressed_path, detect_format(suppressed_path,
-                                                                  suppressed_format),
-                                   [*reader.columns, *extra, "reason"])
-        return sup_writer
-
-    def emit(items: list[Any]) -> None:
-        nonlocal writer, lat_sum, lat_n
-        now = time.perf_counter() if latency else 0.0
-        for x in items:
-            if isinstance(x, Suppressed):
-                stats.count_suppressed()
-                if suppressed_path is not None:
-                    vals = dict(x.record.values)
-                    vals["reason"] = x.reason
-                    suppressed_writer().write(vals)
-                continue
-            assert isinstance(x, Released)
-            stats.count_published()
-            if writer is None:
-                writer = RowWriter(output, out_fmt, reader.columns + extra)
-            writer.write(x.values)
-            if latency and x.line in fed:
-                lat_sum += now - fed.pop(x.line)
-                lat_n += 1
-
-    start = time.perf_counter()
-    try:
-        for row in reader:
-            if latency:
-                fed[row.line or 0] = time.perf_counter()
-            if need_ids:
-                ids.add(row.values.get(rules.id_field))
-                need_ids = len(ids) < operator.k
-            if need_values:
-                for name, seen in sensitive.items():
-                    if len(seen) < operator.l:
-                        seen.add(row.values.get(name))
-                need_values = any(len(v) < operator.l for v in sensitive.values())
-            try:
-                out = operator.process(row)
-            except BadRecordError as exc:  # only a bad record is a rejected row: else a bug
-                reader.refuse_row(row, str(exc))
-                continue
-            emit(out)
-        emit(operator.flush())
-        if writer is None:
-            writer = RowWriter(output, out_fmt, reader.columns + extra)
-        if suppressed_path is not None:
-            suppressed_writer()
-    finally:
-        elapsed = time.perf_counter() - start
-        for w in (writer, sup_writer):
-            if w is not None:
-                w.close()
-        rejects.close()
-        rejects.warn_summary()
-        stats.count_read(reader.read)
-        stats.count_rejected(reader.n_rejected)
-        summary = operator.summary()
-        stats.details = {
-            "suppressed_by_reason": summary["suppressed_by_reason"],
-            "clusters_released": summary["clusters_released"],
-            "tau": summary["tau"],
-            "info_loss": summary["info_loss"],
-            "mean_info_loss": summary["mean_info_loss"],
-            "seconds": round(elapsed, 3),
-            "tuples_per_second": round(reader.read / elapsed) if elapsed > 0 else None,
-            "best_selection_s": round(operator.timing["best_selection"], 4),
-            "delay_constraint_s": round(operator.timing["delay_constraint"], 4),
-            "individuals_seen": len(ids - {None}),
-            "sensitive_values_seen": {k: len(v - {None}) for k, v in sensitive.items()},
-        }
-        if latency:
-            stats.details["latency_ms"] = 1000 * lat_sum / max(1, lat_n)
-    return stats
 
 
 def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> None:  # noqa: E741
@@ -208,7 +96,9 @@ ZETA_HELP = "Released clusters kept for reuse (ζ; 0 = no reuse)."
 @app.command("castle")
 def castle_command(
     source: str = typer.Argument(..., metavar="INPUT", help="Input rows: CSV with a header, "
-                                 "or JSON Lines; - = stdin."),
+                                 "or JSON Lines; - = stdin; kafka://HOST:PORT/TOPIC = a topic, "
+                                 "one row per message (CSV under --columns or the first "
+                                 "message, or a JSON object), exactly once."),
     rules_path: Path = typer.Option(..., "--rules", help="TOML rules file: the id column, and "
                                     "per attribute its generalizer, sensitive flag and weight "
                                     "(every key: docs, CASTLE guide)."),
@@ -227,57 +117,111 @@ def castle_command(
                                             "generalize (maximal generalization)."),
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
-                               "Lines. Replaced only when the run succeeds."),
-    suppressed: Path = typer.Option(None, "--suppressed", help="Write suppressed tuples here "
-                                    "(with a reason column); else they are only counted."),
+                               "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
+                               "header). A file is replaced only when the run succeeds (with a "
+                               "Kafka INPUT: appended, exactly once)."),
+    suppressed: str = typer.Option(None, "--suppressed", help="Write suppressed tuples here "
+                                   "(a file or kafka://..., with a reason column); else they "
+                                   "are only counted."),
     loss_column: str = typer.Option(None, "--loss-column", help="Add a column with each "
                                     "tuple's cluster information loss."),
     in_format: str = typer.Option(None, "--input-format", help=INPUT_FORMAT_HELP),
     out_format: str = typer.Option(None, "--output-format", help=OUTPUT_FORMAT_HELP),
     on_error: OnError = on_error_option,
-    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
-                                 "OUTPUT.rejects.jsonl (with -o -: only counted)."),
+    rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " A file or "
+                                "kafka://... Default: OUTPUT.rejects.jsonl (a topic: "
+                                "OUTPUT.rejects; with -o -: only counted)."),
+    columns: str = typer.Option(None, "--columns", help="Kafka INPUT of CSV messages: the "
+                                "comma-separated column names (default: the first message "
+                                "is the header)."),
+    group: str = group_option,
+    start: str = from_option,
+    until_end: bool = until_end_option,
+    checkpoint_every: float = checkpoint_option,
+    max_message_bytes: int = max_message_option,
+    batch_size: int = batch_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
     """k_s-anonymize a stream with CASTLE (and l-diversity): clusters of >= k individuals.
 
-    Exit 2 on bad input (nothing written). Example (files from `streamanon demo`):
+    Exit 2 on bad input (nothing written). A Kafka INPUT runs exactly once across crashes,
+    open clusters included, until Ctrl-C or SIGTERM (exit 0; the clusters still open wait in
+    the checkpoint for the next run), or to the end with --until-end. Example (files from
+    `streamanon demo`):
 
         streamanon castle --rules rules.toml --k 5 --l 2 in.csv -o out.csv
     """
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
+    for spec, option in ((source, "INPUT"), (output, "--output"), (rejects, "--rejects"),
+                         (suppressed, "--suppressed")):
+        if spec is not None:
+            check_url(spec, option)
     require_input(rules_path, "--rules")
     try:
         rules = RuleSet.load(rules_path)
     except (OSError, ValueError) as exc:
         fail(f"--rules {rules_path}: {exc}")
-    require_input(source)
+    if not is_kafka(source):
+        require_input(source)
     operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
-                                suppression=suppression, max_delay=max_delay,
-                                loss_field=loss_column)
+                                suppression=suppression,
+                                max_delay=max_delay, loss_field=loss_column)
     if on_error is OnError.skip and rejects is None and output != "-":
-        rejects = Path(f"{output}.rejects.jsonl")
-    out_format = out_format or detect_format(None if output == "-" else output)
+        rejects = default_rejects(output)
+    out_format = out_format or detect_format(None if output == "-" or is_kafka(output)
+                                             else output)
+    cols = [c.strip() for c in columns.split(",")] if columns else None
+    title = f"streamanon castle (k={k}, l={l}, δ={delta})"
+    kafka_args = dict(group=group, start=start, until_end=until_end,
+                      checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
+                      batch_size=batch_size)
+    if is_kafka(source):
+        import hashlib
+
+        rules_digest = hashlib.sha256(rules_path.read_bytes()).hexdigest()
+        with writing([rules_path]) as outs:
+            summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
+            with kafka_run(until_end) as stop, kafka_progress(source) as tick:
+                stats = run_castle(source, output, operator, in_format=in_format,
+                                   out_format=out_format, on_error=on_error,
+                                   rejects_path=rejects, suppressed_path=suppressed,
+                                   columns=cols, kafka=options(**kafka_args, stop=stop,
+                                                on_batch=tick,
+                                                identity={"rules_sha256": rules_digest}))
+                summary: dict[str, Any] = stats.to_dict()
+                summary["outputs"] = [str(t) for t in (output, suppressed, rejects)
+                                      if t is not None]
+                castle_warnings(k, l, rules.id_field, summary)
+                write_summary(summary_tmp, summary)
+        print_summary(title, summary, as_json, stdout_has_data=output == "-")
+        return
     with writing([source, rules_path], skip_hint=on_error is OnError.fail) as outs:
-        out = outs.add(output, "--output")
-        sup_tmp = outs.add(suppressed, "--suppressed") if suppressed is not None else None
-        rejects_tmp = outs.add(rejects, "--rejects") if rejects is not None else None
+        out = output if is_kafka(output) else outs.add(output, "--output")
+
+        def target(spec: str | None, option: str) -> str | None:
+            return spec if spec is None or is_kafka(spec) else outs.add(spec, option)
+
+        sup_tmp = target(suppressed, "--suppressed")
+        rejects_tmp = target(rejects, "--rejects")
         summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
-        with file_progress(source, f"CASTLE k={k} l={l}", min_bytes=2 << 20) as progress:
+        with file_progress(source, f"CASTLE k={k} l={l}", min_bytes=2 << 20) as progress, \
+                endpoint_errors():
             stats = run_castle(source, out, operator, in_format=in_format,
                                out_format=out_format, on_error=on_error,
-                               rejects_path=rejects_tmp, rejects_name=str(rejects),
+                               rejects_path=rejects_tmp,
+                               rejects_name=None if rejects is None else str(rejects),
                                suppressed_path=sup_tmp,
-                               suppressed_format=detect_format(suppressed),
-                               progress=progress)
-        summary: dict[str, Any] = stats.to_dict()
-        summary["outputs"] = outs.targets
+                               suppressed_format=None if suppressed is None or is_kafka(
+                                   suppressed) else detect_format(suppressed),
+                               progress=progress, kafka=options(**kafka_args))
+        summary = stats.to_dict()
+        summary["outputs"] = [*[t for t in (output, suppressed, rejects)
+                                if t is not None and is_kafka(t)], *outs.targets]
         castle_warnings(k, l, rules.id_field, summary)
         write_summary(summary_tmp, summary)
-    print_summary(f"streamanon castle (k={k}, l={l}, δ={delta})", summary, as_json,
-                  stdout_has_data=output == "-")
+    print_summary(title, summary, as_json, stdout_has_data=output == "-")
 
 
 def _ints(text: str, option: str) -> list[int]:

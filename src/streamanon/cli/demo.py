@@ -15,6 +15,7 @@ from streamanon.cli.app import app
 from streamanon.cli.castle import castle_demo
 from streamanon.cli.common import JSON_HELP, status, writing
 from streamanon.cli.dezent import dezent_demo
+from streamanon.cli.kafka import kafka_demo
 from streamanon.cli.zanon import run_z
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io import read_records
@@ -78,6 +79,8 @@ def demo(
     seed: int = typer.Option(1, "--seed", help="Seed of every generated data set."),
     z_tuples: int = typer.Option(100_000, "--z-tuples", min=100,
                                  help="Length of the z-anonymity trace."),
+    kafka: bool = typer.Option(True, "--kafka/--no-kafka", help="With the kafka extra: also "
+                               "start a broker and run z from one topic to another."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Run every operator on embedded default data, check each guarantee, and plot trade-offs.
@@ -96,8 +99,12 @@ def demo(
             dezent_part = dezent_demo(workdir, seed)
         with status("CASTLE: k=5 checked, then k=2, 10, 20 for the loss plot..."):
             castle_part = castle_demo(workdir, seed)
+        kafka_part: dict[str, Any] = {"skipped": "--no-kafka"}
+        if kafka:
+            with status("Kafka: a broker, readings -> streamanon z -> published..."):
+                kafka_part = kafka_demo(workdir, Path(z_part["trace"]))
         summary = {"workdir": str(workdir), "seed": seed, "z": z_part, "dezent": dezent_part,
-                   "castle": castle_part,
+                   "castle": castle_part, "kafka": kafka_part,
                    "quick_tour_files": {str(workdir / f): what for f, what in TOUR_FILES.items()}}
         Path(outs.add(workdir / "summary.json")).write_text(
             json.dumps(summary, indent=2, default=str))

@@ -8,7 +8,7 @@ before it. The job's source emits only the split numbers; the reading step opens
 itself, so records never cross into Flink one by one.
 
 :func:`line_blocks` turns a split's bytes into blocks of whole lines exactly as
-``streamanon z`` reads a file (the same :func:`streamanon.io.readers._line_chunks`: ``\\r\\n``
+``streamanon z`` reads a file (the same :func:`streamanon.io.readers.line_chunks`: ``\\r\\n``
 line ends, a last line without a line end), so the parsers see what the pure path sees.
 
 >>> import tempfile, os
@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamanon.io.readers import _line_chunks
+from streamanon.io.readers import line_chunks
 
 #: the smallest and largest split the client chooses (see :func:`choose_split_bytes`)
 MIN_SPLIT_BYTES = 64 << 10
@@ -70,7 +70,7 @@ def read_split(path: str | Path, index: int, split_bytes: int) -> bytes:
 def line_blocks(data: bytes) -> Iterator[bytes]:
     """Blocks of whole lines of ``data`` as the file reader cuts them: ``\\n``-separated,
     ``\\r\\n`` read as ``\\n``; each block counts ``block.count(b"\\n") + 1`` lines."""
-    for _, block in _line_chunks(io.BytesIO(data)):
+    for _, block in line_chunks(io.BytesIO(data)):
         yield block  # type: ignore[misc]
 
 

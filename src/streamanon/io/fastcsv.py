@@ -1,27 +1,46 @@
-"""The fast lane for clean CSV chunks: Apache Arrow's C++ parser, dictionary-encoded columns.
+"""The fast lanes for clean CSV chunks: Apache Arrow's C++ parser and writer.
 
-A chunk takes this lane only when it is provably clean — exactly three comma-separated fields
-per line, no quotes, no blank lines, no whitespace to strip, every time a finite float that
-never goes backwards, no empty or oversized field. Anything else returns ``None`` and the chunk
-goes through the Python reader, which owns every rule and every error message; so the lane
-accelerates the rules without restating them.
+A chunk takes a lane only when it is provably clean; anything else returns ``None`` and the chunk
+goes through the Python reader, which owns every rule and every error message; so the lanes
+accelerate the rules without restating them.
+
+* ``t,u,a`` streams (:func:`parse_clean_chunk`): exactly three comma-separated fields per line,
+  no quotes, no carriage returns, no user or value that is empty, oversized or has surrounding
+  whitespace, every time a finite float that never goes backwards. Users and values come out
+  dictionary-encoded, straight from the parser; published rows are written back by Arrow's CSV
+  writer (:func:`published_csv`), as bytes.
+* general rows (:func:`parse_clean_rows`, for CASTLE's :class:`~streamanon.io.rows.RowReader`):
+  no quotes, no carriage returns, no blank lines, no line longer than the value limit, the
+  header's number of fields on every line; the named numeric columns parse as finite floats.
+  The reader decides the rest (blank fields, required columns) on the distinct values.
+
+Compute kernels are called through :func:`pyarrow._compute.call_function` rather than through
+:mod:`pyarrow.compute`: importing the latter generates a Python wrapper for each of its hundreds
+of functions (0.1 s of every command's start), and its ``cast`` loads pandas (0.2 s more).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+try:  # the kernels without pyarrow.compute's generated wrappers (see the module docstring)
+    from pyarrow._compute import CastOptions, call_function
+except ImportError:  # pragma: no cover - a pyarrow without the private module
+    from pyarrow.compute import CastOptions, call_function
+
 _NAMES = ["t", "u", "a"]
-_READ = dict(column_names=_NAMES, use_threads=False)
+_TEXT = pa.dictionary(pa.int32(), pa.string())
 _PARSE = pacsv.ParseOptions(quote_char=False, double_quote=False, escape_char=False,
                             newlines_in_values=False, ignore_empty_lines=False)
-_CONVERT = pacsv.ConvertOptions(column_types={n: pa.string() for n in _NAMES},
+_CONVERT = pacsv.ConvertOptions(column_types={"t": pa.string(), "u": _TEXT, "a": _TEXT},
                                 strings_can_be_null=False, quoted_strings_can_be_null=False)
+_TO_FLOAT = CastOptions.safe(pa.float64())
+_WRITE = pacsv.WriteOptions(include_header=False, quoting_style="none")
 
 
 @dataclass
@@ -53,31 +72,87 @@ def has_long_line(data: bytes) -> bool:
     return any(data.find(b"\n", pos, pos + _LONG_LINE) < 0 for pos in range(0, end, _LONG_LINE))
 
 
-def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns | None:
-    """Parse ``data`` (whole lines ``t,u,a`` without the final newline) or return ``None``."""
-    # arrow itself refuses a line without exactly three fields (a blank line included)
-    if not data or any(x in data for x in (b'"', b"\r", b" ", b"\t", b"\n\n")):
-        return None
-    if has_long_line(data):
-        return None
-    n = data.count(b"\n") + 1
+_DTYPES = {pa.float64(): np.dtype(np.float64), pa.int32(): np.dtype(np.int32),
+           pa.int64(): np.dtype(np.int64)}
+
+
+def _numpy(arr: pa.Array) -> np.ndarray:
+    """A numpy view of a primitive Arrow array without nulls (``Array.to_numpy`` imports
+    pandas, 0.2 s, on its first call)."""
+    if arr.null_count:  # pragma: no cover - callers check
+        raise ValueError("an array with nulls has no numpy view")
+    dtype = _DTYPES[arr.type]
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
+                         offset=arr.offset * dtype.itemsize)
+
+
+def _pylist(arr: pa.Array) -> list[str]:
+    """The values of a string array without nulls as Python strings.
+
+    ``to_pylist`` makes an Arrow scalar per value (0.5 µs each); here the data buffer is
+    decoded once and sliced at character offsets (counted in numpy: the bytes that start a
+    UTF-8 character), some ten times faster.
+
+    >>> _pylist(_strings(["a", "été", "", "xyz"]).cast(pa.string()))
+    ['a', 'été', '', 'xyz']
+    """
+    n = len(arr)
+    if arr.null_count or arr.type != pa.string():  # pragma: no cover - callers read strings
+        return arr.to_pylist()  # type: ignore[no-any-return]
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    raw = np.frombuffer(arr.buffers()[2], dtype=np.uint8, count=hi - lo, offset=lo) if hi > lo \
+        else np.empty(0, dtype=np.uint8)
+    text = raw.tobytes().decode("utf-8")
+    if len(text) == len(raw):  # ASCII: byte offsets are character offsets
+        cuts = (offsets - lo).tolist()
+    else:
+        starts = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum((raw & 0xC0) != 0x80, out=starts[1:])
+        cuts = starts[offsets - lo].tolist()
+    return list(map(text.__getitem__, map(slice, cuts[:-1], cuts[1:])))
+
+
+def _read(data: bytes, names: list[str], convert: pacsv.ConvertOptions) -> pa.Table | None:
+    """``data`` parsed as one block (so that every column is one chunk), or ``None``."""
     try:
         table = pacsv.read_csv(
             pa.py_buffer(data),
-            read_options=pacsv.ReadOptions(block_size=1 << 24, **_READ),
-            parse_options=_PARSE,
-            convert_options=_CONVERT,
-        )
-        if table.num_rows != n:
-            return None
-        t_text, u, a = (table.column(x).combine_chunks() for x in _NAMES)
-        u, a = pc.dictionary_encode(u), pc.dictionary_encode(a)
-        for col in (u, a):  # empty or oversized fields: checked once per distinct value
-            lengths = pc.utf8_length(col.dictionary)
-            if pc.min(lengths).as_py() == 0 or pc.max(lengths).as_py() > max_len:
-                return None
-        t = pc.cast(t_text, pa.float64()).to_numpy(zero_copy_only=False)
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
+                                           block_size=len(data) + 1),
+            parse_options=_PARSE, convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+    if any(col.num_chunks != 1 for col in table.columns):  # pragma: no cover - one block
+        return None
+    return table
+
+
+def _clean_names(names: list[str], max_len: int) -> bool:
+    """No name empty, longer than ``max_len`` or with surrounding whitespace (as ``strip``
+    sees it: the Python reader would strip such a user or value, or refuse it)."""
+    return bool(names) and min(map(len, names)) > 0 and max(map(len, names)) <= max_len and \
+        not any(map(str.__ne__, names, map(str.strip, names)))
+
+
+def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns | None:
+    """Parse ``data`` (whole lines ``t,u,a`` without the final newline) or return ``None``."""
+    if not data or data.endswith(b"\n") or b'"' in data or b"\r" in data or has_long_line(data):
+        return None
+    table = _read(data, _NAMES, _CONVERT)
+    # one row per line (not counted: a count is 13 ms per 16 MiB): the parser breaks rows only
+    # at newlines here, and a blank line is a row of empty fields, refused below with them; a
+    # newline at the very end (a blank last line) would be taken as the last row's end, so
+    # such data was refused above
+    if table is None:
+        return None
+    t_text, u, a = (table.column(x).chunk(0) for x in _NAMES)
+    if not (_clean_names(_pylist(u.dictionary), max_len)
+            and _clean_names(_pylist(a.dictionary), max_len)):
+        return None
+    try:
+        t = _numpy(call_function("cast", [t_text], _TO_FLOAT))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
     if not (bool(np.all(np.isfinite(t))) and t[0] >= clock and bool(np.all(t[1:] >= t[:-1]))):
         return None
@@ -86,20 +161,7 @@ def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns |
 
 def codes_of(col: pa.DictionaryArray) -> tuple[np.ndarray, list[str]]:
     """Integer codes and the names they index."""
-    return col.indices.to_numpy(zero_copy_only=False), col.dictionary.to_pylist()
-
-
-def csv_lines(t_text: pa.Array, u: pa.Array, a: pa.Array) -> str:
-    """``t,u,a\\n`` for every row, joined in C++ (fields are known to need no quoting)."""
-    lines = pc.binary_join_element_wise(
-        pc.binary_join_element_wise(t_text, u, a, ","), pa.scalar(""), "\n")
-    if isinstance(lines, pa.ChunkedArray):
-        lines = lines.combine_chunks()
-    if len(lines) == 0:
-        return ""
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
-    lo, hi = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
-    return memoryview(lines.buffers()[2])[lo:hi].tobytes().decode("utf-8")
+    return _numpy(col.indices), _pylist(col.dictionary)
 
 
 def _indices(values: np.ndarray) -> pa.Array:
@@ -117,13 +179,72 @@ def _strings(names: list[str]) -> pa.Array:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
-def take_published(
+def published_csv(
     cols: ArrowColumns, idx: np.ndarray, a_codes: np.ndarray, a_names: list[str] | None
-) -> str:
-    """CSV text of published rows ``idx`` with values ``a_names[a_codes]`` (``None``: the
-    chunk's own value dictionary)."""
+) -> pa.Buffer:
+    """CSV bytes (``t,u,a\\n`` per row) of published rows ``idx`` with values
+    ``a_names[a_codes]`` (``None``: the chunk's own value dictionary, ``a_codes`` its codes).
+
+    Written by Arrow's CSV writer without quoting: the lane's fields never need it (no comma,
+    quote or line break), nor do the levels of its values. Nothing is converted to Python
+    strings.
+    """
     take = _indices(idx)
-    u = cols.u.dictionary.take(cols.u.indices.take(take))
     names = cols.a.dictionary if a_names is None else _strings(a_names)
-    a = names.take(_indices(a_codes)).cast(pa.string())
-    return csv_lines(cols.t_text.take(take), u, a)
+    a = pa.DictionaryArray.from_arrays(_indices(a_codes), names)
+    table = pa.Table.from_arrays([call_function("take", [cols.t_text, take]),
+                                  call_function("take", [cols.u, take]), a], names=_NAMES)
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink, write_options=_WRITE)
+    return sink.getvalue()
+
+
+# -- general rows (CASTLE) -------------------------------------------------------------------
+@dataclass
+class RowColumns:
+    """A clean chunk of general rows: per column, the values of its rows in order (numeric
+    columns as Python floats, text columns as their distinct values and codes into them), and
+    where each line starts in the chunk."""
+
+    n: int
+    numbers: dict[str, list[float]]
+    texts: dict[str, tuple[list[str], list[int]]]
+    starts: np.ndarray
+
+
+def parse_clean_rows(data: bytes, header: list[str], numeric: set[str], max_len: int
+                     ) -> RowColumns | None:
+    """Parse ``data`` (whole lines, header excluded, without the final newline) as rows of
+    ``header``'s columns, or return ``None`` when the chunk is not provably clean (see the
+    module docstring); numeric columns must all be finite numbers.
+    """
+    if not data or len(header) < 2 or b'"' in data or b"\r" in data:
+        return None
+    nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    starts = np.empty(len(nl) + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = nl + 1
+    lengths = np.diff(starts, append=len(data) + 1) - 1
+    # no blank line, and no field can be longer than the limit
+    if int(lengths.min()) == 0 or int(lengths.max()) > max_len:
+        return None
+    types: dict[str, Any] = {c: pa.float64() if c in numeric else _TEXT for c in header}
+    table = _read(data, header, pacsv.ConvertOptions(
+        column_types=types, null_values=[""], strings_can_be_null=False,
+        quoted_strings_can_be_null=False))
+    if table is None or table.num_rows != len(starts):
+        return None
+    numbers: dict[str, list[float]] = {}
+    texts: dict[str, tuple[list[str], list[int]]] = {}
+    for name, col in zip(header, table.columns, strict=True):
+        chunk = col.chunk(0)
+        if name in numeric:
+            if chunk.null_count:
+                return None
+            x = _numpy(chunk)
+            if not bool(np.isfinite(x).all()):
+                return None
+            numbers[name] = x.tolist()
+        else:
+            texts[name] = (_pylist(chunk.dictionary), _numpy(chunk.indices).tolist())
+    return RowColumns(len(starts), numbers, texts, starts)

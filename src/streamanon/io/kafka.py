@@ -1,6 +1,6 @@
 """``kafka://`` endpoints: a source of raw messages and a sink of text messages.
 
-The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_run` now):
+The clients :mod:`streamanon.pipeline` drives (its Kafka source and sink wrap these):
 
 * :func:`parse_kafka_url` — ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC`` to ``(bootstrap,
   topic)``.
@@ -16,11 +16,11 @@ The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_r
 * :func:`check_messages` — the message-level rules (empty, oversized, not UTF-8, more than one
   line) that turn a message into a reject naming its partition and offset before the readers'
   line rules (:mod:`streamanon.io.readers`, :mod:`streamanon.io.rows`) see the text.
-* :class:`KafkaSink` — ``write(partition, values, in_partitions, in_offsets)`` produces one
-  text message per output record (the same text as the file writers: a CSV row without header,
-  or a JSON object) with the headers ``streamanon-in-partition`` and ``streamanon-in-offset``
-  naming the input record it stands for; :meth:`~KafkaSink.flush` waits until the broker has
-  every message (retrying, with backoff, while the broker is gone).
+* :class:`KafkaSink` — ``write(partition, values, headers)`` produces text messages to one
+  partition in order (the pipeline's sink adds a header ``streamanon-in: PARTITION@OFFSET``
+  naming the input record each stands for, and checks where each batch lands);
+  :meth:`~KafkaSink.flush` waits until the broker has every message (retrying, with backoff,
+  while the broker is gone).
 * :class:`StopFlag` — SIGTERM/SIGINT set a flag; the pipeline finishes its batch, writes its
   checkpoint and exits 0.
 * :func:`end_offsets` — the true end of partitions (see below).
@@ -28,8 +28,9 @@ The interface a pipeline drives (the CLI in phase B, :mod:`streamanon.io.kafka_r
 Broker outages: librdkafka reconnects by itself with exponential backoff
 (``reconnect.backoff.ms`` 100 ms doubling to 5 s); messages never time out
 (``message.timeout.ms = 0``), so a produce waits for the broker instead of failing, and
-:class:`BrokerWatch` prints one line on stderr when the broker goes away, repeats it with the
-time waited (at growing intervals), and one when it is back.
+:class:`BrokerWatch` prints one line on stderr when a client stalls (a flush or a due read
+without progress for a second), repeats it with the time waited (at growing intervals), and
+one when the broker answers again.
 
 End offsets: ListOffsets(latest) is wrong on Tansu (see :mod:`streamanon.io.kafka_broker`), the
 high watermark of a Fetch response is right on every broker, so :func:`end_offsets` assigns
@@ -40,19 +41,18 @@ partition EOF, whose offset is the fetch's high watermark.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from streamanon.io.kafka_broker import quiet_logs
 
-HEADER_PARTITION = "streamanon-in-partition"
-HEADER_OFFSET = "streamanon-in-offset"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 
@@ -73,16 +73,22 @@ def parse_kafka_url(url: str) -> tuple[str, str]:
 
 
 class BrokerWatch:
-    """Turns librdkafka's connection errors into a few readable lines on stderr.
+    """Says on stderr, in a few readable lines, when the broker stops answering and when it is
+    back; librdkafka meanwhile reconnects by itself with exponential backoff.
 
-    One line when the broker becomes unreachable, a reminder at doubling intervals while it
-    stays away (librdkafka keeps retrying with backoff), one line when it answers again.
+    An outage is seen from the pipeline's side: a client *stalls* (:meth:`stalled`: a flush
+    that does not complete, a read that gets nothing while messages are due) for a second;
+    the last connection error librdkafka reported (:meth:`error`, the clients' ``error_cb``)
+    says why. One line when the outage starts, reminders at doubling intervals, one line when
+    a client succeeds again (:meth:`alive`). One watch serves every client of a run.
     """
 
     def __init__(self, what: str, stream: Any = None) -> None:
         self.what = what
         self.stream = stream
-        self.down_since: float | None = None
+        self.last_error: tuple[float, str] | None = None
+        self.stalled_since: float | None = None
+        self.reported = False
         self.next_note = 0.0
         self.outages = 0
         self.fatal: str | None = None
@@ -91,34 +97,49 @@ class BrokerWatch:
         print(f"streamanon {self.what}: {text}", file=self.stream or sys.stderr, flush=True)
 
     def error(self, err: Any) -> None:
-        """The ``error_cb`` of a client."""
+        """The ``error_cb`` of a client: remember the last connection error."""
         from confluent_kafka import KafkaError
 
         if err.fatal():
             self.fatal = err.str()
             self._say(f"fatal client error: {err.str()}")
             return
-        code = err.code()
-        if code in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
-            now = time.monotonic()
-            if self.down_since is None:
-                if code != KafkaError._ALL_BROKERS_DOWN and "/bootstrap" in err.str():
-                    return  # a spare bootstrap address failing is not an outage
-                self.down_since = now
-                self.next_note = now + 2.0
-                self.outages += 1
-                self._say(f"broker unreachable ({err.str()}); retrying with backoff")
-            elif now >= self.next_note:
-                waited = now - self.down_since
-                self.next_note = now + max(2.0, waited)
-                self._say(f"broker still unreachable after {waited:.0f} s; retrying")
+        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                          KafkaError._RESOLVE):
+            self.last_error = (time.monotonic(), err.str())
+
+    def stalled(self, doing: str) -> None:
+        """A client waited without progress (call it about once a second while it waits)."""
+        now = time.monotonic()
+        if self.stalled_since is None:
+            self.stalled_since = now
+            return
+        waited = now - self.stalled_since
+        if not self.reported and waited >= 1.0:
+            why = "no answer"
+            if self.last_error is not None and now - self.last_error[0] < 30:
+                why = self.last_error[1]
+            self._say(f"broker unreachable ({why}) while {doing}; retrying with backoff")
+            self.reported = True
+            self.outages += 1
+            self.next_note = now + 4.0
+        elif self.reported and now >= self.next_note:
+            self._say(f"broker still unreachable after {waited:.0f} s; retrying")
+            self.next_note = now + max(4.0, waited)
+
+    def idle(self, doing: str) -> None:
+        """A read got nothing, which may be normal (a live topic with no new messages): an
+        outage only when librdkafka reported a connection error just now."""
+        if self.last_error is not None and time.monotonic() - self.last_error[0] < 3:
+            self.stalled(doing)
 
     def alive(self) -> None:
         """Call after a successful exchange with the broker."""
-        if self.down_since is not None:
-            self._say(f"broker back after {time.monotonic() - self.down_since:.1f} s; "
+        if self.reported and self.stalled_since is not None:
+            self._say(f"broker back after {time.monotonic() - self.stalled_since:.1f} s; "
                       "resuming")
-            self.down_since = None
+        self.stalled_since = None
+        self.reported = False
 
 
 def client_config(bootstrap: str, watch: BrokerWatch | None = None,
@@ -137,18 +158,39 @@ def client_config(bootstrap: str, watch: BrokerWatch | None = None,
     return conf
 
 
+_ADMINS: dict[tuple[str, str], Any] = {}
+
+
+def admin_client(bootstrap: str, config: Mapping[str, Any] | None = None) -> Any:
+    """One admin client per broker and settings, kept for the process (a connection each)."""
+    from confluent_kafka.admin import AdminClient
+
+    key = (bootstrap, repr(sorted((config or {}).items())))
+    admin = _ADMINS.get(key)
+    if admin is None:
+        admin = _ADMINS[key] = AdminClient(client_config(bootstrap, None, config))
+    return admin
+
+
+def topic_partitions(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
+                     timeout: float = 30.0) -> list[int] | None:
+    """The partition ids of ``topic``, ``None`` when it does not exist (``KafkaException``
+    when the broker does not answer within ``timeout``)."""
+    # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
+    md = admin_client(bootstrap, config).list_topics(timeout=timeout)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        return None
+    return sorted(t.partitions)
+
+
 def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
                   timeout: float = 30.0) -> list[int]:
     """The partition ids of ``topic`` (an error when it does not exist)."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(client_config(bootstrap, None, config))
-    md = admin.list_topics(topic, timeout=timeout)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None or not t.partitions:
-        reason = t.error.str() if t is not None and t.error is not None else "no partitions"
-        raise RuntimeError(f"topic {topic!r} is not available: {reason} (create it first)")
-    return sorted(t.partitions)
+    parts = topic_partitions(bootstrap, topic, config, timeout)
+    if parts is None:
+        raise RuntimeError(f"topic {topic!r} is not available (create it first)")
+    return parts
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *,
@@ -262,13 +304,15 @@ class KafkaSource:
 
         self.partitions = partitions_of(self.bootstrap, self.topic, self.config)
         self._consumer = Consumer({
+            # tuning defaults first: the user's settings (``config``) win
+            "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
+            "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
+            "queued.min.messages": 200_000, "queued.max.messages.kbytes": 256 << 10,
             **client_config(self.bootstrap, self.watch, self.config),
+            # what the pipeline's correctness relies on: not overridable
             "group.id": self.group, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
-            "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
-            "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
-            "queued.min.messages": 200_000, "queued.max.messages.kbytes": 256 << 10,
         })
         if not self.positions:
             self.positions = {p: 0 for p in self.partitions}
@@ -310,37 +354,61 @@ class KafkaSource:
         return self.ends is not None and all(self.exhausted(p) for p in self.partitions)
 
     def poll(self, timeout: float = 0.5) -> list[MessageChunk]:
-        """The next messages, as one chunk per partition in offset order (maybe none)."""
+        """The next messages, as one chunk per partition in offset order (maybe none).
+
+        No Python work per message beyond taking its value (and, with several partitions,
+        its partition, offset and timestamp): offsets of a gap-free run are a range.
+        """
         if self.done:
             return []
-        msgs = self._consumer.consume(self.fetch_batch, timeout)
+        want = self.fetch_batch
+        if self.ends is not None:  # ask for no more than remains: consume() returns at once
+            want = max(1, min(want, sum(max(0, e - self.positions.get(p, 0))
+                                        for p, e in self.ends.items())))
+        msgs = self._consumer.consume(want, timeout)
         if not msgs:
+            if self.ends is not None:  # messages are due
+                self.watch.stalled(f"reading {self.topic}")
+            else:
+                self.watch.idle(f"reading {self.topic}")
             return []
-        by_part: dict[int, tuple[list[int], list[int], list[bytes]]] = {}
-        ends = self.ends
-        for m in msgs:
-            if m.error() is not None:
+        from confluent_kafka import Message
+
+        if any(map(Message.error, msgs)):  # an error is a KafkaError, None otherwise
+            for m in msgs:
                 err = m.error()
-                if err.fatal() or not (err.retriable() or err.code() < 0):
+                if err is not None and (err.fatal() or not (err.retriable() or err.code() < 0)):
                     raise RuntimeError(f"reading {self.topic}: {err.str()}")
-                continue
-            p = m.partition()
-            o = m.offset()
-            if ends is not None and o >= ends[p]:
-                continue
-            slot = by_part.get(p)
-            if slot is None:
-                slot = by_part[p] = ([], [], [])
-            slot[0].append(o)
-            slot[1].append(m.timestamp()[1])
-            slot[2].append(m.value() or b"")
+            msgs = [m for m in msgs if m.error() is None]
+            if not msgs:
+                return []
         self.watch.alive()
+        if len(self.partitions) == 1:
+            groups = {self.partitions[0]: msgs}
+        else:
+            groups = {}
+            for m in msgs:
+                groups.setdefault(m.partition(), []).append(m)
         chunks = []
         ended = False
-        for p, (offs, ts, vals) in sorted(by_part.items()):
-            self.positions[p] = offs[-1] + 1
-            chunks.append(MessageChunk(self.topic, p, np.array(offs, dtype=np.int64),
-                                       np.array(ts, dtype=np.int64), vals))
+        for p, ms in sorted(groups.items()):
+            lo, hi = ms[0].offset(), ms[-1].offset()
+            if hi - lo + 1 == len(ms):
+                offs = np.arange(lo, hi + 1, dtype=np.int64)
+            else:  # gaps (transaction markers, compaction)
+                offs = np.fromiter([m.offset() for m in ms], np.int64, len(ms))
+            if self.ends is not None and hi >= self.ends[p]:
+                n = int(np.searchsorted(offs, self.ends[p]))
+                ms, offs = ms[:n], offs[:n]
+                if not n:
+                    continue
+            ts = (np.fromiter([m.timestamp()[1] for m in ms], np.int64, len(ms))
+                  if len(self.partitions) > 1 else np.zeros(len(ms), np.int64))
+            self.positions[p] = int(offs[-1]) + 1
+            values = list(map(Message.value, ms))
+            if None in values:  # a message without a value is an empty one
+                values = [v or b"" for v in values]
+            chunks.append(MessageChunk(self.topic, p, offs, ts, values))
             ended = ended or self.exhausted(p)
         if ended:  # stop fetching partitions that reached their end
             self._assign()
@@ -423,7 +491,7 @@ def check_messages(values: Sequence[bytes], max_bytes: int = DEFAULT_MAX_MESSAGE
 # -- sink ------------------------------------------------------------------------------------
 
 class KafkaSink:
-    """Text messages to a topic, each tagged with the input partition and offset it stands for.
+    """Text messages to a topic's partitions, in order, with optional headers per message.
 
     One writer per output partition is assumed (exactly-once relies on it: see
     :mod:`streamanon.io.kafka_eos`). The producer is idempotent (no duplicates from its own
@@ -431,57 +499,88 @@ class KafkaSink:
     """
 
     def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
-                 watch: BrokerWatch | None = None, tagged: bool = True) -> None:
+                 watch: BrokerWatch | None = None) -> None:
         from confluent_kafka import Producer
 
-        self.topic = topic
+        self.bootstrap, self.topic = bootstrap, topic
+        self.config = dict(config or {})
         self.watch = watch or BrokerWatch(f"sink {topic}")
-        self.tagged = tagged
         self.partitions = partitions_of(bootstrap, topic, config)
         self.count = 0
-        self.produced: dict[int, int] = {}
         self._producer = Producer({
-            **client_config(bootstrap, self.watch, config),
-            "enable.idempotence": True, "message.timeout.ms": 0,
             "linger.ms": 5, "batch.size": 1 << 20, "batch.num.messages": 100_000,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 1 << 20, "message.max.bytes": 32 << 20,
+            **client_config(bootstrap, self.watch, config),  # the user's settings win...
+            "enable.idempotence": True, "message.timeout.ms": 0,  # ...but not over these
         })
 
     def write(self, partition: int, values: Sequence[bytes],
-              in_partitions: Sequence[int] | np.ndarray,
-              in_offsets: Sequence[int] | np.ndarray) -> None:
-        """Produce ``values`` to ``partition`` in order, headers naming their input records."""
-        if not len(values):
+              headers: Sequence[Any] | None = None,
+              timestamps: Sequence[int] | None = None,
+              on_last: Callable[[Any, Any], None] | None = None) -> None:
+        """Produce ``values`` to ``partition`` in order (``headers[i]`` with ``values[i]``;
+        ``timestamps[i]``: its Kafka timestamp in ms, else the time of producing).
+
+        ``on_last(err, msg)`` is the delivery report of the last message (one callback per
+        call, not per message: its offset tells whether the partition grew as expected).
+        """
+        n = len(values)
+        if not n:
+            return
+        if on_last is not None:
+            if n > 1:
+                self.write(partition, values[:-1], None if headers is None else headers[:-1],
+                           None if timestamps is None else timestamps[:-1])
+            self._produce_one(partition, values[-1],
+                              None if headers is None else headers[-1],
+                              None if timestamps is None else timestamps[-1], on_last)
             return
         produce = self._producer.produce
         topic = self.topic
-        if self.tagged:
-            ip = np.asarray(in_partitions).tolist()
-            io = np.asarray(in_offsets).tolist()
-            for v, p, o in zip(values, ip, io, strict=True):
-                while True:
-                    try:
-                        produce(topic, v, partition=partition,
-                                headers=[(HEADER_PARTITION, b"%d" % p), (HEADER_OFFSET, b"%d" % o)])
-                        break
-                    except BufferError:
-                        self._producer.poll(0.05)
+        if timestamps is not None:
+            for i, v in enumerate(values):
+                self._retry(v, dict(partition=partition, timestamp=timestamps[i],
+                                    headers=None if headers is None else headers[i]))
+        elif headers is None:
+            for v in values:  # the fast loop; a full local queue sends one message slowly
+                try:
+                    produce(topic, v, partition=partition)
+                except BufferError:
+                    self._retry(v, {"partition": partition})
         else:
-            for v in values:
-                while True:
-                    try:
-                        produce(topic, v, partition=partition)
-                        break
-                    except BufferError:
-                        self._producer.poll(0.05)
+            for v, h in zip(values, headers, strict=True):
+                try:
+                    produce(topic, v, partition=partition, headers=h)
+                except BufferError:
+                    self._retry(v, {"partition": partition, "headers": h})
         self._producer.poll(0)
-        n = len(values)
         self.count += n
-        self.produced[partition] = self.produced.get(partition, 0) + n
+
+    def _retry(self, value: bytes, kw: dict[str, Any]) -> None:
+        """Produce one message, serving the local queue while it is full."""
+        if kw.get("headers") is None:
+            kw.pop("headers", None)
+        while True:
+            try:
+                self._producer.produce(self.topic, value, **kw)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def _produce_one(self, partition: int, value: bytes, headers: Any, timestamp: int | None,
+                     on_delivery: Callable[[Any, Any], None]) -> None:
+        kw: dict[str, Any] = {"partition": partition, "on_delivery": on_delivery,
+                              "headers": headers}
+        if timestamp is not None:
+            kw["timestamp"] = timestamp
+        self._retry(value, kw)
+        self.count += 1
 
     def flush(self) -> None:
         """Return once the broker holds every message written so far (waits out outages)."""
+        if not len(self._producer):  # nothing queued or in flight (a new producer's flush
+            return                   # would wait ~0.5 s for its id)
         while True:
             left = self._producer.flush(1.0)
             if self.watch.fatal:
@@ -489,13 +588,18 @@ class KafkaSink:
             if left == 0:
                 self.watch.alive()
                 return
+            self.watch.stalled(f"waiting for {self.topic} to acknowledge {left:,} message(s)")
 
     def close(self) -> None:
         self.flush()
 
 
 class StopFlag:
-    """SIGTERM and SIGINT ask the pipeline to stop after its current batch.
+    """SIGTERM and SIGINT ask the pipeline to stop after its current batch (and checkpoint).
+
+    A second signal stops the process at once (exit 128 + signal): the stop may be waiting for
+    a broker that is gone, and an exactly-once run can always be killed, the next run resumes
+    from the last checkpoint.
 
     >>> flag = StopFlag(install=False); flag.set(15); bool(flag)
     True
@@ -506,7 +610,14 @@ class StopFlag:
         self._old: dict[int, Any] = {}
         if install:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                self._old[sig] = signal.signal(sig, lambda s, f: self.set(s))
+                self._old[sig] = signal.signal(sig, lambda s, f: self._handle(s))
+
+    def _handle(self, sig: int) -> None:
+        if self.signal is not None:
+            print("streamanon: stopping now, without a checkpoint; the next run resumes from "
+                  "the last one", file=sys.stderr, flush=True)
+            os._exit(128 + sig)
+        self.set(sig)
 
     def set(self, sig: int) -> None:
         self.signal = sig
@@ -518,22 +629,3 @@ class StopFlag:
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old.clear()
-
-
-@dataclass
-class Outputs:
-    """What one batch produced for each destination, in order.
-
-    ``lines[dest]`` are the message values, ``where[dest]`` the ``(in_partition, in_offset)``
-    arrays they stand for.
-    """
-
-    lines: dict[str, list[bytes]] = field(default_factory=dict)
-    in_partition: dict[str, list[int]] = field(default_factory=dict)
-    in_offset: dict[str, list[int]] = field(default_factory=dict)
-
-    def add(self, dest: str, values: Sequence[bytes], partitions: Iterable[int],
-            offsets: Iterable[int]) -> None:
-        self.lines.setdefault(dest, []).extend(values)
-        self.in_partition.setdefault(dest, []).extend(partitions)
-        self.in_offset.setdefault(dest, []).extend(offsets)

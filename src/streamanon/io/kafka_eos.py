@@ -46,7 +46,7 @@ the latest snapshot is found by reading the last message of the log, whatever it
 snapshot's offset (what the killed run produced after its last checkpoint: a prefix of what it
 would have produced, by A2's per-partition order). Re-run the input from the snapshot's
 frontier with the snapshot's state. The j-th output for a partition after the snapshot is
-compared with the j-th message found there (value and input-partition/offset headers): equal
+compared with the j-th message found there (value and input-position header): equal
 -> not produced again; different -> the run stops (A1 or A2 is broken); past the found
 messages -> produced. Suppressed records produce no message, so stretches of suppression need
 no marker: the replay simply re-decides them. Rejects go to their own topic by the same rule.
@@ -57,12 +57,23 @@ skipped, the rest produced once (A2: nobody else adds messages), so each partiti
 to the uninterrupted run's, message for message. The accounting is part of the state, and the
 replay recomputes it from the same records, so it is the uninterrupted run's.
 
+*Checked, not assumed.* A1: the outputs do not depend on where batches are cut (tested), and a
+restart whose parameters differ from the checkpoint's (:meth:`ExactlyOnceRun.identity`) is
+refused. A2 and A3: in the run, the delivery report of each batch's last message must show
+the offset the run's count predicts (:class:`streamanon.pipeline.KafkaTopicSink`); at a
+restart, an output shorter than its checkpoint is refused, and a message the replay would not
+write stops the run. The first checkpoint of a fresh run is confirmed before its first output.
+
 *Cost.* A checkpoint waits for outstanding acknowledgements (pipelining stops for one round
 trip) and pickles the state; a restart re-reads at most ``checkpoint_every`` seconds of input
 and output. Kafka transactions would let consumers with ``read_committed`` skip the messages
 of a crashed run's last interval before the restart re-confirms them; the broker here accepts
-transactions but does not hide aborted messages, so they are not used (``--transactions`` is
-left for brokers that honour them).
+transactions but does not hide aborted messages, so a transactional mode could not be shown
+to work and none is offered.
+
+*Files.* Outputs need not be topics: a sink only has to say where it stands
+(:class:`ResumableSink`); a file output (:class:`streamanon.pipeline.JournalFileSink`) records
+its length and is cut back to it on a restart.
 
 >>> m = PartitionMerge([0, 1])
 >>> m.add(0, np.array([0, 1]), np.array([10, 30]), [b"a", b"c"])
@@ -79,7 +90,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import pickle
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,12 +101,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from streamanon.io.kafka import (
-    HEADER_OFFSET,
-    HEADER_PARTITION,
     BrokerWatch,
-    KafkaSink,
     KafkaSource,
-    Outputs,
     StopFlag,
     client_config,
     end_offsets,
@@ -220,28 +229,59 @@ class PartitionMerge:
 
 
 class Stage(Protocol):
-    """An operator behind the readers, as the exactly-once runner drives it (picklable)."""
+    """An operator behind the readers, as the exactly-once runner drives it (picklable);
+    :class:`streamanon.pipeline.ZStage` and :class:`~streamanon.pipeline.CastleStage`."""
 
-    def process(self, batch: MergedBatch) -> tuple[Outputs, Exception | None]:
-        """Outputs of a batch; an exception (after partial outputs) stops the run."""
+    def process_messages(self, values: Sequence[bytes], codes: np.ndarray) -> tuple[Any, Any]:
+        """Outputs of a batch (``codes``: ``offset << 16 | partition`` per message) and the
+        error that stops the run (``--on-error fail``), if any."""
 
-    def finish(self) -> Outputs:
+    def finish(self) -> Any:
         """End of input (``until_end``): whatever the operator still holds."""
 
-    def summary(self) -> dict[str, Any]:
-        """Accounting so far (read, published, suppressed, rejected, ...)."""
+    def stats(self) -> Any:
+        """Accounting so far (a :class:`~streamanon.records.RunStats`)."""
+
+    def identity(self) -> dict[str, Any]:
+        """What must not change between a checkpoint and its restart."""
+
+
+class ResumableSink(Protocol):
+    """An output of an exactly-once run: where it stands, and how to take up from there."""
+
+    name: str  #: shown in messages
+    ident: str  #: what identifies the output across restarts (topic name, absolute path)
+    reconfirmed: int
+
+    def start(self) -> None:
+        """A fresh run: learn where the output ends now (it appends from there)."""
+
+    def position(self) -> Any:
+        """Where the output stands (JSON); call after :meth:`flush`."""
+
+    def resume(self, position: Any) -> None:
+        """A restart from a checkpoint taken at ``position``: what the killed run wrote after
+        it is re-confirmed by the replay (Kafka) or cut off (files)."""
+
+    def write(self, lines: Any) -> None: ...
+
+    def flush(self) -> None:
+        """Return once everything written is durable (acknowledged, synced)."""
+
+    def close(self) -> None: ...
 
 
 @dataclass
 class Snapshot:
     seq: int
     positions: dict[int, int]
-    outputs: dict[str, dict[int, int]]
+    outputs: dict[str, Any]
     stage: Any
     merge: PartitionMerge
     finished: bool
     commit_offset: int
     batches: list[dict[int, int]]
+    identity: dict[str, Any]
 
 
 class ProgressLog:
@@ -274,6 +314,7 @@ class ProgressLog:
         while self._producer.flush(1.0):
             if self.watch.fatal:
                 raise RuntimeError(f"progress log {self.topic} failed: {self.watch.fatal}")
+            self.watch.stalled(f"writing a checkpoint to {self.topic}")
         self.watch.alive()
 
     def log_batch(self, seq: int, frontier: Mapping[int, int]) -> None:
@@ -282,23 +323,34 @@ class ProgressLog:
         self._flush()
 
     def write_snapshot(self, seq: int, positions: Mapping[int, int],
-                       outputs: Mapping[str, Mapping[int, int]], stage: Any,
-                       merge: PartitionMerge, finished: bool,
-                       stats: Mapping[str, Any]) -> None:
+                       outputs: Mapping[str, Any], stage: Any, merge: PartitionMerge,
+                       finished: bool, stats: Mapping[str, Any], identity: Mapping[str, Any],
+                       before_commit: Callable[[], None] | None = None,
+                       wait: bool = True) -> None:
+        """Write a snapshot; ``wait``: return once the broker has it (else call
+        :meth:`wait` before anything that must come after it)."""
         payload = pickle.dumps((stage, merge), protocol=pickle.HIGHEST_PROTOCOL)
         first = self.next_offset
         parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
         for i, part in enumerate(parts):
             self._send(part, "part", {"seq": str(seq), "part": str(i)})
-        meta = {"seq": seq, "positions": dict(positions),
-                "outputs": {d: dict(o) for d, o in outputs.items()}, "finished": finished,
-                "first_part": first, "parts": len(parts), "bytes": len(payload),
-                "stats": dict(stats), "written": time.time()}
+        if before_commit is not None:
+            self._flush()
+            before_commit()
+        meta = {"seq": seq, "positions": dict(positions), "outputs": dict(outputs),
+                "finished": finished, "first_part": first, "parts": len(parts),
+                "bytes": len(payload), "stats": dict(stats), "identity": dict(identity),
+                "written": time.time()}
         if self.secret is not None:
             meta["hmac"] = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
         offset = self._send(json.dumps(meta, default=str).encode(), "commit")
-        self._flush()
+        if wait:
+            self._flush()
         self.last_commit = offset
+
+    def wait(self) -> None:
+        """Return once the broker has everything written to the log."""
+        self._flush()
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self, start: int, end: int) -> list[Any]:
@@ -351,17 +403,18 @@ class ProgressLog:
         stage, merge = pickle.loads(payload)  # our own topic (assumption A4)
         self.last_commit = commit_at
         return Snapshot(meta["seq"], {int(p): o for p, o in meta["positions"].items()},
-                        {d: {int(q): o for q, o in v.items()} for d, v in meta["outputs"].items()},
-                        stage, merge, meta["finished"], commit_at, batches)
+                        meta["outputs"], stage, merge, meta["finished"], commit_at, batches,
+                        meta.get("identity", {}))
 
 
 class OutputGate:
     """Per output partition, the messages a killed run left after the snapshot.
 
-    The replay's outputs are matched against them in order and produced only past them.
+    The replay's outputs are matched against them in order (value and input-position header)
+    and produced only past them.
     """
 
-    def __init__(self, topic: str, found: dict[int, list[tuple[bytes, int, int]]]) -> None:
+    def __init__(self, topic: str, found: dict[int, list[tuple[bytes, bytes]]]) -> None:
         self.topic = topic
         self.found = {q: list(reversed(v)) for q, v in found.items() if v}
         self.matched = 0
@@ -369,21 +422,26 @@ class OutputGate:
     def __bool__(self) -> bool:
         return bool(self.found)
 
-    def skip(self, q: int, values: list[bytes], ip: list[int], io: list[int]) -> int:
+    @property
+    def pending(self) -> int:
+        return sum(len(v) for v in self.found.values())
+
+    def skip(self, q: int, values: Sequence[bytes], tags: Sequence[bytes]) -> int:
         """How many leading messages are already in partition ``q`` (checked equal)."""
         stack = self.found.get(q)
         if not stack:
             return 0
         n = 0
-        for v, p, o in zip(values, ip, io, strict=True):
+        for v, t in zip(values, tags, strict=True):
             if not stack:
                 break
-            fv, fp, fo = stack.pop()
-            if (fv, fp, fo) != (v, p, o):
+            fv, ft = stack.pop()
+            if fv != v or ft != t:
                 raise RuntimeError(
                     f"{self.topic}[{q}] holds a message this pipeline would not write there "
-                    f"(found input {fp}@{fo} {fv[:60]!r}, expected {p}@{o} {v[:60]!r}): "
-                    "another writer, or a changed pipeline (operator parameters, input)")
+                    f"(found input {ft.decode()} {fv[:60]!r}, expected input {t.decode()} "
+                    f"{v[:60]!r}): another writer, or a changed pipeline (operator "
+                    "parameters, input)")
             n += 1
         if not stack:
             del self.found[q]
@@ -392,13 +450,14 @@ class OutputGate:
 
 
 def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mapping[int, int],
-                config: Mapping[str, Any] | None = None, timeout: float = 120.0
-                ) -> dict[int, list[tuple[bytes, int, int]]]:
-    """Messages ``[start[q], end[q])`` of each partition as ``(value, in_partition, in_offset)``."""
+                tag_name: str, config: Mapping[str, Any] | None = None,
+                timeout: float = 120.0) -> dict[int, list[tuple[bytes, bytes]]]:
+    """Messages ``[start[q], end[q])`` of each partition as ``(value, header tag_name)``
+    (``b""`` where the header is missing)."""
     from confluent_kafka import Consumer, TopicPartition
 
     want = {q: (s, end[q]) for q, s in start.items() if end.get(q, 0) > s}
-    out: dict[int, list[tuple[bytes, int, int]]] = {q: [] for q in want}
+    out: dict[int, list[tuple[bytes, bytes]]] = {q: [] for q in want}
     if not want:
         return out
     c = Consumer({**client_config(bootstrap, None, config), "group.id": "streamanon-gate",
@@ -418,122 +477,153 @@ def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mappi
                 if m.offset() >= want[q][1]:
                     continue
                 h = dict(m.headers() or [])
-                out[q].append((m.value() or b"", int(h.get(HEADER_PARTITION, b"-1")),
-                               int(h.get(HEADER_OFFSET, b"-1"))))
+                out[q].append((m.value() or b"", h.get(tag_name) or b""))
                 left[q] -= 1
         return out
     finally:
         c.close()
 
 
+#: Test hook (crash tests): ``POINT:N`` kills the process with SIGKILL at the N-th time this
+#: process reaches POINT: ``produce`` (a batch's outputs handed to the producers, not yet
+#: acknowledged), ``batch`` (a batch's outputs acknowledged: between a produce and a
+#: checkpoint), ``snapshot`` (a checkpoint's state written, its commit entry not),
+#: ``checkpoint`` (a checkpoint committed, the consumer group's offsets not).
+CRASH_ENV = "STREAMANON_CRASH_AT"
+
+
+class _CrashHook:
+    def __init__(self, spec: str | None) -> None:
+        self.point, self.at, self.seen = None, 0, 0
+        if spec:
+            point, _, n = spec.partition(":")
+            self.point, self.at = point, int(n or 1)
+
+    def __call__(self, point: str, flush: Callable[[], None] | None = None) -> None:
+        if point != self.point:
+            return
+        self.seen += 1
+        if self.seen >= self.at:
+            if flush is not None:
+                flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 class ExactlyOnceRun:
     """Drive ``stage`` from ``source`` to ``sinks`` (by destination name) exactly once.
 
     ``make_stage`` builds the stage of a fresh run; a run that finds a snapshot in
-    ``progress`` resumes it instead (``resume=False`` starts afresh after the outputs'
-    current ends). Output partition of a record = its input partition modulo the output's
-    partition count. ``after_batch`` (tests) is called with the batch number after each
-    batch's outputs were handed to the producers.
+    ``progress`` resumes it instead. ``identity`` (the stage's, plus what the caller adds)
+    must equal the snapshot's: a restart with other parameters would not reproduce the
+    killed run's outputs, so it is refused. Output partition of a record = its input
+    partition modulo the output's partition count (done by the sinks). ``after_batch``
+    (tests) is called with the batch number after each batch's outputs were handed to the
+    sinks; ``on_batch`` (progress displays) with the number of messages of each batch. ``run``
+    returns the delivery facts; the accounting is ``self.stage.stats()``.
     """
 
-    def __init__(self, source: KafkaSource, sinks: Mapping[str, KafkaSink],
+    def __init__(self, source: KafkaSource, sinks: Mapping[str, ResumableSink],
                  progress: ProgressLog, make_stage: Callable[[], Stage], *,
                  checkpoint_every: float = 5.0, idle_ms: float = 500.0,
-                 stop: StopFlag | None = None, resume: bool = True,
+                 stop: StopFlag | None = None, identity: Mapping[str, Any] | None = None,
                  after_batch: Callable[[int], None] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 on_batch: Callable[[int], None] | None = None) -> None:
         self.source, self.sinks, self.progress = source, dict(sinks), progress
+        self.on_batch = on_batch
         self.make_stage = make_stage
         self.checkpoint_every = checkpoint_every
         self.idle_ms = idle_ms
         self.stop = stop if stop is not None else StopFlag(install=False)
-        self.resume = resume
+        self.extra_identity = dict(identity or {})
         self.after_batch = after_batch
         self.log = log or (lambda s: None)
         self.stage: Any = None
         self.merge: PartitionMerge | None = None
         self.seq = 0
         self.batches = 0
-        self.next_out: dict[str, dict[int, int]] = {}
-        self.gates: dict[str, OutputGate] = {}
-        self.replayed = 0
         self.resumed_from: int | None = None
+        self.finished = False
         self._empty_since: dict[int, float] = {}
+        self._crash = _CrashHook(os.environ.get(CRASH_ENV))
+        self._unconfirmed = False  # a checkpoint written but not yet acknowledged
+
+    def identity(self) -> dict[str, Any]:
+        ident = dict(self.stage.identity())
+        ident.update(self.extra_identity)
+        ident["outputs"] = {d: s.ident for d, s in sorted(self.sinks.items())}
+        return json.loads(json.dumps(ident, default=str))
 
     # -- start ------------------------------------------------------------------------------
     def _recover(self) -> list[dict[int, int]]:
-        snap = self.progress.latest() if self.resume else None
+        snap = self.progress.latest()
         if snap is None:
             self.stage = self.make_stage()
             self.source.open()
             self.merge = PartitionMerge(self.source.partitions)
             self.merge.frontier = dict(self.source.positions)
-            for name, sink in self.sinks.items():
-                self.next_out[name] = end_offsets(self.progress.bootstrap, sink.topic,
-                                                  sink.partitions, config=self.progress.config)
-            self._snapshot(finished=False)  # a crash before the first checkpoint resumes here
+            for sink in self.sinks.values():
+                sink.start()
+            # a crash before the first checkpoint resumes here; the first outputs wait for it
+            # (the producer's id takes ~0.5 s, which the first batch's work then hides)
+            self._snapshot(finished=False, wait=False)
             return []
         self.resumed_from = snap.seq
         self.seq = snap.seq
+        self.stage = self.make_stage()  # this run's parameters, to compare
+        mine = self.identity()
         self.stage, self.merge = snap.stage, snap.merge
+        if snap.identity and snap.identity != mine:
+            diff = sorted(k for k in {*mine, *snap.identity}
+                          if mine.get(k) != snap.identity.get(k))
+            raise ResumeError(
+                f"the progress topic {self.progress.topic} holds a checkpoint of a pipeline "
+                "with other " + ", ".join(
+                    f"{k} (then {snap.identity.get(k)!r}, now {mine.get(k)!r})" for k in diff)
+                + ": run it with the same parameters, or start a new pipeline (another "
+                "--group and outputs)")
         self.merge.reset_buffers()
         self.source.seek(snap.positions)
         self.source.open()
-        self.next_out = {d: dict(v) for d, v in snap.outputs.items()}
         for name, sink in self.sinks.items():
-            base = self.next_out.setdefault(name, {q: 0 for q in sink.partitions})
-            ends = end_offsets(self.progress.bootstrap, sink.topic, sink.partitions,
-                               config=self.progress.config)
-            short = {q: (base[q], e) for q, e in ends.items() if e < base.get(q, 0)}
-            if short:
-                raise RuntimeError(f"output {sink.topic} lost acknowledged messages "
-                                   f"(partition: (expected at least, found) {short})")
-            found = read_tagged(self.progress.bootstrap, sink.topic, base, ends,
-                                config=self.progress.config)
-            self.gates[name] = OutputGate(sink.topic, found)
-        self.log(f"resuming from checkpoint {snap.seq} at input positions {snap.positions}; "
-                 f"{sum(len(v) for g in self.gates.values() for v in g.found.values())} "
-                 "output message(s) of the interrupted run to re-confirm")
+            if name not in snap.outputs:
+                raise ResumeError(f"the checkpoint in {self.progress.topic} has no position "
+                                  f"for the {name} output")
+            sink.resume(snap.outputs[name])
+        again = sum(s.reconfirmed for s in self.sinks.values())
+        self.log(f"resuming from checkpoint {snap.seq} at input positions "
+                 f"{dict(sorted(snap.positions.items()))}"
+                 + (f"; {again} output message(s) of the interrupted run to re-confirm"
+                    if again else ""))
+        self.finished = snap.finished
         return snap.batches
 
     # -- emitting ---------------------------------------------------------------------------
-    def _emit(self, out: Outputs) -> None:
-        for dest, values in out.lines.items():
-            if not values:
-                continue
+    def _emit(self, out: Mapping[str, Sequence[Any]]) -> None:
+        if self._unconfirmed:  # the first checkpoint must be durable before any output
+            self.progress.wait()
+            self._unconfirmed = False
+        for dest, blocks in out.items():
             sink = self.sinks.get(dest)
-            if sink is None:
-                continue
-            ip = out.in_partition[dest]
-            io = out.in_offset[dest]
-            nq = len(sink.partitions)
-            if nq == 1:
-                groups = {sink.partitions[0]: (values, ip, io)}
-            else:
-                groups = {}
-                for v, p, o in zip(values, ip, io, strict=True):
-                    g = groups.setdefault(sink.partitions[p % nq], ([], [], []))
-                    g[0].append(v)
-                    g[1].append(p)
-                    g[2].append(o)
-            gate = self.gates.get(dest)
-            for q, (vals, gp, go) in groups.items():
-                skip = gate.skip(q, vals, gp, go) if gate else 0
-                if skip:
-                    self.replayed += skip
-                    self.next_out[dest][q] += skip
-                    vals, gp, go = vals[skip:], gp[skip:], go[skip:]
-                if vals:
-                    sink.write(q, vals, gp, go)
-                    self.next_out[dest][q] += len(vals)
+            if sink is not None:
+                for lines in blocks:
+                    sink.write(lines)
 
-    def _snapshot(self, finished: bool) -> None:
+    def _flush(self) -> None:
         for sink in self.sinks.values():
             sink.flush()
+
+    def _snapshot(self, finished: bool, wait: bool = True) -> None:
+        self._flush()
         assert self.merge is not None
         self.seq += 1
-        self.progress.write_snapshot(self.seq, self.merge.frontier, self.next_out, self.stage,
-                                     self.merge, finished, self.stage.summary())
+        self.progress.write_snapshot(
+            self.seq, self.merge.frontier, {d: s.position() for d, s in self.sinks.items()},
+            self.stage, self.merge, finished, self.stage.stats().to_dict(), self.identity(),
+            before_commit=(lambda: self._crash("snapshot")) if self._crash.point == "snapshot"
+            else None, wait=wait)
+        self._unconfirmed = not wait
+        self._crash("checkpoint")
         if self.source._consumer is not None:
             self.source.commit(self.merge.frontier)
 
@@ -548,18 +638,22 @@ class ExactlyOnceRun:
         return (now - since) * 1000 >= self.idle_ms
 
     def run(self) -> dict[str, Any]:
-        """Run until the end (``until_end``) or a stop signal; returns the accounting."""
+        """Run until the end (``until_end``) or a stop signal; returns the delivery facts."""
         logged = self._recover()
         assert self.merge is not None
         merge, source = self.merge, self.source
         live_multi = source.ends is None and len(merge.partitions) > 1
         last_cp = time.monotonic()
+        batches_at_cp = 0
         error: Exception | None = None
         while True:
             for ch in source.poll(0.2):
                 merge.add(ch.partition, ch.offsets, ch.timestamps, ch.values)
             if logged:
                 if not merge.covers(logged[0], source.positions):
+                    if self.stop:
+                        self._snapshot(finished=False)
+                        break
                     continue
                 batch = merge.take_until(logged.pop(0))
             elif live_multi:
@@ -569,31 +663,46 @@ class ExactlyOnceRun:
             else:
                 batch = merge.take(source.exhausted)
             if batch is not None:
-                out, error = self.stage.process(batch)
+                codes = (batch.offsets << 16) | batch.partitions
+                out, error = self.stage.process_messages(batch.values, codes)
                 self._emit(out)
                 self.batches += 1
+                self.finished = False
+                if self.on_batch is not None:
+                    self.on_batch(len(batch))
+                self._crash("produce")
+                self._crash("batch", self._flush)
                 if self.after_batch is not None:
                     self.after_batch(self.batches)
                 if error is not None:
-                    for sink in self.sinks.values():
-                        sink.flush()
+                    self._flush()
                     break
             if source.done and not logged and batch is None:
-                self._emit(self.stage.finish())
+                if not self.finished:
+                    self._emit(self.stage.finish())
+                    self.finished = True
                 self._snapshot(finished=True)
                 break
             if self.stop:
                 self._snapshot(finished=False)
                 break
             if time.monotonic() - last_cp >= self.checkpoint_every:
-                self._snapshot(finished=False)
+                if self.batches != batches_at_cp:  # nothing new: nothing to checkpoint
+                    self._snapshot(finished=False)
+                    batches_at_cp = self.batches
                 last_cp = time.monotonic()
         source.close()
-        summary = dict(self.stage.summary())
-        summary["delivery"] = {"checkpoints_written": self.seq, "batches": self.batches,
-                               "resumed_from_checkpoint": self.resumed_from,
-                               "reconfirmed_outputs": self.replayed,
-                               "stopped_by_signal": self.stop.signal}
+        for sink in self.sinks.values():
+            sink.close()
+        delivery = {"checkpoints_written": self.seq, "batches": self.batches,
+                    "resumed_from_checkpoint": self.resumed_from,
+                    "reconfirmed_outputs": sum(s.reconfirmed for s in self.sinks.values()),
+                    "stopped_by_signal": self.stop.signal,
+                    "progress_topic": self.progress.topic}
         if error is not None:
             raise error
-        return summary
+        return delivery
+
+
+class ResumeError(RuntimeError):
+    """A checkpoint that this run cannot take up (other parameters, missing outputs)."""

@@ -29,8 +29,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import select
+import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import repeat
 from pathlib import Path
@@ -189,7 +192,32 @@ def _open_source(source: str | Path | TextIO | BinaryIO) -> Iterator[TextIO | Bi
         yield source
 
 
-def _line_chunks(
+def _is_live(fh: TextIO | BinaryIO) -> bool:
+    """True for a pipe, socket or terminal: data arrives while we read."""
+    try:
+        return not stat.S_ISREG(os.fstat(fh.fileno()).st_mode) and hasattr(fh, "read1")
+    except (OSError, ValueError, AttributeError):  # io.StringIO and friends have no file
+        return False
+
+
+def _read_available(fh: BinaryIO, size: int) -> bytes:
+    """Up to ``size`` bytes: waits for the first, then takes only what is already there.
+
+    A live stream (``tail -f ... | streamanon z -``) is processed as it arrives instead of
+    16 MiB at a time, while a fast pipe still fills large chunks.
+    """
+    first = fh.read1(size)  # type: ignore[attr-defined]
+    parts, n = [first], len(first)
+    while first and n < size and select.select([fh], [], [], 0)[0]:
+        more = fh.read1(size - n)  # type: ignore[attr-defined]
+        if not more:
+            break
+        parts.append(more)
+        n += len(more)
+    return b"".join(parts) if len(parts) > 1 else first
+
+
+def line_chunks(
     fh: TextIO | BinaryIO,
     progress: Callable[[int], None] | None = None,
     source_name: str = "input",
@@ -201,12 +229,14 @@ def _line_chunks(
     The first block is checked by :func:`check_text_head` (bytes only) and loses its byte order
     mark. A single line longer than :data:`MAX_LINE_CHARS` characters (and 16 Mi more, the
     read size) stops the reading with :class:`InputError`: the file is not line-oriented.
+    A pipe or terminal is read as data arrives (the chunks are then what was there).
     """
     line_no = 1
     rest = None
     first = True
+    live = _is_live(fh)
     while True:
-        block = fh.read(_CHUNK_CHARS)
+        block = _read_available(fh, _CHUNK_CHARS) if live else fh.read(_CHUNK_CHARS)  # type: ignore[arg-type]
         if not block:
             break
         if progress is not None:
@@ -299,6 +329,8 @@ class _Columns:
 
 
 class _Reader:
+    """The engine behind :class:`RecordParser` (the Flink jobs drive it line by line)."""
+
     def __init__(
         self,
         fmt: str,
@@ -535,23 +567,86 @@ class _Reader:
         rejects.sort(key=lambda r: r.line)
         return RecordBatch(t, t_text, u, a, line, restamped), rejects
 
-    def apply_policy(
-        self, batch: RecordBatch, rejects: list[Rejected]
-    ) -> Iterator[RecordBatch]:
-        if not rejects:
-            yield batch
-            return
-        if self.on_error is OnError.fail:
-            first = rejects[0]
-            n = int(np.searchsorted(np.asarray(batch.line, dtype=np.int64), first.line))
-            if n:
-                yield RecordBatch(batch.t[:n], batch.t_text[:n], batch.u[:n], batch.a[:n],
-                                  batch.line[:n], batch.restamped)
-            raise InputError(first, self.source)
-        for r in rejects:
-            if self.rejects is not None:
-                self.rejects(r)
-        yield batch
+
+class RecordParser:
+    """The readers' rules for ``(t, u, a)`` lines, applied chunk by chunk.
+
+    One parser per stream: it keeps the CSV header it found and the clock (the latest valid
+    time, for the re-stamping rule), so consecutive chunks are judged as one stream. Files
+    (:func:`iter_batches`), Kafka messages (:mod:`streamanon.pipeline`) and anything else
+    that has lines use it, so every source obeys the same rules with the same messages.
+
+    ``header``: ``None`` finds the CSV header in the first lines (files: a header naming
+    t,u,a in any order, or none when the first line is data); ``(0, 1, 2)`` fixes the columns
+    (messages carry no header). State survives pickling (checkpoints).
+
+    >>> p = RecordParser("csv", header=(0, 1, 2), time_tolerance=1)
+    >>> batch, rejected = p.parse(1, b"5,alice,x\\n4.5,bob,y\\n1,carol,z")
+    >>> batch.t.tolist(), [(r.line, r.reason.split(":")[0]) for r in rejected]
+    ([5.0, 5.0], [(3, 'time goes backwards')])
+    """
+
+    def __init__(
+        self,
+        fmt: str = "csv",
+        *,
+        time_tolerance: float = 0.0,
+        max_value_len: int = DEFAULT_MAX_VALUE_LEN,
+        source_name: str = "input",
+        monotone: bool = True,
+        header: tuple[int, int, int] | None = None,
+    ) -> None:
+        self._reader = _Reader(detect_format(None, fmt), OnError.skip, None, time_tolerance,
+                               max_value_len, source_name, monotone)
+        self._reader.header = header
+
+    @property
+    def fmt(self) -> str:
+        return self._reader.fmt
+
+    @property
+    def clock(self) -> float:
+        """The latest valid time seen (``-inf`` before the first record)."""
+        return self._reader.clock
+
+    def parse(
+        self, first: int, chunk: str | bytes, rejected: Iterable[Rejected] = ()
+    ) -> tuple[RecordBatch | None, list[Rejected]]:
+        """Parse whole lines (``\\n``-separated, no final newline), the first numbered ``first``.
+
+        Returns the valid records (``None`` when the chunk held only the CSV header or blank
+        lines before it) and the rejected lines in line order; ``rejected`` adds lines refused
+        before parsing (they must be blank in ``chunk``). Bytes take the Arrow fast lane when
+        clean (:mod:`streamanon.io.fastcsv`) and are decoded line by line otherwise.
+        """
+        reader = self._reader
+        extra = list(rejected)
+        if reader.fmt == "csv" and reader.header is None:
+            first, chunk = reader.take_header(first, chunk)
+            if not chunk:
+                return None, sorted(extra, key=lambda r: r.line)
+        if reader.fmt == "csv" and isinstance(chunk, bytes) and not extra:
+            fast = reader.fast_csv_chunk(first, chunk)
+            if fast is not None:
+                return fast, []
+        undecodable: list[Rejected] = []
+        if isinstance(chunk, bytes):
+            text, undecodable = _decode_lines(first, chunk)
+        else:
+            text = chunk
+        cols = reader.csv_chunk(first, text) if reader.fmt == "csv" else reader.jsonl_chunk(
+            first, text)
+        cols.rejects += undecodable + extra
+        return reader.finish(cols)
+
+    @staticmethod
+    def good_prefix(batch: RecordBatch, before_line: int) -> RecordBatch:
+        """The records of ``batch`` on lines before ``before_line`` (``--on-error fail``)."""
+        n = int(np.searchsorted(np.asarray(batch.line, dtype=np.int64), before_line))
+        if n == len(batch):
+            return batch
+        return RecordBatch(batch.t[:n], batch.t_text[:n], batch.u[:n], batch.a[:n],
+                           batch.line[:n], batch.restamped)
 
 
 def iter_batches(
@@ -576,29 +671,23 @@ def iter_batches(
     path = source if isinstance(source, str | Path) else None
     kind = detect_format(path, fmt)
     name = source_name or ("stdin" if str(source) == "-" else str(path or "input"))
-    reader = _Reader(kind, OnError(on_error), rejects, time_tolerance, max_value_len, name,
-                     monotone)
+    parser = RecordParser(kind, time_tolerance=time_tolerance, max_value_len=max_value_len,
+                          source_name=name, monotone=monotone)
+    fail = OnError(on_error) is OnError.fail
     with _open_source(source) as fh:
-        for first, chunk in _line_chunks(fh, progress, name):
-            if kind == "csv" and reader.header is None:
-                first, chunk = reader.take_header(first, chunk)
-                if not chunk:
-                    continue
-            if kind == "csv" and isinstance(chunk, bytes):
-                fast = reader.fast_csv_chunk(first, chunk)
-                if fast is not None:
-                    yield fast
-                    continue
-            undecodable: list[Rejected] = []
-            if isinstance(chunk, bytes):
-                text, undecodable = _decode_lines(first, chunk)
-            else:
-                text = chunk
-            cols = reader.csv_chunk(first, text) if kind == "csv" else reader.jsonl_chunk(
-                first, text)
-            cols.rejects += undecodable
-            batch, bad = reader.finish(cols)
-            yield from reader.apply_policy(batch, bad)
+        for first, chunk in line_chunks(fh, progress, name):
+            batch, bad = parser.parse(first, chunk)
+            if batch is None:
+                continue
+            if bad and fail:
+                head = parser.good_prefix(batch, bad[0].line)
+                if len(head):
+                    yield head
+                raise InputError(bad[0], name)
+            if rejects is not None:
+                for r in bad:
+                    rejects(r)
+            yield batch
 
 
 def read_records(

@@ -26,8 +26,9 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import repeat
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from streamanon.castle.cluster import Row
 from streamanon.io.policy import InputError, OnError
@@ -42,7 +43,19 @@ from streamanon.io.readers import (
 from streamanon.io.writers import TextSink
 from streamanon.records import Rejected
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from streamanon.io.fastcsv import RowColumns
+
 _SURROGATE = re.compile("[\udc80-\udcff]")
+#: Bytes read at a time from a CSV file or stdin (``read1``: a pipe yields what it has).
+_BLOCK = 1 << 20
+_BOM = b"\xef\xbb\xbf"
+#: A line of more bytes than this has more than MAX_LINE_CHARS characters (UTF-8: <= 4 each).
+_LONG_BYTES = 4 * MAX_LINE_CHARS + 4
+
+Lines = Iterable[tuple[int, "str | None"]]
 
 
 def _shown(text: str | None) -> str:
@@ -59,6 +72,12 @@ class RowReader:
 
     ``numeric`` columns are converted to float (a non-number or non-finite value is refused);
     ``required`` columns must be present and non-empty. Empty CSV fields read as ``None``.
+
+    A CSV file (or stdin) is read in blocks of whole lines; a block that is provably clean
+    takes Arrow's parser (:func:`streamanon.io.fastcsv.parse_clean_rows`), any other goes line
+    by line through the rules below, which own every decision and message: both give the same
+    rows, line numbers and rejections (tested on random inputs against text streams, which
+    always go line by line).
     """
 
     def __init__(
@@ -73,6 +92,8 @@ class RowReader:
         max_value_len: int = DEFAULT_MAX_VALUE_LEN,
         source_name: str | None = None,
         progress: Callable[[int], None] | None = None,
+        columns: Iterable[str] | None = None,
+        repeated_header: bool = False,
     ) -> None:
         path = source if isinstance(source, str | Path) else None
         self.fmt = detect_format(path, fmt)
@@ -80,7 +101,10 @@ class RowReader:
         self.name = source_name or ("stdin" if str(source) == "-" else str(path or "input"))
         self.on_error = OnError(on_error)
         self.rejects = rejects
-        self.numeric = set(numeric)
+        # checked in the order given, so that a row with several bad numbers is refused with
+        # the same message in every run (a set's order changes with the hash seed)
+        self._numeric = list(dict.fromkeys(numeric))
+        self.numeric = set(self._numeric)
         self.required = list(required)
         self.max_len = max_value_len
         self.columns: list[str] = []
@@ -91,6 +115,14 @@ class RowReader:
         self._pending = 0
         self._last: tuple[int, str] = (0, "")
         self._num_get: tuple[list[str], Callable[[Mapping[str, Any]], Any]] | None = None
+        # the CSV header: given (``columns``, e.g. for messages that carry none) or found first
+        self._header: list[str] | None = list(columns) if columns else None
+        if self._header is not None:
+            self.columns = list(self._header)
+        self.repeated_header = repeated_header
+        self.headers_skipped = 0
+        # the block that the fast lane read last: its first line number, bytes, line starts
+        self._block: tuple[int, bytes, np.ndarray] | None = None
 
     # -- policy ------------------------------------------------------------------------------
     def refuse(self, line: int, text: str, reason: str) -> None:
@@ -106,9 +138,20 @@ class RowReader:
 
     def refuse_row(self, row: Row, reason: str) -> None:
         """Refuse a row that parsed but that a later stage (the operator) cannot take."""
+        self.refuse(row.line or 0, self._text_of_row(row), reason)
+
+    def _text_of_row(self, row: Row) -> str:
+        """The row's line as it was in the input when it is at hand, else rebuilt."""
         line, text = self._last
-        self.refuse(row.line or 0, text if line == row.line else self.text_of(row.values),
-                    reason)
+        if line == row.line:
+            return text
+        if self._block is not None and row.line is not None:
+            first, data, starts = self._block
+            i = row.line - first
+            if 0 <= i < len(starts):
+                end = int(starts[i + 1]) - 1 if i + 1 < len(starts) else len(data)
+                return data[int(starts[i]):end].decode("utf-8")
+        return self.text_of(row.values)
 
     def text_of(self, values: Mapping[str, Any]) -> str:
         if self.fmt == "jsonl":
@@ -119,12 +162,117 @@ class RowReader:
     def __iter__(self) -> Iterator[Row]:
         if isinstance(self.source, str | Path):
             if str(self.source) == "-":
-                yield from self._iter(self._text_of_binary(sys.stdin.buffer))
+                yield from self._iter_binary(sys.stdin.buffer)
             else:
                 with open(self.source, "rb") as raw:
-                    yield from self._iter(self._text_of_binary(raw))
+                    yield from self._iter_binary(raw)
         else:
             yield from self._iter(self.source)
+
+    def _iter_binary(self, raw: BinaryIO) -> Iterator[Row]:
+        if self.fmt != "csv":
+            yield from self._iter(self._text_of_binary(raw))
+            return
+        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+        check_text_head(buffered.peek(8192)[:8192], self.name)
+        for first, data in self._blocks(buffered):
+            if data is None:  # a line too long to hold: refused by number
+                yield from self._checked(self._csv([(first, None)]))
+                continue
+            pos = 0
+            while self._header is None and pos <= len(data):  # the header, line by line
+                end = data.find(b"\n", pos)
+                end = len(data) if end < 0 else end
+                yield from self._checked(self._csv(_byte_lines(first, data[pos:end])))
+                first, pos = first + 1, end + 1
+            if pos:
+                data = data[pos:]
+            if not data:
+                continue
+            cols = self._clean_block(data)
+            if cols is None:
+                yield from self._checked(self._csv(_byte_lines(first, data)))
+                continue
+            self._block = (first, data, cols.starts)
+            for row in self._rows_of(first, cols):
+                self.read += 1
+                yield row
+        self._end_of_input()
+
+    def _blocks(self, raw: io.BufferedReader) -> Iterator[tuple[int, bytes | None]]:
+        """``(first line number, whole lines)`` without the byte order mark and without the
+        last line's newline; ``None`` for a line too long to hold (then skipped to its end)."""
+        line = 1
+        rest = b""
+        skipping = False
+        block = raw.read1(_BLOCK)
+        while block and len(block) < len(_BOM) and _BOM.startswith(block):  # a pipe, bytewise
+            more = raw.read1(_BLOCK)
+            if not more:
+                break
+            block += more
+        if self.progress is not None:
+            self.progress(len(block))
+        block = block.removeprefix(_BOM)
+        while True:
+            if not block:
+                block = raw.read1(_BLOCK)
+                if not block:
+                    break
+                if self.progress is not None:
+                    self.progress(len(block))
+            if skipping:
+                end = block.find(b"\n")
+                if end < 0:
+                    block = b""
+                    continue
+                block, skipping, line = block[end + 1:], False, line + 1
+            data = rest + block if rest else block
+            block = b""
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) > _LONG_BYTES:
+                    yield line, None
+                    rest, skipping = b"", True
+                else:
+                    rest = data
+                continue
+            yield line, data[:cut]
+            line += data.count(b"\n", 0, cut) + 1
+            rest = data[cut + 1:]
+        if rest and not skipping:
+            yield line, rest
+
+    def _clean_block(self, data: bytes) -> RowColumns | None:
+        """The block through Arrow's parser when it is provably clean, else ``None``."""
+        from streamanon.io.fastcsv import parse_clean_rows  # pyarrow: only for CSV files
+
+        header = self._header
+        assert header is not None
+        cols = parse_clean_rows(data, header, self.numeric, self.max_len)
+        if cols is None:
+            return None
+        required = set(self.required)
+        for name, (names, _) in cols.texts.items():
+            # blank fields read as None (as line by line); a blank required field is refused
+            # there, with its message
+            blank = [v if v.strip() else None for v in names]
+            if None in blank:
+                if name in required:
+                    return None
+                names[:] = blank
+        return cols
+
+    def _rows_of(self, first: int, cols: RowColumns) -> Iterator[Row]:
+        """The block's rows, each built when it is asked for: rows (and their dicts) built a
+        block at a time would all be alive at once, and the garbage collector would scan the
+        whole block again and again while the operator works through it."""
+        header = self._header
+        assert header is not None
+        columns = [cols.numbers[h] if h in cols.numbers else
+                   list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
+        dicts = map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
+        return map(Row, dicts, range(first, first + cols.n))
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
@@ -156,7 +304,35 @@ class RowReader:
             yield line_no, text.rstrip("\r\n") if text.endswith("\n") else text.rstrip("\r")
 
     def _iter(self, fh: TextIO) -> Iterator[Row]:
-        lines = self._csv(fh) if self.fmt == "csv" else self._jsonl(fh)
+        lines = self._lines(fh)
+        yield from self._checked(self._csv(lines) if self.fmt == "csv" else self._jsonl(lines))
+        self._end_of_input()
+
+    def parse_lines(self, lines: Iterable[tuple[int, str | None]]) -> Iterator[Row]:
+        """Rows of ``(line number, text)`` pairs, continuing the stream of earlier calls.
+
+        The same rules and policy as iterating over a file (the CSV header found or given is
+        kept between calls), for sources that deliver lines themselves: chunks of a file,
+        Kafka messages. ``text`` is a line without its end (surrogate escapes for undecodable
+        bytes), or ``None`` for a line longer than :data:`MAX_LINE_CHARS`.
+        """
+        lines = ((n, None if t is not None and len(t) > MAX_LINE_CHARS else t) for n, t in lines)
+        return self._checked(self._csv(lines) if self.fmt == "csv" else self._jsonl(lines))
+
+    def check_header_seen(self) -> None:
+        """At the end of the input: a CSV source without a header is unreadable."""
+        if self.fmt == "csv" and self._header is None and self.required:
+            raise UnreadableInputError(Rejected(1, "", "empty input: expected a CSV header"),
+                                       self.name)
+
+    def _end_of_input(self) -> None:
+        self.check_header_seen()
+        if self.progress is not None and self._pending:
+            self.progress(self._pending)
+            self._pending = 0
+
+    def _checked(self, lines: Iterator[tuple[int, str, dict[str, Any] | str]]
+                 ) -> Iterator[Row]:
         for line, text, values in lines:
             self.read += 1
             if isinstance(values, str):
@@ -168,9 +344,6 @@ class RowReader:
                 continue
             self._last = (line, text)
             yield Row(values, line)
-        if self.progress is not None and self._pending:
-            self.progress(self._pending)
-            self._pending = 0
 
     @staticmethod
     def _line_problem(text: str | None) -> str | None:
@@ -181,9 +354,9 @@ class RowReader:
                     "iconv -f latin1 -t utf-8")
         return None
 
-    def _csv(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-        header: list[str] | None = None
-        for line, text in self._lines(fh):
+    def _csv(self, lines: Lines) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+        header = self._header
+        for line, text in lines:
             problem = self._line_problem(text)
             if text is not None and not text.strip():
                 continue
@@ -206,7 +379,7 @@ class RowReader:
                     raise UnreadableInputError(Rejected(
                         line, shown, f"CSV header lacks column(s) {', '.join(missing)}{hint}"),
                         self.name)
-                self.columns = header
+                self.columns = self._header = header
                 continue
             if problem is not None:
                 yield line, shown, problem
@@ -215,18 +388,18 @@ class RowReader:
             if isinstance(fields, str):
                 yield line, shown, fields
                 continue
+            if self.repeated_header and [f.strip() for f in fields] == header:
+                self.headers_skipped += 1  # a producer's header again (one per partition)
+                continue
             if len(fields) != len(header):
                 yield line, shown, (f"expected {len(header)} comma-separated fields, "
                                     f"got {len(fields)}")
                 continue
             yield line, shown, {h: (v if v.strip() else None)
                                 for h, v in zip(header, fields, strict=True)}
-        if header is None and self.required:
-            raise UnreadableInputError(Rejected(1, "", "empty input: expected a CSV header"),
-                                       self.name)
 
-    def _jsonl(self, fh: TextIO) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-        for line, text in self._lines(fh):
+    def _jsonl(self, lines: Lines) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+        for line, text in lines:
             problem = self._line_problem(text)
             if text is not None and not text.strip():
                 continue
@@ -262,7 +435,7 @@ class RowReader:
                 return f"field {c} is not a finite number"
             elif isinstance(v, list | dict) and len(json.dumps(v)) > self.max_len:
                 return f"field {c} is longer than {self.max_len} characters"
-        for c in self.numeric:
+        for c in self._numeric:
             v = values.get(c)
             if v is None or (isinstance(v, int | float) and not isinstance(v, bool)):
                 if isinstance(v, int | float):
@@ -310,12 +483,23 @@ class RowReader:
 _TEXT = {str}
 
 
+def _byte_lines(first: int, data: bytes) -> Iterator[tuple[int, str | None]]:
+    """The lines of ``data`` as :meth:`RowReader._lines` gives them from a text stream:
+    decoded (undecodable bytes as surrogates), without the line end, ``None`` when longer
+    than MAX_LINE_CHARS characters (counting a carriage return, as reading text does)."""
+    for i, raw in enumerate(data.split(b"\n")):
+        text = raw.decode("utf-8", errors="surrogateescape")
+        yield first + i, None if len(text) > MAX_LINE_CHARS else text.rstrip("\r")
+
+
 class RowWriter(TextSink):
     """Write rows as CSV (header = ``columns``) or JSON Lines (every key); ``-`` is stdout."""
 
     def __init__(self, target: str | Path | TextIO, fmt: str, columns: list[str]) -> None:
         super().__init__(target, fmt)
         self.columns = list(columns)
+        self._commas = len(self.columns) - 1
+        self._quoted: dict[str, str] = {}  # recent fields with a comma, as the csv module quotes
         if fmt == "csv":
             self._csv.writerow(self.columns)
 
@@ -325,10 +509,40 @@ class RowWriter(TextSink):
             self._fh.write(json.dumps(dict(values), default=str) + "\n")
             return
         row = list(map(values.get, self.columns))
+        if self._commas:  # two fields or more (the csv module quotes a lone empty field)
+            try:
+                line = ",".join(row)
+            except TypeError:  # None (written as empty) or a value that is not text
+                text = ["" if v is None else v for v in row]
+                line = ",".join(text) if set(map(type, text)) == _TEXT else None
+                row = text
+            if line is not None and self._write_plain(row, line):
+                return
         if set(map(type, row)) <= _TEXT_OR_NONE:  # written as they are (None as empty)
             self._csv.writerow(row)
         else:
             self._csv.writerow(list(map(_cell, row)))
+
+    def _write_plain(self, row: list[str], line: str) -> bool:
+        """Write a row of text of at least two fields (``line``: joined by commas) as the csv
+        module would, when no field holds a quote or a line break (True); else leave it to the
+        module (False).
+
+        Then the module's minimal quoting is simple: a field with a comma is quoted, the others
+        are written as they are.
+        """
+        if '"' in line or "\n" in line or "\r" in line:
+            return False
+        if line.count(",") != self._commas:  # some field has a comma: quote those fields
+            quoted = self._quoted
+            if len(quoted) > 4096:
+                quoted.clear()
+            for v in row:
+                if "," in v and v not in quoted:  # type: ignore[operator]
+                    quoted[v] = f'"{v}"'  # type: ignore[index]
+            line = ",".join(map(quoted.get, row, row))  # type: ignore[arg-type]
+        self._fh.write(line + "\n")
+        return True
 
 
 _TEXT_OR_NONE = {str, type(None)}

@@ -4,11 +4,6 @@ Timestamps are written as the input wrote them, so an output row can be matched 
 line by anyone.
 
 >>> import io
->>> import numpy as np
-
-from streamanon.io.fastcsv import take_published
-from streamanon.io.readers import RecordBatch
-from streamanon.records import Record
 >>> buf = io.StringIO()
 >>> with RecordWriter(buf, "csv") as w:
 ...     w.write(Record(1.0, "alice", "x", "1"))
@@ -21,17 +16,20 @@ t,u,a
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TextIO
+from typing import BinaryIO, Self, TextIO
 
 import numpy as np
 
-from streamanon.io.fastcsv import take_published
+from streamanon.io.fastcsv import published_csv
 from streamanon.io.readers import RecordBatch
 from streamanon.records import Record
 
@@ -64,6 +62,28 @@ class TextSink:
         else:
             self._fh = target
         self._csv = csv.writer(self._fh, lineterminator="\n")
+
+    def _binary(self) -> BinaryIO | None:
+        """The byte stream under the text stream, when bytes written there are exactly what
+        writing their UTF-8 text would write (no newline translation, UTF-8 encoding); the
+        text written so far is flushed first. ``None`` otherwise (a ``StringIO``, say)."""
+        raw = getattr(self._fh, "buffer", None)
+        encoding = getattr(self._fh, "encoding", None)
+        if raw is None or not encoding or codecs.lookup(encoding).name != "utf-8":
+            return None
+        if not self._own and os.linesep != "\n":  # pragma: no cover - Windows consoles
+            return None
+        self._fh.flush()
+        return raw  # type: ignore[no-any-return]
+
+    def write_bytes(self, data: bytes | memoryview) -> None:
+        """Write UTF-8 encoded text as it is (the fast lanes' output), without decoding it
+        when the stream allows (:meth:`_binary`)."""
+        raw = self._binary()
+        if raw is not None:
+            raw.write(data)
+        else:
+            self._fh.write(bytes(data).decode("utf-8"))
 
     def close(self) -> None:
         if self._own:
@@ -111,14 +131,43 @@ class RecordWriter(TextSink):
         """Write rows ``idx`` of ``batch`` with values ``a_names[a_codes]`` (batch fast path)."""
         if self.fmt == "csv" and batch.arrow is not None:
             self.count += len(idx)
-            own = a_names is batch.codes()[3]  # values not generalized: reuse Arrow's strings
-            self._fh.write(take_published(batch.arrow, idx, a_codes,
-                                          None if own else list(a_names)))
+            self.write_bytes(memoryview(_published_csv(batch, idx, a_codes, a_names)))
             return
         rows = idx.tolist()
         t_text, u = batch.t_text, batch.u
         self.write_columns([t_text[i] for i in rows], [u[i] for i in rows],
                            [a_names[c] for c in a_codes.tolist()])
+
+
+def _published_csv(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
+                   a_names: Sequence[str]) -> memoryview:
+    """The Arrow lane's CSV bytes of rows ``idx`` (values not generalized reuse the chunk's
+    own dictionary of strings)."""
+    assert batch.arrow is not None
+    own = a_names is batch.codes()[3]
+    return memoryview(published_csv(batch.arrow, idx, a_codes, None if own else list(a_names)))
+
+
+def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
+                  a_names: Sequence[str], fmt: str = "csv") -> str:
+    """The lines :meth:`RecordWriter.write_selected` writes (no header), each ending in a
+    newline: for sinks that take text per batch (files, Kafka messages).
+
+    >>> import io
+    >>> from streamanon.io.readers import RecordParser
+    >>> batch, _ = RecordParser(header=(0, 1, 2)).parse(1, "1,alice,x\\n2,bob,y")
+    >>> selected_text(batch, np.array([1]), np.array([0]), ["EU"], "jsonl")
+    '{"t": 2, "u": "bob", "a": "EU"}\\n'
+    """
+    if fmt == "csv" and batch.arrow is not None:
+        return bytes(_published_csv(batch, idx, a_codes, a_names)).decode("utf-8")
+    buf = io.StringIO()
+    writer = RecordWriter(buf, fmt)
+    if fmt == "csv":
+        buf.seek(0)
+        buf.truncate()
+    writer.write_selected(batch, idx, a_codes, a_names)
+    return buf.getvalue()
 
 
 def _json_time(text: str) -> float | int | str:

@@ -160,8 +160,8 @@ class ZAnonymizer:
         # record-at-a-time state: value -> user -> latest time (ordered by refresh)
         self._live: dict[str, OrderedDict[str, float]] | None = {}
         self._touches: deque[tuple[float, str]] = deque()
-        # batch state: one row per live (value, user) pair, sorted by time
-        self._tail: tuple[list[str], list[str], np.ndarray] | None = None
+        # batch state: one row per live (value, user) pair, sorted by time (see _Tail)
+        self._tail: _Tail | None = None
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _check_time(self, t: object, what: object) -> float:
@@ -339,14 +339,15 @@ class ZAnonymizer:
         u_names, u_codes = _clean_codes(u_names, u_codes, "u")
         a_names, a_codes = _clean_codes(a_names, a_codes, "a")
         self.read += n
-        tail_v, tail_u, tail_t = self._tail_state()
+        tail_v, tail_vnames, tail_u, tail_unames, tail_t = self._tail_state()
         m = len(tail_v)
         a_codes = np.asarray(a_codes, dtype=np.int64)
-        # level vocabulary: the tail's values, then the levels of the batch's distinct values
+        # level vocabulary: the tail's values (so that its codes stay valid), then the levels
+        # of the batch's distinct values
         flat = not any(self.separator in x for x in a_names)
         levels_of = [[x] for x in a_names] if flat else [
             hierarchy_levels(x, self.separator) for x in a_names]
-        vocab_v = dict.fromkeys(tail_v)
+        vocab_v = dict.fromkeys(tail_vnames)
         if flat:
             vocab_v.update(dict.fromkeys(a_names))
         else:
@@ -361,7 +362,7 @@ class ZAnonymizer:
             level_code = np.full((len(a_names), depth), -1, dtype=np.int64)
             for j, lv in enumerate(levels_of):
                 level_code[j, : len(lv)] = [v_index[v] for v in lv]
-        vocab_u = {x: i for i, x in enumerate(dict.fromkeys([*tail_u, *u_names]))}
+        vocab_u = {x: i for i, x in enumerate(dict.fromkeys([*tail_unames, *u_names]))}
         unames = list(vocab_u)
         u_code = _lookup(vocab_u, u_names)[np.asarray(u_codes, dtype=np.int64)]
         if depth == 1:
@@ -374,15 +375,12 @@ class ZAnonymizer:
             row_level = np.arange(int(n_levels.sum())) - np.repeat(offsets, n_levels)
             row_v = level_code[a_codes[row_tuple], row_level]
             row_u, row_t = u_code[row_tuple], t[row_tuple]
-        all_v = np.concatenate((_lookup(v_index, tail_v), row_v))
-        all_u = np.concatenate((_lookup(vocab_u, tail_u), row_u))
+        all_v = np.concatenate((tail_v, row_v))
+        all_u = np.concatenate((tail_u, row_u))
         all_t = np.concatenate((tail_t, row_t))
         counts, keep = _window_counts(all_v, all_u, all_t, self.delta_t, float(t[-1]))
-        self._tail = (
-            [vnames[c] for c in all_v[keep].tolist()],
-            [unames[c] for c in all_u[keep].tolist()],
-            all_t[keep],
-        )
+        self._tail = (*_compact(all_v[keep], vnames), *_compact(all_u[keep], unames),
+                      all_t[keep])
         self.clock = float(t[-1])
         ok = counts[m:] >= self.z
         if depth == 1:
@@ -409,7 +407,7 @@ class ZAnonymizer:
         if self._live is None:
             if self._tail is None:
                 raise ProtocolError("the z state was lost (neither representation is set)")
-            tail_v, tail_u, tail_t = self._tail
+            tail_v, tail_u, tail_t = _tail_names(self._tail)
             live: dict[str, OrderedDict[str, float]] = {}
             touches: deque[tuple[float, str]] = deque()
             for i in np.argsort(tail_t, kind="stable").tolist():
@@ -419,7 +417,10 @@ class ZAnonymizer:
             self._live, self._touches, self._tail = live, touches, None
         return self._live
 
-    def _tail_state(self) -> tuple[list[str], list[str], np.ndarray]:
+    def _tail_state(self) -> _Tail:
+        if self._tail is not None and len(self._tail) == 3:  # pickled by an earlier version
+            v, u, t = self._tail  # type: ignore[misc]
+            self._tail = (*_codes_of(v), *_codes_of(u), t)
         if self._tail is None:
             if self._live is None:
                 raise ProtocolError("the z state was lost (neither representation is set)")
@@ -430,13 +431,39 @@ class ZAnonymizer:
                 if self.clock - tt <= self.delta_t
             ]
             rows.sort(key=lambda r: r[0])
-            self._tail = (
-                [r[1] for r in rows],
-                [r[2] for r in rows],
-                np.array([r[0] for r in rows], dtype=np.float64),
-            )
+            self._tail = (*_codes_of([r[1] for r in rows]), *_codes_of([r[2] for r in rows]),
+                          np.array([r[0] for r in rows], dtype=np.float64))
             self._live, self._touches = None, deque()
         return self._tail
+
+
+#: The batch state: value codes and their names, user codes and their names, times; one row
+#: per live (value, user) pair, in stream order. The names are distinct and each is used, so
+#: that the next batch's vocabulary can start with them and the codes stay valid as they are.
+_Tail = tuple[np.ndarray, list[str], np.ndarray, list[str], np.ndarray]
+
+
+def _codes_of(names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes into the distinct names, in order of first appearance."""
+    distinct = list(dict.fromkeys(names))
+    return _lookup({x: i for i, x in enumerate(distinct)}, names), distinct
+
+
+def _compact(codes: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """``codes`` into ``names`` renumbered into only the names they use (in code order)."""
+    used = np.zeros(len(names), dtype=bool)
+    used[codes] = True
+    kept = np.flatnonzero(used)
+    renumber = np.cumsum(used) - 1
+    return renumber[codes], [names[i] for i in kept.tolist()]
+
+
+def _tail_names(tail: Any) -> tuple[list[str], list[str], np.ndarray]:
+    """A tail's values and users as names, row by row (either layout)."""
+    if len(tail) == 3:  # pickled by an earlier version
+        return tail  # type: ignore[no-any-return]
+    v, v_names, u, u_names, t = tail
+    return ([v_names[c] for c in v.tolist()], [u_names[c] for c in u.tolist()], t)
 
 
 def _lookup(index: dict[str, int], keys: Sequence[str]) -> np.ndarray:
@@ -456,6 +483,30 @@ def _stable_argsort(codes: np.ndarray) -> np.ndarray:
     return order[np.argsort(codes[order] >> 16, kind="stable")]
 
 
+def _search_sorted(a: np.ndarray, v: np.ndarray, side: str, step: int = 4096) -> np.ndarray:
+    """``np.searchsorted(a, v, side)`` for sorted ``v``, one block of ``step`` keys at a time.
+
+    The answers of a block lie between those of its first key and of the next block's first
+    key, so each block searches only that slice of ``a``, which stays in the cache (a search
+    over the whole array misses the cache on its first probes: about twice as slow).
+
+    >>> a = np.array([1, 2, 2, 3, 5, 8, 8, 9])
+    >>> v = np.array([0, 2, 2, 4, 8, 10])
+    >>> bool((_search_sorted(a, v, "left", 2) == np.searchsorted(a, v, "left")).all())
+    True
+    """
+    if len(v) <= 2 * step:
+        return np.searchsorted(a, v, side=side)  # type: ignore[call-overload,no-any-return]
+    starts = np.searchsorted(a, v[::step], side=side)  # type: ignore[call-overload]
+    ends = [*starts[1:].tolist(), len(a)]
+    out = np.empty(len(v), dtype=np.intp)
+    for i, (lo, hi) in enumerate(zip(starts.tolist(), ends, strict=True)):
+        block = slice(i * step, (i + 1) * step)
+        out[block] = np.searchsorted(a[lo:hi], v[block], side=side)  # type: ignore[call-overload]
+        out[block] += lo
+    return out
+
+
 def _window_counts(
     vc: np.ndarray, uc: np.ndarray, t: np.ndarray, delta_t: float, now: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -472,7 +523,7 @@ def _window_counts(
     rank = np.cumsum(new_time) - 1
     times = t[new_time]
     nt = len(times)
-    later = np.searchsorted(times, times + delta_t, side="right")
+    later = _search_sorted(times, times + delta_t, "right")
     # correct float rounding of t + Δt so that the test is exactly ``t_p - t_q > Δt``
     while True:
         up = (later < nt) & (times[np.minimum(later, nt - 1)] - times <= delta_t)
@@ -494,7 +545,7 @@ def _window_counts(
     # hi: first position of the same value whose time is more than Δt after this row's
     stride = nt + 1
     base = vs * stride
-    hi = np.searchsorted(base + rank_s, base + later[rank_s], side="left")
+    hi = _search_sorted(base + rank_s, base + later[rank_s], "left")
     end = np.minimum(nxt, hi)
     ends_before = np.cumsum(np.bincount(end, minlength=r + 1)[:r])
     counts = np.empty(r, dtype=np.int64)

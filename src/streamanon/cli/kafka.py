@@ -1,0 +1,422 @@
+"""``kafka://`` for ``streamanon z`` and ``castle`` (options, errors, exit codes), and
+``streamanon kafka``: a broker on this machine and two topic tools, to try a pipeline.
+
+Exit codes of a run with a ``kafka://`` source: 0 when it reached the end (``--until-end``)
+or was stopped by Ctrl-C or SIGTERM in live mode (stopping is how a live pipeline ends; its
+checkpoint is written first, so the next run continues there); 130 or 143 when a signal
+stopped an ``--until-end`` run before the end (checkpointed too: a rerun continues); 2 for
+an endpoint that cannot be used, a checkpoint of other parameters, or a bad message under
+``--on-error fail``. A second signal stops at once (128 + signal), without the checkpoint:
+like a kill, the next run resumes from the last one.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from streamanon.cli.app import app
+from streamanon.cli.common import fail
+from streamanon.cli.exitcodes import ExitCode
+
+GROUP_HELP = ("Kafka source: the consumer group, which also names the pipeline's progress "
+              "topic GROUP.progress (checkpoints). Default: streamanon-COMMAND-OUTPUT.")
+FROM_HELP = ("Kafka source: where a pipeline without a checkpoint starts: 'committed' (the "
+             "group's committed offsets, else the earliest) or 'earliest'. A pipeline with a "
+             "checkpoint always resumes from it.")
+UNTIL_END_HELP = ("Kafka source: stop at the end offsets found at start (for batch-like "
+                  "runs); without it the run goes on until Ctrl-C or SIGTERM, then writes a "
+                  "checkpoint and exits 0.")
+CHECKPOINT_HELP = ("Kafka source: seconds between checkpoints (a restart after a crash "
+                   "re-reads at most this much input; 0 = after every batch).")
+MAX_MESSAGE_HELP = "Kafka source: a longer message is rejected (bytes)."
+BATCH_HELP = ("Kafka source: messages taken per batch at most (smaller: lower latency; "
+              "larger: higher throughput).")
+
+group_option = typer.Option(None, "--group", help=GROUP_HELP)
+from_option = typer.Option("committed", "--from", help=FROM_HELP)
+until_end_option = typer.Option(False, "--until-end", help=UNTIL_END_HELP)
+checkpoint_option = typer.Option(5.0, "--checkpoint-every", min=0, help=CHECKPOINT_HELP)
+max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help=MAX_MESSAGE_HELP)
+batch_option = typer.Option(20_000, "--batch-size", min=1, help=BATCH_HELP)
+
+
+def is_kafka(spec: object) -> bool:
+    return isinstance(spec, str) and spec.startswith("kafka://")
+
+
+def check_url(spec: str, option: str) -> None:
+    """Fail (exit 2) unless a ``kafka://`` endpoint is ``kafka://HOST:PORT/TOPIC``."""
+    if not is_kafka(spec):
+        return
+    from streamanon.io.kafka import parse_kafka_url
+
+    try:
+        parse_kafka_url(spec)
+    except ValueError as exc:
+        fail(f"{option} {spec}: {exc}")
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        fail(f"{option} {spec}: kafka:// needs the kafka extra (pip install "
+             "'streamanon[kafka]')")
+
+
+def default_rejects(output: str) -> str:
+    """Where rejects go by default under ``--on-error skip``: beside the output."""
+    return f"{output}.rejects" if is_kafka(output) else f"{output}.rejects.jsonl"
+
+
+def options(*, group: str | None, start: str, until_end: bool, checkpoint_every: float,
+            max_message_bytes: int, batch_size: int, stop: Any = None,
+            on_batch: Any = None, identity: dict[str, Any] | None = None) -> Any:
+    from streamanon.pipeline import KafkaOptions
+
+    if start not in ("committed", "earliest"):
+        fail(f"--from {start}: use committed or earliest")
+    return KafkaOptions(group=group, start=start, until_end=until_end,
+                        checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
+                        fetch_batch=batch_size, stop=stop, on_batch=on_batch,
+                        identity=dict(identity or {}))
+
+
+@contextmanager
+def kafka_progress(source: str) -> Iterator[Any]:
+    """On a terminal, a status line counting the messages taken from ``source`` (updated a
+    few times a second); nothing otherwise. Yields the callback for ``on_batch``."""
+    from streamanon.cli.common import err_console
+
+    if not err_console.is_terminal:
+        yield None
+        return
+    count, shown = [0], [0.0]
+    with err_console.status(f"{source}: waiting for messages") as line:
+        def tick(n: int) -> None:
+            count[0] += n
+            now = time.monotonic()
+            if now - shown[0] >= 0.25:
+                shown[0] = now
+                line.update(f"{source}: {count[0]:,} messages (Ctrl-C stops after a "
+                            "checkpoint)")
+        yield tick
+
+
+@contextmanager
+def endpoint_errors() -> Iterator[None]:
+    """Endpoints that cannot be used (a missing topic, a broker that does not answer, a
+    checkpoint of other parameters) become a one-line error and exit 2."""
+    from streamanon.io.kafka_eos import ResumeError
+    from streamanon.pipeline import EndpointError
+
+    try:
+        yield
+    except (EndpointError, ResumeError) as exc:
+        fail(str(exc))
+
+
+@contextmanager
+def kafka_run(until_end: bool) -> Iterator[Any]:
+    """Around a run with a Kafka source: Ctrl-C and SIGTERM ask it to stop after its batch
+    (it checkpoints, then returns); its errors become one-line messages and exit 2.
+
+    Yields the stop flag to hand to :class:`~streamanon.pipeline.KafkaOptions`; after the
+    block, a signal that stopped an ``--until-end`` run before its end exits 130 or 143.
+    """
+    from streamanon.io.kafka import StopFlag
+    from streamanon.pipeline import BadInputError, UnreadableMessagesError
+
+    stop = StopFlag()
+    try:
+        with endpoint_errors():
+            yield stop
+    except UnreadableMessagesError as exc:
+        fail(f"{exc} (give --columns, or produce the CSV header first)")
+    except BadInputError as exc:
+        fail(f"{exc} (give --on-error skip to set bad messages aside; the outputs hold what "
+             "came before it, and a rerun stops here again)")
+    finally:
+        stop.restore()
+    if until_end and stop.signal is not None:
+        # the checkpoint is written: a rerun continues, but this run did not reach the end
+        what = "interrupted" if stop.signal == signal.SIGINT else "terminated"
+        print(f"{what} before the end of the input; the checkpoint is written: run the same "
+              "command again to continue", file=sys.stderr)
+        raise typer.Exit(int(ExitCode.INTERRUPTED if stop.signal == signal.SIGINT
+                             else ExitCode.TERMINATED))
+
+
+# -- streamanon kafka ------------------------------------------------------------------------------
+
+kafka_app = typer.Typer(
+    help=("Try kafka:// pipelines on this machine: a Kafka-compatible broker (the Tansu binary "
+          "of the kafka extra), and topic tools to load a file into a topic and print one."),
+    no_args_is_help=True,
+)
+app.add_typer(kafka_app, name="kafka")
+
+
+def _url(url: str, what: str = "TOPIC") -> tuple[str, str]:
+    from streamanon.io.kafka import parse_kafka_url
+
+    check_url(url, what)
+    if not is_kafka(url):
+        fail(f"{what} {url}: expected kafka://HOST:PORT/TOPIC")
+    return parse_kafka_url(url)
+
+
+@kafka_app.command("broker")
+def broker_command(
+    port: int = typer.Option(9092, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
+    workdir: Path = typer.Option(Path("streamanon-kafka"), "--workdir",
+                                 help="Where the broker's log goes (created)."),
+    storage: str = typer.Option("memory", "--storage", help="memory (lost when the broker "
+                                "stops) or s3 (a local S3 server process keeps the data "
+                                "while this command runs)."),
+) -> None:
+    """Run a Kafka-compatible broker on 127.0.0.1 until Ctrl-C (for trying pipelines).
+
+    It is the Tansu broker vendored by the kafka extra: no authentication, loopback only,
+    and no transactions or log compaction (the README's Kafka section lists what it lacks).
+    Example:
+
+        streamanon kafka broker --port 9092 &
+    """
+    from streamanon.io.kafka_broker import Broker
+
+    if storage not in ("memory", "s3"):
+        fail(f"--storage {storage}: use memory or s3")
+    if not Broker.available():
+        fail("no broker: install the kafka extra (pip install 'streamanon[kafka]')")
+    broker = Broker(workdir, storage=storage)
+    broker.port = port
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        fail(f"--port {port}: {exc}")
+    print(f"broker on kafka://127.0.0.1:{port} ({storage} storage; log in "
+          f"{workdir / 'broker.log'}); Ctrl-C stops it", file=sys.stderr, flush=True)
+    stopping: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda s, f: stopping.append(s))
+    try:
+        while not stopping and broker.proc is not None and broker.proc.poll() is None:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        code = broker.proc.returncode if broker.proc is not None else None
+        broker.stop(kill=storage == "memory")  # memory: nothing to keep, no 5 s clean stop
+        broker.close()
+    if code is not None:
+        fail(f"the broker exited with status {code} (see {workdir / 'broker.log'})")
+
+
+@kafka_app.command("produce")
+def produce_command(
+    source: str = typer.Argument(..., metavar="INPUT", help="A text file (CSV or JSON "
+                                 "Lines); - = stdin."),
+    url: str = typer.Argument(..., metavar="TOPIC", help="kafka://HOST:PORT/TOPIC (created "
+                              "when missing)."),
+    partitions: int = typer.Option(1, "--partitions", min=1, help="Partitions of a topic "
+                                   "created here."),
+    key_column: str = typer.Option(None, "--key-column", help="CSV: the column whose value "
+                                   "picks the partition (every record of a key in one "
+                                   "partition); the header line then goes to every "
+                                   "partition."),
+    time_column: str = typer.Option(None, "--time-column", help="CSV: the column whose time "
+                                    "(seconds or ISO 8601) becomes the message timestamp, by "
+                                    "which a pipeline merges partitions."),
+) -> None:
+    """Load a file into a topic, one message per line (blank lines skipped), in order.
+
+    The CSV header is a message like the others: `streamanon z` skips a t,u,a header, and
+    `streamanon castle` takes the first message as its header unless given --columns.
+    Example:
+
+        streamanon kafka produce trace.csv kafka://127.0.0.1:9092/readings
+    """
+    from streamanon.cli.common import require_input
+    from streamanon.io.kafka import BrokerWatch, KafkaSink
+    from streamanon.pipeline import EndpointError, ensure_topic
+    from streamanon.timefmt import parse_time
+
+    bootstrap, topic = _url(url)
+    require_input(source)
+    try:
+        parts = ensure_topic(url, partitions, say=lambda s: print(s, file=sys.stderr))
+    except EndpointError as exc:
+        fail(str(exc))
+    sink = KafkaSink(bootstrap, topic, watch=BrokerWatch(f"produce {topic}"))
+    fh = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
+    key_i = time_i = None
+    header: bytes | None = None
+    n = 0
+    try:
+        for raw in fh:
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            if header is None and (key_column or time_column):
+                header = line
+                names = [c.strip() for c in line.decode("utf-8", "replace").split(",")]
+                for opt, col in (("--key-column", key_column), ("--time-column", time_column)):
+                    if col is not None and col not in names:
+                        fail(f"{opt} {col}: the header has no such column ({', '.join(names)})")
+                key_i = names.index(key_column) if key_column else None
+                time_i = names.index(time_column) if time_column else None
+                for q in parts if key_i is not None else parts[:1]:
+                    sink.write(q, [line])
+                n += 1
+                continue
+            q = parts[0]
+            ts = None
+            if key_i is not None or time_i is not None:
+                fields = line.decode("utf-8", "replace").split(",")
+                if key_i is not None and key_i < len(fields):
+                    q = parts[_stable_hash(fields[key_i].strip()) % len(parts)]
+                if time_i is not None and time_i < len(fields):
+                    try:
+                        ts = int(parse_time(fields[time_i].strip()) * 1000)
+                    except ValueError:
+                        ts = None
+            sink.write(q, [line], timestamps=None if ts is None else [max(0, ts)])
+            n += 1
+        sink.flush()
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+    print(f"{n:,} message(s) to {url}", file=sys.stderr)
+
+
+def _stable_hash(text: str) -> int:
+    """A hash that is the same in every process (Python's ``hash`` of str is salted)."""
+    import zlib
+
+    return zlib.crc32(text.encode("utf-8"))
+
+
+@kafka_app.command("consume")
+def consume_command(
+    url: str = typer.Argument(..., metavar="TOPIC", help="kafka://HOST:PORT/TOPIC"),
+    follow: bool = typer.Option(False, "--follow", help="Keep printing new messages until "
+                                "Ctrl-C (default: stop at the end found at start)."),
+    header: str = typer.Option(None, "--header", help="Print this line first (e.g. the CSV "
+                               "header of the rows, which messages do not carry)."),
+) -> None:
+    """Print a topic's messages to stdout, one per line (each partition's in order).
+
+    Example:
+
+        streamanon kafka consume kafka://127.0.0.1:9092/published | head
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamanon.io.kafka import client_config, end_offsets
+    from streamanon.pipeline import EndpointError, topic_partitions
+
+    bootstrap, topic = _url(url)
+    try:
+        parts = topic_partitions(url)
+    except EndpointError as exc:
+        fail(str(exc))
+    if parts is None:
+        fail(f"{url}: no such topic")
+    ends = None if follow else end_offsets(bootstrap, topic, parts)
+    c = Consumer({**client_config(bootstrap), "group.id": "streamanon-consume",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    out = sys.stdout.buffer
+    if header is not None:
+        out.write(header.encode("utf-8") + b"\n")
+    todo = {p: 0 for p in parts}
+    if ends is not None:
+        todo = {p: 0 for p in parts if ends[p] > 0}
+    try:
+        if todo:
+            lows = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0]
+                    for p in todo}
+            c.assign([TopicPartition(topic, p, lows[p]) for p in todo])
+        while todo or follow:
+            for m in c.consume(10_000, 0.5):
+                if m.error() is not None:
+                    continue
+                p = m.partition()
+                if ends is not None and m.offset() >= ends[p]:
+                    continue
+                out.write((m.value() or b"") + b"\n")
+                if ends is not None and m.offset() + 1 >= ends[p]:
+                    todo.pop(p, None)
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        from streamanon.cli.common import _quiet_broken_pipe
+
+        _quiet_broken_pipe()
+    finally:
+        c.close()
+
+
+# -- the demo's Kafka step -------------------------------------------------------------------------
+
+def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
+               n: int = 20_000) -> dict[str, Any]:
+    """A two-topic pipeline on the vendored broker: the first ``n`` tuples of ``trace`` into
+    ``readings``, ``streamanon z`` from ``readings`` to ``published`` exactly once, the
+    output checked equal (byte for byte) to the file path's; the broker is stopped after.
+
+    Returns the summary (``{"skipped": reason}`` when the kafka extra is not installed).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamanon.io.kafka_broker import Broker, create_topics
+    from streamanon.io.output import OutputSet
+    from streamanon.pipeline import KafkaOptions, run_z
+    from streamanon.zanon import ZAnonymizer
+
+    if not Broker.available():
+        return {"skipped": "the kafka extra is not installed (pip install 'streamanon[kafka]')"}
+    lines = trace.read_bytes().splitlines()[: n + 1]
+    part = workdir / f"kafka-readings_n{len(lines) - 1}.csv"
+    part.write_bytes(b"\n".join(lines) + b"\n")
+    expected_file = workdir / f"kafka-file-path_z{z}.csv"
+    with OutputSet([part]) as outs:
+        ref = run_z(part, outs.add(expected_file), ZAnonymizer(z=z, delta_t=delta_t))
+    with Broker(workdir / "kafka-broker") as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        create_topics(bootstrap, {"readings": 1})
+        from streamanon.io.kafka import KafkaSink
+
+        sink = KafkaSink(bootstrap, "readings")
+        sink.write(0, lines)  # the header too: z skips it
+        sink.flush()
+        readings, published = f"kafka://{bootstrap}/readings", f"kafka://{bootstrap}/published"
+        stats = run_z(readings, published, ZAnonymizer(z=z, delta_t=delta_t),
+                      kafka=KafkaOptions(until_end=True, log=lambda s: None))
+        from streamanon.io.kafka import end_offsets
+        from streamanon.io.kafka_eos import read_tagged
+
+        ends = end_offsets(bootstrap, "published", [0])
+        got = [v for v, _ in read_tagged(bootstrap, "published", {0: 0}, ends,
+                                          "streamanon-in")[0]]
+        broker.stop(kill=True)  # memory storage: nothing to keep
+    same = got == expected_file.read_bytes().splitlines()[1:]
+    if not same:
+        raise RuntimeError("the Kafka pipeline's output differs from the file path's")
+    det = stats.details
+    table = Table(title=f"Kafka: readings -> streamanon z (z={z}, Δt={delta_t:g} s) -> "
+                        "published, exactly once (vendored Tansu broker)")
+    for col in ("messages", "published", "suppressed", "= file path", "seconds"):
+        table.add_column(col, justify="right")
+    table.add_row(f"{stats.read:,}", f"{stats.published:,}", f"{stats.suppressed:,}", "yes",
+                  f"{det['seconds']:.1f}")
+    Console(stderr=True).print(table)
+    return {"input": str(part), "topics": ["readings", "published"], **stats.to_dict(),
+            "file_path_published": ref.published, "equal_to_file_path": same}
