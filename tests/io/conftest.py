@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,21 +52,6 @@ class SharedBroker:
         """Fresh topic names, not created (a run creates its outputs)."""
         tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
         return [f"t{tag}-{n}" for n in names]
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedBroker]:
-    """A Tansu broker on loopback for the whole session (memory storage)."""
-    require_kafka()
-    from streamanon.io.kafka_broker import Broker
-
-    broker = Broker(tmp_path_factory.mktemp("kafka-broker"), storage="memory")
-    broker.start()
-    try:
-        yield SharedBroker(broker)
-    finally:
-        broker.stop(kill=True)  # memory storage: nothing to keep (a clean stop takes 5 s)
-        broker.close()
 
 
 def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,
