@@ -41,6 +41,7 @@ import io
 import json
 import pickle
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -522,10 +523,15 @@ class KafkaMessages(KeyedProcessFunction):
             reason = json.loads(rest[0])
             by = self._s["suppressed_by_reason"]  # type: ignore[index]
             by[reason] = by.get(reason, 0) + 1
-            return []
+            if self.out.suppressed is None or len(rest) < 2:
+                return []
+            values = {**json.loads(rest[1]), "reason": reason}
+            return self._rows(self.out.suppressed, self._castle_text(
+                values, self.out.suppressed_format, ["reason"]), codes)
         counts["published"] += 1
         values = json.loads(rest[1])
-        return self._rows(self.out.published, self._castle_text(values), codes)
+        return self._rows(self.out.published,
+                          self._castle_text(values, self.out.out_format), codes)
 
     def _z_batch(self, batch: pa.RecordBatch) -> list[Row] | None:
         codes = self._codes(batch.column("seq").to_numpy())
@@ -550,14 +556,17 @@ class KafkaMessages(KeyedProcessFunction):
         _write(writer, rows)
         return self._rows(self.out.published, buf.getvalue(), codes)
 
-    def _castle_text(self, values: dict[str, Any]) -> str:
+    def _castle_text(self, values: dict[str, Any], fmt: str, more: Sequence[str] = ()) -> str:
+        """One row as the pure command writes it: the input's columns, the loss field (if
+        any), then ``more`` (the suppressed rows' reason)."""
         from streamanon.io.rows import RowWriter
 
-        cols = self._s["columns"] or list(values)  # type: ignore[index]
+        cols = list(self._s["columns"]) or [c for c in values if c not in more]  # type: ignore
         if self.out.loss_field and self.out.loss_field not in cols:
-            cols = [*cols, self.out.loss_field]
+            cols.append(self.out.loss_field)
+        cols += more
         buf = io.StringIO()
-        writer = RowWriter(buf, self.out.out_format, cols)
+        writer = RowWriter(buf, fmt, cols)
         buf.seek(0)
         buf.truncate()
         writer.write(values)
