@@ -646,6 +646,11 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     else:
         builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
     builder.setProperty("enable.idempotence", "true")
+    # few large record batches, as the pure path's producer writes them: seen here, Tansu's
+    # fetch from a topic of ~160,000 tiny batches (the Java client's default linger 0 ms)
+    # answered nothing within a consumer's 10 ms fetch wait, so readers stalled
+    builder.setProperty("linger.ms", "5")
+    builder.setProperty("batch.size", str(1 << 20))
     for key, value in out.config.items():
         builder.setProperty(key, value)
     messages.sink_to(PyKafkaSink(builder.build())).name("kafka sink").uid(
