@@ -713,7 +713,7 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
                ["streamanon flink z -p 1, job time", f"{fl['job_seconds']:.2f}",
                 f"{job_tps:,.0f}", f"{job_tps / pure_tps:.3f}"]])
         print(f"outputs equal per record (tag, text): {len(want):,} published; flink "
-              f"repeats {repeats}; flink JVM peak {mb(peak)}; {load()}", flush=True)
+              f"repeats {repeats}; flink JVM peak {mb(peak)} MB; {load()}", flush=True)
         rows.append({"part": "flink-kafka", "tuples": args.kafka_n, "pure_s": pure_s,
                      "flink_s": fl_s, "flink_job_s": fl["job_seconds"]})
         lat_lines = lines[args.kafka_n:]
