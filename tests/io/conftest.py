@@ -1,4 +1,5 @@
-"""Kafka fixtures: one real broker process per session (Tansu, memory storage), topics per test.
+"""Kafka helpers: one real broker process per session (Tansu, memory storage: the
+``kafka_broker`` fixture lives in tests/conftest.py, shared with tests/flink), topics per test.
 
 Clients are given the broker's one address (``kafka_broker.host:port``): the broker's full
 bootstrap list (three loopback addresses, for :meth:`Broker.restart`) costs every new client
