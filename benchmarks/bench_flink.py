@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_flink.py --quick    # smaller inputs (about 4 minutes)
     .venv/bin/python benchmarks/bench_flink.py --parts z castle   # some parts only
 
-Four parts, each printing a table; every run's output is checked before a figure is printed:
+Five parts, each printing a table; every run's output is checked before a figure is printed:
 
 * ``z``: ``streamanon z`` vs ``streamanon flink z -p 1`` file to file on a 1,000,000-tuple
   Zipf trace (3 levels): Flink's job time (its net runtime: the job on the cluster from start
@@ -24,6 +24,12 @@ Four parts, each printing a table; every run's output is checked before a figure
   (``--release-to``), for several ``--batch-ms``, over the tuples sent after the first 2 s
   (the job's sockets connect before all its tasks run; the first tuples' worst case is
   printed too); published rows equal ``streamanon z``'s.
+* ``flink-kafka``: ``streamanon flink z -p 1`` kafka -> kafka (Flink's Kafka connector) vs
+  ``streamanon z`` kafka -> kafka on the same 200,000-tuple topic (Tansu broker, one
+  partition): whole commands and the Flink job time, outputs equal per record (tag and text);
+  then end-to-end latency of live runs at 1,000 tuples/s (a producer at that rate, a consumer
+  timing each published message from its produce call to its receipt, found by its
+  ``streamanon-in`` tag), the pure command beside the Flink job.
 
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
@@ -43,6 +49,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -534,6 +541,202 @@ def part_latency(args: argparse.Namespace, work: Path, old_src: Path | None) -> 
     return rows
 
 
+# -- flink + kafka -----------------------------------------------------------------------------
+def _tagged(bootstrap: str, topic: str, n: int) -> Counter:
+    """``(streamanon-in tag, value)`` of the messages of a one-partition topic, counted: read
+    from offset 0 until ``n`` messages (the run's summary) or 15 s without a new one (Tansu's
+    end-offset answers are not trusted here)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamanon.io.kafka_broker import quiet_logs
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-reader",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 10, **quiet_logs()})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: Counter = Counter()
+    got, idle = 0, time.monotonic()
+    while got < n and time.monotonic() - idle < 15:
+        for m in c.consume(10_000, 0.2):
+            if m.error() is None:
+                out[(dict(m.headers() or []).get("streamanon-in", b""), m.value())] += 1
+                got += 1
+                idle = time.monotonic()
+    c.close()
+    if got < n:
+        print(f"warning: {topic}: read {got:,} messages of {n:,}", flush=True)
+    return out
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    from streamanon.io.kafka_broker import quiet_logs
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                  "queue.buffering.max.messages": 2_000_000, **quiet_logs()})
+    for v in values:
+        while True:
+            try:
+                p.produce(topic, v, partition=0)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+
+
+class KafkaLoad:
+    """Produce to ``inp`` at ``rate`` messages/s (one partition: message i has offset i) and
+    consume ``out``: per published message, the time from its produce call to its receipt,
+    found through its ``streamanon-in`` tag."""
+
+    def __init__(self, bootstrap: str, inp: str, out: str, values: list[bytes],
+                 rate: float) -> None:
+        self.bootstrap, self.inp, self.out = bootstrap, inp, out
+        self.values, self.rate = values, rate
+        self.sent: dict[int, float] = {}
+        self.latency: dict[int, float] = {}
+        self.stop = threading.Event()
+
+    def consume(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        from streamanon.io.kafka_broker import quiet_logs
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-latency",
+                      "enable.auto.commit": False, "fetch.wait.max.ms": 1,
+                      "fetch.min.bytes": 1, **quiet_logs()})
+        c.assign([TopicPartition(self.out, 0, 0)])
+        while not self.stop.is_set():
+            for m in c.consume(1000, 0.05):
+                now = time.perf_counter()
+                if m.error() is not None:
+                    continue
+                tag = dict(m.headers() or []).get("streamanon-in", b"")
+                offset = int(tag.split(b"@")[1]) if b"@" in tag else -1
+                if offset in self.sent and offset not in self.latency:
+                    self.latency[offset] = now - self.sent[offset]
+        c.close()
+
+    def produce(self, first: int) -> None:
+        """Send ``values`` at the rate; the first one has offset ``first``."""
+        from confluent_kafka import Producer
+
+        from streamanon.io.kafka_broker import quiet_logs
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, **quiet_logs()})
+        start = time.perf_counter()
+        for i, v in enumerate(self.values):
+            due = start + i / self.rate
+            while (now := time.perf_counter()) < due:
+                time.sleep(min(0.001, due - now))
+            self.sent[first + i] = time.perf_counter()
+            p.produce(self.inp, v, partition=0)
+            p.poll(0)
+        p.flush(30)
+
+    def figures(self, warm_up: int) -> dict[str, float]:
+        ms = np.array([v for k, v in self.latency.items() if k >= warm_up]) * 1000
+        if not len(ms):
+            return {"measured": 0, "median_ms": float("nan"), "p99_ms": float("nan"),
+                    "max_ms": float("nan")}
+        return {"measured": len(ms), "median_ms": float(np.median(ms)),
+                "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
+
+
+def _latency_run(cmd: list[str], bootstrap: str, inp: str, out: str, lines: list[bytes],
+                 args: argparse.Namespace) -> dict[str, float]:
+    """Start a live run (no --until-end), warm it up, then measure at ``args.rate``."""
+    from streamanon.io.kafka import end_offsets
+
+    warm = 500
+    _produce(bootstrap, inp, lines[:warm])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    load_ = KafkaLoad(bootstrap, inp, out,
+                      lines[warm: warm + int(args.rate * args.latency_seconds)], args.rate)
+    try:
+        deadline = time.monotonic() + 180
+        while True:  # running: the warm-up's output is there
+            assert proc.poll() is None, proc.stderr.read()[-2000:] if proc.stderr else ""
+            assert time.monotonic() < deadline, "the run produced nothing in 180 s"
+            try:
+                if end_offsets(bootstrap, out, [0])[0] > 0:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.2)
+        reader = threading.Thread(target=load_.consume, daemon=True)
+        reader.start()
+        load_.produce(warm)
+        time.sleep(3.0)  # the last messages' way out
+        load_.stop.set()
+        reader.join()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return load_.figures(warm + int(2 * args.rate))  # after the first 2 s
+
+
+def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
+    """``streamanon flink z`` kafka -> kafka vs ``streamanon z`` kafka -> kafka on the same
+    topic (throughput; outputs equal per record), then end-to-end latency at 1,000 tuples/s."""
+    from streamanon.io.kafka_broker import Broker, create_topics
+
+    print(f"\n== flink+kafka: z, {args.kafka_n:,} tuples, one partition; {load()}",
+          flush=True)
+    rows: list[dict] = []
+    trace = z_trace(work / "kafka-trace.csv", args.kafka_n + int(
+        args.rate * args.latency_seconds) + 1000)
+    lines = trace.read_bytes().splitlines()[1:]
+    zargs = ["--z", str(Z), "--delta-t", f"{DELTA_T:g}"]
+    with Broker(work / "broker", storage="memory") as broker:
+        bs = f"{broker.host}:{broker.port}"
+        create_topics(bs, {"in": 1, "lat-in": 1, "lat-pure-in": 1})
+        _produce(bs, "in", lines[:args.kafka_n])
+        url = f"kafka://{bs}"
+        pure, pure_s, _ = timed([*cli(), "z", f"{url}/in", "-o", f"{url}/pure", *zargs,
+                                 "--from", "earliest", "--until-end", "--json"])
+        fl, fl_s, peak = timed([*cli(), "flink", "z", f"{url}/in", "-o", f"{url}/flink",
+                                *zargs, "-p", "1", "--until-end", "--json"])
+        got = _tagged(bs, "flink", fl["published"])
+        want = _tagged(bs, "pure", pure["published"])
+        assert set(got) == set(want), "flink output differs from pure z's"
+        assert fl["read"] == pure["read"] == args.kafka_n
+        repeats = sum(got.values()) - len(got)
+        pure_tps = args.kafka_n / pure_s
+        job_tps = args.kafka_n / fl["job_seconds"]
+        table("throughput kafka -> kafka (whole commands; Flink job time = net runtime)",
+              ["run", "seconds", "tuples/s", "vs pure z"],
+              [["streamanon z (exactly once)", f"{pure_s:.2f}", f"{pure_tps:,.0f}", "1.00"],
+               ["streamanon flink z -p 1, whole command", f"{fl_s:.2f}",
+                f"{args.kafka_n / fl_s:,.0f}", f"{pure_s / fl_s:.3f}"],
+               ["streamanon flink z -p 1, job time", f"{fl['job_seconds']:.2f}",
+                f"{job_tps:,.0f}", f"{job_tps / pure_tps:.3f}"]])
+        print(f"outputs equal per record (tag, text): {len(want):,} published; flink "
+              f"repeats {repeats}; flink JVM peak {mb(peak)} MB; {load()}", flush=True)
+        rows.append({"part": "flink-kafka", "tuples": args.kafka_n, "pure_s": pure_s,
+                     "flink_s": fl_s, "flink_job_s": fl["job_seconds"]})
+        lat_lines = lines[args.kafka_n:]
+        lat = []
+        for label, cmd, inp, out in (
+                ("streamanon z (live)", [*cli(), "z", f"{url}/lat-pure-in", "-o",
+                                         f"{url}/lat-pure-out", *zargs, "--from", "earliest",
+                                         "--checkpoint-every", "1"],
+                 "lat-pure-in", "lat-pure-out"),
+                ("streamanon flink z -p 1 --batch-ms 5", [
+                    *cli(), "flink", "z", f"{url}/lat-in", "-o", f"{url}/lat-out", *zargs,
+                    "-p", "1", "--batch-ms", "5", "--checkpoint-interval", "1000",
+                    "--from", "earliest"], "lat-in", "lat-out")):
+            f = _latency_run(cmd, bs, inp, out, lat_lines, args)
+            lat.append([label, f"{f['measured']:,}", f"{f['median_ms']:.1f}",
+                        f"{f['p99_ms']:.1f}", f"{f['max_ms']:.1f}"])
+            rows.append({"part": "flink-kafka-latency", "run": label, **f})
+        table(f"end-to-end latency at {args.rate:,.0f} tuples/s for {args.latency_seconds} s "
+              "(produce call -> output message received; published tuples after the first "
+              "2 s)", ["run", "measured", "median ms", "p99 ms", "max ms"], lat)
+        print(load(), flush=True)
+    return rows
+
 # -- plots -----------------------------------------------------------------------------------
 def plot(rows: list[dict], out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
@@ -580,13 +783,16 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller inputs, for development")
-    parser.add_argument("--parts", nargs="+", default=["z", "castle", "scale", "latency"],
-                        choices=["z", "castle", "scale", "latency"])
+    parser.add_argument("--parts", nargs="+", default=["z", "castle", "scale", "latency",
+                                                       "flink-kafka"],
+                        choices=["z", "castle", "scale", "latency", "flink-kafka"])
     parser.add_argument("--baseline-ref", default=BASELINE_REF,
                         help="git ref with the per-record jobs ('' = no baseline)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "out" / "flink")
     parser.add_argument("--z-n", type=int, help="z tuples (1,000,000; --quick 100,000)")
     parser.add_argument("--castle-n", type=int, help="CASTLE tuples (100,000; --quick 20,000)")
+    parser.add_argument("--kafka-n", type=int, help="z tuples through Kafka (200,000; --quick "
+                        "30,000)")
     parser.add_argument("--scale-n", type=int, help="CASTLE tuples of the scale-out "
                         "(300,000, enough for the cluster's fixed costs not to dominate; "
                         "--quick 30,000)")
@@ -595,6 +801,7 @@ def main() -> None:
     args.z_n = args.z_n or (100_000 if quick else 1_000_000)
     args.old_z_n = 5_000 if quick else 20_000
     args.castle_n = args.castle_n or (20_000 if quick else 100_000)
+    args.kafka_n = args.kafka_n or (30_000 if quick else 200_000)
     args.scale_n = args.scale_n or (30_000 if quick else 300_000)
     args.old_castle_n = 3_000 if quick else 10_000
     args.rate = 1000.0
@@ -619,6 +826,8 @@ def main() -> None:
             rows += part_scale(args, work)
         if "latency" in args.parts:
             rows += part_latency(args, work, old_src)
+        if "flink-kafka" in args.parts:
+            rows += part_flink_kafka(args, work)
         shutil.rmtree(work / "cluster", ignore_errors=True)
     out_csv = args.out_dir / "flink_bench.csv"
     with out_csv.open("w", newline="") as fh:

@@ -1,7 +1,10 @@
 """Shared test fixtures: hypothesis profiles (CI runs fewer examples per property)."""
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -11,3 +14,21 @@ settings.register_profile(
     "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Tansu broker on loopback for the whole session (memory storage), shared by the
+    Kafka tests of every package (tests/io, tests/flink); see tests/io/conftest.py."""
+    from tests.io.conftest import SharedBroker, require_kafka
+
+    require_kafka()
+    from streamanon.io.kafka_broker import Broker
+
+    broker = Broker(tmp_path_factory.mktemp("kafka-broker"), storage="memory")
+    broker.start()
+    try:
+        yield SharedBroker(broker)
+    finally:
+        broker.stop(kill=True)  # memory storage: nothing to keep (a clean stop takes 5 s)
+        broker.close()

@@ -1,4 +1,5 @@
-"""Kafka fixtures: one real broker process per session (Tansu, memory storage), topics per test.
+"""Kafka helpers: one real broker process per session (Tansu, memory storage: the
+``kafka_broker`` fixture lives in tests/conftest.py, shared with tests/flink), topics per test.
 
 Clients are given the broker's one address (``kafka_broker.host:port``): the broker's full
 bootstrap list (three loopback addresses, for :meth:`Broker.restart`) costs every new client
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,21 +53,6 @@ class SharedBroker:
         """Fresh topic names, not created (a run creates its outputs)."""
         tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
         return [f"t{tag}-{n}" for n in names]
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedBroker]:
-    """A Tansu broker on loopback for the whole session (memory storage)."""
-    require_kafka()
-    from streamanon.io.kafka_broker import Broker
-
-    broker = Broker(tmp_path_factory.mktemp("kafka-broker"), storage="memory")
-    broker.start()
-    try:
-        yield SharedBroker(broker)
-    finally:
-        broker.stop(kill=True)  # memory storage: nothing to keep (a clean stop takes 5 s)
-        broker.close()
 
 
 def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,

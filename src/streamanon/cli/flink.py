@@ -9,6 +9,7 @@ carries only the rows. A file's header and first bytes are checked before the JV
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -64,7 +65,11 @@ flink_app = typer.Typer(
 app.add_typer(flink_app, name="flink")
 
 SOURCE_HELP = "The stream: a CSV file (header t,u,a) or JSON Lines file, or tcp://HOST:PORT " \
-    "to read lines from a TCP server (the job connects to it and ends when it closes)."
+    "to read lines from a TCP server (the job connects to it and ends when it closes), or " \
+    "kafka://HOST:PORT/TOPIC (one record per message, through Flink's Kafka connector; the " \
+    "outputs are then topics too)."
+KAFKA_OUT_HELP = " With a kafka:// INPUT: a kafka://HOST:PORT/TOPIC, each message tagged " \
+    "with its input record (header streamanon-in: PARTITION@OFFSET), at least once."
 PARALLELISM_HELP = "Parallelism of the keyed operator (reading runs at 1)."
 BATCH_SIZE_HELP = "Records travel in batches: a batch closes after this many input lines " \
     "(a file is read in splits of about this many lines) ..."
@@ -92,10 +97,15 @@ def _require_pyflink() -> None:
 
 
 def parse_source(source: str, what: str = "INPUT") -> Any:
-    """An :class:`~streamanon.flink.job.Endpoint` for ``tcp://HOST:PORT``, else a readable
-    file (exit 2 otherwise; ``-``, stdin, is not a Flink source)."""
+    """An :class:`~streamanon.flink.job.Endpoint` for ``tcp://HOST:PORT``, a
+    ``kafka://`` URL as it is, else a readable file (exit 2 otherwise; ``-``, stdin, is not
+    a Flink source)."""
+    from streamanon.cli.kafka import check_url, is_kafka
     from streamanon.flink.job import Endpoint
 
+    if is_kafka(source):
+        check_url(source, what)
+        return source
     if source.startswith("tcp://"):
         try:
             return Endpoint.parse(source[len("tcp://"):])
@@ -182,10 +192,15 @@ def _not_py4j(record: logging.LogRecord) -> bool:
     return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
-def _failed(message: str, outs: OutputSet | None) -> NoReturn:
+def _failed(message: str, outs: OutputSet | None, written: str | None = None) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
-    print(f"  {outs.describe_failure() if outs else 'no output was written'}", file=sys.stderr)
+    print(f"  {written or (outs.describe_failure() if outs else 'no output was written')}",
+          file=sys.stderr)
     raise typer.Exit(int(ExitCode.USAGE))
+
+
+KAFKA_FAILED = ("the output topics hold the messages of the batches before the failure, each "
+                "tagged with its input record (header streamanon-in)")
 
 
 parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
@@ -230,10 +245,67 @@ json_option = typer.Option(False, "--json", help=JSON_DATA_HELP)
 summary_option = typer.Option(None, "--summary", help=SUMMARY_HELP)
 
 
-def _default_rejects(on_error: OnError, rejects: Path | None, output: str) -> Path | None:
+def _default_rejects(on_error: OnError, rejects: str | None, output: str) -> Path | None:
     if on_error is OnError.skip and rejects is None and output != "-":
         return Path(f"{output}.rejects.jsonl")
-    return rejects
+    return Path(rejects) if rejects is not None else None
+
+
+def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: str | None,
+                     on_error: OnError, group: str | None, start: str, until_end: bool,
+                     max_message_bytes: int, columns: str | None, command: str,
+                     out_format: str | None) -> tuple[Any, Any]:
+    """The :class:`~streamanon.flink.kafka.KafkaInput` and ``KafkaOutput`` of a run from a
+    topic (exit 2 for an output that is not a topic: the job writes through KafkaSink)."""
+    from streamanon.cli.kafka import check_url, default_rejects, is_kafka
+    from streamanon.flink.kafka import KafkaInput, KafkaOutput
+    from streamanon.pipeline import default_group
+
+    if start not in ("committed", "earliest"):
+        fail(f"--from {start}: give committed or earliest")
+    if on_error is OnError.skip and rejects is None:
+        rejects = default_rejects(output)
+    for spec, option in ((output, "--output"), (rejects, "--rejects"),
+                         (suppressed, "--suppressed")):
+        if spec is None:
+            continue
+        if not is_kafka(spec):
+            fail(f"{option} {spec}: a Flink job reading a topic writes topics: give "
+                 "kafka://HOST:PORT/TOPIC")
+        check_url(spec, option)
+    topic = source.rsplit("/", 1)[1]
+    source_in = KafkaInput(source, start=start, until_end=until_end,
+                           group=group or default_group(f"flink-{command}", output, topic),
+                           max_message_bytes=max_message_bytes, on_error=str(on_error),
+                           columns=[c.strip() for c in columns.split(",")] if columns
+                           else None)
+    out = KafkaOutput(output, rejects=rejects if on_error is OnError.skip else None,
+                      suppressed=suppressed, out_format=out_format or "csv",
+                      on_error=str(on_error))
+    return source_in, out
+
+
+def _kafka_summary(result: Any, out: Any, title: str, as_json: bool,
+                   summary_file: Path | None) -> None:
+    summary: dict[str, Any] = result.stats.to_dict()
+    summary["outputs"] = [u for u in (out.published, out.rejects, out.suppressed) if u]
+    if summary_file is not None:
+        summary_file.write_text(json.dumps(summary, indent=2) + "\n")
+    print_summary(title, summary, as_json, stdout_has_data=False)
+
+
+group_option = typer.Option(None, "--group", help="kafka:// INPUT: the consumer group the "
+                            "job commits its offsets to at each checkpoint (lag monitors, "
+                            "--from committed). Default: streamanon-flink-COMMAND-OUTPUT.")
+from_option = typer.Option("committed", "--from", help="kafka:// INPUT: where a job not "
+                           "restored from a checkpoint starts: committed (the group's "
+                           "offsets, else the earliest) or earliest. A restored job resumes "
+                           "from its checkpoint's offsets.")
+until_end_option = typer.Option(False, "--until-end", help="kafka:// INPUT: stop at the end "
+                                "offsets found at start (batch-like runs); without it the job "
+                                "runs until stopped (resume it with --restore latest).")
+max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help="kafka:// "
+                                  "INPUT: a longer message is rejected (bytes).")
 
 
 @flink_app.command("z")
@@ -247,8 +319,13 @@ def flink_z(
     in_format: str = in_format_option,
     out_format: str = out_format_option,
     on_error: OnError = on_error_option,
-    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
-                                 "OUTPUT.rejects.jsonl (with -o -: only counted)."),
+    rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
+                                "OUTPUT.rejects.jsonl (with -o -: only counted)." +
+                                KAFKA_OUT_HELP),
+    group: str = group_option,
+    start: str = from_option,
+    until_end: bool = until_end_option,
+    max_message_bytes: int = max_message_option,
     time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
     parallelism: int = parallelism_option,
     mode: ExecutionMode = mode_option,
@@ -288,7 +365,23 @@ def flink_z(
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
                           buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
-    rejects = _default_rejects(on_error, rejects, output)
+    if isinstance(src, str) and src.startswith("kafka://"):
+        from streamanon.flink.kafka import run_z_kafka_job
+
+        k_in, k_out = _kafka_endpoints(src, output, rejects, None, on_error, group, start,
+                                       until_end, max_message_bytes, None, "z", out_format)
+        try:
+            with job_errors():
+                result_k = run_z_kafka_job(k_in, k_out, z, delta_t, options,
+                                           in_format=in_format or "csv",
+                                           time_tolerance=time_tolerance,
+                                           snapshot_every=snapshot_every)
+        except JobFailed as exc:
+            _failed(str(exc), None, KAFKA_FAILED)
+        _kafka_summary(result_k, k_out, f"streamanon flink z (z={z}, Δt={delta_t:g} s, "
+                       f"p={parallelism}, {mode}, kafka)", as_json, summary_file)
+        return
+    rejects_path = _default_rejects(on_error, rejects, output)
     from streamanon.io import detect_format
 
     out_format = out_format or detect_format(None if output == "-" else output)
@@ -297,12 +390,13 @@ def flink_z(
     try:
         with writing(inputs, skip_hint=on_error is OnError.fail) as outs:
             out = outs.add(output, "--output")
-            rejects_tmp = outs.add(rejects, "--rejects") if rejects is not None else None
+            rejects_tmp = outs.add(rejects_path, "--rejects") if rejects_path is not None \
+                else None
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
             with job_errors():
                 result = run_z_job(src, out, z, delta_t, options, in_format=in_format,
                                    out_format=out_format, on_error=on_error,
-                                   rejects_path=rejects_tmp, rejects_name=str(rejects),
+                                   rejects_path=rejects_tmp, rejects_name=str(rejects_path),
                                    time_tolerance=time_tolerance,
                                    snapshot_every=snapshot_every)
             summary: dict[str, Any] = result.stats.to_dict()
@@ -436,8 +530,17 @@ def flink_castle(
     in_format: str = in_format_option,
     out_format: str = out_format_option,
     on_error: OnError = on_error_option,
-    rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
-                                 "OUTPUT.rejects.jsonl (with -o -: only counted)."),
+    rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
+                                "OUTPUT.rejects.jsonl (with -o -: only counted)." +
+                                KAFKA_OUT_HELP),
+    suppressed: str = typer.Option(None, "--suppressed", help="kafka:// INPUT: also write "
+                                   "the suppressed rows (with their reason) to this topic."),
+    columns: str = typer.Option(None, "--columns", help="kafka:// INPUT of CSV messages: the "
+                                "header (comma-separated); default: the first message."),
+    group: str = group_option,
+    start: str = from_option,
+    until_end: bool = until_end_option,
+    max_message_bytes: int = max_message_option,
     parallelism: int = parallelism_option,
     mode: ExecutionMode = mode_option,
     checkpoint_interval: int = checkpoint_option,
@@ -484,23 +587,44 @@ def flink_castle(
     options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
                           work_dir, release_to, pace, restarts, python_executable,
                           buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
-    rejects = _default_rejects(on_error, rejects, output)
+    params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
+    if isinstance(src, str) and src.startswith("kafka://"):
+        from streamanon.flink.kafka import run_castle_kafka_job
+
+        k_in, k_out = _kafka_endpoints(src, output, rejects, suppressed, on_error, group,
+                                       start, until_end, max_message_bytes, columns, "castle",
+                                       out_format)
+        try:
+            with job_errors():
+                result_k = run_castle_kafka_job(k_in, k_out, list(rules_paths), params,
+                                                options, partitions=partitions,
+                                                in_format=in_format or "csv",
+                                                snapshot_every=snapshot_every)
+        except JobFailed as exc:
+            _failed(str(exc), None, KAFKA_FAILED)
+        _kafka_summary(result_k, k_out, f"streamanon flink castle (k={k}, l={l}, δ={delta}, "
+                       f"p={parallelism}, {mode}, kafka)", as_json, summary_file)
+        return
+    if suppressed is not None or columns is not None:
+        fail("--suppressed and --columns are for a kafka:// INPUT")
+    rejects_path = _default_rejects(on_error, rejects, output)
     from streamanon.io import detect_format
 
     out_format = out_format or detect_format(None if output == "-" else output)
-    params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
     inputs = [*([] if isinstance(src, Endpoint) else [src]), *rules_paths]
     outs: OutputSet | None = None
     try:
         with writing(inputs, skip_hint=on_error is OnError.fail) as outs:
             out = outs.add(output, "--output")
-            rejects_tmp = outs.add(rejects, "--rejects") if rejects is not None else None
+            rejects_tmp = outs.add(rejects_path, "--rejects") if rejects_path is not None \
+                else None
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
             with job_errors():
                 result = run_castle_job(src, out, list(rules_paths), params, options,
                                         partitions=partitions, in_format=in_format,
                                         out_format=out_format, on_error=on_error,
-                                        rejects_path=rejects_tmp, rejects_name=str(rejects),
+                                        rejects_path=rejects_tmp,
+                                        rejects_name=str(rejects_path),
                                         snapshot_every=snapshot_every, rules_from=live,
                                         bad_rules=str(bad_rules))
             summary: dict[str, Any] = result.stats.to_dict()

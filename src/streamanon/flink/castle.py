@@ -305,8 +305,13 @@ def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
     first = RuleSet.from_toml(rules_texts[0])
     numeric = [r.name for r in first.qi_rules
                if type(r.generalizer).__name__ == "RangeGeneralizer"]
-    columns = header_columns(source) if fmt == "csv" and not isinstance(source, Endpoint) \
-        else []
+    from streamanon.flink.kafka import KafkaInput
+
+    if isinstance(source, KafkaInput):
+        columns = list(source.columns or [])
+    else:
+        columns = header_columns(source) if fmt == "csv" and not isinstance(source, Endpoint) \
+            else []
     parser = CastleChunkParser(fmt, first.id_field, numeric, record.key_groups, str(source))
     rows = batch_source(env, source, parser, record, options, progress_path)
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])

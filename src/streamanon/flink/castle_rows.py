@@ -271,7 +271,9 @@ def outcome_lines(out: Iterable[Any], loss_field: str | None = None) -> list[str
     for x in out:
         if isinstance(x, Suppressed):
             line = x.record.line
-            lines.append(f"{line}\t{SUPPRESSED}\t{json.dumps(x.reason)}")
+            # the row's values too: a Kafka output writes suppressed rows (--suppressed)
+            lines.append(f"{line}\t{SUPPRESSED}\t{json.dumps(x.reason)}\t"
+                         f"{json.dumps(x.record.values)}")
         else:
             assert isinstance(x, Released)
             lines.append(f"{x.line}\t{PUBLISHED}\t{x.loss!r}\t{json.dumps(x.values)}")

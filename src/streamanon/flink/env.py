@@ -52,6 +52,7 @@ def flink_settings(
     buffer_timeout_ms: int | None = None,
     unaligned_checkpoints: bool = False,
     max_parallelism: int | None = None,
+    ignore_unclaimed_state: bool = False,
 ) -> dict[str, str]:
     """The configuration entries of one job (plain strings, so they can be shown or logged).
 
@@ -97,6 +98,8 @@ def flink_settings(
             "RETAIN_ON_CANCELLATION")
     if restore_from is not None:
         settings["execution.state-recovery.path"] = Path(restore_from).resolve().as_uri()
+        if ignore_unclaimed_state:  # state of an operator no longer in the job is dropped
+            settings["execution.state-recovery.ignore-unclaimed-state"] = "true"
     return settings
 
 

@@ -270,7 +270,10 @@ def batch_source(env: Any, source: str | Path | Endpoint, parser: Any, record: R
     from pyflink.common import Row, Types
 
     from streamanon.flink.functions import BatchLines, ReadSplits
+    from streamanon.flink.kafka import KafkaInput, kafka_batches
 
+    if isinstance(source, KafkaInput):
+        return kafka_batches(env, source, parser, record, options)
     if isinstance(source, Endpoint):
         assert options.batch_size, "resolved by run_z_job / run_castle_job"
         step: Any = BatchLines(parser, record.routing, batch_size=options.batch_size,
@@ -312,8 +315,12 @@ def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None)
     from pyflink.datastream.connectors.file_system import FileSink, OutputFileConfig
     from pyflink.java_gateway import get_gateway
 
+    from streamanon.flink.kafka import KafkaOutput, kafka_outcome_sink
     from streamanon.flink.outcomes import text_lines_of
 
+    if isinstance(out_dir, KafkaOutput):
+        kafka_outcome_sink(stream, out_dir)
+        return
     sink = (
         FileSink.for_row_format(str(out_dir), Encoder.simple_string_encoder())
         .with_output_file_config(

@@ -1,0 +1,818 @@
+"""``kafka://`` input and output of the Flink jobs, through Flink's own Kafka connector.
+
+::
+
+    KafkaSource (TaggedRecords: Row(0, Row(partition, offset, value)), parallelism 1,
+                 offsets in Flink's checkpoints; bounded at the end offsets for --until-end)
+      -> BatchMessages (one key, parallelism 1): messages gathered like BatchLines, checked
+         by the pure path's message rules (message_chunk), parsed by the same chunk parser
+         as a file's splits -> the same keyed operators (z key groups, CASTLE partitions)
+      -> outcome lines (+ meta, + the input positions of each batch)
+      -> KafkaMessages (one key, parallelism 1): outcome -> output message text (the file
+         writers' text, as the pure commands write it), tagged with its input PARTITION@OFFSET
+      -> TaggedMessages (JVM: a batch split into messages) -> KafkaSink (TaggedSerializer:
+         header ``streamanon-in: P@O``, partition = input partition % output partitions)
+
+The reading step numbers lines as it does for a file (the operators, their state and their
+outcome lines are the file job's, untouched); with each batch it sends the *position map*
+of its lines (line ``first + i`` is the message ``codes[i]``, ``offset << 16 | partition``
+as :class:`~streamanon.pipeline.MessagePositions` codes them) to the message step, which
+turns every outcome's line back into the message it stands for. The map travels beside the
+batch, not through the operators, so an outcome may arrive before its map: it waits in the
+message step's state until the map is there. A map is dropped once every line of it had
+its outcome (every line ends as exactly one outcome).
+
+Delivery: at least once, checkably. Flink checkpoints the source offsets and all state; the
+KafkaSink flushes the producer at every checkpoint (``AT_LEAST_ONCE``). After a failure the
+job resumes from its last checkpoint, and the messages produced since that checkpoint are
+produced again: each carries its input position, so
+:func:`~streamanon.io.kafka_eos.read_tagged` readers (and the tests) see a repeat as a
+second message with the same tag, and a gap as a missing tag. ``EXACTLY_ONCE`` (Kafka
+transactions) is offered by ``delivery="exactly-once"`` for brokers that honour them; the
+broker here (Tansu) shows aborted messages to ``read_committed`` consumers, so that mode
+cannot be shown to work here and is not the default.
+
+Restores. A *bounded* ``KafkaSource`` restored from a checkpoint never finishes (its
+enumerator, rebuilt from state, never tells the readers that no more splits come:
+FLINK-31006, still open for connector 4.0.1; seen here as a restored ``--until-end`` job that
+hung for 300 s). So the source keeps no state of its own that a restore uses (a new uid per
+run; the restore drops its old state): a restored job's source starts afresh from the
+group's committed offsets (which Flink commits when a checkpoint completes, so they are at or
+behind the restored checkpoint's) or else the earliest, and the reading step, whose state
+holds the next offset it takes per partition, skips what it took before the checkpoint.
+Restore the latest checkpoint (``--restore latest``): committed offsets ahead of an older
+checkpoint would skip records.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import io
+import json
+import pickle
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyflink.common import Row, Types
+from pyflink.datastream import KeyedProcessFunction
+from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+
+from streamanon.flink.functions import END_OF_INPUT, _ChunkStage
+from streamanon.flink.outcomes import (
+    BATCH,
+    BLANK,
+    HEADER,
+    NOTE,
+    REJECTED,
+    SUPPRESSED,
+    _plain,
+    _write,
+    outcome_batch_of,
+    rejected_line,
+)
+from streamanon.io import OnError
+from streamanon.io.writers import RecordWriter
+from streamanon.pipeline import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    HEADER_IN,
+    BadInputError,
+    LineChunk,
+    MessagePositions,
+    _reject_lines,
+    message_chunk,
+)
+from streamanon.records import Rejected
+
+#: first field of a position-map line: ``% \t first line \t base64(int64 codes)``
+POSITIONS = "%"
+def record_type() -> Any:
+    return Types.ROW([Types.INT(), Types.ROW([Types.INT(), Types.LONG(),
+                                              Types.PRIMITIVE_ARRAY(Types.BYTE())])])
+
+
+def message_batch_type() -> Any:
+    """``Row(topic, partition, tags, text)``: one batch of output messages (TaggedMessages)."""
+    return Types.ROW([Types.STRING(), Types.INT(), Types.STRING(), Types.STRING()])
+
+
+@dataclass
+class KafkaInput:
+    """A topic read by the job: where it starts, where it stops, how messages are checked."""
+
+    url: str
+    start: str = "earliest"  # or "committed" (the group's offsets, else the earliest)
+    group: str | None = None
+    until_end: bool = False
+    end_offsets: dict[int, int] = field(default_factory=dict)  # filled for until_end
+    partitions: list[int] = field(default_factory=list)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    columns: list[str] | None = None  # CASTLE CSV: the header (else the first message)
+    config: dict[str, str] = field(default_factory=dict)  # Kafka client properties
+    on_error: str = "fail"  # "skip": bad messages go to the rejects topic
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def bootstrap(self) -> str:
+        from streamanon.io.kafka import parse_kafka_url
+
+        return parse_kafka_url(self.url)[0]
+
+    @property
+    def topic(self) -> str:
+        from streamanon.io.kafka import parse_kafka_url
+
+        return parse_kafka_url(self.url)[1]
+
+
+@dataclass
+class KafkaOutput:
+    """The topics a job writes (one broker): published rows, rejects, CASTLE's suppressed."""
+
+    published: str
+    rejects: str | None = None
+    suppressed: str | None = None
+    partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
+    out_format: str = "csv"
+    suppressed_format: str = "csv"
+    operator: str = "z"
+    columns: list[str] = field(default_factory=list)  # CASTLE: output columns (if known)
+    loss_field: str | None = None
+    on_error: str = "fail"
+    delivery: str = "at-least-once"
+    source_name: str = "input"
+    stats_path: str | None = None  # the accounting, written at the end of a bounded input
+    config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        from streamanon.io.kafka import parse_kafka_url
+
+        return parse_kafka_url(self.published)[0]
+
+    def topic(self, url: str | None) -> str | None:
+        from streamanon.io.kafka import parse_kafka_url
+
+        return None if url is None else parse_kafka_url(url)[1]
+
+
+# -- the source and the reading step -----------------------------------------------------------
+
+def kafka_source(env: Any, source: KafkaInput, restoring: bool = False) -> Any:
+    """The records of ``source`` as ``Row(0, Row(partition, offset, value))``, parallelism 1
+    (the reading step after it is one task anyway, and one reader keeps each partition's
+    order on one channel)."""
+    from pyflink.common import WatermarkStrategy
+    from pyflink.datastream.connectors.kafka import KafkaSource as PyKafkaSource
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    kafka = jvm.org.apache.flink.connector.kafka.source
+    tp = jvm.org.apache.kafka.common.TopicPartition
+    builder = (kafka.KafkaSource.builder().setBootstrapServers(source.bootstrap)
+               .setDeserializer(jvm.streamanon.kafka.TaggedRecords()))
+    parts = jvm.java.util.HashSet()
+    for p in source.partitions:
+        parts.add(tp(source.topic, p))
+    builder.setPartitions(parts)  # assigned partitions: no group join (slow on Tansu)
+    init = kafka.enumerator.initializer.OffsetsInitializer
+    reset = jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST
+    if source.start == "committed" or restoring:
+        builder.setStartingOffsets(init.committedOffsets(reset))
+    else:
+        builder.setStartingOffsets(init.earliest())
+    if source.group:
+        builder.setGroupId(source.group)  # offsets committed at checkpoints, for monitors
+    else:
+        builder.setProperty("commit.offsets.on.checkpoint", "false")
+    builder.setProperty("partition.discovery.interval.ms", "-1")
+    for key, value in source.config.items():
+        builder.setProperty(key, value)
+    if source.until_end:
+        from pyflink.util.java_utils import get_java_class
+
+        # (py4j passes a Python int as an Integer; this map boxes the values as Long)
+        ends = jvm.org.apache.flink.python.util.HashMapWrapper(None, get_java_class(jvm.Long))
+        for p, end in source.end_offsets.items():
+            ends.put(tp(source.topic, p), end)
+        builder.setBounded(init.offsets(ends.asMap()))
+    # a new uid per run: the source's own state (its splits) is never restored, see
+    # "Restores" in the module docstring
+    return (env.from_source(PyKafkaSource(builder.build()), WatermarkStrategy.no_watermarks(),
+                            f"kafka {source.topic}", type_info=record_type())
+            .uid(f"kafka-source-{uuid.uuid4().hex}").set_parallelism(1))
+
+
+def position_line(first: int, codes: np.ndarray) -> str:
+    """The position map of lines ``first, first + 1, ...``."""
+    data = np.ascontiguousarray(codes, dtype="<i8").tobytes()
+    return f"{POSITIONS}\t{first}\t{base64.b64encode(data).decode('ascii')}"
+
+
+def parse_position_line(line: str) -> tuple[int, np.ndarray]:
+    """``(first, codes)`` of a :func:`position_line`.
+
+    >>> parse_position_line(position_line(7, np.array([3 << 16, 4 << 16])))[1].tolist()
+    [196608, 262144]
+    """
+    _, first, data = line.split("\t", 2)
+    return int(first), np.frombuffer(base64.b64decode(data), dtype="<i8").copy()
+
+
+class BatchMessages(_ChunkStage):
+    """Kafka records in (``Row(partition, offset, value)``); a batch closes on
+    ``batch_size`` records or ``batch_ms`` after its first, then its messages pass the pure
+    path's message checks (:func:`~streamanon.pipeline.message_chunk`: empty, oversized,
+    not UTF-8, several lines; a repeated header skipped) and the file job's chunk parser.
+
+    Out: the keyed batches, and on the side (META) the batch's position map and its
+    rejected / header / blank outcome lines. Under ``on_error="fail"`` a bad message fails
+    the job, named by ``partition@offset`` (:class:`~streamanon.pipeline.BadInputError`).
+    """
+
+    def __init__(self, parser: Any, routing: list[int], *, batch_size: int, batch_ms: float,
+                 source_name: str, max_bytes: int, header: str | None,
+                 header_given: bool, on_error: str, pace: float = 0.0) -> None:
+        super().__init__(parser, routing, pace)
+        self.batch_size, self.batch_ms = int(batch_size), float(batch_ms)
+        self.source_name, self.max_bytes = source_name, int(max_bytes)
+        self.header, self.header_given = header, header_given
+        self.on_error = on_error
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self._pending_state = runtime_context.get_list_state(
+            ListStateDescriptor("pending", Types.PICKLED_BYTE_ARRAY()))
+        self._pending: list[tuple[int, int, bytes]] | None = None
+        self._position: Any = {}  # partition -> the next offset this step takes
+
+    def _load(self) -> Any:
+        fresh = self._parser is None
+        parser = super()._load()
+        if fresh:
+            if not isinstance(self._position, dict):
+                self._position = {}
+            if not self._restored and self.header_given and self.header is not None:
+                # the header is known (z: t,u,a; CASTLE: --columns): every message is a record
+                parser.feed_header(self.header)
+        return parser
+
+    def _load_pending(self, ctx: Any) -> list[tuple[int, int, bytes]]:
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = list(self._pending_state.get() or ())
+            for p, o, _ in pending:  # (the position saved with the parser predates them)
+                self._position[p] = max(self._position.get(p, 0), o + 1)
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        return pending
+
+    def process_element(self, record: Any, ctx: Any):  # type: ignore[override]
+        self._load()
+        pending = self._load_pending(ctx)
+        item = (int(record[0]), int(record[1]), bytes(record[2]))
+        if item[1] < self._position.get(item[0], 0):
+            return  # taken before the checkpoint this run was restored from
+        self._position[item[0]] = item[1] + 1
+        if not pending:
+            timers = ctx.timer_service()
+            timers.register_processing_time_timer(
+                timers.current_processing_time() + int(self.batch_ms))
+        pending.append(item)
+        if len(pending) >= self.batch_size:
+            yield from self._flush()
+        else:
+            self._pending_state.add(item)
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        self._load()
+        if self._load_pending(ctx):
+            yield from self._flush()
+
+    def _flush(self) -> Any:
+        items = self._pending or []
+        self._pending = []
+        self._pending_state.clear()
+        parser = self._parser
+        codes = np.fromiter(((o << 16) | p for p, o, _ in items), np.int64, len(items))
+        values = [v for _, _, v in items]
+        first = parser.line + 1
+        meta: list[str] = []
+        batches: list[tuple[int, Any]] = []
+        start = 0
+        if parser.header_missing():  # CASTLE CSV without --columns: the first message
+            m, b = parser.feed(values[0])
+            meta += m
+            batches += b
+            start = 1
+        header = parser.header_bytes()
+        chunk = message_chunk(values[start:], codes[start:], self.max_bytes, header)
+        if len(values) > start:
+            m, b = parser.feed(chunk.data)
+            refused = {first + start + r.line for r in chunk.rejected}
+            # lines the message checks blanked: their rejection, not a blank line
+            meta += [line for line in m if int(line.split("\t", 1)[0]) not in refused]
+            meta += [rejected_line(Rejected(first + start + r.line, r.text, r.reason))
+                     for r in chunk.rejected]
+            batches += b
+        self._save()
+        if self.on_error == OnError.fail.value:
+            bad = [line for line in meta if line.split("\t", 2)[1] == REJECTED]
+            if bad:
+                seq, _, rest = min(bad, key=lambda x: int(x.split("\t", 1)[0])).split("\t", 2)
+                text, reason = json.loads(rest)
+                raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
+                                    MessagePositions(self.source_name))
+        meta.insert(0, position_line(first, codes))
+        yield from self._emit(meta, batches, len(items))
+
+
+class KafkaHeaderParser:
+    """A file job's chunk parser behind the message rules: the CSV header given or taken
+    from the first message (wraps :class:`~streamanon.flink.zbatch.ZChunkParser` or
+    :class:`~streamanon.flink.castle_rows.CastleChunkParser`)."""
+
+    def __init__(self, inner: Any, fmt: str) -> None:
+        self.inner, self.fmt = inner, fmt
+
+    @property
+    def line(self) -> int:
+        return self.inner.line
+
+    def state(self) -> Any:
+        return self.inner.state()
+
+    def restore(self, state: Any) -> None:
+        self.inner.restore(state)
+
+    def _header(self) -> Any:
+        inner = self.inner
+        if hasattr(inner, "reader"):  # z: the reader's header (column order) once taken
+            return inner.reader.header
+        return inner.header
+
+    def header_missing(self) -> bool:
+        return self.fmt == "csv" and self._header() is None
+
+    def header_bytes(self) -> bytes | None:
+        if self.fmt != "csv":
+            return None
+        inner = self.inner
+        if hasattr(inner, "reader"):
+            return b"t,u,a"
+        return inner.header.encode("utf-8") if inner.header is not None else None
+
+    def feed_header(self, header: str) -> None:
+        """Take ``header`` as the CSV header without numbering a line."""
+        if self.fmt != "csv":
+            return
+        inner = self.inner
+        if hasattr(inner, "reader"):
+            inner.reader.take_header(0, header)
+        else:
+            inner.header = header
+
+    def feed(self, block: bytes | str) -> Any:
+        return self.inner.feed(block)
+
+
+def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: Any, options: Any
+                  ) -> Any:
+    """The reading step of a Kafka input (see :func:`streamanon.flink.job.batch_source`)."""
+    from streamanon.flink.job import batch_rows_type, keyed_rows
+
+    assert options.batch_size, "resolved by the run functions"
+    z = hasattr(parser, "reader")
+    header = "t,u,a" if z else (",".join(source.columns) if source.columns else None)
+    step = BatchMessages(KafkaHeaderParser(parser, parser.fmt), record.routing,
+                         batch_size=options.batch_size, batch_ms=options.batch_ms,
+                         source_name=source.url, max_bytes=source.max_message_bytes,
+                         header=header, header_given=header is not None,
+                         on_error=source.on_error,
+                         pace=options.pace)
+    records = kafka_source(env, source, options.restore_from is not None)
+    return (keyed_rows(records, Types.ROW([Types.INT(), Types.LONG(),
+                                           Types.PRIMITIVE_ARRAY(Types.BYTE())]))
+            .process(step, output_type=batch_rows_type())
+            .name(f"batch messages (≤ {options.batch_size}, ≤ {options.batch_ms:g} ms)")
+            .uid("read").set_parallelism(1))
+
+
+# -- outcomes to messages ------------------------------------------------------------------------
+
+class KafkaMessages(KeyedProcessFunction):
+    """Outcome lines and position maps in; batches of output messages out, one
+    ``Row(topic, partition, tags, text)`` per destination topic partition and input batch.
+
+    State (one ``ValueState``): the position maps not yet used up, outcome lines waiting for
+    their map, and the accounting (written to ``stats_path`` at the end of a bounded input).
+    """
+
+    def __init__(self, out: KafkaOutput) -> None:
+        self.out = out
+
+    def open(self, runtime_context: Any) -> None:
+        self._state = runtime_context.get_state(
+            ValueStateDescriptor("messages", Types.PICKLED_BYTE_ARRAY()))
+        self._s: dict[str, Any] | None = None
+        self._positions = MessagePositions(self.out.source_name)
+        self._writers: dict[str, tuple[io.StringIO, Any]] = {}
+
+    def _load(self, ctx: Any) -> dict[str, Any]:
+        if self._s is None:
+            saved = self._state.value()
+            self._s = pickle.loads(saved) if saved is not None else {
+                "firsts": [], "maps": {}, "waiting": [], "columns": list(self.out.columns),
+                "counts": {"read": 0, "published": 0, "suppressed": 0, "rejected": 0,
+                           "headers": 0, "blank": 0},
+                "suppressed_by_reason": {}}
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        return self._s
+
+    def _save(self) -> None:
+        self._state.update(pickle.dumps(self._s, protocol=pickle.HIGHEST_PROTOCOL))
+
+    # -- position maps ---------------------------------------------------------------------
+    def _codes(self, seqs: np.ndarray) -> np.ndarray | None:
+        """The input positions of lines ``seqs`` (None: a map has not arrived yet); each
+        found line uses up its place in its map."""
+        s = self._s
+        assert s is not None
+        firsts = s["firsts"]
+        out = np.empty(len(seqs), dtype=np.int64)
+        found: list[tuple[int, np.ndarray, np.ndarray]] = []
+        idx = np.searchsorted(np.asarray(firsts, dtype=np.int64), seqs, side="right") - 1
+        for k in np.unique(idx).tolist():
+            if k < 0:
+                return None
+            first = firsts[k]
+            codes = s["maps"][first][0]
+            sel = np.flatnonzero(idx == k)
+            pos = seqs[sel] - first
+            if pos.max() >= len(codes):
+                return None
+            out[sel] = codes[pos]
+            found.append((first, sel, pos))
+        for first, sel, _ in found:
+            entry = s["maps"][first]
+            entry[1] -= len(sel)
+            if entry[1] <= 0:
+                del s["maps"][first]
+                firsts.remove(first)
+        return out
+
+    # -- elements --------------------------------------------------------------------------
+    def process_element(self, text: str, ctx: Any):  # type: ignore[override]
+        s = self._load(ctx)
+        lines = text.split("\n")
+        retry = False
+        rest: list[str] = []
+        for line in lines:
+            if line.startswith(POSITIONS + "\t"):
+                first, codes = parse_position_line(line)
+                bisect.insort(s["firsts"], first)
+                s["maps"][first] = [codes, len(codes)]
+                retry = True
+            elif line and not line.startswith(NOTE + "\t"):
+                rest.append(line)
+        yield from self._take(rest)
+        if retry and s["waiting"]:
+            waiting, s["waiting"] = s["waiting"], []
+            yield from self._take(waiting)
+        self._save()
+
+    def _take(self, lines: list[str]) -> Any:
+        """Outcome lines whose maps are here to messages; the others wait."""
+        for line in lines:
+            got = self._messages(line)
+            if got is None:
+                self._s["waiting"].append(line)  # type: ignore[index]
+            else:
+                yield from got
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        s = self._load(ctx)
+        if self.out.stats_path:
+            counts = dict(s["counts"], waiting=len(s["waiting"]),
+                          suppressed_by_reason=s["suppressed_by_reason"])
+            part = Path(self.out.stats_path + ".part")
+            part.write_text(json.dumps(counts) + "\n")
+            part.replace(self.out.stats_path)
+        yield from ()
+
+    def _messages(self, line: str) -> list[Row] | None:
+        """The message batches of one outcome line (None: its map is not here yet)."""
+        if line.startswith(BATCH + "\t"):
+            return self._z_batch(_plain(outcome_batch_of(line)))
+        seq_text, kind, *rest = line.split("\t", 3)
+        seqs = np.array([int(seq_text)], dtype=np.int64)
+        if kind == HEADER:
+            if self._codes(seqs) is None:
+                return None
+            if self.out.operator == "castle" and not self._s["columns"]:  # type: ignore[index]
+                self._s["columns"] = json.loads(rest[0])  # type: ignore[index]
+            self._s["counts"]["headers"] += 1  # type: ignore[index]
+            return []
+        codes = self._codes(seqs)
+        if codes is None:
+            return None
+        counts = self._s["counts"]  # type: ignore[index]
+        if kind == BLANK:
+            counts["blank"] += 1
+            return []
+        counts["read"] += 1
+        if kind == REJECTED:
+            counts["rejected"] += 1
+            text, reason = json.loads(rest[0])
+            chunk = LineChunk(0, "", codes)
+            out_text, out_codes = _reject_lines([Rejected(0, text, reason)], chunk,
+                                                self._positions)
+            return self._rows(self.out.rejects, out_text, out_codes)
+        if self.out.operator == "z":
+            if kind == SUPPRESSED:
+                counts["suppressed"] += 1
+                return []
+            t_text, u, a = json.loads(rest[1].split("\t", 1)[1])  # restamped \t [t, u, a]
+            table = pa.table({"seq": [int(seq_text)], "t_text": [t_text], "u": [u],
+                              "a": [a]})
+            return self._z_rows(table, codes)
+        if kind == SUPPRESSED:
+            counts["suppressed"] += 1
+            reason = json.loads(rest[0])
+            by = self._s["suppressed_by_reason"]  # type: ignore[index]
+            by[reason] = by.get(reason, 0) + 1
+            if self.out.suppressed is None or len(rest) < 2:
+                return []
+            values = {**json.loads(rest[1]), "reason": reason}
+            return self._rows(self.out.suppressed, self._castle_text(
+                values, self.out.suppressed_format, ["reason"]), codes)
+        counts["published"] += 1
+        values = json.loads(rest[1])
+        return self._rows(self.out.published,
+                          self._castle_text(values, self.out.out_format), codes)
+
+    def _z_batch(self, batch: pa.RecordBatch) -> list[Row] | None:
+        codes = self._codes(batch.column("seq").to_numpy())
+        if codes is None:
+            return None
+        counts = self._s["counts"]  # type: ignore[index]
+        level = batch.column("level").to_numpy()
+        published = level >= 0
+        counts["read"] += batch.num_rows
+        counts["suppressed"] += int((~published).sum())
+        if not published.any():
+            return []
+        mask = pa.array(published)
+        return self._z_rows(pa.Table.from_batches([batch.filter(mask)]), codes[published])
+
+    def _z_rows(self, rows: pa.Table, codes: np.ndarray) -> list[Row]:
+        self._s["counts"]["published"] += rows.num_rows  # type: ignore[index]
+        buf = io.StringIO()
+        writer = RecordWriter(buf, self.out.out_format)
+        buf.seek(0)
+        buf.truncate()
+        _write(writer, rows)
+        return self._rows(self.out.published, buf.getvalue(), codes)
+
+    def _castle_text(self, values: dict[str, Any], fmt: str, more: Sequence[str] = ()) -> str:
+        """One row as the pure command writes it: the input's columns, the loss field (if
+        any), then ``more`` (the suppressed rows' reason)."""
+        from streamanon.io.rows import RowWriter
+
+        cols = list(self._s["columns"]) or [c for c in values if c not in more]  # type: ignore
+        if self.out.loss_field and self.out.loss_field not in cols:
+            cols.append(self.out.loss_field)
+        cols += more
+        buf = io.StringIO()
+        writer = RowWriter(buf, fmt, cols)
+        buf.seek(0)
+        buf.truncate()
+        writer.write(values)
+        return buf.getvalue()
+
+    def _rows(self, url: str | None, text: str, codes: np.ndarray) -> list[Row]:
+        """One ``Row(topic, partition, tags, text)`` per output partition (input partition
+        modulo the topic's partitions, as the pure path places them)."""
+        topic = self.out.topic(url)
+        if topic is None or not len(codes):
+            return []
+        lines = text.splitlines(keepends=True)
+        if len(lines) != len(codes):
+            raise RuntimeError(f"{len(lines)} output lines for {len(codes)} records")
+        n = self.out.partitions.get(topic, 1)
+        tags = self._positions.tags(codes)
+        target = (self._positions.partitions(codes) % n).tolist()
+        if all(t == target[0] for t in target):
+            return [Row(topic, int(target[0]),
+                        b"".join(t + b"\n" for t in tags).decode("ascii"), "".join(lines))]
+        out = []
+        for part in sorted(set(target)):
+            sel = [i for i, t in enumerate(target) if t == part]
+            out.append(Row(topic, part, "".join(tags[i].decode("ascii") + "\n" for i in sel),
+                           "".join(lines[i] for i in sel)))
+        return out
+
+
+def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
+    """Outcome lines -> :class:`KafkaMessages` -> messages split in the JVM -> KafkaSink."""
+    from pyflink.datastream import DataStream
+    from pyflink.datastream.connectors.kafka import KafkaSink as PyKafkaSink
+    from pyflink.java_gateway import get_gateway
+
+    from streamanon.flink.job import keyed_rows
+
+    jvm = get_gateway().jvm
+    texts = DataStream(stream._j_data_stream.map(jvm.streamanon.kafka.KeyedByZero())
+                       .setParallelism(1).name("outcome texts"))
+    batches = (keyed_rows(texts, Types.STRING())
+               .process(KafkaMessages(out), output_type=message_batch_type())
+               .name("outcomes to messages").uid("kafka-messages").set_parallelism(1))
+    messages = DataStream(batches._j_data_stream.flatMap(
+        jvm.streamanon.kafka.TaggedMessages())).name("split messages").set_parallelism(1)
+    guarantee = jvm.org.apache.flink.connector.base.DeliveryGuarantee
+    builder = (jvm.org.apache.flink.connector.kafka.sink.KafkaSink.builder()
+               .setBootstrapServers(out.bootstrap)
+               .setRecordSerializer(jvm.streamanon.kafka.TaggedSerializer(HEADER_IN)))
+    if out.delivery == "exactly-once":
+        builder.setDeliveryGuarantee(guarantee.EXACTLY_ONCE)
+        builder.setTransactionalIdPrefix(f"streamanon-{out.topic(out.published)}")
+    else:
+        builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
+    builder.setProperty("enable.idempotence", "true")
+    # few large record batches, as the pure path's producer writes them: seen here, Tansu's
+    # fetch from a topic of ~160,000 tiny batches (the Java client's default linger 0 ms)
+    # answered nothing within a consumer's 10 ms fetch wait, so readers stalled
+    builder.setProperty("linger.ms", "5")
+    builder.setProperty("batch.size", str(1 << 20))
+    for key, value in out.config.items():
+        builder.setProperty(key, value)
+    messages.sink_to(PyKafkaSink(builder.build())).name("kafka sink").uid(
+        "kafka-sink").set_parallelism(1)
+
+
+__all__ = ["KafkaInput", "KafkaOutput", "kafka_batches", "kafka_outcome_sink",
+           "parse_position_line", "position_line"]
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+def prepare_endpoints(source: KafkaInput, out: KafkaOutput) -> None:
+    """Check the input topic, learn its partitions (and end offsets for ``until_end``),
+    create missing output topics with the input's partition count (as the pure path does)."""
+    from streamanon.io.kafka import end_offsets, parse_kafka_url
+    from streamanon.pipeline import EndpointError, ensure_topic, topic_partitions
+
+    parts = topic_partitions(source.url, source.config or None)
+    if parts is None:
+        raise EndpointError(f"{source.url}: no such topic (create it first, e.g. with "
+                            "`streamanon kafka produce`)")
+    source.partitions = parts
+    if source.until_end:
+        source.end_offsets = end_offsets(source.bootstrap, source.topic, parts,
+                                         config=source.config or None)
+    bootstraps = {parse_kafka_url(u)[0] for u in (out.published, out.rejects, out.suppressed)
+                  if u is not None}
+    if len(bootstraps) > 1:
+        raise EndpointError("the Flink job writes all its topics through one broker: give "
+                            f"-o, --rejects and --suppressed on one broker (got {bootstraps})")
+    for url in (out.published, out.rejects, out.suppressed):
+        if url is not None:
+            topic = parse_kafka_url(url)[1]
+            out.partitions[topic] = len(ensure_topic(url, len(parts), out.config or None))
+    out.source_name = source.url
+
+
+@dataclass
+class KafkaRunResult:
+    """The accounting of a Kafka job (what its message step counted) and its run time."""
+
+    stats: Any
+    seconds: float
+    wall_seconds: float
+
+
+def _settle(work: Path, operator: str, source: KafkaInput, groups: int, options: Any) -> Any:
+    from streamanon.flink.job import RunRecord
+
+    fresh = RunRecord(operator, source.url, key_groups=groups,
+                      max_parallelism=max(128, options.parallelism))
+    return RunRecord.settle(work, fresh, options.restore_from is not None)
+
+
+def _env(work: Path, record: Any, options: Any) -> Any:
+    from streamanon.flink.env import make_env
+    from streamanon.flink.kafka_jars import ensure_jars, jar_urls
+
+    if options.unaligned_checkpoints:
+        # seen here: a job restored from an unaligned checkpoint got the in-flight Kafka
+        # records of its reading step back as rows of None (TypeError in BatchMessages)
+        raise ValueError("--unaligned-checkpoints is not supported with a kafka:// input "
+                         "(its restored in-flight records arrive empty)")
+
+    env = make_env(**options.env_settings(work, record), ignore_unclaimed_state=True)
+    env.add_jars(*jar_urls(ensure_jars()))
+    return env
+
+
+def _result(stats: Any, work: Path, run: Any, options: Any) -> KafkaRunResult:
+    path = work / "kafka-stats.json"
+    counts = json.loads(path.read_text()) if path.is_file() else {}
+    stats.count_read(counts.get("read", 0))
+    stats.count_published(counts.get("published", 0))
+    stats.count_suppressed(counts.get("suppressed", 0))
+    stats.count_rejected(counts.get("rejected", 0))
+    stats.details = {"headers_skipped": counts.get("headers", 0),
+                     "job_seconds": round(run.net_seconds, 3),
+                     "tuples_per_second": round(counts.get("read", 0) / run.net_seconds)
+                     if run.net_seconds > 0 else None,
+                     "submit_and_run_seconds": round(run.wall_seconds, 3)}
+    if counts.get("suppressed_by_reason"):
+        stats.details["suppressed_by_reason"] = counts["suppressed_by_reason"]
+    if counts.get("waiting"):
+        raise RuntimeError(f"{counts['waiting']} outcome(s) never met their input positions")
+    return KafkaRunResult(stats, run.net_seconds, run.wall_seconds)
+
+
+def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, z: int, delta_t: float,
+                    options: Any = None, *, in_format: str = "csv",
+                    time_tolerance: float = 0.0,
+                    snapshot_every: int | None = None) -> KafkaRunResult:
+    """``streamanon flink z`` from a topic to topics (see the module docstring)."""
+    from dataclasses import replace
+
+    from streamanon.flink.env import prepare_python_path
+    from streamanon.flink.job import Z_BATCH_SIZE, JobOptions, build_z_job, execute, work_folder
+    from streamanon.flink.zbatch import Z_KEY_GROUPS
+    from streamanon.records import RunStats
+
+    options = replace(options or JobOptions())
+    options.batch_size = options.batch_size or Z_BATCH_SIZE
+    out.operator = "z"
+    prepare_endpoints(source, out)
+    with work_folder(options) as work:
+        prepare_python_path()
+        record = _settle(work, "z", source, Z_KEY_GROUPS, options)
+        env = _env(work, record, options)
+        out.stats_path = str(work / "kafka-stats.json")
+        build_z_job(env, source, out, z, delta_t, record, options,  # type: ignore[arg-type]
+                    fmt=in_format, time_tolerance=time_tolerance,
+                    snapshot_every=snapshot_every)
+        run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
+                      spinner=options.progress and sys.stderr.isatty())
+        stats = RunStats(params={"z": z, "delta_t": float(delta_t), "input": source.url,
+                                 "output": out.published, "parallelism": options.parallelism,
+                                 "mode": options.mode, "delivery": out.delivery})
+        return _result(stats, work, run, options)
+
+
+def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, rules_paths: list[str | Path],
+                         params: dict[str, Any], options: Any = None, *,
+                         partitions: int | None = None, in_format: str = "csv",
+                         snapshot_every: int | None = None) -> KafkaRunResult:
+    """``streamanon flink castle`` from a topic to topics (see the module docstring)."""
+    from dataclasses import replace
+
+    from streamanon.castle import RuleSet
+    from streamanon.flink.castle import build_castle_job
+    from streamanon.flink.castle_rows import check_rules
+    from streamanon.flink.env import prepare_python_path
+    from streamanon.flink.job import CASTLE_BATCH_SIZE, JobOptions, execute, work_folder
+    from streamanon.records import RunStats
+
+    options = replace(options or JobOptions())
+    options.batch_size = options.batch_size or CASTLE_BATCH_SIZE
+    texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
+    if not texts:
+        raise ValueError("give at least one rules file")
+    first = RuleSet.from_toml(texts[0])
+    for text, path in zip(texts, rules_paths, strict=True):
+        try:
+            check_rules(text, first.id_field, params)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    out.operator = "castle"
+    out.columns = list(source.columns or [])
+    out.loss_field = params.get("loss_field")
+    prepare_endpoints(source, out)
+    with work_folder(options) as work:
+        prepare_python_path()
+        record = _settle(work, "castle", source, partitions or options.parallelism, options)
+        env = _env(work, record, options)
+        out.stats_path = str(work / "kafka-stats.json")
+        build_castle_job(env, source, out, texts, params, record, options,  # type: ignore
+                         fmt=in_format, snapshot_every=snapshot_every)
+        run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
+                           f"delta={params['delta']} (kafka)",
+                      spinner=options.progress and sys.stderr.isatty())
+        stats = RunStats(params={**params, "input": source.url, "output": out.published,
+                                 "partitions": record.key_groups,
+                                 "parallelism": options.parallelism, "mode": options.mode,
+                                 "delivery": out.delivery})
+        return _result(stats, work, run, options)
