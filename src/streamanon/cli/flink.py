@@ -285,6 +285,18 @@ def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: 
     return source_in, out
 
 
+def _run_kafka(job: Any, k_out: Any, title: str, as_json: bool,
+               summary_file: Path | None) -> None:
+    """Run a Kafka job (``job()``), then print its summary; a failed job exits with
+    :data:`KAFKA_FAILED` and its one-line reason."""
+    try:
+        with job_errors():
+            result = job()
+    except JobFailed as exc:
+        _failed(str(exc), None, KAFKA_FAILED)
+    _kafka_summary(result, k_out, title, as_json, summary_file)
+
+
 def _kafka_summary(result: Any, out: Any, title: str, as_json: bool,
                    summary_file: Path | None) -> None:
     summary: dict[str, Any] = result.stats.to_dict()
@@ -370,16 +382,12 @@ def flink_z(
 
         k_in, k_out = _kafka_endpoints(src, output, rejects, None, on_error, group, start,
                                        until_end, max_message_bytes, None, "z", out_format)
-        try:
-            with job_errors():
-                result_k = run_z_kafka_job(k_in, k_out, z, delta_t, options,
+        _run_kafka(lambda: run_z_kafka_job(k_in, k_out, z, delta_t, options,
                                            in_format=in_format or "csv",
                                            time_tolerance=time_tolerance,
-                                           snapshot_every=snapshot_every)
-        except JobFailed as exc:
-            _failed(str(exc), None, KAFKA_FAILED)
-        _kafka_summary(result_k, k_out, f"streamanon flink z (z={z}, Δt={delta_t:g} s, "
-                       f"p={parallelism}, {mode}, kafka)", as_json, summary_file)
+                                           snapshot_every=snapshot_every),
+                   k_out, f"streamanon flink z (z={z}, Δt={delta_t:g} s, p={parallelism}, "
+                   f"{mode}, kafka)", as_json, summary_file)
         return
     rejects_path = _default_rejects(on_error, rejects, output)
     from streamanon.io import detect_format
@@ -594,16 +602,12 @@ def flink_castle(
         k_in, k_out = _kafka_endpoints(src, output, rejects, suppressed, on_error, group,
                                        start, until_end, max_message_bytes, columns, "castle",
                                        out_format)
-        try:
-            with job_errors():
-                result_k = run_castle_kafka_job(k_in, k_out, list(rules_paths), params,
+        _run_kafka(lambda: run_castle_kafka_job(k_in, k_out, list(rules_paths), params,
                                                 options, partitions=partitions,
                                                 in_format=in_format or "csv",
-                                                snapshot_every=snapshot_every)
-        except JobFailed as exc:
-            _failed(str(exc), None, KAFKA_FAILED)
-        _kafka_summary(result_k, k_out, f"streamanon flink castle (k={k}, l={l}, δ={delta}, "
-                       f"p={parallelism}, {mode}, kafka)", as_json, summary_file)
+                                                snapshot_every=snapshot_every),
+                   k_out, f"streamanon flink castle (k={k}, l={l}, δ={delta}, "
+                   f"p={parallelism}, {mode}, kafka)", as_json, summary_file)
         return
     if suppressed is not None or columns is not None:
         fail("--suppressed and --columns are for a kafka:// INPUT")
