@@ -285,6 +285,14 @@ def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: 
     return source_in, out
 
 
+def _file_outputs(outs: OutputSet, output: str, rejects: Path | None,
+                  summary: Path | None) -> tuple[Any, Any, Any]:
+    """The temporary files of ``-o``, ``--rejects`` and ``--summary`` (None where not asked)."""
+    return (outs.add(output, "--output"),
+            outs.add(rejects, "--rejects") if rejects is not None else None,
+            outs.add(summary, "--summary") if summary else None)
+
+
 def _run_kafka(job: Any, k_out: Any, title: str, as_json: bool,
                summary_file: Path | None) -> None:
     """Run a Kafka job (``job()``), then print its summary; a failed job exits with
@@ -397,10 +405,8 @@ def flink_z(
     outs: OutputSet | None = None
     try:
         with writing(inputs, skip_hint=on_error is OnError.fail) as outs:
-            out = outs.add(output, "--output")
-            rejects_tmp = outs.add(rejects_path, "--rejects") if rejects_path is not None \
-                else None
-            summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
+            out, rejects_tmp, summary_tmp = _file_outputs(outs, output, rejects_path,
+                                                          summary_file)
             with job_errors():
                 result = run_z_job(src, out, z, delta_t, options, in_format=in_format,
                                    out_format=out_format, on_error=on_error,
@@ -619,10 +625,8 @@ def flink_castle(
     outs: OutputSet | None = None
     try:
         with writing(inputs, skip_hint=on_error is OnError.fail) as outs:
-            out = outs.add(output, "--output")
-            rejects_tmp = outs.add(rejects_path, "--rejects") if rejects_path is not None \
-                else None
-            summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
+            out, rejects_tmp, summary_tmp = _file_outputs(outs, output, rejects_path,
+                                                          summary_file)
             with job_errors():
                 result = run_castle_job(src, out, list(rules_paths), params, options,
                                         partitions=partitions, in_format=in_format,
