@@ -51,7 +51,6 @@ import io
 import logging
 import pickle
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -189,16 +188,14 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._ops: dict[int, list[Any]] = {}
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
-        # the compiled best selection (numba's import and cache load, ~0.45 s measured in
-        # the job) is loaded by a thread started now, not in open(): open() returns at once,
-        # so the rules and the first splits flow in while the kernel loads; a partition's
-        # operator is built only after it is loaded (_entry)
+        # the compiled best selection, loaded now rather than at the first tuple: while
+        # the reading step's helper parses the first split (a second of import and cache
+        # load otherwise on the first batch's path)
         from streamanon.castle import cluster
 
         warm = getattr(cluster, "_load_kernel", None)
-        self._warming = threading.Thread(target=warm or (lambda: None), daemon=True,
-                                         name="castle-kernel-load")
-        self._warming.start()
+        if warm is not None:
+            warm()
 
     # -- rules ---------------------------------------------------------------------------------
     def process_broadcast_element(self, value: tuple, ctx: Any):  # type: ignore[override]
@@ -229,8 +226,6 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         entry = self._ops.get(key)
         if entry is not None:
             return entry
-        # loaded (or failed: the first tuple then loads it again and raises its error)
-        self._warming.join()
         saved = self._snapshot.value()
         op, version = pickle.loads(saved) if saved is not None else (
             CastleAnonymizer(None, **self.params), 0)
