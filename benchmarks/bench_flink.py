@@ -100,16 +100,6 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def vm_hwm(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def is_java(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/exe").resolve().name == "java"
@@ -129,10 +119,12 @@ class Run:
         self._watch.start()
 
     def _poll(self) -> None:
+        from streamanon.flink.standalone import peak_rss
+
         while self.proc.poll() is None:
             for pid in descendants(self.proc.pid):
                 if is_java(pid):
-                    self.peak = max(self.peak, vm_hwm(pid))
+                    self.peak = max(self.peak, peak_rss(pid))
             time.sleep(0.2)
 
     def wait(self, timeout: float = 3600) -> dict:

@@ -17,8 +17,9 @@ so importing an operator does not load the readers and writers:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamanon._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from streamanon.castle import CastleAnonymizer, RuleSet
@@ -54,15 +55,4 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -70,7 +70,7 @@ from streamanon.io.readers import (
     detect_format,
     line_chunks,
 )
-from streamanon.io.writers import selected_data
+from streamanon.io.writers import open_text, selected_data
 from streamanon.records import Rejected, RunStats, Suppressed
 from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
@@ -794,15 +794,7 @@ class FileSink:
         self.ident = self.name
         self.count = 0
         self.reconfirmed = 0
-        self._own = False
-        if isinstance(target, str | Path):
-            if str(target) == "-":
-                self._fh: TextIO = sys.stdout
-            else:
-                self._fh = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
-                self._own = True
-        else:
-            self._fh = target
+        self._fh, self._own = open_text(target)
 
     def write(self, lines: Lines) -> None:
         if lines.header:
@@ -1276,6 +1268,16 @@ def _run(command: str, source: str | Path | TextIO | BinaryIO, make_stage: Calla
     return stage, details
 
 
+def _formats(source: Any, output: Any, in_format: str | None, out_format: str | None
+             ) -> tuple[str, str]:
+    """The input and output formats of a run: given, else from a file's suffix (a topic, a
+    stream or ``-`` has none to tell)."""
+    path = None if is_kafka(source) or not isinstance(source, str | Path) else source
+    out_path = None if is_kafka(output) or str(output) == "-" or not isinstance(
+        output, str | Path) else output
+    return detect_format(path, in_format), detect_format(out_path, out_format)
+
+
 def run_z(
     source: str | Path | TextIO | BinaryIO,
     output: str | Path | TextIO,
@@ -1301,11 +1303,7 @@ def run_z(
     ``rejects_path`` is a temporary file). ``details["users_seen"]`` counts distinct users up
     to ``z`` (enough to tell whether z could ever be reached) for the batch engine.
     """
-    path = None if is_kafka(source) or not isinstance(source, str | Path) else source
-    in_fmt = detect_format(path, in_format)
-    out_path = None if is_kafka(output) or str(output) == "-" or not isinstance(
-        output, str | Path) else output
-    out_fmt = detect_format(out_path, out_format)
+    in_fmt, out_fmt = _formats(source, output, in_format, out_format)
     outputs: dict[str, tuple[Any, str]] = {PUBLISHED: (output, "--output")}
     if rejects_path is not None:
         outputs[REJECTS] = (rejects_path, "--rejects")
@@ -1356,11 +1354,7 @@ def run_castle(
     """
     if operator.rules is None:
         raise ValueError("the operator has no rules")
-    path = None if is_kafka(source) or not isinstance(source, str | Path) else source
-    in_fmt = detect_format(path, in_format)
-    out_path = None if is_kafka(output) or str(output) == "-" or not isinstance(
-        output, str | Path) else output
-    out_fmt = detect_format(out_path, out_format)
+    in_fmt, out_fmt = _formats(source, output, in_format, out_format)
     outputs: dict[str, tuple[Any, str]] = {PUBLISHED: (output, "--output")}
     sup_fmt = None
     if suppressed_path is not None:

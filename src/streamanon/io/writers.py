@@ -41,6 +41,16 @@ def _needs_quoting(values: Sequence[str]) -> bool:
     return any(ch in joined for ch in _SPECIAL)
 
 
+def open_text(target: str | Path | TextIO) -> tuple[TextIO, bool]:
+    """The text stream to write ``target`` to, and whether the caller owns (closes) it: a path
+    is created (UTF-8, newlines untranslated), ``-`` is stdout, an open stream is used as is."""
+    if not isinstance(target, str | Path):
+        return target, False
+    if str(target) == "-":
+        return sys.stdout, False
+    return open(target, "w", encoding="utf-8", newline=""), True
+
+
 class TextSink:
     """An output text stream: a path (created), ``-`` (stdout) or an open stream (not closed).
 
@@ -52,15 +62,7 @@ class TextSink:
             raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
         self.fmt = fmt
         self.count = 0
-        self._own = False
-        if isinstance(target, str | Path):
-            if str(target) == "-":
-                self._fh: TextIO = sys.stdout
-            else:
-                self._fh = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
-                self._own = True
-        else:
-            self._fh = target
+        self._fh, self._own = open_text(target)
         self._csv = csv.writer(self._fh, lineterminator="\n")
 
     def _binary(self) -> BinaryIO | None:
