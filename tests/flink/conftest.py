@@ -39,15 +39,19 @@ def streamanon(*args: str, timeout: float = 300) -> dict:
 def outcome_lines_on_disk(work: Path) -> int:
     """Outcomes in the part files (committed or in progress) under ``work/parts``: one per
     text line, a batch line's rows."""
-    from streamanon.flink.outcomes import BATCH, outcome_batch_of
+    from streamanon.flink.outcomes import BATCH, CASTLE_BATCH, castle_batch_of, outcome_batch_of
 
     count = 0
     for path in (work / "parts").rglob("*"):
         if path.is_file():
             for line in path.read_text(errors="replace").splitlines():
                 with contextlib.suppress(Exception):  # a line still being written
-                    count += outcome_batch_of(line).num_rows if line.startswith(
-                        BATCH + "\t") else 1
+                    if line.startswith(BATCH + "\t"):
+                        count += outcome_batch_of(line).num_rows
+                    elif line.startswith(CASTLE_BATCH + "\t"):
+                        count += len(castle_batch_of(line))
+                    else:
+                        count += 1
     return count
 
 

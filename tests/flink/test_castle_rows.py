@@ -20,12 +20,19 @@ from streamanon.flink.castle_rows import (
     CastleChunkParser,
     RulesInbox,
     merge_castle_outcomes,
+    outcome_items,
     outcome_lines,
     partition_of,
     rows_of,
     rules_report,
 )
-from streamanon.flink.outcomes import note_line, read_outcomes
+from streamanon.flink.outcomes import (
+    castle_batch_line,
+    castle_text_lines,
+    note_line,
+    read_outcomes,
+    text_lines_of,
+)
 from streamanon.io import OnError
 from streamanon.io.rows import RowReader
 
@@ -114,6 +121,44 @@ def test_merge_of_batched_outcomes_equals_run_castle(tmp_path):
     assert result.stats.balanced and result.stats.rejected >= 3
     assert result.stats.published + result.stats.suppressed + result.stats.rejected == \
         result.stats.read == len([x for x in lines if x.strip()]) - 1
+
+
+def test_batch_lines_merge_as_their_text_lines(tmp_path):
+    """The job writes a batch's outcomes as one pickled ``&`` line: expanded, it is exactly
+    the text lines of the same outcomes, and merged it gives the same file and counts."""
+    lines = ashrae_lines(900, tmp_path)
+    params = {"k": 3, "l": 2, "delta": 50, "beta": 50, "mu": 10, "zeta": 10}
+    parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, 1)
+    op = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), **params)
+    text, batched = [], []
+    for lo in range(0, len(lines), 200):
+        meta, batches = parser.feed("\n".join(lines[lo:lo + 200]).encode())
+        text += meta
+        batched += meta
+        for _, batch in batches:
+            out = [x for seq, values in rows_of(batch) for x in op.process(Row(values, seq))]
+            line = castle_batch_line(outcome_items(out))
+            assert castle_text_lines(line) == outcome_lines(out)  # the per-row text format
+            text += castle_text_lines(line)
+            batched.append(line)
+    flushed = outcome_items(op.flush())
+    text += castle_text_lines(castle_batch_line(flushed))
+    batched.append(castle_batch_line(flushed))
+    assert text_lines_of(batched) == text and len(batched) < len(text) / 20
+    results = {}
+    for name, content in (("text", text), ("batched", batched)):
+        folder = tmp_path / name / "bucket"
+        folder.mkdir(parents=True)
+        (folder / "part-0").write_text("".join(x + "\n" for x in content))
+        results[name] = merge_castle_outcomes(tmp_path / name, tmp_path / f"{name}.csv",
+                                              on_error=OnError.skip,
+                                              rejects_path=tmp_path / f"{name}.rej")
+    assert (tmp_path / "text.csv").read_text() == (tmp_path / "batched.csv").read_text()
+    assert (tmp_path / "text.rej").read_text() == (tmp_path / "batched.rej").read_text()
+    t, b = results["text"], results["batched"]
+    assert t.stats == b.stats and t.stats.published > 0 and t.stats.rejected >= 3
+    assert t.suppressed_by_reason == b.suppressed_by_reason
+    assert t.mean_cluster_loss == b.mean_cluster_loss > 0
 
 
 PARAMS = {"k": 4, "l": 2, "delta": 60, "beta": 50, "mu": 10, "zeta": 10}

@@ -44,6 +44,8 @@ from streamanon.flink.outcomes import (
     PUBLISHED,
     REJECTED,
     SUPPRESSED,
+    CastleOutcome,
+    castle_outcome_line,
     marker_line,
     read_outcomes,
     rejected_line,
@@ -265,19 +267,24 @@ def rows_of(batch: bytes) -> list[tuple[int, dict[str, Any]]]:
     return pickle.loads(batch)
 
 
-def outcome_lines(out: Iterable[Any], loss_field: str | None = None) -> list[str]:
-    """Outcome lines of what a :class:`~streamanon.castle.CastleAnonymizer` call returned."""
-    lines = []
+def outcome_items(out: Iterable[Any]) -> list[CastleOutcome]:
+    """What a :class:`~streamanon.castle.CastleAnonymizer` call returned, as outcome tuples
+    (for one :func:`~streamanon.flink.outcomes.castle_batch_line` per batch)."""
+    items: list[CastleOutcome] = []
     for x in out:
         if isinstance(x, Suppressed):
-            line = x.record.line
             # the row's values too: a Kafka output writes suppressed rows (--suppressed)
-            lines.append(f"{line}\t{SUPPRESSED}\t{json.dumps(x.reason)}\t"
-                         f"{json.dumps(x.record.values)}")
+            items.append((x.record.line, SUPPRESSED, x.reason, x.record.values))
         else:
             assert isinstance(x, Released)
-            lines.append(f"{x.line}\t{PUBLISHED}\t{x.loss!r}\t{json.dumps(x.values)}")
-    return lines
+            items.append((x.line, PUBLISHED, x.loss, x.values))
+    return items
+
+
+def outcome_lines(out: Iterable[Any]) -> list[str]:
+    """Text outcome lines of what a :class:`~streamanon.castle.CastleAnonymizer` call
+    returned (as :func:`~streamanon.flink.outcomes.castle_text_lines` expands a batch)."""
+    return [castle_outcome_line(o) for o in outcome_items(out)]
 
 
 def refused_line(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[str],
@@ -325,19 +332,21 @@ def merge_castle_outcomes(
     loss_sum = 0.0
     try:
         for _, line in rows:
-            parts = line.split("\t", 3)
+            # an outcome of a batch line is a tuple already; a text line is parsed
+            parts: Sequence[Any] = line if isinstance(line, tuple) else line.split("\t", 3)
             kind = parts[1]
+            text_line = isinstance(line, str)
             if kind == HEADER:
                 columns = json.loads(parts[2])
             elif kind == PUBLISHED:
-                values = json.loads(parts[3])
+                values = json.loads(parts[3]) if text_line else parts[3]
                 if writer is None:
                     writer = RowWriter(output, out_format, columns or list(values))
                 writer.write(values)
                 loss_sum += float(parts[2])
                 stats.count_published()
             elif kind == SUPPRESSED:
-                reason = json.loads(parts[2])
+                reason = json.loads(parts[2]) if text_line else parts[2]
                 result.suppressed_by_reason[reason] = result.suppressed_by_reason.get(
                     reason, 0) + 1
                 stats.count_suppressed()

@@ -76,6 +76,7 @@ from streamanon.flink.outcomes import (
     _write,
     outcome_batch_of,
     rejected_line,
+    text_lines_of,
 )
 from streamanon.io import OnError
 from streamanon.io.writers import RecordWriter
@@ -471,7 +472,7 @@ class KafkaMessages(KeyedProcessFunction):
     # -- elements --------------------------------------------------------------------------
     def process_element(self, text: str, ctx: Any):  # type: ignore[override]
         s = self._load(ctx)
-        lines = text.split("\n")
+        lines = text_lines_of(text.split("\n"), z_batches=False)  # CASTLE batches: lines
         retry = False
         rest: list[str] = []
         for line in lines:

@@ -6,12 +6,20 @@ Every input line ends as exactly one outcome, keyed by its line number (``seq``)
     seq \\t S \\t restamped                                     suppressed
     seq \\t R \\t ["text", "reason"]                            rejected by the reader's checks
     seq \\t H | B                                              CSV header / blank line
-    @ \\t base64(Arrow IPC)                                   a batch of P / S outcomes
+    @ \\t base64(Arrow IPC)                                   a batch of z's P / S outcomes
+    & \\t base64(pickle)                                      a batch of CASTLE's P / S outcomes
     # \\t {json}                                              a note (rule sets), no input line
 
 The z job writes its P and S outcomes as *outcome batches* (one line per input batch, the
 columns of :data:`OUTCOMES`); :func:`outcome_text_lines` expands one into the text lines
-above (as ``--release-to`` sends them), and the merge reads them as columns.
+above (as ``--release-to`` sends them), and the merge reads them as columns. The CASTLE job
+writes one ``&`` line per batch of a partition: the pickled list of its outcomes as
+:data:`CastleOutcome` tuples (released values are heterogeneous dicts, which pickle carries
+as they are; formatting each as JSON inside the job cost ~0.45 s per 100,000 tuples, more than
+a quarter of the operator's own time). :func:`castle_text_lines` gives their text lines
+(``seq \\t P \\t loss \\t {values}`` and ``seq \\t S \\t "reason" \\t {values}``, see
+:mod:`.castle_rows`). Like the job's checkpoints, which hold the operators pickled, the part
+files are the job's own working data: only a work folder the user trusts is read.
 
 This module needs no pyflink: it is the pure half of the sink. The job writes outcome lines
 through Flink's ``FileSink``, whose part files are exactly-once (a file becomes visible only
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +51,11 @@ from streamanon.records import Rejected, RunStats
 PUBLISHED, SUPPRESSED, REJECTED, HEADER, BLANK = "P", "S", "R", "H", "B"
 NOTE = "#"  # first field of a note line: about the job (rule sets), not about an input line
 BATCH = "@"  # first field of a line holding a whole outcome batch
+CASTLE_BATCH = "&"  # first field of a line holding a batch of CASTLE outcomes
+
+#: one CASTLE outcome: ``(seq, "P", loss, values)`` released (generalized values) or
+#: ``(seq, "S", reason, values)`` suppressed (the input values, for ``--suppressed``)
+CastleOutcome = tuple[int, str, "float | str", dict]
 
 #: the columns of an outcome batch: ``level`` -1 = suppressed; ``t_text``, ``u`` and ``a``
 #: (the published, possibly generalized value) are null for suppressed rows
@@ -123,12 +137,49 @@ def outcome_text_lines(outcomes: pa.RecordBatch) -> list[str]:
             for seq, lvl, rs, tt, u, a in zip(*cols, strict=True)]
 
 
-def text_lines_of(lines: Iterable[str]) -> list[str]:
-    """Part-file lines with every outcome batch expanded into outcome lines."""
+def castle_batch_line(outcomes: list[CastleOutcome]) -> str:
+    """One part-file line holding a batch of CASTLE outcomes: ``& \\t base64(pickle)``."""
+    data = pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL)
+    return f"{CASTLE_BATCH}\t{base64.b64encode(data).decode('ascii')}"
+
+
+def castle_batch_of(line: str) -> list[CastleOutcome]:
+    """The outcomes of a :func:`castle_batch_line` (the ``&`` field included)."""
+    return pickle.loads(base64.b64decode(line[len(CASTLE_BATCH) + 1:]))
+
+
+def castle_outcome_line(outcome: CastleOutcome) -> str:
+    """The text outcome line of one CASTLE outcome.
+
+    >>> castle_outcome_line((4, "P", 0.25, {"id": "a", "age": "[30-40]"}))
+    '4\\tP\\t0.25\\t{"id": "a", "age": "[30-40]"}'
+    >>> castle_outcome_line((5, "S", "delta expired", {"id": "b", "age": 31.0}))
+    '5\\tS\\t"delta expired"\\t{"id": "b", "age": 31.0}'
+    """
+    seq, kind, detail, values = outcome
+    detail_text = repr(detail) if kind == PUBLISHED else json.dumps(detail)
+    return f"{seq}\t{kind}\t{detail_text}\t{json.dumps(values)}"
+
+
+def castle_text_lines(line: str) -> list[str]:
+    """A CASTLE batch line as one text outcome line per input line.
+
+    >>> castle_text_lines(castle_batch_line([(2, "P", 0.5, {"id": "a"}),
+    ...                                      (3, "S", "too few", {"id": "b"})]))
+    ['2\\tP\\t0.5\\t{"id": "a"}', '3\\tS\\t"too few"\\t{"id": "b"}']
+    """
+    return [castle_outcome_line(o) for o in castle_batch_of(line)]
+
+
+def text_lines_of(lines: Iterable[str], *, z_batches: bool = True) -> list[str]:
+    """Part-file lines with every outcome batch expanded into outcome lines (z's ``@``
+    batches only when ``z_batches``: a reader of their columns keeps them)."""
     out: list[str] = []
     for line in lines:
-        if line.startswith(BATCH + "\t"):
+        if z_batches and line.startswith(BATCH + "\t"):
             out += outcome_text_lines(outcome_batch_of(line))
+        elif line.startswith(CASTLE_BATCH + "\t"):
+            out += castle_text_lines(line)
         else:
             out.append(line)
     return out
@@ -155,10 +206,11 @@ def part_files(out_dir: str | Path) -> list[Path]:
 
 @dataclass
 class Outcomes:
-    """The outcomes of a job's part files: text outcome lines and the rows of outcome
-    batches (:data:`OUTCOMES`, ``a`` decoded to text), both sorted by input line."""
+    """The outcomes of a job's part files: text outcome lines (and CASTLE outcomes, as
+    :data:`CastleOutcome` tuples) and the rows of z's outcome batches (:data:`OUTCOMES`,
+    ``a`` decoded to text), both sorted by input line."""
 
-    lines: list[tuple[int, str]]
+    lines: list[tuple[int, str | CastleOutcome]]
     table: pa.Table
 
     def __len__(self) -> int:
@@ -169,7 +221,7 @@ def read_outcomes(out_dir: str | Path, notes: list[dict] | None = None) -> Outco
     """All outcomes of the committed part files; checks one outcome per input line.
 
     Note lines are not outcomes: they go to ``notes`` (in file order) when given."""
-    rows: list[tuple[int, str]] = []
+    rows: list[tuple[int, str | CastleOutcome]] = []
     batches: list[pa.RecordBatch] = []
     for path in part_files(out_dir):
         with path.open(encoding="utf-8") as fh:
@@ -177,6 +229,8 @@ def read_outcomes(out_dir: str | Path, notes: list[dict] | None = None) -> Outco
                 line = line.rstrip("\n")
                 if line.startswith(BATCH + "\t"):
                     batches.append(_plain(outcome_batch_of(line)))
+                elif line.startswith(CASTLE_BATCH + "\t"):
+                    rows += [(o[0], o) for o in castle_batch_of(line)]
                 elif line.startswith(NOTE + "\t"):
                     if notes is not None:
                         notes.append(json.loads(line[2:]))
