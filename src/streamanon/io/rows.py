@@ -249,7 +249,9 @@ class RowReader:
 
         header = self._header
         assert header is not None
-        cols = parse_clean_rows(data, header, self.numeric, self.max_len)
+        # a clean line is no longer than a value may be, nor than a line may be (the text
+        # path refuses a longer line whole, whatever its fields)
+        cols = parse_clean_rows(data, header, self.numeric, min(self.max_len, MAX_LINE_CHARS))
         if cols is None:
             return None
         required = set(self.required)
