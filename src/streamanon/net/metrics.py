@@ -145,12 +145,19 @@ def scrape(address: str, server_name: str, *, ca: Path, cert: Path, key: Path,
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.load_cert_chain(str(cert), str(key))
     host, port = split_address(address)
-    with socket.create_connection((host, port), timeout=timeout) as raw, \
-            ctx.wrap_socket(raw, server_hostname=server_name) as conn:
-        conn.sendall(f"GET /metrics HTTP/1.0\r\nHost: {server_name}\r\n\r\n".encode())
-        chunks = []
-        while chunk := conn.recv(65536):
-            chunks.append(chunk)
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname=server_name) as conn:
+                conn.sendall(f"GET /metrics HTTP/1.0\r\nHost: {server_name}\r\n\r\n".encode())
+                chunks = []
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+        except (ssl.SSLEOFError, ConnectionResetError) as exc:
+            # In TLS 1.3 the daemon checks our certificate after our side of the handshake
+            # is done: its refusal arrives as an alert or, racing our request, as a bare close.
+            raise OSError(f"{address}: the daemon closed the TLS session without an answer "
+                          f"({exc}); most likely it refused this client certificate (a monitor "
+                          "certificate of this site is required)") from exc
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     status = head.split(b"\r\n", 1)[0].decode(errors="replace")
     if " 200 " not in status + " ":
