@@ -11,7 +11,6 @@ import pickle
 import pytest
 
 from streamanon.castle import CastleAnonymizer, Released, Row, RuleSet
-from streamanon.castle.verify import check_castle, columns_spec, rules_from_toml
 from streamanon.data import ashrae
 from streamanon.errors import (
     BadRecordError,
@@ -21,6 +20,7 @@ from streamanon.errors import (
     UnknownCategoryError,
 )
 from streamanon.records import Suppressed
+from streamanon.verify.castle import check_castle, columns_spec, rules_from_toml
 
 
 def rules(sensitive: bool = True, **extra) -> RuleSet:

@@ -1,7 +1,6 @@
 """CASTLE / Prink: k_s-anonymity with l-diversity and hierarchical generalization for streams.
 
-Names load lazily, so that importing the checker (:mod:`streamanon.castle.verify`) loads none
-of the operator's code (a test asserts it).
+The independent checker is :mod:`streamanon.verify.castle`.
 """
 
 from __future__ import annotations

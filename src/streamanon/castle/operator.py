@@ -26,7 +26,7 @@ tuples lie in one equivalence class of the output. (b) Step 2 adds a tuple to th
 already released group, adding never lowers a count. (c) An equivalence class of the output
 (all rows with equal generalized quasi-identifiers) is a union of released groups plus tuples
 added as in (b); distinct counts of a union are >= those of each member, so every class has
->= k individuals and is l-diverse. The checker (:mod:`streamanon.castle.verify`) recomputes
+>= k individuals and is l-diverse. The checker (:mod:`streamanon.verify.castle`) recomputes
 exactly this from the output alone. Termination: every expiry removes its tuple (released or
 suppressed) and merging strictly reduces the number of open clusters, so nothing loops;
 ``flush`` expires the held tuples in order, so it ends too.

@@ -16,7 +16,7 @@ written: ``EU**Paris`` has the levels ``EU``, ``EU*`` and ``EU**Paris``, as in `
 Proof sketch of the guarantee: a tuple is published at level ``v`` only when the count of ``v``
 at its arrival is ``>= z``; that count is the number of distinct users with an exposure of ``v``
 in ``[t - Δt, t]``, so ``v`` was shown by at least ``z`` individuals within the window, which is
-exactly what the independent checker (:mod:`streamanon.zanon.verify`) recomputes from the input.
+exactly what the independent checker (:mod:`streamanon.verify.z`) recomputes from the input.
 
 Two equivalent engines share one state: :meth:`ZAnonymizer.process` (one record, dicts) and
 :meth:`ZAnonymizer.process_batch` (numpy, for files). For a user ``u`` and value ``v``, an
