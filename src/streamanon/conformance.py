@@ -287,7 +287,7 @@ def _adaptive_case() -> Case:
 
 @register("castle")
 def _castle_case() -> Case:
-    from streamanon.castle import CastleAnonymizer, Row, RuleSet
+    from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
     from streamanon.errors import BadValueError, MissingFieldError, UnknownCategoryError
 
     rules = RuleSet.from_dict({"id": "u", "time": "t", "attribute": [
@@ -297,19 +297,19 @@ def _castle_case() -> Case:
         {"name": "zip", "generalizer": "reduction"},
         {"name": "dx", "sensitive": True}]})
     rnd = random.Random(5)
-    rows = [Row({"u": f"p{rnd.randrange(10)}", "t": i * 10.0, "age": rnd.randint(20, 60),
+    rows = [CastleRow({"u": f"p{rnd.randrange(10)}", "t": i * 10.0, "age": rnd.randint(20, 60),
                  "city": rnd.choice(["Paris", "Lyon", "DE", "US"]),
                  "zip": rnd.choice(["75013", "75001", "6900"]), "dx": rnd.choice("abc")}, i + 2)
             for i in range(160)]
-    bad = [(Row({"u": "p1", "t": 0, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
+    bad = [(CastleRow({"u": "p1", "t": 0, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
             "age"),
-           (Row({"u": "p1", "t": 0, "age": "old", "city": "US", "zip": "1", "dx": "a"}),
+           (CastleRow({"u": "p1", "t": 0, "age": "old", "city": "US", "zip": "1", "dx": "a"}),
             BadValueError, "age"),
-           (Row({"u": "p1", "t": 0, "age": 3, "city": "Rome", "zip": "1", "dx": "a"}),
+           (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "Rome", "zip": "1", "dx": "a"}),
             UnknownCategoryError, "city"),
-           (Row({"t": 0, "age": 3, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
+           (CastleRow({"t": 0, "age": 3, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
             "u"),
-           (Row({"u": "p1", "t": 0, "age": 3, "city": "US", "zip": "1"}), MissingFieldError,
+           (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "US", "zip": "1"}), MissingFieldError,
             "dx")]
     return Case("castle", lambda seed: CastleAnonymizer(rules, k=3, l=2, delta=25, beta=6,
                                                         max_delay=200),
