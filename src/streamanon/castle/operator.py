@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.base import legacy_positional
+from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.records import CastleRow, Released
@@ -89,7 +89,7 @@ class _Kept:
     cluster: int
 
 
-class CastleAnonymizer:
+class CastleAnonymizer(OperatorBase):
     """The CASTLE operator (pure: rows in, released rows and :class:`Suppressed` out).
 
     ``rules`` may be ``None``: tuples are then held (and counted) until :meth:`set_rules`.
@@ -109,6 +109,13 @@ class CastleAnonymizer:
     >>> {key: op.summary()[key] for key in ("read", "released", "suppressed", "held")}
     {'read': 2, 'released': 2, 'suppressed': 0, 'held': 0}
     """
+
+    @classmethod
+    def _conformance_params(cls) -> Any:
+        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
+        from streamanon import conformance
+
+        return conformance.castle_case()
 
     @legacy_positional("k", "l", "delta", "beta", "mu", "zeta")
     def __init__(

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.base import legacy_positional
+from streamanon.base import OperatorBase, legacy_positional
 from streamanon.errors import (
     BadValueError,
     ConfigError,
@@ -125,7 +125,7 @@ def _evict(od: OrderedDict[str, float], t: float, delta_t: float) -> None:
             break
 
 
-class ZAnonymizer:
+class ZAnonymizer(OperatorBase):
     """The z-anonymity operator (fixed ``z``); see the module docstring for the rule.
 
     Memory holds, per level value, the users whose latest exposure is still within Δt; values
@@ -140,6 +140,13 @@ class ZAnonymizer:
     >>> op.summary()
     {'read': 2, 'released': 1, 'suppressed': 1, 'held': 0, 'released_per_level': [1]}
     """
+
+    @classmethod
+    def _conformance_params(cls) -> Any:
+        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
+        from streamanon import conformance
+
+        return conformance.z_case()
 
     @legacy_positional("z", "delta_t", "separator")
     def __init__(self, *, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
