@@ -51,10 +51,10 @@ PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
 IN_PROCESS = """
 import gc, json, sys, time
-from streamanon.castle import CastleAnonymizer, Row, RuleSet
+from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
 from streamanon.data import ashrae
 n, l = int(sys.argv[1]), int(sys.argv[2])
-rows = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(n, seed=1))]
+rows = [CastleRow(r, i + 2) for i, r in enumerate(ashrae.generate(n, seed=1))]
 def make():
     return CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
                             beta=50, mu=100, zeta=10)
@@ -130,7 +130,7 @@ def reference_tree(tmp: Path, commit: str = REFERENCE) -> Path | None:
 
 def memory(n: int, l: int, checkpoints: int = 5) -> list[tuple[int, float]]:  # noqa: E741
     """Traced memory (MiB) held after each fifth of the stream, rows streamed (not kept)."""
-    from streamanon.castle import CastleAnonymizer, Row, RuleSet
+    from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
     from streamanon.data import ashrae
 
     op = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
@@ -138,13 +138,13 @@ def memory(n: int, l: int, checkpoints: int = 5) -> list[tuple[int, float]]:  # 
     warm = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
                             beta=50, mu=100, zeta=10)
     for r in ashrae.generate(100, seed=1):  # numba's one-off load is not the operator's state
-        warm.process(Row(r))
+        warm.process(CastleRow(r))
     marks = {n * i // checkpoints for i in range(1, checkpoints + 1)}
     out = []
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     for i, r in enumerate(ashrae.generate(n, seed=1), start=1):
-        op.process(Row(r))
+        op.process(CastleRow(r))
         if i in marks:
             out.append((i, (tracemalloc.get_traced_memory()[0] - base) / 2**20))
     peak = (tracemalloc.get_traced_memory()[1] - base) / 2**20

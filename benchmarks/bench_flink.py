@@ -193,8 +193,8 @@ def castle_released(path: Path) -> Counter:
 def check_castle_output(out: Path, data: Path, rules: Path, expected: Counter) -> int:
     """Released rows equal ``expected`` (a multiset) and pass the CASTLE checker."""
     from streamanon.castle import RuleSet
-    from streamanon.castle.verify import check_castle
     from streamanon.io.rows import read_rows
+    from streamanon.verify.castle import check_castle
 
     got = castle_released(out)
     if got != expected:

@@ -91,7 +91,7 @@ def time_verify_z(trace: Path, published: Path, z: int, delta_t: float
     """The independent checker on the operator's output: the whole `streamanon verify z`
     command (exact mode; wall and CPU seconds, as the machine is shared), and the checker
     alone in this process (its reader included)."""
-    from streamanon.zanon.verify import check_z_files
+    from streamanon.verify.z import check_z_files
 
     exe = Path(sys.executable).with_name("streamanon")
     whole, whole_cpu, res = timed([*PIN, str(exe), "verify", "z", "--z", str(z), "--delta-t",

@@ -2,7 +2,7 @@
 
     python benchmarks/castle_cases.py --cases 400 [--ashrae 30000] > out.txt
 
-Runs only the public API (``RuleSet.from_dict``, ``CastleAnonymizer``, ``Row``, ``process``,
+Runs only the public API (``RuleSet.from_dict``, ``CastleAnonymizer``, ``CastleRow``, ``process``,
 ``set_rules``, ``advance``, ``flush``, ``register_generalizer``), so the same script runs on
 today's code and on the code of an earlier commit (``PYTHONPATH=<old>/src``): ``bench_castle.py``
 and ``tests/castle/test_speed_equivalence.py`` run it on both and compare the text byte for byte.
@@ -31,9 +31,13 @@ import random
 import sys
 from typing import Any
 
-from streamanon.castle import CastleAnonymizer, Released, Row, RuleSet
+from streamanon import castle
+from streamanon.castle import CastleAnonymizer, Released, RuleSet
 from streamanon.castle.generalizers import Generalizer, register_generalizer
 from streamanon.records import Suppressed
+
+#: the input record type (named ``Row`` in the reference commits this script also runs on)
+CastleRow = getattr(castle, "CastleRow", None) or castle.Row
 
 PATHS = [
     ["EU", "FR", "Paris"], ["EU", "FR", "Lyon"], ["EU", "DE", "Berlin"], ["EU", "DE"],
@@ -103,12 +107,12 @@ def rules_spec(rng: random.Random, variant: int) -> dict[str, Any]:
     return spec
 
 
-def stream(rng: random.Random, spec: dict[str, Any], n: int) -> list[Row]:
+def stream(rng: random.Random, spec: dict[str, Any], n: int) -> list[CastleRow]:
     people = rng.randint(1, 25)
     values = rng.randint(1, 5)
     grid = rng.choice([1, 2, 4, 10])
     spread = rng.choice([5, 20, 60])
-    rows: list[Row] = []
+    rows: list[CastleRow] = []
     t = 0.0
     for i in range(n):
         row: dict[str, Any] = {"u": rng.choice([f"p{rng.randrange(people)}",
@@ -136,7 +140,7 @@ def stream(rng: random.Random, spec: dict[str, Any], n: int) -> list[Row]:
             row.pop(rng.choice(list(row)))  # missing field
         elif r < 0.02:
             row[rng.choice(list(row))] = rng.choice(["", "abc", None, float("nan"), True])
-        rows.append(Row(row, i + 2))
+        rows.append(CastleRow(row, i + 2))
     return rows
 
 
@@ -146,7 +150,7 @@ def write(out: list[str], items: list[Any]) -> None:
             out.append(f"R {json.dumps(x.values, default=repr)} {x.loss!r} {x.cluster} {x.line}")
         elif isinstance(x, Suppressed):
             rec = x.record
-            vals = rec.values if isinstance(rec, Released | Row) else rec
+            vals = rec.values if isinstance(rec, Released | CastleRow) else rec
             extra = f" {rec.loss!r} {rec.cluster}" if isinstance(rec, Released) else ""
             out.append(f"S {x.reason} {json.dumps(vals, default=repr)}{extra}")
         else:
@@ -282,7 +286,7 @@ def run_ashrae(n: int, l: int) -> list[str]:  # noqa: E741
                           beta=50, mu=100, zeta=10)
     out = [f"ashrae n={n} l={l}"]
     for i, r in enumerate(ashrae.generate(n, seed=1)):
-        write(out, op.process(Row(r, i + 2)))
+        write(out, op.process(CastleRow(r, i + 2)))
     write(out, op.flush())
     out.append(summary_line(op))
     return out

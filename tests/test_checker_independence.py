@@ -1,9 +1,11 @@
 """The checkers share no code with what they check.
 
-* Import graph, in a fresh interpreter: checking files with ``streamanon.zanon.verify`` loads
-  neither ``streamanon.io`` nor ``streamanon.zanon.operator`` (nor the adaptive operator);
-  checking with ``streamanon.castle.verify`` loads no other module of ``streamanon.castle``
-  (the package's ``__init__`` loads its names lazily) and nothing of ``streamanon.io``.
+* Source: every module of ``streamanon.verify`` imports, of streamanon, only
+  ``streamanon.records``, ``streamanon.errors`` and the package's own modules (read from the
+  source, so that a lazy import inside a function counts too).
+* Import graph, in a fresh interpreter: checking files with ``streamanon.verify.z`` and with
+  ``streamanon.verify.castle`` loads nothing of ``streamanon.io``, ``streamanon.zanon`` or
+  ``streamanon.castle``.
 * Call graph of the commands: ``streamanon verify z`` and ``verify castle`` run (traced with
   ``sys.setprofile``) without calling a single function of the readers, the operators, the
   rules or the generalizers, although the CLI process has them loaded for other commands.
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -27,6 +30,49 @@ SRC = Path(streamanon.__file__).parent
 OPERATOR_CODE = [SRC / "io", SRC / "zanon" / "operator.py", SRC / "zanon" / "adaptive.py",
                  *(SRC / "castle" / f"{m}.py" for m in ("operator", "cluster", "rules",
                                                        "generalizers", "hierarchy", "loss"))]
+
+
+#: What ``streamanon.verify`` may import of streamanon, besides its own modules.
+ALLOWED = {"streamanon.records", "streamanon.errors"}
+
+
+def streamanon_imports(path: Path) -> set[str]:
+    """The streamanon modules a source file imports (anywhere in it)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                names.add("streamanon.verify")  # a relative import stays in the package
+            elif node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names
+                             if node.module == "streamanon")
+    return {n for n in names if n == "streamanon" or n.startswith("streamanon.")}
+
+
+def test_the_checkers_import_only_records_and_errors() -> None:
+    files = sorted((SRC / "verify").rglob("*.py"))
+    assert {f.name for f in files} >= {"__init__.py", "z.py", "castle.py", "_read.py"}
+    for f in files:
+        outside = {n for n in streamanon_imports(f)
+                   if n != "streamanon.verify" and not n.startswith("streamanon.verify.")}
+        assert outside <= ALLOWED, (f.name, sorted(outside - ALLOWED))
+
+
+def test_the_source_rule_catches_a_forbidden_import(tmp_path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from streamanon.io.rows import read_rows\n"
+                   "from streamanon import zanon\nfrom . import _read\n")
+    assert streamanon_imports(bad) == {"streamanon.io.rows", "streamanon", "streamanon.zanon",
+                                       "streamanon.verify"}
+
+
+def loaded_outside(loaded: list[str]) -> list[str]:
+    """The loaded streamanon modules that a check may not load."""
+    return [m for m in loaded if m not in ALLOWED and m not in ("streamanon", "streamanon._lazy")
+            and m != "streamanon.verify" and not m.startswith("streamanon.verify.")]
 
 
 def modules_after(code: str, *args: str) -> list[str]:
@@ -57,35 +103,31 @@ def castle_files(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     return data, rules, out, sup
 
 
-def test_the_z_checker_imports_neither_the_readers_nor_the_operator(tmp_path) -> None:
+def test_the_z_checker_loads_neither_the_readers_nor_the_operators(tmp_path) -> None:
     src, out = z_files(tmp_path)
     loaded = modules_after(
         "import json, sys\n"
-        "from streamanon.zanon.verify import check_z_files\n"
+        "from streamanon.verify.z import check_z_files\n"
         "report = check_z_files(sys.argv[1], sys.argv[2], 3, 600.0)\n"
         "assert report.ok and report.input_tuples == 400, report.first_problem\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('streamanon'))))\n",
         str(src), str(out))
-    assert "streamanon.zanon.verify" in loaded
-    forbidden = [m for m in loaded if m == "streamanon.io" or m.startswith("streamanon.io.")
-                 or m in ("streamanon.zanon.operator", "streamanon.zanon.adaptive")]
-    assert forbidden == []
+    assert "streamanon.verify.z" in loaded
+    assert loaded_outside(loaded) == []
 
 
-def test_the_castle_checker_imports_nothing_of_the_operator(tmp_path) -> None:
+def test_the_castle_checker_loads_nothing_of_the_operator(tmp_path) -> None:
     data, rules, out, sup = castle_files(tmp_path)
     loaded = modules_after(
         "import json, sys\n"
-        "from streamanon.castle.verify import check_castle_files, load_rules\n"
+        "from streamanon.verify.castle import check_castle_files, load_rules\n"
         "report = check_castle_files(sys.argv[1], load_rules(sys.argv[2]), k=4, l=2,\n"
         "                            source=sys.argv[3], suppressed=sys.argv[4])\n"
         "assert report.ok and report.unverified == 0, report.first_problem\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('streamanon'))))\n",
         str(out), str(rules), str(data), str(sup))
-    assert "streamanon.castle.verify" in loaded
-    castle = [m for m in loaded if m.startswith("streamanon.castle.")]
-    assert castle == ["streamanon.castle.verify"]
-    assert not [m for m in loaded if m == "streamanon.io" or m.startswith("streamanon.io.")]
+    assert "streamanon.verify.castle" in loaded
+    assert loaded_outside(loaded) == []
 
 
 def traced(args: list[str]) -> tuple[int, set[str]]:
@@ -119,11 +161,11 @@ def test_verify_commands_call_no_reader_and_no_operator_code(tmp_path) -> None:
     code, files = traced(["verify", "z", "--z", "3", "--delta-t", "600", str(src), str(out),
                           "--json"])
     assert code == 0
-    assert any(f.endswith(str(Path("zanon") / "verify.py")) for f in files)
+    assert any(f.endswith(str(Path("verify") / "z.py")) for f in files)
     assert operator_files(files) == []
     data, rules, out, sup = castle_files(tmp_path)
     code, files = traced(["verify", "castle", str(out), "--rules", str(rules), "--k", "4",
                           "--l", "2", "--input", str(data), "--suppressed", str(sup), "--json"])
     assert code == 0
-    assert any(f.endswith(str(Path("castle") / "verify.py")) for f in files)
+    assert any(f.endswith(str(Path("verify") / "castle.py")) for f in files)
     assert operator_files(files) == []

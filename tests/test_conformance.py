@@ -25,8 +25,35 @@ def test_contract(name: str, check) -> None:
     check(CASES[name]())
 
 
-def test_every_operator_is_registered() -> None:
+def test_every_public_operator_carries_a_case() -> None:
+    ops = conformance.public_operators()
+    assert {c.__name__ for c in ops} == {"ZAnonymizer", "AdaptiveZAnonymizer",
+                                         "CastleAnonymizer", "DezentRing"}
+    for cls in ops:
+        assert conformance.case_of(cls).cls is cls
     assert set(CASES) == {"z", "z-adaptive", "castle", "dezent-ring"}
+
+
+def test_a_public_operator_without_a_case_fails() -> None:
+    with pytest.raises(ConformanceError, match="without a conformance case"):
+        conformance.case_of(Loses)
+
+
+def test_params_reads_back_the_keyword_parameters() -> None:
+    from streamanon.castle import CastleAnonymizer
+    from streamanon.zanon import ZAnonymizer
+
+    assert ZAnonymizer(z=4, delta_t=60.0).params() == {"z": 4, "delta_t": 60.0,
+                                                       "separator": "*"}
+    case = CASES["castle"]()
+    op = case.make(case.seed)
+    params = op.params()
+    assert list(params) == ["k", "l", "delta", "beta", "mu", "zeta", "suppression",
+                            "max_delay", "loss_field"]
+    assert (params["k"], params["l"], params["delta"], params["max_delay"]) == (3, 2, 25, 200)
+    again = CastleAnonymizer(op.rules, **params)  # rebuilt from its parameters: same output
+    assert conformance.run(case, again, case.records) == conformance.run(
+        case, case.make(case.seed), case.records)
 
 
 # -- the checks catch broken operators ---------------------------------------------------------

@@ -15,7 +15,9 @@ An operator is a pure, I/O-free object:
 * Parameters are keyword-only (``ZAnonymizer(z=5, delta_t=600)``), except what the operator
   works *on* (CASTLE's rule set); the state pickles (Flink checkpoints, restarts).
 
-:mod:`streamanon.conformance` checks all of this for every registered operator.
+:class:`OperatorBase` gives an operator :meth:`~OperatorBase.params` (its parameters, read
+back). :mod:`streamanon.conformance` checks all of this for every operator of the public API:
+each operator class carries its own case (``_conformance_params()``).
 
 >>> from streamanon.zanon import ZAnonymizer
 >>> isinstance(ZAnonymizer(z=2, delta_t=60), StreamOperator)
@@ -85,3 +87,25 @@ def legacy_positional(*names: str) -> Callable[[F], F]:
         return __init__  # type: ignore[return-value]
 
     return wrap
+
+
+class OperatorBase:
+    """What the operators share: their parameters, read back from ``__init__``'s signature.
+
+    >>> from streamanon.zanon import ZAnonymizer
+    >>> ZAnonymizer(z=3, delta_t=600).params()
+    {'z': 3, 'delta_t': 600.0, 'separator': '*'}
+    """
+
+    def params(self) -> dict[str, Any]:
+        """The keyword-only parameters of ``__init__``, name -> current value (the attribute
+        of the same name), in the signature's order."""
+        out: dict[str, Any] = {}
+        for name, p in inspect.signature(type(self).__init__).parameters.items():
+            if p.kind is p.KEYWORD_ONLY:
+                try:
+                    out[name] = getattr(self, name)
+                except AttributeError:
+                    raise AttributeError(f"{type(self).__name__} keeps no attribute {name!r} "
+                                         "for its parameter of that name") from None
+        return out

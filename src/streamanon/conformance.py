@@ -1,9 +1,10 @@
 """The operator contract, checked for every operator (in the spirit of river's ``yield_checks``).
 
-Each operator registers a :class:`Case` (how to build it for a seed, a stream to feed it, bad
-records it must refuse); :func:`yield_checks` generates the checks of the contract of
+Each operator class carries its :class:`Case` (``_conformance_params()``: how to build it for a
+seed, a stream to feed it, bad records it must refuse); :func:`public_operators` finds every
+operator of the public API, :func:`yield_checks` generates the checks of the contract of
 :mod:`streamanon.base` for a case, and ``tests/test_conformance.py`` runs every check on every
-registered operator:
+public operator (and fails on one without a case):
 
 * ``protocol``: ``process``/``advance``/``flush`` return lists, ``summary`` has the keys;
 * ``keyword_only``: parameters are keyword-only (except what the operator works on);
@@ -228,18 +229,75 @@ def yield_checks(case: Case) -> Iterator[Callable[[Case], None]]:
     yield from case.extra
 
 
-# -- the registry ------------------------------------------------------------------------
-CASES: dict[str, Callable[[], Case]] = {}
+# -- the operators, discovered -------------------------------------------------------------
+def public_operators() -> list[type]:
+    """Every class of the public API that is a :class:`~streamanon.base.StreamOperator`: the
+    names in ``streamanon.__all__`` and in the ``__all__`` of each subpackage (a subpackage
+    whose optional extra is missing is skipped)."""
+    import importlib
+    import pkgutil
+
+    import streamanon
+
+    packages = [streamanon]
+    for info in pkgutil.iter_modules(streamanon.__path__):
+        if info.ispkg:
+            try:
+                packages.append(importlib.import_module(f"streamanon.{info.name}"))
+            except ImportError:  # pragma: no cover - an optional extra is not installed
+                continue
+    found: dict[str, type] = {}
+    for package in packages:
+        for name in getattr(package, "__all__", []):
+            obj = getattr(package, name, None)
+            if (inspect.isclass(obj) and not getattr(obj, "_is_protocol", False)
+                    and issubclass(obj, StreamOperator)):
+                found[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return [found[k] for k in sorted(found)]
 
 
-def register(name: str) -> Callable[[Callable[[], Case]], Callable[[], Case]]:
-    """Register a case factory under ``name`` (operators import lazily inside it)."""
+def case_of(cls: type) -> Case:
+    """The case an operator class carries (its ``_conformance_params()``)."""
+    params = getattr(cls, "_conformance_params", None)
+    if params is None:
+        raise ConformanceError(f"{cls.__module__}.{cls.__qualname__} is a public operator "
+                               "without a conformance case (_conformance_params)")
+    case = params()
+    if not isinstance(case, Case) or case.cls is not cls:
+        raise ConformanceError(f"{cls.__qualname__}._conformance_params() must give a Case "
+                               "that builds a " + cls.__qualname__)
+    return case
 
-    def wrap(factory: Callable[[], Case]) -> Callable[[], Case]:
-        CASES[name] = factory
-        return factory
 
-    return wrap
+class _Cases(dict):  # type: ignore[type-arg]
+    """Name -> case factory of every public operator, discovered on first use."""
+
+    def _fill(self) -> None:
+        if not super().__len__():
+            for cls in public_operators():
+                factory = cls._conformance_params  # type: ignore[attr-defined]
+                if factory is not None:
+                    self[factory().name] = factory
+
+    def __getitem__(self, key: Any) -> Any:
+        self._fill()
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._fill()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._fill()
+        return super().__len__()
+
+    def items(self) -> Any:
+        self._fill()
+        return super().items()
+
+
+#: name -> case factory, for every public operator that carries a case
+CASES: dict[str, Callable[[], Case]] = _Cases()
 
 
 def _line(x: Any) -> int | None:
@@ -268,16 +326,14 @@ def _z_bad() -> list[tuple[Any, type[BadRecordError], str | None]]:
             (Record(1e12, "u1", 42), BadValueError, "a")]  # type: ignore[arg-type]
 
 
-@register("z")
-def _z_case() -> Case:
+def z_case() -> Case:
     from streamanon.zanon import ZAnonymizer
 
     return Case("z", lambda seed: ZAnonymizer(z=3, delta_t=300), z_stream(), _z_bad(), _line,
                 lambda r: r.t)
 
 
-@register("z-adaptive")
-def _adaptive_case() -> Case:
+def adaptive_case() -> Case:
     from streamanon.zanon import AdaptiveZAnonymizer
 
     return Case("z-adaptive", lambda seed: AdaptiveZAnonymizer(delta_t=300, k=2, pk=0.6,
@@ -285,9 +341,8 @@ def _adaptive_case() -> Case:
                 z_stream(), _z_bad(), _line, lambda r: r.t)
 
 
-@register("castle")
-def _castle_case() -> Case:
-    from streamanon.castle import CastleAnonymizer, Row, RuleSet
+def castle_case() -> Case:
+    from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
     from streamanon.errors import BadValueError, MissingFieldError, UnknownCategoryError
 
     rules = RuleSet.from_dict({"id": "u", "time": "t", "attribute": [
@@ -297,27 +352,26 @@ def _castle_case() -> Case:
         {"name": "zip", "generalizer": "reduction"},
         {"name": "dx", "sensitive": True}]})
     rnd = random.Random(5)
-    rows = [Row({"u": f"p{rnd.randrange(10)}", "t": i * 10.0, "age": rnd.randint(20, 60),
+    rows = [CastleRow({"u": f"p{rnd.randrange(10)}", "t": i * 10.0, "age": rnd.randint(20, 60),
                  "city": rnd.choice(["Paris", "Lyon", "DE", "US"]),
                  "zip": rnd.choice(["75013", "75001", "6900"]), "dx": rnd.choice("abc")}, i + 2)
             for i in range(160)]
-    bad = [(Row({"u": "p1", "t": 0, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
+    bad = [(CastleRow({"u": "p1", "t": 0, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
             "age"),
-           (Row({"u": "p1", "t": 0, "age": "old", "city": "US", "zip": "1", "dx": "a"}),
+           (CastleRow({"u": "p1", "t": 0, "age": "old", "city": "US", "zip": "1", "dx": "a"}),
             BadValueError, "age"),
-           (Row({"u": "p1", "t": 0, "age": 3, "city": "Rome", "zip": "1", "dx": "a"}),
+           (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "Rome", "zip": "1", "dx": "a"}),
             UnknownCategoryError, "city"),
-           (Row({"t": 0, "age": 3, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
+           (CastleRow({"t": 0, "age": 3, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
             "u"),
-           (Row({"u": "p1", "t": 0, "age": 3, "city": "US", "zip": "1"}), MissingFieldError,
+           (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "US", "zip": "1"}), MissingFieldError,
             "dx")]
     return Case("castle", lambda seed: CastleAnonymizer(rules, k=3, l=2, delta=25, beta=6,
                                                         max_delay=200),
                 rows, bad, _line, lambda r: r.values["t"], positional=("rules",))
 
 
-@register("dezent-ring")
-def _dezent_case() -> Case:
+def dezent_case() -> Case:
     from streamanon.dezent.stream import DezentRing
     from streamanon.errors import DuplicateReadingError, TimeOrderError, UnknownCategoryError
 

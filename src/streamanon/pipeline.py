@@ -76,7 +76,7 @@ from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
 if TYPE_CHECKING:  # the CASTLE stage loads them when it runs (a z run does not)
     from streamanon.castle import CastleAnonymizer
-    from streamanon.castle.cluster import Row
+    from streamanon.castle.records import CastleRow
     from streamanon.io.rows import RowWriter
 
 #: What an operator raises for a record it cannot take (only such a record becomes a
@@ -582,7 +582,7 @@ class CastleStage:
         return self.process(message_chunk(values, codes, self.max_bytes))
 
     def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
-        from streamanon.castle.cluster import Row
+        from streamanon.castle.records import CastleRow
 
         out = Outputs()
         data = chunk.data
@@ -606,7 +606,7 @@ class CastleStage:
                 code = int(chunk.code_of([line])[0])
                 self._observe(row, code)
                 try:
-                    items = self.op.process(Row(row.values, code, row.t))
+                    items = self.op.process(CastleRow(row.values, code, row.t))
                 except BAD_RECORD_ERRORS as exc:
                     rejected.append(Rejected(line, reader.text_of(row.values), str(exc)))
                     if fail:
@@ -635,7 +635,7 @@ class CastleStage:
         self.rejects.add(rejected, chunk, self.positions)
         return out, None
 
-    def _observe(self, row: Row, code: int) -> None:
+    def _observe(self, row: CastleRow, code: int) -> None:
         if self.latency:
             self._fed[code] = time.perf_counter()
         if self._need_ids:

@@ -1,7 +1,7 @@
 """The operator's cached cluster arrays agree with computing from the tuples, on random streams.
 
 The best selection and ``_output`` read a cluster's generalization from rows kept
-incrementally (``ClusterSet.lh``/``nodes``, grown rows copied by ``insert``); these must equal
+incrementally (``ClusterSet.bounds``/``nodes``, grown rows copied by ``insert``); these must equal
 ``state_of`` over the cluster's tuples after every arrival.
 """
 
@@ -37,11 +37,11 @@ def test_cluster_rows_equal_a_fresh_computation_from_the_tuples(case) -> None:
                 fresh, kept = cset.state_of(c.items), cset.cluster_state(c)
                 assert np.array_equal(fresh.lo, kept.lo) and np.array_equal(fresh.hi, kept.hi)
                 assert np.array_equal(fresh.nodes, kept.nodes)
-                assert fresh.gen == kept.gen
+                assert fresh.plugin_states == kept.plugin_states
                 d = len(cset.num)
-                assert np.array_equal(cset.lh[i], np.concatenate((-fresh.lo, fresh.hi)))
-                assert d == 0 or np.array_equal(cset.lh[i, :d], -np.min(
-                    [it.xx[d:] for it in c.items], axis=0))
+                assert np.array_equal(cset.bounds[i], np.concatenate((-fresh.lo, fresh.hi)))
+                assert d == 0 or np.array_equal(cset.bounds[i, :d], -np.min(
+                    [it.bounds_row[d:] for it in c.items], axis=0))
 
 
 @given(cases())
@@ -56,9 +56,9 @@ def test_the_kernels_tables_equal_a_fresh_packing(case) -> None:
             key = (cset._beta, cset._eps, *[g.loss_version for g in cset.hier])
             if cset._packed != key:
                 continue  # repacked before the next selection
-            fl, it = cset._fl.copy(), cset._it.copy()
+            fl, it = cset._kernel_floats.copy(), cset._kernel_ints.copy()
             cset._pack(key, cset._beta, cset._eps)
-            assert np.array_equal(fl, cset._fl) and np.array_equal(it, cset._it)
+            assert np.array_equal(fl, cset._kernel_floats) and np.array_equal(it, cset._kernel_ints)
 
 
 def test_the_kernels_constants_are_the_clusters() -> None:

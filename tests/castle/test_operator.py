@@ -10,8 +10,7 @@ import pickle
 
 import pytest
 
-from streamanon.castle import CastleAnonymizer, Released, Row, RuleSet
-from streamanon.castle.verify import check_castle, columns_spec, rules_from_toml
+from streamanon.castle import CastleAnonymizer, CastleRow, Released, RuleSet
 from streamanon.data import ashrae
 from streamanon.errors import (
     BadRecordError,
@@ -21,6 +20,7 @@ from streamanon.errors import (
     UnknownCategoryError,
 )
 from streamanon.records import Suppressed
+from streamanon.verify.castle import check_castle, columns_spec, rules_from_toml
 
 
 def rules(sensitive: bool = True, **extra) -> RuleSet:
@@ -36,7 +36,7 @@ def run(op: CastleAnonymizer, rows) -> list:
 
 def test_the_ashrae_shaped_stream_passes_the_full_checker() -> None:
     rs = ashrae.rules_toml()
-    rows = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(600, seed=3))]
+    rows = [CastleRow(r, i + 2) for i, r in enumerate(ashrae.generate(600, seed=3))]
     op = CastleAnonymizer(RuleSet.from_toml(rs), k=5, l=2, delta=200, beta=20, mu=10, zeta=5)
     out = run(op, rows)
     released = [x.values for x in out if isinstance(x, Released)]
@@ -212,8 +212,8 @@ def test_operators_sharing_one_rule_set_do_not_influence_each_other() -> None:
     """Adaptive domains live in the generalizers: each operator installs its own copy."""
     rs = ashrae.rules_toml()
     shared = RuleSet.from_toml(rs)
-    first = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=5))]
-    other = [Row(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=6))]
+    first = [CastleRow(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=5))]
+    other = [CastleRow(r, i + 2) for i, r in enumerate(ashrae.generate(400, seed=6))]
     params = {"k": 5, "l": 2, "delta": 100, "beta": 20, "mu": 10, "zeta": 5}
     alone = run(CastleAnonymizer(RuleSet.from_toml(rs), **params), other)
     a = CastleAnonymizer(shared, **params)

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamanon.castle import CastleAnonymizer, Released
-from streamanon.castle.verify import check_castle, rules_from_dict
 from streamanon.records import Suppressed
+from streamanon.verify.castle import check_castle, rules_from_dict
 from tests.castle.strategies import make_rules, rule_sets, streams
 
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from pycanon import anonymity
 
 from streamanon.castle import CastleAnonymizer, Released, RuleSet
-from streamanon.castle.verify import check_castle, rules_from_toml
 from streamanon.data import ashrae
+from streamanon.verify.castle import check_castle, rules_from_toml
 
 
 def _crosscheck(released: list[dict], rules: RuleSet, k: int, l: int) -> None:  # noqa: E741

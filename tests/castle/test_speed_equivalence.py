@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamanon.castle import CastleAnonymizer, Row, RuleSet
+from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
 from streamanon.castle.cluster import OPEN, TIED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,30 +144,30 @@ def test_the_kernel_chooses_what_the_rule_written_in_numpy_chooses(case: dict) -
                           beta=case["beta"])
     rows = case["rows"]
     for r in rows[:-1]:
-        op.process(Row(r))
+        op.process(CastleRow(r))
     cset = op._current
     assert cset is not None
-    item, hier_raw, other_raw = cset.parse(Row(rows[-1]), 10_000)
+    item, hier_raw, other_raw = cset.parse(CastleRow(rows[-1]), 10_000)
     cset.observe(item, hier_raw, other_raw)
     dom = np.array([[g.lo for g in cset.num], [g.hi for g in cset.num]])
-    if ((item.x < dom[0]) | (item.x > dom[1])).any():
-        cset._widen(item.x)
+    if ((item.numbers < dom[0]) | (item.numbers > dom[1])).any():
+        cset._widen(item.numbers)
     n = len(cset.clusters)
-    lh, nodes = cset.lh.copy(), cset.nodes.copy()
+    lh, nodes = cset.bounds.copy(), cset.nodes.copy()
     hloss, lca = [], []
     for j, g in enumerate(cset.hier):
         m = len(g.tree.names)
         table = g.tree.lca_table()[:m, :m]
         lca.append(table)
         hloss.append(cset.w_hier[j] * g.loss_vector()[table])
-    sizes = [len(c.ids) for c in cset.clusters]
-    expected = _numpy_rule(lh, nodes, item.x, item.cat, cset._inv, hloss, lca, sizes,
+    sizes = [len(c.individuals) for c in cset.clusters]
+    expected = _numpy_rule(lh, nodes, item.numbers, item.nodes, cset._inv, hloss, lca, sizes,
                            case["tau"], case["beta"])
     cset.place(item, case["tau"], case["beta"], EPS)
     if expected == OPEN:
         assert len(cset.clusters) == n + 1 and cset.clusters[-1].items == [item]
     else:
         assert item.cluster is cset.clusters[expected]
-        assert np.array_equal(cset.lh[expected], np.maximum(lh[expected],
-                                                            np.concatenate((-item.x, item.x))))
+        assert np.array_equal(cset.bounds[expected], np.maximum(
+            lh[expected], np.concatenate((-item.numbers, item.numbers))))
     assert TIED < OPEN

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.cluster import Row
+from streamanon.castle.records import CastleRow
 from streamanon.cli.castle import run_castle
 from streamanon.data import ashrae
 from streamanon.flink.castle_rows import (
@@ -107,7 +107,7 @@ def test_merge_of_batched_outcomes_equals_run_castle(tmp_path):
         outcomes += meta
         for _, batch in batches:
             for seq, values in rows_of(batch):
-                outcomes += outcome_lines(op.process(Row(values, seq)))
+                outcomes += outcome_lines(op.process(CastleRow(values, seq)))
     outcomes += outcome_lines(op.flush())
     folder = tmp_path / "parts" / "bucket"
     folder.mkdir(parents=True)
@@ -136,7 +136,7 @@ def test_batch_lines_merge_as_their_text_lines(tmp_path):
         text += meta
         batched += meta
         for _, batch in batches:
-            out = [x for seq, values in rows_of(batch) for x in op.process(Row(values, seq))]
+            out = [x for seq, values in rows_of(batch) for x in op.process(CastleRow(values, seq))]
             line = castle_batch_line(outcome_items(out))
             assert castle_text_lines(line) == outcome_lines(out)  # the per-row text format
             text += castle_text_lines(line)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.verify import check_castle
 from streamanon.cli.castle import run_castle
 from streamanon.data import ashrae
 from streamanon.flink.castle_rows import partition_of
 from streamanon.io import OnError
 from streamanon.io.rows import read_rows
+from streamanon.verify.castle import check_castle
 from tests.flink.conftest import require_flink, run_and_kill_after_checkpoint, streamanon
 
 require_flink()

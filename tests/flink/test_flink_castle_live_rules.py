@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from streamanon.castle import RuleSet
-from streamanon.castle.verify import check_castle
 from streamanon.data import ashrae
 from streamanon.flink.castle_rows import RULES_END, partition_of
 from streamanon.io.rows import read_rows
+from streamanon.verify.castle import check_castle
 from tests.flink.conftest import DEADLINE, STREAMANON, Released, require_flink
 
 require_flink()

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from streamanon.castle import RuleSet
-from streamanon.castle.verify import check_castle
 from streamanon.cli.zanon import run_z
 from streamanon.data import ashrae
 from streamanon.data.traces import write_trace, zipf_trace
 from streamanon.io.rows import read_rows
+from streamanon.verify.castle import check_castle
 from streamanon.zanon import ZAnonymizer
 from tests.flink.conftest import require_flink
 from tests.flink.test_flink_castle import PARAMS, pure_per_partition

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from streamanon.records import Record, Suppressed
 from streamanon.sim.district import CYCLE_SECONDS, District, DistrictConfig
 from streamanon.sim.scenarios import SCENARIOS, SimConfig, run_protocol, simulate
+from streamanon.verify.z import check_z
 from streamanon.zanon import ZAnonymizer
-from streamanon.zanon.verify import check_z
 
 districts = st.builds(DistrictConfig, gateways=st.integers(1, 5), max_sn=st.integers(1, 8),
                       seed=st.integers(0, 10**6))

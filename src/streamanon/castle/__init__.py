@@ -1,47 +1,28 @@
 """CASTLE / Prink: k_s-anonymity with l-diversity and hierarchical generalization for streams.
 
-Names load lazily, so that importing the checker (:mod:`streamanon.castle.verify`) loads none
-of the operator's code (a test asserts it).
+The record types are in :mod:`streamanon.castle.records`; the independent checker is
+:mod:`streamanon.verify.castle`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from streamanon.castle.generalizers import (
+    Generalizer,
+    HierarchyGeneralizer,
+    NoneGeneralizer,
+    RangeGeneralizer,
+    ReductionGeneralizer,
+    register_generalizer,
+)
+from streamanon.castle.hierarchy import Hierarchy
+from streamanon.castle.operator import CastleAnonymizer, Suppression
+from streamanon.castle.records import CastleRow, Released
+from streamanon.castle.rules import AttributeRule, RuleSet
 
-from streamanon._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from streamanon.castle.cluster import Released, Row
-    from streamanon.castle.generalizers import (
-        Generalizer,
-        HierarchyGeneralizer,
-        NoneGeneralizer,
-        RangeGeneralizer,
-        ReductionGeneralizer,
-        register_generalizer,
-    )
-    from streamanon.castle.hierarchy import Hierarchy
-    from streamanon.castle.operator import CastleAnonymizer, Suppression
-    from streamanon.castle.rules import AttributeRule, RuleSet
-
-_EXPORTS = {
-    "AttributeRule": "streamanon.castle.rules",
-    "CastleAnonymizer": "streamanon.castle.operator",
-    "Generalizer": "streamanon.castle.generalizers",
-    "Hierarchy": "streamanon.castle.hierarchy",
-    "HierarchyGeneralizer": "streamanon.castle.generalizers",
-    "NoneGeneralizer": "streamanon.castle.generalizers",
-    "RangeGeneralizer": "streamanon.castle.generalizers",
-    "ReductionGeneralizer": "streamanon.castle.generalizers",
-    "Released": "streamanon.castle.cluster",
-    "Row": "streamanon.castle.cluster",
-    "RuleSet": "streamanon.castle.rules",
-    "Suppression": "streamanon.castle.operator",
-    "register_generalizer": "streamanon.castle.generalizers",
-}
 __all__ = [
     "AttributeRule",
     "CastleAnonymizer",
+    "CastleRow",
     "Generalizer",
     "Hierarchy",
     "HierarchyGeneralizer",
@@ -49,10 +30,7 @@ __all__ = [
     "RangeGeneralizer",
     "ReductionGeneralizer",
     "Released",
-    "Row",
     "RuleSet",
     "Suppression",
     "register_generalizer",
 ]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -15,63 +15,21 @@ decides by exact ties (merges, splits) keeps numpy's formulas, so results stay b
 from __future__ import annotations
 
 import gc
-import json
 import math
 import operator
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from streamanon.castle.generalizers import Generalizer, HierarchyGeneralizer, RangeGeneralizer
 from streamanon.castle.loss import Metric
+from streamanon.castle.records import CastleRow, canonical
 from streamanon.castle.rules import RuleSet
 from streamanon.errors import BadValueError, MissingFieldError, ProtocolError
 from streamanon.timefmt import parse_time
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One input tuple: its columns, and where it came from (for messages and timing).
-
-    ``t`` is the arrival time in seconds, used only by the ``max_delay`` bound; when absent it
-    is read from the rules' ``time`` column.
-    """
-
-    values: Mapping[str, Any]
-    line: int | None = field(default=None, compare=False)
-    t: float | None = None
-
-
-@dataclass(slots=True)
-class Released:
-    """One output tuple: the input's columns with quasi-identifiers generalized.
-
-    ``cluster`` numbers the released equivalence group (-1 for a suppressed tuple written by
-    the ``null``/``generalize`` strategies); ``loss`` is that group's information loss.
-    """
-
-    values: dict[str, Any]
-    loss: float
-    cluster: int
-    line: int | None = None
-
-
-def canonical(value: Any) -> str:
-    """The identity of an id or sensitive value: numbers by value, the rest by text.
-
-    >>> canonical(5), canonical(5.0), canonical("5"), canonical(True)
-    ('5.0', '5.0', '5', 'true')
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(float(value))
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
 
 
 def _canonical(value: Any) -> str:
@@ -91,38 +49,40 @@ def _missing(value: Any) -> bool:
 class Item:
     """A tuple held by the operator, with its parsed values and its current cluster."""
 
-    __slots__ = ("cat", "cluster", "done", "gen", "pid", "pos", "row", "sens", "t", "x")
+    __slots__ = ("cluster", "done", "individual", "nodes", "numbers", "plugin_values", "pos",
+                 "row", "sensitive", "t")
 
-    def __init__(self, row: Row, pos: int, pid: str, x: np.ndarray, cat: list[int],
-                 gen: tuple[Any, ...], sens: tuple[str, ...], t: float) -> None:
+    def __init__(self, row: CastleRow, pos: int, individual: str, numbers: np.ndarray,
+                 nodes: list[int], plugin_values: tuple[Any, ...], sensitive: tuple[str, ...],
+                 t: float) -> None:
         self.row = row
         self.pos = pos
-        self.pid = pid
-        self.x = x  # the numeric attributes
-        self.cat = cat
-        self.gen = gen
-        self.sens = sens
+        self.individual = individual  # the id column's value, as its identity
+        self.numbers = numbers  # the numeric (range) attributes
+        self.nodes = nodes  # the node index of each hierarchy attribute
+        self.plugin_values = plugin_values  # each plug-in generalizer's observed value
+        self.sensitive = sensitive  # the sensitive values, as their identities
         self.t = t
         self.cluster: Cluster | None = None
         self.done = False
 
     @property
-    def xx(self) -> np.ndarray:
-        """``(-x, x)``: the tuple as a row of :attr:`ClusterSet.lh`."""
-        return np.concatenate((-self.x, self.x))
+    def bounds_row(self) -> np.ndarray:
+        """``(-x, x)`` of the numbers ``x``: the tuple as a row of :attr:`ClusterSet.bounds`."""
+        return np.concatenate((-self.numbers, self.numbers))
 
 
 class Cluster:
     """Open cluster: its tuples, distinct individuals and sensitive values (counted)."""
 
-    __slots__ = ("gen", "ids", "items", "owner", "sens")
+    __slots__ = ("individuals", "items", "owner", "plugin_states", "sensitive_counts")
 
     def __init__(self, n_sensitive: int, owner: ClusterSet) -> None:
         self.owner = owner
         self.items: list[Item] = []
-        self.ids: Counter[str] = Counter()
-        self.sens: list[Counter[str]] = [Counter() for _ in range(n_sensitive)]
-        self.gen: list[Any] = []
+        self.individuals: Counter[str] = Counter()
+        self.sensitive_counts: list[Counter[str]] = [Counter() for _ in range(n_sensitive)]
+        self.plugin_states: list[Any] = []  # each plug-in generalizer's state
 
 
 @dataclass
@@ -132,7 +92,7 @@ class State:
     lo: np.ndarray
     hi: np.ndarray
     nodes: np.ndarray
-    gen: list[Any]
+    plugin_states: list[Any]
 
 
 class ClusterSet:
@@ -164,7 +124,7 @@ class ClusterSet:
         self.w_num = np.array(w_num, dtype=np.float64) * norm
         self.w_hier = [w * norm for w in w_hier]
         self.w_other = [w * norm for w in w_other]
-        self.n_sens = len(rules.sensitive)
+        self.n_sensitive = len(rules.sensitive)
         self._num_names = [g.name for g in self.num]
         self._all = [(r.name, r.generalizer, k)
                      for r, (k, _) in zip(rules.qi_rules, self.kind, strict=True)]
@@ -183,7 +143,8 @@ class ClusterSet:
         # the range domains, [lo, hi] per numeric attribute (rows: lo, hi)
         self._dom = np.array([[g.lo for g in self.num], [g.hi for g in self.num]],
                              dtype=np.float64).reshape(2, d)
-        self._cat = np.zeros(len(self.hier), dtype=np.int64)  # the kernel's copy of item.cat
+        # the kernel's copy of item.nodes
+        self._item_nodes = np.zeros(len(self.hier), dtype=np.int64)
         self._inv = np.zeros(2 * d)
         self._inv_version = 0
         self._refresh_inv()
@@ -191,7 +152,7 @@ class ClusterSet:
         # one row per open cluster, in the rows 0..n-1 of buffers that grow by doubling:
         # (-lo, hi), so that adding x is a maximum with (-x, x) and the range part of the loss
         # is a product with (w/span, w/span); the hierarchy nodes
-        self._lh = np.empty((8, 2 * d))
+        self._bounds = np.empty((8, 2 * d))
         self._nodes = np.empty((8, len(self.hier)), dtype=np.int64)
         self._work = np.zeros((4, 8))
         self._picks = np.empty(8, dtype=np.int64)
@@ -200,14 +161,14 @@ class ClusterSet:
         self._other_key: tuple[int, ...] | None = None
         # what the kernel reads besides the rows (see _kernel.best_selection), rebuilt when
         # beta, a domain, a weight or a hierarchy's losses change
-        self._fl = np.empty(0)
-        self._beta, self._eps = -1, -1.0  # as packed into _fl
-        self._it = np.empty(0, dtype=np.int64)
+        self._kernel_floats = np.empty(0)
+        self._beta, self._eps = -1, -1.0  # as packed into _kernel_floats
+        self._kernel_ints = np.empty(0, dtype=np.int64)
         self._packed: tuple[Any, ...] | None = None
         self._stale = True  # a hierarchy's losses or tree may have changed: compare versions
 
     # -- tuples ----------------------------------------------------------------------------
-    def parse(self, row: Row, pos: int, need_time: bool = False
+    def parse(self, row: CastleRow, pos: int, need_time: bool = False
               ) -> tuple[Item, list[Any], list[Any]]:
         """Validate ``row`` without changing anything; raises ``BadRecordError`` naming the field.
 
@@ -313,9 +274,10 @@ class ClusterSet:
                 else:
                     cat.append(g.tree.index(g.observe(v)))
                     self._stale = True
-            item.cat = cat
+            item.nodes = cat
         if self.other:
-            item.gen = tuple(g.observe(v) for g, v in zip(self.other, other_raw, strict=True))
+            item.plugin_values = tuple(g.observe(v) for g, v in zip(self.other, other_raw,
+                                                                    strict=True))
 
     @property
     def dlo(self) -> np.ndarray:
@@ -334,8 +296,8 @@ class ClusterSet:
         self._refresh_inv()
         if self._packed is not None:  # the kernel's copy of the weights and domains, in place
             d = len(self.num)
-            self._fl[HEAD:HEAD + 2 * d] = self._inv
-            self._fl[HEAD + 2 * d:HEAD + 4 * d] = self._dom.ravel()
+            self._kernel_floats[HEAD:HEAD + 2 * d] = self._inv
+            self._kernel_floats[HEAD + 2 * d:HEAD + 4 * d] = self._dom.ravel()
 
     def _refresh_inv(self) -> None:
         self._inv_version += 1
@@ -358,9 +320,9 @@ class ClusterSet:
         return out
 
     @property
-    def lh(self) -> np.ndarray:
+    def bounds(self) -> np.ndarray:
         """``(-lo, hi)`` of every open cluster (a view: one row per cluster, in order)."""
-        return self._lh[:len(self.clusters)]
+        return self._bounds[:len(self.clusters)]
 
     @property
     def nodes(self) -> np.ndarray:
@@ -376,7 +338,7 @@ class ClusterSet:
         """
         clusters = self.clusters
         n = len(clusters)
-        x = item.x
+        x = item.numbers
         if n == 0:
             dom = self._dom
             if ((x < dom[0]) | (x > dom[1])).any():
@@ -392,24 +354,24 @@ class ClusterSet:
             if key != self._packed:
                 self._pack(key, beta, eps)
             self._stale = False
-        cat = self._cat
-        for j, node in enumerate(item.cat):
+        cat = self._item_nodes
+        for j, node in enumerate(item.nodes):
             cat[j] = node
         plug = self.other
         if plug:
             other_cur, other_new, okey = self._other_parts(item)
             self._work[2, :n] = other_cur
             self._work[3, :n] = other_new
-        idx = kernel(self._lh, self._nodes, n, x, cat, tau, self._fl, self._it, self._work,
-                     self._picks)
+        idx = kernel(self._bounds, self._nodes, n, x, cat, tau, self._kernel_floats,
+                     self._kernel_ints, self._work, self._picks)
         if idx == OUTSIDE:
             self._widen(x)
             if plug:
                 other_cur, other_new, okey = self._other_parts(item)
                 self._work[2, :n] = other_cur
                 self._work[3, :n] = other_new
-            idx = kernel(self._lh, self._nodes, n, x, cat, tau, self._fl, self._it,
-                         self._work, self._picks)
+            idx = kernel(self._bounds, self._nodes, n, x, cat, tau, self._kernel_floats,
+                         self._kernel_ints, self._work, self._picks)
         if idx == OPEN:
             self.open_cluster(item)
             return
@@ -417,7 +379,7 @@ class ClusterSet:
             picks = self._picks[:TIED - idx].tolist()
             if not picks:
                 raise ProtocolError("no cluster to choose (the losses are not numbers)")
-            sizes = [len(clusters[i].ids) for i in picks]
+            sizes = [len(clusters[i].individuals) for i in picks]
             idx = picks[sizes.index(min(sizes))]
             self._grow_row(idx, item)
         if plug:
@@ -441,8 +403,8 @@ class ClusterSet:
             off += n * n
         head = [float(beta), float(eps), 1.0 if self.other else 0.0]  # HEAD values
         self._beta, self._eps = beta, eps
-        self._fl = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
-        self._it = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
+        self._kernel_floats = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
+        self._kernel_ints = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
         self._packed = key
 
     def _other_parts(self, item: Item) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -455,18 +417,19 @@ class ClusterSet:
         other_cur = self._other_cur
         if other_cur is None or key != self._other_key or len(other_cur) != len(self.clusters):
             other_cur = np.array([sum(w * g.loss(s) for w, g, s in
-                                      zip(self.w_other, self.other, c.gen, strict=True))
+                                      zip(self.w_other, self.other, c.plugin_states, strict=True))
                                   for c in self.clusters], dtype=np.float64)
         other_new = np.array([sum(w * g.loss(g.add(s, v)) for w, g, s, v in
-                                  zip(self.w_other, self.other, c.gen, item.gen, strict=True))
+                                  zip(self.w_other, self.other, c.plugin_states,
+                                      item.plugin_values, strict=True))
                               for c in self.clusters], dtype=np.float64)
         return other_cur, other_new, key
 
     def _grow_row(self, idx: int, item: Item) -> None:
-        row = self._lh[idx]
-        np.maximum(row, item.xx, out=row)
+        row = self._bounds[idx]
+        np.maximum(row, item.bounds_row, out=row)
         for j, g in enumerate(self.hier):
-            self._nodes[idx, j] = g.tree.lca_table()[self._nodes[idx, j], item.cat[j]]
+            self._nodes[idx, j] = g.tree.lca_table()[self._nodes[idx, j], item.nodes[j]]
 
     def attr_losses(self, st: State) -> dict[str, float]:
         """Per-attribute loss of one state, by attribute name."""
@@ -479,7 +442,7 @@ class ClusterSet:
                 g = self.hier[j]
                 out[rule.name] = g.loss(g.tree.names[int(st.nodes[j])])
             else:
-                out[rule.name] = self.other[j].loss(st.gen[j])
+                out[rule.name] = self.other[j].loss(st.plugin_states[j])
         return out
 
     def weighted(self, losses: dict[str, float]) -> float:
@@ -497,7 +460,7 @@ class ClusterSet:
             elif kind == "hier":
                 out[rule.name] = self.hier[j].tree.names[int(st.nodes[j])]
             else:
-                out[rule.name] = self.other[j].output(st.gen[j])
+                out[rule.name] = self.other[j].output(st.plugin_states[j])
         return out
 
     def maximal_values(self) -> dict[str, Any]:
@@ -506,22 +469,22 @@ class ClusterSet:
     def state_of(self, items: Sequence[Item]) -> State:
         """The generalization of a set of tuples, from scratch (no removal bookkeeping)."""
         if self.num:
-            x = np.array([it.x for it in items])
+            x = np.array([it.numbers for it in items])
             lo, hi = x.min(axis=0), x.max(axis=0)
         else:
             lo = hi = np.empty(0)
         nodes = np.empty(len(self.hier), dtype=np.int64)
         for j, g in enumerate(self.hier):
             table = g.tree.lca_table()
-            node = items[0].cat[j]
+            node = items[0].nodes[j]
             for it in items[1:]:
-                node = int(table[node, it.cat[j]])
+                node = int(table[node, it.nodes[j]])
             nodes[j] = node
         gen: list[Any] = []
         for j, g in enumerate(self.other):
             s = None
             for it in items:
-                s = g.add(s, it.gen[j])
+                s = g.add(s, it.plugin_values[j])
             gen.append(s)
         return State(lo, hi, nodes, gen)
 
@@ -535,34 +498,35 @@ class ClusterSet:
         """
         i = self.index(c)
         d = len(self.num)
-        row = self._lh[i]
-        gen = self.state_of(c.items).gen if self.other else []
+        row = self._bounds[i]
+        gen = self.state_of(c.items).plugin_states if self.other else []
         return State(-row[:d], row[d:].copy(), self._nodes[i].copy(), gen)
 
     def covers(self, st: State, item: Item) -> bool:
         if self.num:
-            x = item.x.tolist()
+            x = item.numbers.tolist()
             if not (all(map(operator.le, st.lo.tolist(), x))
                     and all(map(operator.le, x, st.hi.tolist()))):
                 return False
         for j, g in enumerate(self.hier):
-            if int(g.tree.lca_table()[st.nodes[j], item.cat[j]]) != st.nodes[j]:
+            if int(g.tree.lca_table()[st.nodes[j], item.nodes[j]]) != st.nodes[j]:
                 return False
-        return all(g.covers(st.gen[j], item.gen[j]) for j, g in enumerate(self.other))
+        return all(g.covers(st.plugin_states[j], item.plugin_values[j])
+                   for j, g in enumerate(self.other))
 
     # -- clusters ----------------------------------------------------------------------------
     def open_cluster(self, item: Item) -> int:
-        c = Cluster(self.n_sens, self)
+        c = Cluster(self.n_sensitive, self)
         idx = len(self.clusters)
-        if idx == len(self._lh):
-            self._lh = np.concatenate((self._lh, np.empty_like(self._lh)))
+        if idx == len(self._bounds):
+            self._bounds = np.concatenate((self._bounds, np.empty_like(self._bounds)))
             self._nodes = np.concatenate((self._nodes, np.empty_like(self._nodes)))
         d = len(self.num)
-        self._lh[idx, :d] = -item.x
-        self._lh[idx, d:] = item.x
-        self._nodes[idx] = item.cat
+        self._bounds[idx, :d] = -item.numbers
+        self._bounds[idx, d:] = item.numbers
+        self._nodes[idx] = item.nodes
         self.clusters.append(c)
-        c.gen = [None] * len(self.other)
+        c.plugin_states = [None] * len(self.other)
         self._other_key = None
         self.insert(idx, item, grown=True)
         return idx
@@ -572,21 +536,22 @@ class ClusterSet:
         c = self.clusters[idx]
         c.items.append(item)
         item.cluster = c
-        pid = item.pid
-        ids = c.ids
+        pid = item.individual
+        ids = c.individuals
         ids[pid] = ids.get(pid, 0) + 1
-        for cs, v in zip(c.sens, item.sens, strict=False):  # as long: one per attribute
+        # as long: one per attribute
+        for cs, v in zip(c.sensitive_counts, item.sensitive, strict=False):
             cs[v] = cs.get(v, 0) + 1
         if not grown:
             self._other_key = None
             self._grow_row(idx, item)
         for j, g in enumerate(self.other):
-            c.gen[j] = g.add(c.gen[j], item.gen[j])
+            c.plugin_states[j] = g.add(c.plugin_states[j], item.plugin_values[j])
 
     def _drop_row(self, i: int) -> None:
         """Close row ``i`` (its cluster already left ``clusters``): later rows move up."""
         n = len(self.clusters)
-        self._lh[i:n] = self._lh[i + 1:n + 1]
+        self._bounds[i:n] = self._bounds[i + 1:n + 1]
         self._nodes[i:n] = self._nodes[i + 1:n + 1]
         self._other_key = None
 
@@ -601,17 +566,17 @@ class ClusterSet:
         of every sensitive attribute (counted on demand: needed only before a merge)."""
         seen: set[str] = set()
         for c in self.clusters:
-            seen.update(c.ids)
+            seen.update(c.individuals)
             if len(seen) >= k:
                 break
         else:
             return False
         if l <= 1:
             return True
-        for j in range(self.n_sens):
+        for j in range(self.n_sensitive):
             seen = set()
             for c in self.clusters:
-                seen.update(c.sens[j])
+                seen.update(c.sensitive_counts[j])
                 if len(seen) >= l:
                     break
             else:
@@ -632,52 +597,53 @@ class ClusterSet:
             raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
         c.items.remove(item)
         item.cluster = None
-        _dec(c.ids, item.pid)
-        for j, v in enumerate(item.sens):
-            _dec(c.sens[j], v)
+        _dec(c.individuals, item.individual)
+        for j, v in enumerate(item.sensitive):
+            _dec(c.sensitive_counts[j], v)
         i = self.index(c)
         if not c.items:
             self.clusters.pop(i)
             self._drop_row(i)
             return
         st = self.state_of(c.items)
-        self._lh[i] = np.concatenate((-st.lo, st.hi))
+        self._bounds[i] = np.concatenate((-st.lo, st.hi))
         self._nodes[i] = st.nodes
-        c.gen = st.gen
+        c.plugin_states = st.plugin_states
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""
         self._other_key = None
         i, j = self.index(into), self.index(other)
-        np.maximum(self._lh[i], self._lh[j], out=self._lh[i])
+        np.maximum(self._bounds[i], self._bounds[j], out=self._bounds[i])
         for h, g in enumerate(self.hier):
             self._nodes[i, h] = g.tree.lca_table()[self._nodes[i, h], self._nodes[j, h]]
         for h, g in enumerate(self.other):
-            into.gen[h] = g.merge(into.gen[h], other.gen[h])
+            into.plugin_states[h] = g.merge(into.plugin_states[h], other.plugin_states[h])
         for it in other.items:
             it.cluster = into
         into.items.extend(other.items)
-        into.ids.update(other.ids)
-        for h in range(self.n_sens):
-            into.sens[h].update(other.sens[h])
+        into.individuals.update(other.individuals)
+        for h in range(self.n_sensitive):
+            into.sensitive_counts[h].update(other.sensitive_counts[h])
         self.clusters.pop(j)
         self._drop_row(j)
 
     def merge_enlargement(self, c: Cluster) -> np.ndarray:
         """``loss(c + other) - loss(c)`` for every open cluster (``inf`` for ``c`` itself)."""
         i = self.index(c)
-        lh_all, nodes_all = self.lh, self.nodes
+        lh_all, nodes_all = self.bounds, self.nodes
         lh = np.maximum(lh_all, lh_all[i])
         nodes = nodes_all.copy()
         for h, g in enumerate(self.hier):
             nodes[:, h] = g.tree.lca_table()[nodes_all[:, h], nodes_all[i, h]]
         gen = None
         if self.other:
-            gen = [[g.merge(x.gen[h], c.gen[h]) for h, g in enumerate(self.other)]
+            gen = [[g.merge(x.plugin_states[h], c.plugin_states[h])
+                    for h, g in enumerate(self.other)]
                    for x in self.clusters]
         new = self.loss_of(lh, nodes, gen)
         own = self.loss_of(lh_all[i:i + 1], nodes_all[i:i + 1],
-                           [c.gen] if self.other else None)[0]
+                           [c.plugin_states] if self.other else None)[0]
         e = new - own
         e[i] = np.inf
         return e
@@ -685,16 +651,17 @@ class ClusterSet:
     def pair_distance(self, reps: Sequence[Item], seed: Item) -> np.ndarray:
         """Loss of generalizing each representative together with ``seed`` (for splits)."""
         if self.num:  # |(-x, x) - (-s, s)| counts each attribute twice
-            dist = np.abs(np.stack([r.x for r in reps]) - seed.x)
+            dist = np.abs(np.stack([r.numbers for r in reps]) - seed.numbers)
             out = np.concatenate((dist, dist), axis=1) @ self._inv * 0.5
         else:
             out = np.zeros(len(reps))
         for j, g in enumerate(self.hier):
-            col = np.array([r.cat[j] for r in reps], dtype=np.int64)
-            out = out + self.w_hier[j] * g.loss_vector()[g.tree.lca_table()[col, seed.cat[j]]]
+            col = np.array([r.nodes[j] for r in reps], dtype=np.int64)
+            out = out + self.w_hier[j] * g.loss_vector()[g.tree.lca_table()[col, seed.nodes[j]]]
         for j, g in enumerate(self.other):
             out = out + self.w_other[j] * np.array(
-                [g.loss(g.add(g.add(None, seed.gen[j]), r.gen[j])) for r in reps])
+                [g.loss(g.add(g.add(None, seed.plugin_values[j]), r.plugin_values[j]))
+                 for r in reps])
         return out
 
 

@@ -26,7 +26,7 @@ tuples lie in one equivalence class of the output. (b) Step 2 adds a tuple to th
 already released group, adding never lowers a count. (c) An equivalence class of the output
 (all rows with equal generalized quasi-identifiers) is a union of released groups plus tuples
 added as in (b); distinct counts of a union are >= those of each member, so every class has
->= k individuals and is l-diverse. The checker (:mod:`streamanon.castle.verify`) recomputes
+>= k individuals and is l-diverse. The checker (:mod:`streamanon.verify.castle`) recomputes
 exactly this from the output alone. Termination: every expiry removes its tuple (released or
 suppressed) and merging strictly reduces the number of open clusters, so nothing loops;
 ``flush`` expires the held tuples in order, so it ends too.
@@ -58,9 +58,10 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.base import legacy_positional
+from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
-from streamanon.castle.cluster import ClusterSet, Item, Released, Row, State
+from streamanon.castle.cluster import ClusterSet, Item, State
+from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.errors import BadRecordError, BadValueError, ConfigError, ProtocolError
 from streamanon.records import Suppressed
@@ -88,7 +89,7 @@ class _Kept:
     cluster: int
 
 
-class CastleAnonymizer:
+class CastleAnonymizer(OperatorBase):
     """The CASTLE operator (pure: rows in, released rows and :class:`Suppressed` out).
 
     ``rules`` may be ``None``: tuples are then held (and counted) until :meth:`set_rules`.
@@ -108,6 +109,13 @@ class CastleAnonymizer:
     >>> {key: op.summary()[key] for key in ("read", "released", "suppressed", "held")}
     {'read': 2, 'released': 2, 'suppressed': 0, 'held': 0}
     """
+
+    @classmethod
+    def _conformance_params(cls) -> Any:
+        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
+        from streamanon import conformance
+
+        return conformance.castle_case()
 
     @legacy_positional("k", "l", "delta", "beta", "mu", "zeta")
     def __init__(
@@ -148,7 +156,7 @@ class CastleAnonymizer:
         self._sets: list[ClusterSet] = []
         self._current: ClusterSet | None = None
         self._held: deque[Item] = deque()
-        self._pending: list[Row] = []
+        self._pending: list[CastleRow] = []
         self._pos = 0
         self._clock = -math.inf
         self._next_cluster = 0
@@ -204,18 +212,18 @@ class CastleAnonymizer:
         self._sets = [s for s in self._sets if s is self._current or s.clusters]
 
     # -- the stream ------------------------------------------------------------------------
-    def process(self, row: Row | Mapping[str, Any]) -> list[Any]:
+    def process(self, row: CastleRow | Mapping[str, Any]) -> list[Any]:
         """Take one tuple; return the tuples this arrival releases or suppresses.
 
         Raises :class:`~streamanon.errors.BadRecordError` (naming the field, carrying the row)
         for a tuple that cannot be anonymized; the operator is then unchanged.
         """
         given = row
-        if not isinstance(row, Row):
+        if not isinstance(row, CastleRow):
             if not isinstance(row, Mapping):
-                raise BadValueError(None, f"expected a Row or a mapping of columns, got "
+                raise BadValueError(None, f"expected a CastleRow or a mapping of columns, got "
                                     f"{type(row).__name__}", record=row)
-            row = Row(dict(row))
+            row = CastleRow(dict(row))
         if self._current is None:
             self._pending.append(row)
             self.read += 1
@@ -228,7 +236,7 @@ class CastleAnonymizer:
             raise exc.about(given) from None
         if self.max_delay is not None and math.isnan(item.t):
             raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
-                              "the rules or pass Row(t=...)")
+                              "the rules or pass CastleRow(t=...)")
         if hier_raw or other_raw:
             cset.observe(item, hier_raw, other_raw)
         self.read += 1
@@ -295,7 +303,7 @@ class CastleAnonymizer:
         if c is None:
             raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
-        if self._meets(c.ids, c.sens):
+        if self._meets(c.individuals, c.sensitive_counts):
             self._output(cset, c, out)
             return
         kept = self._covering(cset, item)
@@ -303,15 +311,15 @@ class CastleAnonymizer:
             cset.remove_item(item)
             self._emit(cset, [item], kept.values, kept.loss, kept.attr_losses, kept.cluster, out)
             return
-        size = len(c.ids)
-        larger = sum(1 for x in cset.clusters if len(x.ids) > size)
+        size = len(c.individuals)
+        larger = sum(1 for x in cset.clusters if len(x.individuals) > size)
         if larger > len(cset.clusters) / 2:
             self._suppress(cset, item, "outlier", out)
             return
         if not cset.pool_meets(self.k, self.l):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
-        while not self._meets(c.ids, c.sens):
+        while not self._meets(c.individuals, c.sensitive_counts):
             e = cset.merge_enlargement(c)
             cset.absorb(c, cset.clusters[int(np.argmin(e))])
         self._output(cset, c, out)
@@ -327,7 +335,7 @@ class CastleAnonymizer:
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
         whole = cset.cluster_state(c)
         cset.detach(c)
-        groups = self._split(cset, c.items) if len(c.ids) >= 2 * self.k else [c.items]
+        groups = self._split(cset, c.items) if len(c.individuals) >= 2 * self.k else [c.items]
         for items in groups:
             st = whole if items is c.items else cset.state_of(items)
             attr = cset.attr_losses(st)
@@ -383,9 +391,9 @@ class CastleAnonymizer:
         """
         buckets: dict[str, list[Item]] = {}
         for it in items:
-            buckets.setdefault(it.pid, []).append(it)
+            buckets.setdefault(it.individual, []).append(it)
         pool = list(buckets)
-        values = {pid: [{it.sens[j] for it in b} for j in range(cset.n_sens)]
+        values = {pid: [{it.sensitive[j] for it in b} for j in range(cset.n_sensitive)]
                   for pid, b in buckets.items()}
 
         def meets(pids: list[str]) -> bool:
@@ -394,7 +402,7 @@ class CastleAnonymizer:
             if self.l <= 1:
                 return True
             return all(len(set().union(*(values[p][j] for p in pids))) >= self.l
-                       for j in range(cset.n_sens))
+                       for j in range(cset.n_sensitive))
 
         groups: list[list[str]] = []
         seeds: list[Item] = []
@@ -406,7 +414,7 @@ class CastleAnonymizer:
             rest = [p for p in order if p != pool[0]]
             while len(group) < self.k:
                 group.append(rest.pop(0))
-            for j in range(cset.n_sens if self.l > 1 else 0):
+            for j in range(cset.n_sensitive if self.l > 1 else 0):
                 have = set().union(*(values[p][j] for p in group))
                 while len(have) < self.l:
                     nxt = next(p for p in rest if values[p][j] - have)

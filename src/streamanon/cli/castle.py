@@ -20,7 +20,6 @@ from rich.progress import Progress
 from rich.table import Table
 
 from streamanon.castle import CastleAnonymizer, RuleSet, Suppression
-from streamanon.castle.verify import check_castle_files, load_rules
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -58,6 +57,7 @@ from streamanon.data import ashrae
 from streamanon.io import OnError, detect_format
 from streamanon.io.output import OutputSet
 from streamanon.pipeline import run_castle
+from streamanon.verify.castle import check_castle_files, load_rules
 
 __all__ = ["castle_command", "castle_demo", "castle_warnings", "run_castle", "run_experiment"]
 

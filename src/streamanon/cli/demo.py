@@ -31,8 +31,8 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     from streamanon.io.output import OutputSet
     from streamanon.pipeline import run_z
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
+    from streamanon.verify.z import check_z
     from streamanon.zanon import ZAnonymizer
-    from streamanon.zanon.verify import check_z
 
     delta_t = 3600.0
     trace = write_trace(workdir / f"z-trace_n{n}_seed{seed}.csv",

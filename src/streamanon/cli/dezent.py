@@ -548,7 +548,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
     from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
     from streamanon.sim.scenarios import SCENARIOS, SimConfig, simulate
-    from streamanon.zanon.verify import check_z
+    from streamanon.verify.z import check_z
 
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))
     runs = {}

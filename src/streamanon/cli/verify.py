@@ -77,7 +77,7 @@ def verify_z(
                                    "OUTPUT's extension)."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from streamanon.zanon.verify import check_z_files
+    from streamanon.verify.z import check_z_files
 
     try:
         report = check_z_files(source, output, z, delta_t, exact=not privacy_only,
@@ -147,7 +147,7 @@ def verify_castle(
     sa: list[str] = typer.Option(None, "--sa", help="Without --rules: sensitive columns."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from streamanon.castle.verify import check_castle_files, columns_spec, load_rules
+    from streamanon.verify.castle import check_castle_files, columns_spec, load_rules
 
     qis, sas = _split(qi), _split(sa)
     if rules_path is not None and (id_field or qis or sas):

@@ -19,11 +19,13 @@ from streamanon.dezent.protocol import (
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER, WINDOW, publishable
 from streamanon.dezent.securesum import SecureSumMask
+from streamanon.dezent.stream import DezentRing
 
 __all__ = [
     "PAPER",
     "WINDOW",
     "CountingBloomFilter",
+    "DezentRing",
     "EncodingError",
     "ExactCounter",
     "Gateway",

@@ -8,7 +8,7 @@ cycle included) and ``n`` the number of current-cycle records of ``v``:
 * ``paper`` (the default, Sec. IV-3/IV-4): the coordinator subtracts ``z - 1`` from the count
   and every publication decrements it, so ``min(n, max(0, D - (z - 1)))`` records are published.
 * ``window``: every current record of ``v`` is published when ``D >= z``, else none. This is the
-  z-anonymity guarantee checked by :func:`streamanon.zanon.verify.check_z` (``exact=False``):
+  z-anonymity guarantee checked by :func:`streamanon.verify.z.check_z` (``exact=False``):
   at least ``z`` distinct users exposed ``v`` in ``[t - Δt, t]``. It publishes at least as much
   as the paper's rule (``D - (z - 1) <= n`` whenever it limits), with the same guarantee.
 

@@ -53,6 +53,13 @@ class DezentRing:
     (1, ['Suppressed'])
     """
 
+    @classmethod
+    def _conformance_params(cls) -> Any:
+        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
+        from streamanon import conformance
+
+        return conformance.dezent_case()
+
     def __init__(
         self,
         *,

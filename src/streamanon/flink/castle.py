@@ -66,7 +66,7 @@ from pyflink.datastream.state import (
 )
 
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.cluster import Row
+from streamanon.castle.records import CastleRow
 from streamanon.flink.castle_rows import (
     RULES_FILE,
     RULES_LINE,
@@ -242,7 +242,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
                 rows += len(batch)
                 for seq, values in batch:
                     with contextlib.suppress(ValueError):  # refused then too, reported then
-                        op.process(Row(values, seq))
+                        op.process(CastleRow(values, seq))
         entry = self._ops[key] = [op, version, rows]
         ctx.timer_service().register_event_time_timer(END_OF_INPUT)
         return entry
@@ -280,7 +280,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         batch = rows_of(data)
         for seq, values in batch:
             try:
-                out += op.process(Row(values, seq))
+                out += op.process(CastleRow(values, seq))
             except ValueError as exc:
                 lines.append(refused_line(seq, values, self.fmt, self.columns, str(exc)))
         self._log_event(entry, ("rows", data), len(batch))

@@ -1,7 +1,7 @@
 """CASTLE rows in batches, their outcome lines and the merge (no PyFlink here).
 
 :class:`CastleChunkParser` turns blocks of input lines into batches of
-:class:`~streamanon.castle.cluster.Row` s with streamanon's own row reader
+:class:`~streamanon.castle.records.CastleRow` s with streamanon's own row reader
 (:class:`~streamanon.io.rows.RowReader`, one reader per block, behind the header), so the
 Flink path refuses exactly the rows ``streamanon castle`` refuses. Rows are numbered by input
 line, and each goes to its partition: ``crc32(id) mod partitions`` (a stable hash, the same in
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.cluster import Released, Row, canonical
+from streamanon.castle.records import CastleRow, Released, canonical
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -224,7 +224,7 @@ class CastleChunkParser:
         covered = np.zeros(len(lines), dtype=bool)
         for seq, _ in meta:  # the header
             covered[seq - first] = True
-        rows: list[Row] = []
+        rows: list[CastleRow] = []
         if body < len(lines):
             refused: list[Rejected] = []
             src = "\n".join(lines[body:]) + "\n"

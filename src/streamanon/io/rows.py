@@ -1,7 +1,7 @@
 """Read and write general rows (dicts of columns) for CASTLE: CSV with a header, or JSON Lines.
 
 The bad-input policy is the one of :mod:`streamanon.io.policy`: every non-blank line ends as a
-:class:`~streamanon.castle.Row` or as a :class:`~streamanon.records.Rejected` naming its line
+:class:`~streamanon.castle.CastleRow` or as a :class:`~streamanon.records.Rejected` naming its line
 (malformed line, wrong field count, missing field, value that is not a finite number where one
 is needed, oversized value); ``fail`` stops with :class:`~streamanon.io.InputError`, ``skip``
 hands it to the reject log and goes on. Problems found later (an unknown category, found by the
@@ -30,7 +30,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from streamanon.castle.cluster import Row
+from streamanon.castle.records import CastleRow
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
@@ -136,11 +136,11 @@ class RowReader:
         if self.rejects is not None:
             self.rejects(rej)
 
-    def refuse_row(self, row: Row, reason: str) -> None:
+    def refuse_row(self, row: CastleRow, reason: str) -> None:
         """Refuse a row that parsed but that a later stage (the operator) cannot take."""
         self.refuse(row.line or 0, self._text_of_row(row), reason)
 
-    def _text_of_row(self, row: Row) -> str:
+    def _text_of_row(self, row: CastleRow) -> str:
         """The row's line as it was in the input when it is at hand, else rebuilt."""
         line, text = self._last
         if line == row.line:
@@ -159,7 +159,7 @@ class RowReader:
         return ",".join("" if values.get(c) is None else str(values.get(c)) for c in self.columns)
 
     # -- reading -----------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Row]:
+    def __iter__(self) -> Iterator[CastleRow]:
         if isinstance(self.source, str | Path):
             if str(self.source) == "-":
                 yield from self._iter_binary(sys.stdin.buffer)
@@ -169,7 +169,7 @@ class RowReader:
         else:
             yield from self._iter(self.source)
 
-    def _iter_binary(self, raw: BinaryIO) -> Iterator[Row]:
+    def _iter_binary(self, raw: BinaryIO) -> Iterator[CastleRow]:
         if self.fmt != "csv":
             yield from self._iter(self._text_of_binary(raw))
             return
@@ -265,7 +265,7 @@ class RowReader:
                 names[:] = blank
         return cols
 
-    def _rows_of(self, first: int, cols: RowColumns) -> Iterator[Row]:
+    def _rows_of(self, first: int, cols: RowColumns) -> Iterator[CastleRow]:
         """The block's rows, each built when it is asked for: rows (and their dicts) built a
         block at a time would all be alive at once, and the garbage collector would scan the
         whole block again and again while the operator works through it."""
@@ -274,7 +274,7 @@ class RowReader:
         columns = [cols.numbers[h] if h in cols.numbers else
                    list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
         dicts = map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
-        return map(Row, dicts, range(first, first + cols.n))
+        return map(CastleRow, dicts, range(first, first + cols.n))
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
@@ -305,12 +305,12 @@ class RowReader:
                     self._pending = 0
             yield line_no, text.rstrip("\r\n") if text.endswith("\n") else text.rstrip("\r")
 
-    def _iter(self, fh: TextIO) -> Iterator[Row]:
+    def _iter(self, fh: TextIO) -> Iterator[CastleRow]:
         lines = self._lines(fh)
         yield from self._checked(self._csv(lines) if self.fmt == "csv" else self._jsonl(lines))
         self._end_of_input()
 
-    def parse_lines(self, lines: Iterable[tuple[int, str | None]]) -> Iterator[Row]:
+    def parse_lines(self, lines: Iterable[tuple[int, str | None]]) -> Iterator[CastleRow]:
         """Rows of ``(line number, text)`` pairs, continuing the stream of earlier calls.
 
         The same rules and policy as iterating over a file (the CSV header found or given is
@@ -334,7 +334,7 @@ class RowReader:
             self._pending = 0
 
     def _checked(self, lines: Iterator[tuple[int, str, dict[str, Any] | str]]
-                 ) -> Iterator[Row]:
+                 ) -> Iterator[CastleRow]:
         for line, text, values in lines:
             self.read += 1
             if isinstance(values, str):
@@ -345,7 +345,7 @@ class RowReader:
                 self.refuse(line, text, reason)
                 continue
             self._last = (line, text)
-            yield Row(values, line)
+            yield CastleRow(values, line)
 
     @staticmethod
     def _line_problem(text: str | None) -> str | None:

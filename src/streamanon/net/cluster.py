@@ -432,7 +432,7 @@ def read_stats(workdir: str | Path) -> list[dict[str, Any]]:
 def check_run(workdir: str | Path, z: int, delta_t: float) -> dict[str, Any]:
     """The independent z checker (privacy only) on ``measurements.csv`` vs ``published.csv``."""
     from streamanon.io import read_records
-    from streamanon.zanon.verify import check_z
+    from streamanon.verify.z import check_z
 
     d = Path(workdir)
     inputs = list(read_records(str(d / "measurements.csv"), monotone=False))

@@ -13,7 +13,7 @@ coordinator, for each ``p`` (``per_ring_position``), and its max/min over ``p``.
 
 A *violation* is a published tuple whose true number of distinct sensor nodes reporting its
 value within Δt (current cycle included) is below ``z``: the same test as the independent
-checker :func:`streamanon.zanon.verify.check_z` with ``exact=False``.
+checker :func:`streamanon.verify.z.check_z` with ``exact=False``.
 """
 
 from __future__ import annotations

@@ -50,6 +50,13 @@ class AdaptiveZAnonymizer:
     (2, 1)
     """
 
+    @classmethod
+    def _conformance_params(cls) -> Any:
+        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
+        from streamanon import conformance
+
+        return conformance.adaptive_case()
+
     @legacy_positional("delta_t", "k", "pk")
     def __init__(
         self,

@@ -16,7 +16,7 @@ written: ``EU**Paris`` has the levels ``EU``, ``EU*`` and ``EU**Paris``, as in `
 Proof sketch of the guarantee: a tuple is published at level ``v`` only when the count of ``v``
 at its arrival is ``>= z``; that count is the number of distinct users with an exposure of ``v``
 in ``[t - Δt, t]``, so ``v`` was shown by at least ``z`` individuals within the window, which is
-exactly what the independent checker (:mod:`streamanon.zanon.verify`) recomputes from the input.
+exactly what the independent checker (:mod:`streamanon.verify.z`) recomputes from the input.
 
 Two equivalent engines share one state: :meth:`ZAnonymizer.process` (one record, dicts) and
 :meth:`ZAnonymizer.process_batch` (numpy, for files). For a user ``u`` and value ``v``, an
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.base import legacy_positional
+from streamanon.base import OperatorBase, legacy_positional
 from streamanon.errors import (
     BadValueError,
     ConfigError,
@@ -125,7 +125,7 @@ def _evict(od: OrderedDict[str, float], t: float, delta_t: float) -> None:
             break
 
 
-class ZAnonymizer:
+class ZAnonymizer(OperatorBase):
     """The z-anonymity operator (fixed ``z``); see the module docstring for the rule.
 
     Memory holds, per level value, the users whose latest exposure is still within Δt; values
@@ -140,6 +140,13 @@ class ZAnonymizer:
     >>> op.summary()
     {'read': 2, 'released': 1, 'suppressed': 1, 'held': 0, 'released_per_level': [1]}
     """
+
+    @classmethod
+    def _conformance_params(cls) -> Any:
+        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
+        from streamanon import conformance
+
+        return conformance.z_case()
 
     @legacy_positional("z", "delta_t", "separator")
     def __init__(self, *, z: int, delta_t: float, separator: str = SEPARATOR) -> None:

@@ -54,8 +54,8 @@ import pytest
 from streamanon.castle import CastleAnonymizer, Released, RuleSet
 from streamanon.castle.generalizers import HierarchyGeneralizer, RangeGeneralizer, format_number
 from streamanon.castle.rules import AttributeRule
-from streamanon.castle.verify import check_castle, columns_spec, rules_from_toml
 from streamanon.records import Suppressed
+from streamanon.verify.castle import check_castle, columns_spec, rules_from_toml
 
 RULES = """
 id = "u"

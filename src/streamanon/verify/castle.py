@@ -1,9 +1,9 @@
 """Independent checker of CASTLE's guarantee, recomputed from the files alone.
 
-It imports nothing of the operator (:mod:`streamanon.castle`'s other modules) nor of the
-readers (:mod:`streamanon.io`): it reads the rules TOML, hierarchy outlines, the input and
-the released rows with its own few lines, so one bug cannot hide in both (a test asserts the
-import graph).
+It imports nothing of the operator (:mod:`streamanon.castle`) nor of the readers
+(:mod:`streamanon.io`): it reads the rules TOML, hierarchy outlines, the input and the
+released rows with its own few lines (and :mod:`streamanon.verify._read`), so one bug cannot
+hide in both (a test asserts the import graph).
 
 **What the rules say** (:func:`load_rules`): the id column, and per attribute its generalizer
 kind (``range`` with an optional ``domain``, ``reduction``, ``hierarchy`` with root-first
@@ -60,7 +60,6 @@ import io
 import json
 import math
 import re
-import sys
 import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -70,6 +69,7 @@ from typing import Any, TextIO
 
 from streamanon.errors import ConfigError, InputError
 from streamanon.records import Rejected
+from streamanon.verify._read import guess_format, json_objects, read_text, source_name
 
 DEFAULT_ROOT = "*"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
@@ -264,24 +264,17 @@ def columns_spec(id_field: str, qi: Sequence[str], sa: Sequence[str] = ()) -> Ca
 
 
 # -- rows, read here -----------------------------------------------------------------------
-def read_rows(source: str | Path | TextIO, fmt: str | None = None, *, strict: bool = True,
-              name: str | None = None) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+def read_released(source: str | Path | TextIO, fmt: str | None = None, *,
+                  strict: bool = True, name: str | None = None
+                  ) -> tuple[list[tuple[int, dict[str, Any]]], int]:
     """``(line, row)`` pairs of a CSV file with a header (empty cells are missing) or of JSON
     Lines objects, and the number of bad lines (skipped, or :class:`InputError` if
-    ``strict``)."""
-    name = name or ("stdin" if str(source) == "-" else str(source) if isinstance(
-        source, str | Path) else "input")
+    ``strict``): the released rows, the input, the suppressed rows or the rejects, as the
+    checker reads them."""
+    name = source_name(source, name)
     if fmt is None:
-        text_name = str(source) if isinstance(source, str | Path) else ""
-        fmt = "jsonl" if text_name.lower().endswith((".jsonl", ".ndjson", ".json")) else "csv"
-    if isinstance(source, str | Path):
-        if str(source) == "-":
-            text = sys.stdin.read()
-        else:
-            with open(source, encoding="utf-8-sig", errors="replace", newline="") as fh:
-                text = fh.read()
-    else:
-        text = source.read()
+        fmt = guess_format(source)
+    text = read_text(source)
     rows: list[tuple[int, dict[str, Any]]] = []
     bad = 0
 
@@ -292,16 +285,9 @@ def read_rows(source: str | Path | TextIO, fmt: str | None = None, *, strict: bo
         bad += 1
 
     if fmt == "jsonl":
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError:
-                refuse(line, raw, "not valid JSON")
-                continue
-            if not isinstance(obj, dict):
-                refuse(line, raw, "not a JSON object")
+        for line, raw, obj, why in json_objects(text.splitlines()):
+            if obj is None:
+                refuse(line, raw, str(why))
                 continue
             rows.append((line, obj))
         return rows, bad
@@ -736,12 +722,13 @@ def check_castle_files(
     ``rejects`` is the JSON Lines rejects file of the run (its ``line`` fields are excluded
     from the accounting).
     """
-    released, _ = read_rows(output, out_format)
-    inputs, bad = read_rows(source, in_format, strict=False) if source is not None else (None, 0)
-    sup = read_rows(suppressed)[0] if suppressed is not None else None
+    released, _ = read_released(output, out_format)
+    inputs, bad = (read_released(source, in_format, strict=False) if source is not None
+                   else (None, 0))
+    sup = read_released(suppressed)[0] if suppressed is not None else None
     lines: set[int] = set()
     if rejects is not None:
-        for _, obj in read_rows(rejects, "jsonl")[0]:
+        for _, obj in read_released(rejects, "jsonl")[0]:
             if isinstance(obj.get("line"), int):
                 lines.add(obj["line"])
     report = check_castle(released, spec, k=k, l=l, inputs=inputs, suppressed=sup,

@@ -53,11 +53,9 @@ import io
 import json
 import math
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from itertools import repeat
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
@@ -66,6 +64,7 @@ import numpy as np
 
 from streamanon.errors import ConfigError, InputError
 from streamanon.records import Rejected
+from streamanon.verify._read import guess_format, json_objects, read_bytes, seconds, source_name
 
 MAX_FIELD = 4096
 _OTHER_SPACE = re.compile(r"[^\S\n]")
@@ -95,22 +94,6 @@ def _codes(column: Sequence[str]) -> tuple[np.ndarray, list[str], dict[str, int]
     return np.fromiter(map(index.__getitem__, column), np.int64, len(column)), names, index
 
 
-def _seconds(text: str) -> float:
-    """Seconds since the epoch: a number, or ISO 8601 (naive = UTC); NaN when neither."""
-    s = text.strip()
-    try:
-        return float(s)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(s)
-    except ValueError:
-        return math.nan
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
 def _table_of(records: Iterable[Any]) -> _Table:
     """Columns of record objects (anything with ``t``, ``u``, ``a``; optional ``line``)."""
     t, tt, u, a, ln = [], [], [], [], []
@@ -125,23 +108,6 @@ def _table_of(records: Iterable[Any]) -> _Table:
 
 
 # -- reading files ---------------------------------------------------------------------------
-def _read_bytes(source: str | Path | TextIO) -> bytes:
-    """The whole source as UTF-8 bytes, ``\\r\\n`` as ``\\n``, without a byte order mark."""
-    if isinstance(source, str | Path):
-        if str(source) == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(source, "rb") as fh:
-                data = fh.read()
-    else:
-        data = source.read().encode("utf-8")
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n")
-    return data
-
-
 def _has_space(text: str) -> bool:
     """Whitespace other than line breaks anywhere in ``text``."""
     if any(c in text for c in " \t\x0b\x0c\x1c\x1d\x1e\x1f"):
@@ -154,8 +120,7 @@ def _format_of(source: str | Path | TextIO, fmt: str | None) -> str:
         if fmt.lower() not in ("csv", "jsonl"):
             raise ConfigError(f"unknown format {fmt!r} (use csv or jsonl)")
         return fmt.lower()
-    name = str(source) if isinstance(source, str | Path) else ""
-    return "jsonl" if name.lower().endswith((".jsonl", ".ndjson", ".json")) else "csv"
+    return guess_format(source)
 
 
 _BLANK_LINE = re.compile(r"(?:^|\n)[^\S\n]*(?:\n|$)")
@@ -184,7 +149,7 @@ def _csv_fields(data: bytes, text: str, spaced: bool, name: str
     if {"t", "u", "a"} <= set(names):
         cols = (names.index("t"), names.index("u"), names.index("a"))
         width, body_pos, body_no = len(names), (nl + 1 if nl >= 0 else len(text)), number + 1
-    elif len(head) == 3 and not math.isnan(_seconds(head[0])):
+    elif len(head) == 3 and not math.isnan(seconds(head[0])):
         cols, width, body_pos, body_no = (0, 1, 2), 3, pos, number
     else:
         raise InputError(Rejected(number, line, "expected a CSV header naming columns t,u,a "
@@ -230,16 +195,9 @@ def _jsonl_fields(text: str) -> tuple[list[str], list[str], list[str], list[int]
                                       list[tuple[int, str, str]]]:
     tcol, ucol, acol, kept = [], [], [], []
     bad: list[tuple[int, str, str]] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError:
-            bad.append((number, raw, "not valid JSON"))
-            continue
-        if not isinstance(obj, dict):
-            bad.append((number, raw, "not a JSON object"))
+    for number, raw, obj, why in json_objects(text.split("\n")):
+        if obj is None:
+            bad.append((number, raw, str(why)))
             continue
         t, u, a = obj.get("t"), obj.get("u"), obj.get("a")
         if isinstance(t, bool) or not isinstance(t, int | float | str):
@@ -271,10 +229,9 @@ def read_tuples(
     ``strict`` raises :class:`~streamanon.errors.InputError` at the first bad line instead of
     skipping and counting it.
     """
-    name = name or ("stdin" if str(source) == "-" else str(source) if isinstance(
-        source, str | Path) else "input")
+    name = source_name(source, name)
     kind = _format_of(source, fmt)
-    data = _read_bytes(source)
+    data = read_bytes(source)
     text = data.decode("utf-8", errors="replace")
     spaced = _has_space(text)
     tcol, ucol, acol, numbers, bad = (_csv_fields(data, text, spaced, name) if kind == "csv"
@@ -286,7 +243,7 @@ def read_tuples(
     try:
         t = np.array(tcol, dtype=np.float64)
     except ValueError:
-        t = np.fromiter(map(_seconds, tcol), np.float64, n)
+        t = np.fromiter(map(seconds, tcol), np.float64, n)
     why: dict[int, str] = {}
     if n and (not all(ucol) or not all(acol)):
         for i in range(n):
@@ -542,7 +499,7 @@ def check_z_files(
     src = read_tuples(source, in_format, time_tolerance=time_tolerance)
     as_written: str | None = None
     if exact and _format_of(output, out_format) == "csv" and isinstance(output, str | Path):
-        as_written = _read_bytes(output).decode("utf-8", errors="replace")
+        as_written = read_bytes(output).decode("utf-8", errors="replace")
 
     def load() -> _Table:
         if as_written is not None:

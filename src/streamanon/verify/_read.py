@@ -1,0 +1,97 @@
+"""What both checkers need to read files, written once and apart from :mod:`streamanon.io`.
+
+A source is a path, ``"-"`` (standard input) or an open text stream. Nothing here knows the
+operators' readers: the checkers restate the input contract themselves.
+
+>>> guess_format("out.jsonl"), guess_format("out.csv"), guess_format("-")
+('jsonl', 'csv', 'csv')
+>>> [(n, obj, why) for n, _, obj, why in json_objects(['{"t": 1}', "", "[1]", "{"])]
+[(1, {'t': 1}, None), (3, None, 'not a JSON object'), (4, None, 'not valid JSON')]
+>>> seconds("60"), seconds("1970-01-01T00:01:00"), seconds("soon")
+(60.0, 60.0, nan)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+Source = str | Path | TextIO
+
+
+def source_name(source: Source, name: str | None = None) -> str:
+    """How messages name ``source``: ``name`` if given, ``stdin``, the path, or ``input``."""
+    return name or ("stdin" if str(source) == "-" else str(source) if isinstance(
+        source, str | Path) else "input")
+
+
+def guess_format(source: Source) -> str:
+    """``jsonl`` for a path ending in ``.jsonl``, ``.ndjson`` or ``.json``, else ``csv``."""
+    text_name = str(source) if isinstance(source, str | Path) else ""
+    return "jsonl" if text_name.lower().endswith((".jsonl", ".ndjson", ".json")) else "csv"
+
+
+def read_bytes(source: Source) -> bytes:
+    """The whole source as UTF-8 bytes, ``\\r\\n`` as ``\\n``, without a byte order mark."""
+    if isinstance(source, str | Path):
+        if str(source) == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(source, "rb") as fh:
+                data = fh.read()
+    else:
+        data = source.read().encode("utf-8")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    return data
+
+
+def read_text(source: Source) -> str:
+    """The whole source as text (UTF-8, bad bytes replaced, line ends as written)."""
+    if isinstance(source, str | Path):
+        if str(source) == "-":
+            return sys.stdin.read()
+        with open(source, encoding="utf-8-sig", errors="replace", newline="") as fh:
+            return fh.read()
+    return source.read()
+
+
+def json_objects(lines: Iterable[str]
+                 ) -> Iterator[tuple[int, str, dict[str, Any] | None, str | None]]:
+    """``(line number, raw line, object, None)`` per JSON object line, ``(number, raw, None,
+    reason)`` per line that is not one; blank lines are skipped."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError:
+            yield number, raw, None, "not valid JSON"
+            continue
+        if not isinstance(obj, dict):
+            yield number, raw, None, "not a JSON object"
+            continue
+        yield number, raw, obj, None
+
+
+def seconds(text: str) -> float:
+    """Seconds since the epoch: a number, or ISO 8601 (naive = UTC); NaN when neither."""
+    s = text.strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(s)
+    except ValueError:
+        return math.nan
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
