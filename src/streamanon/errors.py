@@ -171,3 +171,14 @@ class EndpointError(StreamanonError):
 
 class ResumeError(StreamanonError):
     """A checkpoint that this run cannot take up (other parameters, missing outputs)."""
+
+
+class CheckpointRefusedError(ResumeError):
+    """A checkpoint in a progress topic that is not loaded: not signed with the run's
+    checkpoint key, corrupted, or in a format that could run code. The message names the
+    topic, partition and offset; nothing of it was executed."""
+
+
+class CheckpointKeyError(EndpointError):
+    """The checkpoint key file cannot be used (missing, unreadable, too short, readable by
+    other users); the message names the file and says what to do."""

@@ -1033,6 +1033,9 @@ class KafkaOptions:
     offsets found at start (else run until ``stop`` is set: SIGTERM, Ctrl-C).
     ``checkpoint_every``: seconds between checkpoints (what a restart re-reads at most).
     ``config``: librdkafka settings for every client (TLS, SASL, ...).
+    ``checkpoint_key``: the file of the key that signs the checkpoints (default:
+    ``$STREAMANON_CHECKPOINT_KEY_FILE``, else a per-user file created on first use; see
+    :func:`streamanon.io.kafka_eos.checkpoint_key`).
     """
 
     group: str | None = None
@@ -1047,6 +1050,7 @@ class KafkaOptions:
     after_batch: Callable[[int], None] | None = None
     on_batch: Callable[[int], None] | None = None  # messages per batch (progress displays)
     identity: dict[str, Any] = field(default_factory=dict)  # more that must not change
+    checkpoint_key: str | Path | None = None
 
     def say(self, text: str) -> None:
         (self.log or (lambda s: print(f"streamanon kafka: {s}", file=sys.stderr)))(text)
@@ -1145,7 +1149,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     (``kafka://`` URL, file path, ``-``) and the option that named it (for messages).
     """
     from streamanon.io.kafka import BrokerWatch, KafkaSource, StopFlag, parse_kafka_url
-    from streamanon.io.kafka_eos import ExactlyOnceRun, ProgressLog
+    from streamanon.io.kafka_eos import ExactlyOnceRun, ProgressLog, checkpoint_key
 
     bootstrap, topic = parse_kafka_url(source_url)
     config = options.config
@@ -1155,12 +1159,17 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     positions = MessagePositions(source_url)
     out_target = outputs[PUBLISHED][0]
     group = options.group or default_group(command, out_target, topic)
+    key = checkpoint_key(options.checkpoint_key)  # before any topic is created
+    if key.created:
+        options.say(f"created the checkpoint key {key.path} (a restart needs it: keep it, "
+                    "or give it with --checkpoint-key on another machine)")
     progress_url = f"kafka://{bootstrap}/{group}.progress"
     ensure_topic(progress_url, 1, config, options.say)
     # one watch reports outages for every client of the run; producers first: an idempotent
     # producer needs ~0.5 s for its id, which the rest of the start-up then hides
     watch = BrokerWatch("kafka")
-    progress = ProgressLog(bootstrap, f"{group}.progress", config=config, watch=watch)
+    progress = ProgressLog(bootstrap, f"{group}.progress", config=config, watch=watch,
+                           key=key)
     sinks = _kafka_sinks(outputs, positions, len(parts), options, journal=True, watch=watch)
     source = KafkaSource(bootstrap, topic, group=group, start=options.start,
                          until_end=options.until_end, config=config,
@@ -1177,6 +1186,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Any],
     finally:
         runner.source.close()
     delivery["group"] = group
+    delivery["checkpoint_key"] = key.origin  # where it is, never the key
     return runner.stage, delivery
 
 

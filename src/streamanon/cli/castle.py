@@ -41,6 +41,7 @@ from streamanon.cli.common import (
 from streamanon.cli.kafka import (
     batch_option,
     check_url,
+    checkpoint_key_option,
     checkpoint_option,
     default_rejects,
     endpoint_errors,
@@ -140,6 +141,7 @@ def castle_command(
     checkpoint_every: float = checkpoint_option,
     max_message_bytes: int = max_message_option,
     batch_size: int = batch_option,
+    checkpoint_key: Path = checkpoint_key_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
@@ -176,7 +178,7 @@ def castle_command(
     title = f"streamanon castle (k={k}, l={l}, δ={delta})"
     kafka_args = dict(group=group, start=start, until_end=until_end,
                       checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                      batch_size=batch_size)
+                      batch_size=batch_size, checkpoint_key=checkpoint_key)
     if is_kafka(source):
         import hashlib
 

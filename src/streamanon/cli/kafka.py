@@ -36,6 +36,10 @@ UNTIL_END_HELP = ("Kafka source: stop at the end offsets found at start (for bat
                   "checkpoint and exits 0.")
 CHECKPOINT_HELP = ("Kafka source: seconds between checkpoints (a restart after a crash "
                    "re-reads at most this much input; 0 = after every batch).")
+CHECKPOINT_KEY_HELP = ("Kafka source: the file of the key (>= 16 bytes, mode 0600) that signs "
+                       "the checkpoints in GROUP.progress; a checkpoint not signed with it is "
+                       "refused. Default: $STREAMANON_CHECKPOINT_KEY_FILE, else "
+                       "~/.local/state/streamanon/checkpoint.key (created on first use).")
 MAX_MESSAGE_HELP = "Kafka source: a longer message is rejected (bytes)."
 BATCH_HELP = ("Kafka source: messages taken per batch at most (smaller: lower latency; "
               "larger: higher throughput).")
@@ -46,6 +50,8 @@ until_end_option = typer.Option(False, "--until-end", help=UNTIL_END_HELP)
 checkpoint_option = typer.Option(5.0, "--checkpoint-every", min=0, help=CHECKPOINT_HELP)
 max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help=MAX_MESSAGE_HELP)
 batch_option = typer.Option(20_000, "--batch-size", min=1, help=BATCH_HELP)
+checkpoint_key_option = typer.Option(None, "--checkpoint-key", metavar="FILE",
+                                     help=CHECKPOINT_KEY_HELP)
 
 
 def is_kafka(spec: object) -> bool:
@@ -76,7 +82,8 @@ def default_rejects(output: str) -> str:
 
 def options(*, group: str | None, start: str, until_end: bool, checkpoint_every: float,
             max_message_bytes: int, batch_size: int, stop: Any = None,
-            on_batch: Any = None, identity: dict[str, Any] | None = None) -> Any:
+            on_batch: Any = None, identity: dict[str, Any] | None = None,
+            checkpoint_key: Path | None = None) -> Any:
     from streamanon.pipeline import KafkaOptions
 
     if start not in ("committed", "earliest"):
@@ -84,7 +91,7 @@ def options(*, group: str | None, start: str, until_end: bool, checkpoint_every:
     return KafkaOptions(group=group, start=start, until_end=until_end,
                         checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
                         fetch_batch=batch_size, stop=stop, on_batch=on_batch,
-                        identity=dict(identity or {}))
+                        identity=dict(identity or {}), checkpoint_key=checkpoint_key)
 
 
 @contextmanager

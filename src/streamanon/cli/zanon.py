@@ -33,6 +33,7 @@ from streamanon.cli.exitcodes import skip_teardown
 from streamanon.cli.kafka import (
     batch_option,
     check_url,
+    checkpoint_key_option,
     checkpoint_option,
     default_rejects,
     endpoint_errors,
@@ -113,6 +114,7 @@ def z_command(
     checkpoint_every: float = checkpoint_option,
     max_message_bytes: int = max_message_option,
     batch_size: int = batch_option,
+    checkpoint_key: Path = checkpoint_key_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
@@ -148,7 +150,7 @@ def z_command(
     title = f"streamanon z (z={z}, Δt={delta_t:g} s)"
     kafka_args = dict(group=group, start=start, until_end=until_end,
                       checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                      batch_size=batch_size)
+                      batch_size=batch_size, checkpoint_key=checkpoint_key)
     if is_kafka(source):
         with writing([], skip_hint=False) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None

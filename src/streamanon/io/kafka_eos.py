@@ -16,8 +16,13 @@ A2. One writer per output partition: only this pipeline writes its output partit
     idempotent producer (no duplicates from its own retries, order kept per partition).
 A3. The broker keeps what it acknowledged (a broker that loses acknowledged data loses
     output, which a restart detects: an output partition shorter than the checkpoint says).
-A4. The progress topic is written only by this pipeline (ACLs in production; snapshots may be
-    signed with a secret, see ``secret``).
+A4. The progress topic is trusted with the resume point only, never with code: every entry
+    is signed (HMAC-SHA256 under the user's checkpoint key, bound to the topic's name and the
+    entry's kind) and checked before anything of it is used; the operator state (a pickle) is
+    unpickled only after its digest, inside the signed commit entry, matched. A writer of the
+    topic without the key can make a restart refuse (:class:`CheckpointRefusedError`) or
+    resume from an older checkpoint of the same topic (whose replay re-confirms the same
+    outputs), nothing else. See :func:`checkpoint_key` for where the key comes from.
 
 The algorithm.
 
@@ -36,11 +41,14 @@ frontier (per partition, the offset after its last record) is written to the pro
 *Checkpoint.* Every ``checkpoint_every`` seconds (and at a clean stop or the end) the run
 (1) waits until the broker has acknowledged every output message produced so far, then
 (2) writes a snapshot to the progress topic: the source frontier, the merge keys, for every
-output partition the offset after our last message, and the pickled stage (readers' state,
-operator state: z's window of live exposures, CASTLE's open clusters, τ history and Ω, and the
-accounting). A snapshot is several messages (parts, then a commit entry); only a commit entry
+output partition the offset after our last message (JSON, in the commit entry), and the pickled
+stage (readers' state, operator state: z's window of live exposures, CASTLE's open clusters, τ
+history and Ω, and the accounting; in parts before the commit entry, whose SHA-256 the commit
+entry holds). A snapshot is several messages (parts, then a commit entry); only a commit entry
 makes it count, and every message of the log names the offset of the latest commit entry, so
-the latest snapshot is found by reading the last message of the log, whatever it is.
+the latest snapshot is found by reading the last message of the log, whatever it is. Commit
+entries and batch entries carry an ``hmac`` header (:func:`entry_mac`); a restart verifies it,
+then the parts' digest, and only then unpickles the stage.
 
 *Restart.* Load the latest snapshot; for every output partition read the messages after the
 snapshot's offset (what the killed run produced after its last checkpoint: a prefix of what it
@@ -92,15 +100,18 @@ import hmac
 import json
 import os
 import pickle
+import secrets
 import signal
+import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from streamanon.errors import ResumeError
+from streamanon.errors import CheckpointKeyError, CheckpointRefusedError, ResumeError
 from streamanon.io.kafka import (
     BrokerWatch,
     KafkaSource,
@@ -110,6 +121,82 @@ from streamanon.io.kafka import (
 )
 
 PART_BYTES = 512 << 10
+
+#: the version of the snapshot format (commit entries say it; another one is refused)
+FORMAT = 2
+#: where the checkpoint key file is named when no ``--checkpoint-key`` is given
+KEY_ENV = "STREAMANON_CHECKPOINT_KEY_FILE"
+MIN_KEY_BYTES = 16
+
+
+@dataclass(frozen=True)
+class CheckpointKey:
+    """The key that signs a pipeline's checkpoints, and where it came from (``origin``: shown
+    in summaries; the key itself never is)."""
+
+    key: bytes
+    path: Path
+    created: bool = False
+
+    def __repr__(self) -> str:  # never the key
+        return f"CheckpointKey(path={str(self.path)!r}, created={self.created})"
+
+    @property
+    def origin(self) -> str:
+        return f"{self.path}{' (created)' if self.created else ''}"
+
+
+def default_key_path() -> Path:
+    """``$XDG_STATE_HOME/streamanon/checkpoint.key`` (``~/.local/state/...`` by default)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "streamanon" / "checkpoint.key"
+
+
+def checkpoint_key(path: str | Path | None = None) -> CheckpointKey:
+    """The checkpoint key: the file ``path`` (``--checkpoint-key``), else the file named by
+    ``$STREAMANON_CHECKPOINT_KEY_FILE``, else :func:`default_key_path`, which is created
+    (32 random bytes, hex, mode 0600) when it does not exist. A named file must exist.
+
+    The key is the file's content (surrounding white space removed), at least 16 bytes; a file
+    that other users may read or write is refused (like a leaf key: 0600).
+    """
+    created = False
+    if path is None and os.environ.get(KEY_ENV):
+        path = os.environ[KEY_ENV]
+    if path is None:
+        target = default_key_path()
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another run created it meanwhile
+                pass
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(secrets.token_hex(32) + "\n")
+                created = True
+        path = target
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+        key = p.read_bytes().strip()
+    except OSError as exc:
+        raise CheckpointKeyError(f"checkpoint key {p}: {exc.strerror or exc}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise CheckpointKeyError(
+            f"checkpoint key {p}: other users may access it (mode {stat.S_IMODE(mode):04o}); "
+            f"make it private: chmod 600 {p}")
+    if len(key) < MIN_KEY_BYTES:
+        raise CheckpointKeyError(
+            f"checkpoint key {p}: {len(key)} bytes, at least {MIN_KEY_BYTES} needed (e.g. "
+            "python -c 'import secrets; print(secrets.token_hex(32))' > FILE)")
+    return CheckpointKey(key, p, created)
+
+
+def entry_mac(key: bytes, topic: str, kind: str, value: bytes) -> str:
+    """HMAC-SHA256 of a progress-log entry, bound to its topic and kind (hex)."""
+    msg = b"streamanon-checkpoint\0%s\0%s\0" % (topic.encode(), kind.encode()) + value
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
 
 
 @dataclass
@@ -149,6 +236,20 @@ class PartitionMerge:
 
     def reset_buffers(self) -> None:
         self._buf = {p: [] for p in self.partitions}
+
+    def to_json(self) -> dict[str, Any]:
+        """The state a restart needs, as JSON data (what ``__getstate__`` keeps)."""
+        return {"partitions": list(self.partitions),
+                "released_key": {str(p): int(k) for p, k in self.released_key.items()},
+                "frontier": {str(p): int(o) for p, o in self.frontier.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PartitionMerge:
+        merge = cls([int(p) for p in data["partitions"]])
+        merge.released_key = {int(p): int(k) for p, k in data["released_key"].items()}
+        merge.last_key = dict(merge.released_key)
+        merge.frontier = {int(p): int(o) for p, o in data["frontier"].items()}
+        return merge
 
     def add(self, partition: int, offsets: np.ndarray, timestamps: np.ndarray,
             values: list[bytes]) -> None:
@@ -286,16 +387,21 @@ class Snapshot:
 
 
 class ProgressLog:
-    """The progress topic: snapshots (parts + commit entry) and logged batch frontiers."""
+    """The progress topic: snapshots (parts + commit entry) and logged batch frontiers.
+
+    Every commit and batch entry is signed with ``key`` (:func:`entry_mac`; default: the key
+    of :func:`checkpoint_key`); :meth:`latest` loads nothing that is not signed with it, and
+    unpickles the stage only once the signed commit entry's digest of the parts matched.
+    """
 
     def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
-                 watch: BrokerWatch | None = None, secret: bytes | None = None) -> None:
+                 watch: BrokerWatch | None = None, key: CheckpointKey | None = None) -> None:
         from confluent_kafka import Producer
 
         self.bootstrap, self.topic = bootstrap, topic
         self.config = dict(config or {})
         self.watch = watch or BrokerWatch(f"progress {topic}")
-        self.secret = secret
+        self.key = key if key is not None else checkpoint_key()
         self.last_commit = -1
         self.next_offset = 0
         self._producer = Producer({**client_config(bootstrap, self.watch, self.config),
@@ -303,9 +409,12 @@ class ProgressLog:
                                    "linger.ms": 0, "message.max.bytes": 2 * PART_BYTES})
 
     # -- writing ----------------------------------------------------------------------------
-    def _send(self, value: bytes, kind: str, extra: Mapping[str, str] | None = None) -> int:
+    def _send(self, value: bytes, kind: str, extra: Mapping[str, str] | None = None,
+              signed: bool = False) -> int:
         headers = [("kind", kind.encode()), ("prev", str(self.last_commit).encode())]
         headers += [(k, v.encode()) for k, v in (extra or {}).items()]
+        if signed:
+            headers.append(("hmac", entry_mac(self.key.key, self.topic, kind, value).encode()))
         offset = self.next_offset
         self._producer.produce(self.topic, value, partition=0, headers=headers)
         self.next_offset += 1
@@ -320,7 +429,8 @@ class ProgressLog:
 
     def log_batch(self, seq: int, frontier: Mapping[int, int]) -> None:
         """Write a batch's frontier and wait until the broker has it (before its outputs)."""
-        self._send(json.dumps({"seq": seq, "frontier": frontier}).encode(), "batch")
+        self._send(json.dumps({"seq": seq, "frontier": frontier}).encode(), "batch",
+                   signed=True)
         self._flush()
 
     def write_snapshot(self, seq: int, positions: Mapping[int, int],
@@ -330,7 +440,7 @@ class ProgressLog:
                        wait: bool = True) -> None:
         """Write a snapshot; ``wait``: return once the broker has it (else call
         :meth:`wait` before anything that must come after it)."""
-        payload = pickle.dumps((stage, merge), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(stage, protocol=pickle.HIGHEST_PROTOCOL)
         first = self.next_offset
         parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
         for i, part in enumerate(parts):
@@ -338,13 +448,12 @@ class ProgressLog:
         if before_commit is not None:
             self._flush()
             before_commit()
-        meta = {"seq": seq, "positions": dict(positions), "outputs": dict(outputs),
+        meta = {"format": FORMAT, "seq": seq, "positions": dict(positions),
+                "outputs": dict(outputs), "merge": merge.to_json(),
                 "finished": finished, "first_part": first, "parts": len(parts),
-                "bytes": len(payload), "stats": dict(stats), "identity": dict(identity),
-                "written": time.time()}
-        if self.secret is not None:
-            meta["hmac"] = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
-        offset = self._send(json.dumps(meta, default=str).encode(), "commit")
+                "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
+                "stats": dict(stats), "identity": dict(identity), "written": time.time()}
+        offset = self._send(json.dumps(meta, default=str).encode(), "commit", signed=True)
         if wait:
             self._flush()
         self.last_commit = offset
@@ -377,35 +486,83 @@ class ProgressLog:
         finally:
             c.close()
 
+    def _refuse(self, offset: int, why: str) -> CheckpointRefusedError:
+        return CheckpointRefusedError(
+            f"refusing the checkpoint in {self.topic} partition 0 offset {offset}: {why}; "
+            "nothing of it was loaded (another writer of the progress topic, another "
+            f"checkpoint key than {self.key.path}, or a checkpoint of an older streamanon: "
+            "give the key it was written with, or start a new pipeline with another --group "
+            "and outputs)")
+
+    def _verified(self, m: Any, kind: str) -> bytes:
+        """The value of entry ``m`` once its kind and signature are this log's."""
+        headers = dict(m.headers() or [])
+        value = m.value() or b""
+        if headers.get("kind") != kind.encode():
+            raise self._refuse(m.offset(), f"expected a {kind} entry, found "
+                               f"{(headers.get('kind') or b'no kind')[:20]!r}")
+        mac = headers.get("hmac")
+        if mac is None:
+            raise self._refuse(m.offset(), f"the {kind} entry is not signed")
+        want = entry_mac(self.key.key, self.topic, kind, value)
+        if not hmac.compare_digest(want.encode(), bytes(mac)):
+            raise self._refuse(m.offset(), f"the {kind} entry's signature does not match "
+                               "(forged, corrupted, or signed with another key)")
+        return value
+
     def latest(self) -> Snapshot | None:
-        """The latest complete snapshot, with the batch frontiers logged after it."""
+        """The latest complete snapshot, with the batch frontiers logged after it.
+
+        Raises :class:`~streamanon.errors.CheckpointRefusedError` for an entry that is not
+        signed with this log's key, or whose parts do not match their signed digest.
+        """
         end = end_offsets(self.bootstrap, self.topic, [0], config=self.config)[0]
         self.next_offset = end
         if end == 0:
             return None
         last = self._read(end - 1, end)[0]
         headers = dict(last.headers() or [])
-        commit_at = end - 1 if headers.get("kind") == b"commit" else int(headers["prev"])
+        if headers.get("kind") == b"commit":
+            commit_at = end - 1
+        else:
+            try:
+                commit_at = int(headers["prev"])
+            except (KeyError, ValueError):
+                raise self._refuse(end - 1, "the last entry names no commit entry") from None
+            if not -1 <= commit_at < end - 1:
+                raise self._refuse(end - 1, f"the last entry names commit entry {commit_at}, "
+                                   "outside the log")
         if commit_at < 0:
             return None
         tail = self._read(commit_at, end)
-        meta = json.loads(tail[0].value())
-        batches = [{int(p): int(o) for p, o in json.loads(m.value())["frontier"].items()}
-                   for m in tail[1:] if dict(m.headers() or []).get("kind") == b"batch"]
-        parts = self._read(meta["first_part"], meta["first_part"] + meta["parts"])
-        payload = b"".join(m.value() or b"" for m in parts)
-        if len(payload) != meta["bytes"]:
-            raise RuntimeError(f"snapshot {meta['seq']} in {self.topic} is incomplete")
-        if self.secret is not None:
-            mac = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
-            if not hmac.compare_digest(mac, str(meta.get("hmac", ""))):
-                raise RuntimeError(f"snapshot {meta['seq']} in {self.topic} is not signed "
-                                   "with this pipeline's secret: refusing to load it")
-        stage, merge = pickle.loads(payload)  # our own topic (assumption A4)
+        try:
+            meta = json.loads(self._verified(tail[0], "commit"))
+            batches = [{int(p): int(o) for p, o in
+                        json.loads(self._verified(m, "batch"))["frontier"].items()}
+                       for m in tail[1:] if dict(m.headers() or []).get("kind") != b"part"]
+            if meta.get("format") != FORMAT:
+                raise self._refuse(commit_at, f"format {meta.get('format')!r}, not {FORMAT}")
+            first, n = int(meta["first_part"]), int(meta["parts"])
+            if not 0 <= first <= first + n <= commit_at:
+                raise self._refuse(commit_at, "its parts lie outside the log")
+            parts = self._read(first, first + n)
+            payload = b"".join(m.value() or b"" for m in parts)
+            if (len(payload) != meta["bytes"] or not hmac.compare_digest(
+                    hashlib.sha256(payload).hexdigest(), str(meta["sha256"]))):
+                raise self._refuse(commit_at, f"its operator state (offsets {first}.."
+                                   f"{first + n - 1}) does not match its signed digest")
+            merge = PartitionMerge.from_json(meta["merge"])
+            positions = {int(p): int(o) for p, o in meta["positions"].items()}
+        except CheckpointRefusedError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # signed, but not ours
+            raise self._refuse(commit_at, f"unreadable ({type(exc).__name__}: {exc})"
+                               ) from None
+        # signed with the user's key, digest matched: written by a holder of the key
+        stage = pickle.loads(payload)
         self.last_commit = commit_at
-        return Snapshot(meta["seq"], {int(p): o for p, o in meta["positions"].items()},
-                        meta["outputs"], stage, merge, meta["finished"], commit_at, batches,
-                        meta.get("identity", {}))
+        return Snapshot(meta["seq"], positions, meta["outputs"], stage, merge,
+                        meta["finished"], commit_at, batches, meta.get("identity", {}))
 
 
 class OutputGate:

@@ -26,7 +26,10 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import sys
 import threading
+import time
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -89,16 +92,96 @@ class CEMetrics:
                                    "batches", registry=r)
 
 
+_FRIENDLY = {"PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate",
+             "HTTP_REQUEST": "plain HTTP on the TLS port",
+             "WRONG_VERSION_NUMBER": "not TLS", "UNSUPPORTED_PROTOCOL": "TLS version too old",
+             "CERTIFICATE_VERIFY_FAILED": "client certificate not of this site's CA",
+             "TLSV1_ALERT_UNKNOWN_CA": "the client does not trust this site's CA"}
+
+
+def refusal_reason(exc: BaseException | None) -> str:
+    """A short reason for a connection that failed before it was served (no traceback)."""
+    if isinstance(exc, ssl.SSLError):
+        code = str(getattr(exc, "reason", None) or "")
+        return _FRIENDLY.get(code, code.lower().replace("_", " ") or "TLS error")
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    if isinstance(exc, ConnectionError):
+        return "closed by the client"
+    text = f"{type(exc).__name__}: {exc}" if exc is not None else "unknown"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _peer(address: Any) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = str(address[0])
+        return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+    return str(address)
+
+
+class RefusalLog:
+    """Refused connections as short log lines, at most ``burst`` per ``interval`` seconds;
+    the rest are counted (by reason) and reported in one line when the interval is over (at
+    the next refusal or :meth:`flush`). A flood of N connections thus writes at most
+    ``burst + 1`` lines per interval, each a peer address and a reason, whatever N."""
+
+    MAX_REASONS = 8  # distinct reasons counted per interval (the rest as "other")
+
+    def __init__(self, logger: logging.Logger, *, burst: int = 5, interval: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger, self.burst, self.interval, self.clock = logger, burst, interval, clock
+        self._lock = threading.Lock()
+        self._start = clock()
+        self._shown = 0
+        self._held: dict[str, int] = {}
+        self.total = 0  #: refusals since the start (shown or not)
+
+    def refused(self, peer: Any, reason: str) -> None:
+        with self._lock:
+            now = self.clock()
+            if now - self._start >= self.interval:
+                self._report()
+                self._start, self._shown = now, 0
+            self.total += 1
+            if self._shown < self.burst:
+                self._shown += 1
+                self.logger.warning("metrics: refused %s: %s", _peer(peer), reason)
+                return
+            key = reason if reason in self._held or len(self._held) < self.MAX_REASONS \
+                else "other"
+            self._held[key] = self._held.get(key, 0) + 1
+
+    def _report(self) -> None:
+        if self._held:
+            n = sum(self._held.values())
+            why = ", ".join(f"{r} x{c}" for r, c in sorted(self._held.items()))
+            self.logger.warning("metrics: %d more connection(s) refused in %.0f s, not logged "
+                                "one by one (%s)", n, self.interval, why)
+            self._held = {}
+
+    def flush(self) -> None:
+        """Report what is held now (the server does at close)."""
+        with self._lock:
+            self._report()
+
+
 class _MetricsServer(ThreadingHTTPServer):
     """HTTP over mutual TLS; the handshake runs in the request's thread (a slow or silent
-    client cannot stall the accepting loop)."""
+    client cannot stall the accepting loop). A connection refused in the handshake or by
+    its certificate's role is a :class:`RefusalLog` line, never a traceback."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: type, ctx: ssl.SSLContext) -> None:
+    def __init__(self, address: tuple[str, int], handler: type, ctx: ssl.SSLContext,
+                 refusals: RefusalLog | None = None) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.ctx = ctx
+        self.refusals = refusals or RefusalLog(log)
         super().__init__(address, handler)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.refusals.flush()
 
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = self.socket.accept()
@@ -106,13 +189,15 @@ class _MetricsServer(ThreadingHTTPServer):
         return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        log.info("metrics: connection from %s dropped", client_address, exc_info=True)
+        self.refusals.refused(client_address, refusal_reason(sys.exc_info()[1]))
 
 
 def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, key: Path,
-          revocations: Revocations) -> Any:
+          revocations: Revocations, refusals: RefusalLog | None = None) -> Any:
     """Serve ``registry`` on ``address`` (mutual TLS, role ``monitor`` only, CRL checked at
-    every request); returns the server (``shutdown()``, ``server_close()``)."""
+    every request); returns the server (``shutdown()``, ``server_close()``). Refused
+    connections are logged through ``refusals`` (default: at most 5 lines a minute, the rest
+    counted in one line)."""
     base = MetricsHandler.factory(registry)
 
     class Handler(base):  # type: ignore[misc,valid-type]
@@ -123,7 +208,7 @@ def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, ke
         def do_GET(self) -> None:
             _, why = check_peer(self.connection, revocations, (ROLE_MONITOR,))
             if why is not None:
-                log.warning("metrics: refusing %s: %s", self.client_address, why)
+                self.server.refusals.refused(self.client_address, why)
                 self.send_error(403, "a monitor certificate of this site is required")
                 return
             super().do_GET()
@@ -131,7 +216,8 @@ def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, ke
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = _MetricsServer(split_address(address), Handler, server_context(ca, cert, key))
+    server = _MetricsServer(split_address(address), Handler, server_context(ca, cert, key),
+                            refusals)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -323,6 +324,18 @@ def issue(directory: str | Path, name: str, ca_dir: str | Path, *,
     d = Path(directory)
     if sensor_of is not None:
         check_sensor_id(name)
+        site = site_gateways(d)
+        if sensor_of not in site:
+            have = f"gw0..gw{max(site)}" if site else "none"
+            raise ValueError(f"--sensor-of {sensor_of}: {d} has no gateway gw{sensor_of} "
+                             f"(its gateways: {have})")
+        for g in site:
+            reg = registry_path(d, g)
+            if g != sensor_of and reg.exists() and name in reg.read_text().split():
+                raise ValueError(
+                    f"sensor {name!r} is registered to {gateway_name(g)}: one identity counts "
+                    f"at one gateway only (re-issue it with --sensor-of {g}, or revoke its "
+                    f"certificate and remove it from {reg} before moving it)")
         crt_path, key_path = sensor_paths(d, sensor_of, name)
         _private_dir(crt_path.parent)
         cert, key = make_leaf(name, ca_cert, ca_key, role=sensor_role(sensor_of))
@@ -340,11 +353,39 @@ def issue(directory: str | Path, name: str, ca_dir: str | Path, *,
     return crt_path
 
 
+def site_gateways(directory: str | Path) -> list[int]:
+    """The gateways of a deployment folder: the indexes of its ``gw<i>.crt`` files."""
+    found = (parse_gateway_name(p.stem) for p in Path(directory).glob("gw*.crt"))
+    return sorted(g for g in found if g is not None)
+
+
 def revoke(directory: str | Path, certificate: str | Path, ca_dir: str | Path) -> int:
     """Revoke ``certificate`` (a PEM file): its serial joins the CA's ``revoked.txt`` and the
-    deployment folder gets a new ``crl.pem``. Returns the serial."""
-    cert = x509.load_pem_x509_certificate(Path(certificate).read_bytes())
+    deployment folder gets a new ``crl.pem``. Returns the serial.
+
+    Refuses (ValueError) the CA's own certificate (a CRL cannot revoke its issuer: make a new
+    CA with ``pki init --force``) and a certificate this CA did not issue (its serial in this
+    CRL would change nothing)."""
+    try:
+        cert = x509.load_pem_x509_certificate(Path(certificate).read_bytes())
+    except ValueError:
+        raise ValueError(f"{certificate}: not a PEM certificate") from None
     ca = Path(ca_dir)
+    ca_cert, _ = _load_ca(ca)
+    try:
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if cert == ca_cert or is_ca:
+        raise ValueError(f"{certificate} is a CA certificate ({cert.subject.rfc4514_string()}): "
+                         "a CRL cannot revoke it; if the CA key is compromised, make a new "
+                         "CA (pki init --force) and redistribute every certificate")
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        raise ValueError(f"{certificate} was not issued by this CA ({ca / 'ca.crt'}; it is "
+                         f"issued by {cert.issuer.rfc4514_string()}): revoking it here would "
+                         "change nothing; revoke it with the CA that issued it") from None
     listed = _revoked_serials(ca)
     if cert.serial_number not in listed:
         with open(ca / "revoked.txt", "a", encoding="utf-8") as fh:
