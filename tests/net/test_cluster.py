@@ -29,12 +29,12 @@ import pytest
 from typer.testing import CliRunner
 
 from streamanon.cli import app
+from streamanon.dezent.grid import bucket_grid
 from streamanon.dezent.ring import Ring
 from streamanon.net import framing
 from streamanon.net.cluster import Cluster, ClusterSpec, check_run, read_stats
 from streamanon.net.pki import sensor_paths, sensor_role, write_self_signed
 from streamanon.net.tls import client_context, split_address
-from streamanon.sim.district import bucket_grid
 from streamanon.sim.scenarios import simulate
 
 TLS_RECORD_MAX = 16384  # plaintext bytes per TLS record

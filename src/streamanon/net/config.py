@@ -140,7 +140,7 @@ class ProtocolSection:
             if self.domain:
                 dom: tuple[Key, ...] = tuple(int(v) for v in self.domain)
             elif self.domain_max_w is not None:
-                from streamanon.sim.district import bucket_grid
+                from streamanon.dezent.grid import bucket_grid
 
                 dom = tuple(int(v) for v in bucket_grid(float(self.domain_max_w)))
             else:
@@ -394,7 +394,7 @@ def load_ce_config(path: str | Path) -> CEConfig:
     if "domain" in ce:
         domain = frozenset(int(v) if isinstance(v, int) else str(v) for v in ce.pop("domain"))
     elif "domain_max_w" in ce:
-        from streamanon.sim.district import bucket_grid
+        from streamanon.dezent.grid import bucket_grid
 
         domain = frozenset(int(v) for v in bucket_grid(float(ce.pop("domain_max_w"))))
     try:

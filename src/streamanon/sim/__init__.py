@@ -2,8 +2,9 @@
 scenarios on identical readings (:mod:`.scenarios`), their metrics (:mod:`.metrics`) and
 parameter grids in parallel processes (:mod:`.experiment`)."""
 
+from streamanon.sim.config import SimConfig
 from streamanon.sim.district import District, DistrictConfig
-from streamanon.sim.scenarios import SCENARIOS, SimConfig, SimResult, run_protocol, simulate
+from streamanon.sim.scenarios import SCENARIOS, SimResult, run_protocol, simulate
 
 __all__ = ["SCENARIOS", "District", "DistrictConfig", "SimConfig", "SimResult", "run_protocol",
            "simulate"]

@@ -41,8 +41,8 @@ from typing import Any
 from streamanon.net.config import toml_dump
 from streamanon.net.pki import gateway_name, init_pki, write_mix_keys
 from streamanon.net.store import clear_store, export_csv, is_postgres, stored_rows
+from streamanon.sim.config import SimConfig
 from streamanon.sim.district import District, DistrictConfig
-from streamanon.sim.scenarios import SimConfig
 
 
 @dataclass(frozen=True)
