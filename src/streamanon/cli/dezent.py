@@ -527,6 +527,8 @@ def _tradeoff_points(rows: list[dict[str, Any]]) -> list[tuple[str, float, float
 
 def _ints(text: str) -> list[int]:
     """'1-3,7' -> [1, 2, 3, 7]."""
+    from streamanon.errors import ConfigError
+
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -538,7 +540,7 @@ def _ints(text: str) -> list[int]:
         else:
             out.append(int(part))
     if not out:
-        raise ValueError(f"no numbers in {text!r}")
+        raise ConfigError(f"no numbers in {text!r}")
     return out
 
 
@@ -546,6 +548,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     """``streamanon demo``'s deZent part: a one-day district through all three scenarios,
     exported and re-checked with the independent z checker, and a publication-ratio plot."""
     from streamanon.dezent.grid import CYCLES_PER_DAY
+    from streamanon.errors import CheckerFailure
     from streamanon.io import read_records
     from streamanon.io.output import OutputSet
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
@@ -568,7 +571,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
                          exact=False)
         checks[name] = report.ok
         if name != "dezent" and not report.ok:
-            raise RuntimeError(f"z checker failed for {name}: {report.first_problem}")
+            raise CheckerFailure(f"z checker failed for {name}: {report.first_problem}")
     summary = main.to_dict()
     console.print(_table(summary))
     console.print("z checker (privacy only) on the exported tuples: " + ", ".join(

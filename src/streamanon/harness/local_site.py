@@ -12,10 +12,10 @@ CE), stops the CE and writes ``published.csv`` (what the CE holds) next to
 (how far the run got). Every child process is terminated on the way out, also on Ctrl-C or an
 error.
 
-A workdir holding an earlier run is refused (:class:`~streamanon.errors.WorkdirInUse`) unless ``mode`` is
-``force`` (its files and the CE's rows are cleared first) or ``resume`` (the PKI, the CE's rows
-and the gateways' outboxes are kept, the replay continues at the cycle after the last one of
-the earlier run, and ``measurements.csv`` grows).
+A workdir holding an earlier run is refused (:class:`~streamanon.errors.WorkdirInUse`) unless
+``mode`` is ``force`` (its files and the CE's rows are cleared first) or ``resume`` (the PKI,
+the CE's rows and the gateways' outboxes are kept, the replay continues at the cycle after the
+last one of the earlier run, and ``measurements.csv`` grows).
 
 The district is the simulation's (:class:`~streamanon.sim.district.District`, same seed),
 the ring seed is the district's seed and the counting structure is sized like the

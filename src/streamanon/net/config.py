@@ -67,7 +67,7 @@ The central entity's file (``ce.toml``)::
     [ce]
     listen = "127.0.0.1:7000"
     store = "ce.sqlite"             # SQLite file (created if missing), or a PostgreSQL DSN
-                                    # "postgresql://ce@127.0.0.1:5432/dezent" (net.store)
+                                    # "postgresql://ce@127.0.0.1:5432/dezent" (streamanon.net.store)
     ca = "pki/ca.crt"
     cert = "pki/ce.crt"
     key = "pki/ce.key"
@@ -97,11 +97,11 @@ from pathlib import Path
 from typing import Any
 
 from streamanon.dezent.cbf import Key
-from streamanon.dezent.mix import MixError, load_public_key
+from streamanon.dezent.mix import load_public_key
 from streamanon.dezent.protocol import ProtocolConfig, StructureSpec, window_cycles
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.securesum import bits_for, max_true_count
-from streamanon.errors import ConfigError
+from streamanon.errors import ConfigError, MixError
 from streamanon.net.framing import MAX_FRAME
 from streamanon.net.pki import parse_gateway_name
 
@@ -384,7 +384,7 @@ def _intake(doc: dict[str, Any], base: Path, path: str | Path) -> SensorIntakeSe
 
 
 def load_ce_config(path: str | Path) -> CEConfig:
-    from streamanon.net.store import is_postgres
+    from streamanon.net.store.base import is_postgres
 
     doc, base = _load(path)
     ce = dict(_section(doc, "ce", path))
