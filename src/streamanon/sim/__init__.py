@@ -1,5 +1,5 @@
 """The deZent paper's evaluation: a BDEW-profile district (:mod:`.district`), the three
-scenarios on identical readings (:mod:`.scenarios`), their metrics (:mod:`.metrics`) and
+scenarios on identical readings (:mod:`.scenarios`, parameters :mod:`.config`), their metrics (:mod:`.metrics`) and
 parameter grids in parallel processes (:mod:`.experiment`)."""
 
 from streamanon.sim.config import SimConfig
