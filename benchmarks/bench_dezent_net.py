@@ -36,10 +36,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from streamanon.harness.local_site import LocalSite, LocalSiteSpec, free_ports, read_stats
+from streamanon.harness.pg_server import NoServer, temporary_server
 from streamanon.net import framing
-from streamanon.net.cluster import Cluster, ClusterSpec, free_ports, read_stats
 from streamanon.net.framing import WireTuple
-from streamanon.net.pg_server import NoServer, temporary_server
 from streamanon.net.store import open_store
 
 CYCLE_SECONDS = 900.0
@@ -47,11 +47,11 @@ CYCLE_SECONDS = 900.0
 
 def one_size(gateways: int, cycles: int, period: float, structure: str, workdir: Path,
              insecure: bool = False, publication: str = "direct") -> dict[str, float]:
-    spec = ClusterSpec(gateways=gateways, period=period, cycles=cycles, z=10, max_sn=40,
-                       sn_sd=0.0, seed=1, p_pub=0.5, structure=structure, lead=period,
-                       insecure_plaintext_sensors=insecure, publication=publication)
+    spec = LocalSiteSpec(gateways=gateways, period=period, cycles=cycles, z=10, max_sn=40,
+                         sn_sd=0.0, seed=1, p_pub=0.5, structure=structure, lead=period,
+                         insecure_plaintext_sensors=insecure, publication=publication)
     began = time.perf_counter()
-    summary = Cluster(spec, workdir).run()
+    summary = LocalSite(spec, workdir).run()
     wall = time.perf_counter() - began
     stats = read_stats(workdir)
     db = sqlite3.connect(workdir / "ce.sqlite")

@@ -39,9 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig, load_profiles
+from streamanon.dezent.grid import CYCLES_PER_DAY
+from streamanon.sim.config import SimConfig
+from streamanon.sim.district import District, DistrictConfig, load_profiles
 from streamanon.sim.linkability import channel, gateway_linkability, position_decile
-from streamanon.sim.scenarios import SimConfig, run_protocol, simulate
+from streamanon.sim.scenarios import run_protocol, simulate
 
 REFERENCE_MEASUREMENTS_PER_S = 24_096 / 134.0
 

@@ -182,3 +182,41 @@ class CheckpointRefusedError(ResumeError):
 class CheckpointKeyError(EndpointError):
     """The checkpoint key file cannot be used (missing, unreadable, too short, readable by
     other users); the message names the file and says what to do."""
+
+
+# -- deZent publication, the daemons and the local harnesses ---------------------------------
+class PublicationError(ProtocolError):
+    """What the deZent publication step (its order and the mix) refuses: a message or batch
+    out of protocol. The mix's :class:`MixError` derives from it."""
+
+
+class MixError(PublicationError):
+    """A tuple that cannot be sealed, an item that cannot be opened, a bad mix key or batch."""
+
+
+class StoreUnavailable(StreamanonError, RuntimeError):
+    """The CE's database cannot take a batch now (nothing of the batch was committed).
+
+    A state of the world, not of the batch: it is also a :class:`RuntimeError`."""
+
+
+class WorkdirInUse(StreamanonError, RuntimeError):
+    """A local site's work folder holds an earlier run (or nothing to resume); nothing was
+    changed. The message says what to do (``--force`` or ``--resume``)."""
+
+
+class SiteStartError(StreamanonError, RuntimeError):
+    """A local site's process exited at start-up, or the site was not up in time; every
+    process of it was stopped. The message names the log to read."""
+
+
+class NoServer(StreamanonError, RuntimeError):
+    """No throw-away PostgreSQL server can be started here (binaries missing, root)."""
+
+
+class CheckerFailure(StreamanonError, RuntimeError):
+    """An independent checker found a violation in streamanon's own output: a bug."""
+
+
+__all__ += ["CheckerFailure", "MixError", "NoServer", "PublicationError", "SiteStartError",
+            "StoreUnavailable", "WorkdirInUse"]

@@ -1,4 +1,4 @@
-"""One real PostgreSQL server per test session (:mod:`streamanon.net.pg_server`: initdb +
+"""One real PostgreSQL server per test session (:mod:`streamanon.harness.pg_server`: initdb +
 pg_ctl in a temporary folder, as ``nobody`` under root). Tests that need it skip, naming the
 reason, only when no server binaries can be found."""
 
@@ -8,8 +8,8 @@ import secrets
 
 import pytest
 
-from streamanon.net.cluster import free_ports
-from streamanon.net.pg_server import NoServer, temporary_server
+from streamanon.harness.local_site import free_ports
+from streamanon.harness.pg_server import NoServer, temporary_server
 
 
 @pytest.fixture(scope="session")

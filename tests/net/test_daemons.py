@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from streamanon.harness.local_site import free_ports
 from streamanon.net import framing
 from streamanon.net.ce_client import CEClient
-from streamanon.net.cluster import free_ports
 from streamanon.net.config import load_gateway_config, toml_dump
 from streamanon.net.outbox import Outbox
 from streamanon.net.pki import init_pki, revoke, sensor_paths, sensor_role, write_self_signed

@@ -45,7 +45,7 @@ def test_refusals_round_trip(items):
 def test_ring_frames_round_trip_and_their_overhead(ccc, others, message):
     members = tuple(sorted(others | {ccc}))
     data = framing.encode_ring(ccc, members, message)
-    assert framing.decode_frame(data[4:]) == framing.Ring(ccc, members, message)
+    assert framing.decode_frame(data[4:]) == framing.RingFrame(ccc, members, message)
     # the overhead over the structure: frame + session + the protocol message header
     collect_header = 9
     assert len(data) - len(message) + collect_header == framing.ring_overhead(

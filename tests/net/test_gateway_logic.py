@@ -65,9 +65,9 @@ def test_ring_messages_are_taken_once_from_the_predecessor_of_the_first_session(
             (third, good),  # not from the predecessor
             (ccc, good),  # taken
             (ccc, good),  # a duplicate: dropped (would count gw's sensors twice)
-            (ccc, framing.Ring(ccc, (ccc, me), good.message)),  # too small a session
-            (ccc, framing.Ring(me, tuple(range(N)), good.message)),  # "me" never started it
-            (ccc, framing.Ring(ccc, tuple(range(N)),  # a cycle long gone
+            (ccc, framing.RingFrame(ccc, (ccc, me), good.message)),  # too small a session
+            (ccc, framing.RingFrame(me, tuple(range(N)), good.message)),  # "me" never started it
+            (ccc, framing.RingFrame(ccc, tuple(range(N)),  # a cycle long gone
                                encode_message(type(send.msg)(CYCLE - 3, send.msg.payload)))),
         ]:
             daemon.on_ring(sender, frame)

@@ -11,8 +11,6 @@ from streamanon.sim.district import (
     PROFILES,
     District,
     DistrictConfig,
-    bucket,
-    bucket_grid,
     load_profiles,
 )
 
@@ -66,12 +64,3 @@ def test_readings_stay_within_the_noise_band_of_the_profile():
     assert np.all(np.abs(w / base - 1) <= 0.1 + 1e-12)
 
 
-@given(st.floats(0, 50_000, allow_nan=False))
-def test_bucket_width_and_rounding(v):
-    b = int(bucket(np.array([v]))[0])
-    g = 25
-    while g < v:
-        g *= 2
-    width = max(1, g // 20)
-    assert b % width == 0 and abs(b - v) <= width / 2
-    assert b in set(bucket_grid(max(v, 1.0)).tolist())

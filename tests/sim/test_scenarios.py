@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamanon.dezent.grid import CYCLE_SECONDS
 from streamanon.records import Record, Suppressed
-from streamanon.sim.district import CYCLE_SECONDS, District, DistrictConfig
-from streamanon.sim.scenarios import SCENARIOS, SimConfig, run_protocol, simulate
+from streamanon.sim.config import SimConfig
+from streamanon.sim.district import District, DistrictConfig
+from streamanon.sim.scenarios import SCENARIOS, run_protocol, simulate
 from streamanon.verify.z import check_z
 from streamanon.zanon import ZAnonymizer
 

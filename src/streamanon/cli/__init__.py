@@ -8,7 +8,9 @@ Exit codes are those of :class:`streamanon.cli.exitcodes.ExitCode`; :func:`main`
 unexpected exception (a bug) into exit 70 with its traceback (and a
 :class:`~streamanon.errors.ConfigError`, parameters an operator refuses, into exit 2 with one
 line), so that exit 1 keeps meaning
-"a check found a problem".
+"a check found a problem". A command whose optional extra is not installed (a
+``ModuleNotFoundError`` of one of :data:`streamanon.extras.EXTRA_OF_MODULE`) exits 2 with one
+line naming the extra to install.
 """
 
 import os
@@ -18,6 +20,7 @@ import traceback
 from streamanon.cli.app import app
 from streamanon.cli.exitcodes import ExitCode, teardown_skipped
 from streamanon.errors import ConfigError
+from streamanon.extras import install_hint
 
 
 def main() -> None:
@@ -41,7 +44,11 @@ def main() -> None:
     except ConfigError as exc:  # parameters an operator refuses (e.g. --delta-t 1e400)
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(int(ExitCode.USAGE))
-    except Exception:
+    except Exception as exc:
+        hint = install_hint(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if hint is not None:  # a command of an extra that is not installed
+            print(f"error: {hint}", file=sys.stderr)
+            sys.exit(int(ExitCode.USAGE))
         traceback.print_exc()
         print("internal error: this is a bug in streamanon; please report it with the "
               "traceback above", file=sys.stderr)

@@ -39,7 +39,7 @@ def ce_run(
     except ConfigError as exc:
         fail(str(exc))
     setup_logging("ce", verbose)
-    from streamanon.net.store import StoreUnavailable
+    from streamanon.errors import StoreUnavailable
 
     try:
         run_ce(cfg)
@@ -57,9 +57,10 @@ def ce_export(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write every tuple the CE holds as t,u,a CSV, in time order."""
+    from streamanon.errors import StoreUnavailable
     from streamanon.net.ce import _redact
     from streamanon.net.config import ConfigError, load_ce_config
-    from streamanon.net.store import StoreUnavailable, export_csv
+    from streamanon.net.store import export_csv
 
     if store is None:
         if config is None:

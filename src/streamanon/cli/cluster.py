@@ -61,7 +61,7 @@ WORKDIR = typer.Option(Path("streamanon-cluster"), "--workdir", help="Configs, P
 def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int, seed: int,
           start_day: int, delta_t: float, p_pub: float, structure: str, min_members: int,
           store: str | None, insecure: bool, publication: str, publication_order: str) -> Any:
-    from streamanon.net.cluster import ClusterSpec
+    from streamanon.harness.local_site import LocalSiteSpec
     from streamanon.net.store import is_postgres
 
     if structure not in ("exact", "cbf"):
@@ -72,11 +72,11 @@ def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int,
                           "(the secure sum hides a gateway's counts only among 3 or more)")
     if store is not None and not is_postgres(store):
         fail(f"--store must be a postgresql:// DSN (SQLite is the default), got {store!r}")
-    return ClusterSpec(gateways=gateways, period=period, cycles=cycles, z=z, max_sn=max_sn,
-                       seed=seed, start_cycle=start_day * 96, delta_t=delta_t, p_pub=p_pub,
-                       structure=structure, min_members=min_members, store=store,
-                       insecure_plaintext_sensors=insecure, publication=publication,
-                       publication_order=publication_order)
+    return LocalSiteSpec(gateways=gateways, period=period, cycles=cycles, z=z, max_sn=max_sn,
+                         seed=seed, start_cycle=start_day * 96, delta_t=delta_t, p_pub=p_pub,
+                         structure=structure, min_members=min_members, store=store,
+                         insecure_plaintext_sensors=insecure, publication=publication,
+                         publication_order=publication_order)
 
 
 @cluster_app.command("init")
@@ -106,11 +106,12 @@ def cluster_init(
     gateway, the CE, monitor and every sensor node), ce.toml, gw<i>.toml (loopback ports;
     the clock starts when clock.t0 is written) and cluster.toml (for `sensors replay
     --cluster`). Then start each daemon yourself."""
-    from streamanon.net.cluster import Cluster, WorkdirInUse
+    from streamanon.errors import WorkdirInUse
+    from streamanon.harness.local_site import LocalSite
 
     spec = _spec(gateways, period, cycles, z, max_sn, seed, start_day, delta_t, p_pub,
                  structure, min_members, store, insecure, publication, publication_order)
-    cluster = Cluster(spec, workdir, mode="force" if force else "new")
+    cluster = LocalSite(spec, workdir, mode="force" if force else "new")
     try:
         cluster.prepare()
     except (WorkdirInUse, ValueError, OSError) as exc:
@@ -157,7 +158,8 @@ def cluster_up(
 
     Example: streamanon cluster up --gateways 5 --period 1 --cycles 20 --z 3 --workdir run1
     """
-    from streamanon.net.cluster import Cluster, WorkdirInUse, check_run
+    from streamanon.errors import WorkdirInUse
+    from streamanon.harness.local_site import LocalSite, check_run
 
     if force and resume:
         fail("give --force or --resume, not both")
@@ -168,14 +170,16 @@ def cluster_up(
                           "ports are plain TCP and trust the ID in each line; anyone who "
                           "reaches them can inject readings")
     try:
-        cluster = Cluster(spec, workdir, mode="force" if force else
+        cluster = LocalSite(spec, workdir, mode="force" if force else
                           "resume" if resume else "new")
         with _CycleProgress(cluster) as progress:
             summary = cluster.run(progress)
-    except (WorkdirInUse, ValueError) as exc:
+    except WorkdirInUse as exc:
         fail(str(exc))
-    except (RuntimeError, OSError) as exc:
+    except (RuntimeError, OSError) as exc:  # a daemon that did not start, a store not reachable
         fail(str(exc), 1)
+    except ValueError as exc:  # parameters the site refuses
+        fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted while starting; every process was stopped", 130)
     summary["z_check"] = check_run(workdir, z, delta_t)
@@ -237,7 +241,7 @@ def cluster_status(
     outbox depth, mean CE commit time; at the CE its rows), read from the daemons' metrics
     endpoints over mutual TLS with pki/monitor.crt. Exit 1 when a daemon is unreachable.
     """
-    from streamanon.net.cluster import site_status
+    from streamanon.harness.local_site import site_status
     from streamanon.net.config import ConfigError
 
     if not (workdir / "ce.toml").exists():

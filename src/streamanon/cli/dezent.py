@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # the engine loads when a command runs, not for its --help
     from rich.table import Table
 
     from streamanon.io.output import OutputSet
-    from streamanon.sim.scenarios import SimConfig, SimResult
+    from streamanon.sim.config import SimConfig
+    from streamanon.sim.scenarios import SimResult
 
 console = Console(stderr=True)
 if not console.is_terminal:
@@ -54,7 +55,7 @@ def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str,
                 publication_order: str = "paper") -> SimConfig:
     from streamanon.dezent.order import ORDERS
     from streamanon.dezent.protocol import PUBLICATIONS
-    from streamanon.sim.scenarios import SimConfig
+    from streamanon.sim.config import SimConfig
 
     if publication not in PUBLICATIONS:
         fail(f"--publication must be one of {', '.join(PUBLICATIONS)}, got {publication!r}")
@@ -71,7 +72,7 @@ def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str,
 
 def _cycles(days: float, cycles: int | None) -> int:
     """--cycles, else --days in 15-minute cycles; fewer than one cycle is a usage error."""
-    from streamanon.sim.district import CYCLES_PER_DAY
+    from streamanon.dezent.grid import CYCLES_PER_DAY
     from streamanon.sim.experiment import cycles_for
 
     if cycles is None and round(days * CYCLES_PER_DAY) < 1:
@@ -112,9 +113,9 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
     """
     import numpy as np
 
+    from streamanon.dezent.grid import CYCLE_SECONDS
     from streamanon.io import RecordWriter
     from streamanon.io.output import OutputSet
-    from streamanon.sim.district import CYCLE_SECONDS
     from streamanon.sim.scenarios import SCENARIOS
 
     assert result.published is not None and result.readings is not None
@@ -221,8 +222,9 @@ def simulate_command(
     Add --publication mix --publication-order random for unlinkable, unbiased publication.
     """
     from streamanon.dezent.collusion import collusion_table
+    from streamanon.dezent.grid import CYCLES_PER_DAY
     from streamanon.dezent.rules import RULES
-    from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
+    from streamanon.sim.district import District, DistrictConfig
     from streamanon.sim.scenarios import simulate
 
     if rule not in RULES:
@@ -276,7 +278,7 @@ def _cycle_progress(total: int, quiet: bool) -> Iterator[Callable[[int], None] |
     """A progress bar over simulated cycles on a terminal (runs longer than a week)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from streamanon.sim.district import CYCLES_PER_DAY
+    from streamanon.dezent.grid import CYCLES_PER_DAY
 
     if quiet or total <= 7 * CYCLES_PER_DAY or not console.is_terminal:
         yield None
@@ -393,7 +395,7 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
            outs: OutputSet) -> list[Path]:
     """Draw the grid's plots into ``out`` through ``outs``; returns the final paths."""
     from streamanon.dezent.collusion import collusion_table
-    from streamanon.sim.district import CYCLES_PER_DAY
+    from streamanon.dezent.grid import CYCLES_PER_DAY
     from streamanon.sim.experiment import iter_main_rows, mean_by, per_position
     from streamanon.sim.scenarios import SCENARIOS
 
@@ -525,6 +527,8 @@ def _tradeoff_points(rows: list[dict[str, Any]]) -> list[tuple[str, float, float
 
 def _ints(text: str) -> list[int]:
     """'1-3,7' -> [1, 2, 3, 7]."""
+    from streamanon.errors import ConfigError
+
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -536,18 +540,21 @@ def _ints(text: str) -> list[int]:
         else:
             out.append(int(part))
     if not out:
-        raise ValueError(f"no numbers in {text!r}")
+        raise ConfigError(f"no numbers in {text!r}")
     return out
 
 
 def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     """``streamanon demo``'s deZent part: a one-day district through all three scenarios,
     exported and re-checked with the independent z checker, and a publication-ratio plot."""
+    from streamanon.dezent.grid import CYCLES_PER_DAY
+    from streamanon.errors import CheckerFailure
     from streamanon.io import read_records
     from streamanon.io.output import OutputSet
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
-    from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
-    from streamanon.sim.scenarios import SCENARIOS, SimConfig, simulate
+    from streamanon.sim.config import SimConfig
+    from streamanon.sim.district import District, DistrictConfig
+    from streamanon.sim.scenarios import SCENARIOS, simulate
     from streamanon.verify.z import check_z
 
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))
@@ -564,7 +571,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
                          exact=False)
         checks[name] = report.ok
         if name != "dezent" and not report.ok:
-            raise RuntimeError(f"z checker failed for {name}: {report.first_problem}")
+            raise CheckerFailure(f"z checker failed for {name}: {report.first_problem}")
     summary = main.to_dict()
     console.print(_table(summary))
     console.print("z checker (privacy only) on the exported tuples: " + ", ".join(

@@ -65,7 +65,7 @@ def replay_command(
 ) -> None:
     """Send each sensor's bucketed readings (BDEW profiles + noise) to its gateway, cycle by
     cycle, optionally faster than real time (--period 1 = one cycle per second)."""
-    from streamanon.net.sensors import replay
+    from streamanon.harness.sensor_replay import replay
     from streamanon.sim.district import District, DistrictConfig
 
     district_args: dict[str, Any] = {"max_sn": 20, "seed": 1}

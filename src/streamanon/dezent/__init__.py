@@ -4,7 +4,8 @@ The pure protocol core (no I/O): counting structures (:mod:`.cbf`), the secure s
 (:mod:`.securesum`), the ring and its rotating coordinator (:mod:`.ring`), the publication
 rules (:mod:`.rules`), the publication order (:mod:`.order`), the unlinkable publication
 (:mod:`.mix`), the gateway/coordinator cycle logic (:mod:`.protocol`), rotating pseudonyms
-(:mod:`.pseudonyms`) and the collusion analysis (:mod:`.collusion`).
+(:mod:`.pseudonyms`) and the collusion analysis (:mod:`.collusion`); the domain's cycle and
+bucket grids (:mod:`.grid`), shared by the daemons and the simulation.
 """
 
 from streamanon.dezent.cbf import CountingBloomFilter, EncodingError, ExactCounter

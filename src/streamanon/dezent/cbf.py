@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
+from streamanon.errors import ConfigError, ProtocolError
 from streamanon.errors import EncodingError as EncodingError  # re-exported: its historical home
 
 MAGIC = b"DZ"
@@ -154,9 +155,9 @@ def cbf_parameters(expected_keys: int, fp_rate: float, max_hashes: int = 6) -> t
     (6236, 4)
     """
     if expected_keys < 1:
-        raise ValueError(f"expected_keys must be >= 1, got {expected_keys}")
+        raise ConfigError(f"expected_keys must be >= 1, got {expected_keys}")
     if not 0 < fp_rate < 1:
-        raise ValueError(f"fp_rate must be in (0, 1), got {fp_rate}")
+        raise ConfigError(f"fp_rate must be in (0, 1), got {fp_rate}")
     m = math.ceil(-expected_keys * math.log(fp_rate) / math.log(2) ** 2)
     k = max(1, min(max_hashes, round(m / expected_keys * math.log(2))))
     return m, k
@@ -170,11 +171,11 @@ class CountingStructure:
 
     def __init__(self, m: int, k: int, bits: int = 20) -> None:
         if not 1 <= bits <= MAX_BITS:
-            raise ValueError(f"counter bits must be in 1..{MAX_BITS}, got {bits}")
+            raise ConfigError(f"counter bits must be in 1..{MAX_BITS}, got {bits}")
         if not 1 <= m < 2**32:
-            raise ValueError(f"m must be in 1..2^32-1, got {m}")
+            raise ConfigError(f"m must be in 1..2^32-1, got {m}")
         if not 1 <= k <= 255:
-            raise ValueError(f"k must be in 1..255, got {k}")
+            raise ConfigError(f"k must be in 1..255, got {k}")
         self.m, self.k, self.bits = int(m), int(k), int(bits)
         self.counters = np.zeros(self.m, dtype=np.uint64)
 
@@ -208,7 +209,7 @@ class CountingStructure:
     def add(self, key: Key, n: int = 1) -> None:
         """Count ``key`` ``n`` more times; raises OverflowError rather than wrapping."""
         if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
+            raise ProtocolError(f"n must be >= 0, got {n}")
         self._raise_at(self.positions(key), n)
 
     update = add  # datasketch-style alias
@@ -225,7 +226,8 @@ class CountingStructure:
         """Uncount ``key`` ``n`` times; refuses to go below zero (``count(key) < n``)."""
         pos = self.positions(key)
         if self.count(key) < n:
-            raise ValueError(f"cannot remove {key!r} {n} time(s): its count is {self.count(key)}")
+            raise ProtocolError(f"cannot remove {key!r} {n} time(s): its count is "
+                                f"{self.count(key)}")
         dec = np.bincount(pos, minlength=self.m).astype(np.uint64) * np.uint64(n)
         self.counters = self.counters - dec
 
@@ -241,7 +243,7 @@ class CountingStructure:
         if len(counts) == 0:
             return
         if int(counts.min()) < 0:
-            raise ValueError("counts must be >= 0")
+            raise ProtocolError("counts must be >= 0")
         pos = self.positions_many(keys)
         add = np.bincount(pos.ravel(), weights=np.repeat(counts, self.k), minlength=self.m)
         add = add.astype(np.uint64)
@@ -256,7 +258,7 @@ class CountingStructure:
     def subtract_clamp(self, s: int) -> None:
         """Every counter ``C`` becomes ``max(0, C - s)`` (finalization: ``s = z - 1``)."""
         if s < 0:
-            raise ValueError(f"s must be >= 0, got {s}")
+            raise ProtocolError(f"s must be >= 0, got {s}")
         c = self.counters
         self.counters = np.where(c > np.uint64(s), c - np.uint64(min(s, self.max_count)), 0)
         self.counters = self.counters.astype(np.uint64)
@@ -265,7 +267,7 @@ class CountingStructure:
         if type(other) is not type(self) or (other.m, other.k, other.bits) != (
             self.m, self.k, self.bits
         ) or not self._same_hashing(other):
-            raise ValueError(
+            raise ProtocolError(
                 f"cannot merge {type(other).__name__}(m={other.m}, k={other.k}, "
                 f"bits={other.bits}) into {type(self).__name__}(m={self.m}, k={self.k}, "
                 f"bits={self.bits})"
@@ -412,7 +414,7 @@ class ExactCounter(CountingStructure):
     def __init__(self, domain: Iterable[Key], bits: int = 20) -> None:
         self.domain: list[Key] = list(domain)
         if len(set(self.domain)) != len(self.domain):
-            raise ValueError("the domain of an ExactCounter must not repeat values")
+            raise ConfigError("the domain of an ExactCounter must not repeat values")
         self._index = {x: i for i, x in enumerate(self.domain)}
         super().__init__(max(1, len(self.domain)), 1, bits)
         ints = [x for x in self.domain if isinstance(x, int)]

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from streamanon.errors import ConfigError
+
 
 def p_attack(attackers: int, n: int) -> float:
     """Probability that both neighbours of an honest gateway are among ``attackers``."""
     if n < 3:
-        raise ValueError(f"a ring with two neighbours per gateway needs n >= 3, got {n}")
+        raise ConfigError(f"a ring with two neighbours per gateway needs n >= 3, got {n}")
     if not 0 <= attackers <= n - 1:
-        raise ValueError(f"attackers must be in 0..n-1, got {attackers}")
+        raise ConfigError(f"attackers must be in 0..n-1, got {attackers}")
     return attackers / (n - 1) * (attackers - 1) / (n - 2) if attackers >= 2 else 0.0
 
 
@@ -33,7 +35,7 @@ def p_attack_monte_carlo(attackers: int, n: int, trials: int,
     neighbours of gateway 0 collude.
     """
     if trials < 1:
-        raise ValueError("trials must be >= 1")
+        raise ConfigError("trials must be >= 1")
     p_attack(attackers, n)  # validates
     rings = rng.permuted(np.tile(np.arange(n), (trials, 1)), axis=1)
     where = np.argmax(rings == 0, axis=1)

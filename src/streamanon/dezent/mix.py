@@ -46,9 +46,8 @@ What it buys, and what it does not (the argument):
   gateways), plus the CCC's dummies (its records that were not published) and one small
   acknowledgement per hop. ``simulate`` reports the bytes per day of both modes.
 
-Errors of this module are :class:`MixError`, a
-:class:`~streamanon.dezent.order.PublicationError` (a ``ValueError``): the one place to retype
-when the core's errors become typed.
+Errors of this module are :class:`~streamanon.errors.MixError`, a
+:class:`~streamanon.errors.PublicationError` (a ``ValueError``).
 
 >>> keys = MixKeys.generate()
 >>> tup = MixTuple(uid=bytes(16), cycle=7, t=6300.0, id="gw000-sn001", value=230)
@@ -78,7 +77,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from streamanon.dezent.order import PublicationError
+from streamanon.errors import MixError
 
 DEFAULT_PADDING = 64
 KEY_BYTES = 32
@@ -93,9 +92,6 @@ KIND_INT, KIND_TEXT, KIND_DUMMY = 0, 1, 2
 
 T = TypeVar("T")
 
-
-class MixError(PublicationError):
-    """A tuple that cannot be sealed, an item that cannot be opened, a bad mix key or batch."""
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,12 @@ The routing is one small rule, shared by the core (who sends to whom), the netwo
 
 from __future__ import annotations
 
-from streamanon.errors import ProtocolError
+from streamanon.errors import PublicationError
 
 PAPER = "paper"
 RANDOM = "random"
 ORDERS = (PAPER, RANDOM)
 
-
-class PublicationError(ProtocolError):
-    """What the publication step (its order and the mix) refuses: a message or batch out of
-    protocol. The mix's :class:`~streamanon.dezent.mix.MixError` derives from it."""
 
 
 def check_order(order: str) -> str:

@@ -67,7 +67,6 @@ from streamanon.dezent import mix as mixing
 from streamanon.dezent.cbf import CountingBloomFilter, CountingStructure, ExactCounter, Key
 from streamanon.dezent.order import PAPER as PAPER_ORDER
 from streamanon.dezent.order import (
-    PublicationError,
     check_order,
     pass_start,
     receiver_position,
@@ -78,7 +77,14 @@ from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER, WINDOW, check_rule
 from streamanon.dezent.securesum import SecureSumMask, bits_for
 from streamanon.dezent.securesum import max_true_count as true_count_bound
-from streamanon.errors import DuplicateReadingError, ProtocolError, TimeOrderError
+from streamanon.errors import (
+    ConfigError,
+    DuplicateReadingError,
+    FrameError,
+    ProtocolError,
+    PublicationError,
+    TimeOrderError,
+)
 
 ID_MODES = ("sensor", "gateway", "pseudonym")
 DIRECT, MIX = "direct", "mix"
@@ -101,7 +107,7 @@ class StructureSpec:
             return CountingBloomFilter(self.m, self.k, self.bits)
         if self.kind == "exact":
             return ExactCounter(self.domain, self.bits)
-        raise ValueError(f"unknown structure kind {self.kind!r} (use cbf or exact)")
+        raise ConfigError(f"unknown structure kind {self.kind!r} (use cbf or exact)")
 
     def decode(self, payload: bytes) -> CountingStructure:
         if self.kind == "cbf":
@@ -134,15 +140,15 @@ class ProtocolConfig:
 
     def __post_init__(self) -> None:
         if self.z < 1:
-            raise ValueError(f"z must be >= 1, got {self.z}")
+            raise ConfigError(f"z must be >= 1, got {self.z}")
         if self.min_members < 1:
-            raise ValueError(f"min_members must be >= 1, got {self.min_members}")
+            raise ConfigError(f"min_members must be >= 1, got {self.min_members}")
         if not 0 < self.p_pub <= 1:
-            raise ValueError(f"p_pub must be in (0, 1], got {self.p_pub}")
+            raise ConfigError(f"p_pub must be in (0, 1], got {self.p_pub}")
         check_rule(self.rule)
         check_order(self.publication_order)
         if self.id_mode not in ID_MODES:
-            raise ValueError(f"id_mode must be one of {ID_MODES}, got {self.id_mode!r}")
+            raise ConfigError(f"id_mode must be one of {ID_MODES}, got {self.id_mode!r}")
         if self.publication not in PUBLICATIONS:
             raise PublicationError(f"publication must be one of {PUBLICATIONS}, got "
                                    f"{self.publication!r}")
@@ -293,7 +299,7 @@ def encode_message(msg: Message) -> bytes:
         return _COLLECT.pack(b"C", msg.cycle) + msg.payload
     if isinstance(msg, Publish):
         return _PUBLISH.pack(b"P", msg.cycle, msg.pass_no, msg.p_pub, msg.more, msg.start,
-                             msg.turns) + msg.payload
+                              msg.turns) + msg.payload
     if isinstance(msg, MixBatch):
         size = len(msg.items[0]) if msg.items else 0
         if any(len(x) != size for x in msg.items):
@@ -303,9 +309,10 @@ def encode_message(msg: Message) -> bytes:
 
 
 def decode_message(data: bytes) -> Message:
-    """Inverse of :func:`encode_message`; raises ValueError naming what is wrong."""
+    """Inverse of :func:`encode_message`; raises :class:`~streamanon.errors.FrameError` naming
+    what is wrong."""
     if not data:
-        raise ValueError("empty ring message")
+        raise FrameError("empty ring message")
     kind = data[:1]
     if kind == b"C" and len(data) >= _COLLECT.size:
         _, cycle = _COLLECT.unpack_from(data)
@@ -313,23 +320,23 @@ def decode_message(data: bytes) -> Message:
     if kind == b"P" and len(data) >= _PUBLISH.size:
         _, cycle, pass_no, p_pub, more, start, turns = _PUBLISH.unpack_from(data)
         if pass_no not in (1, 2) or more not in (0, 1) or not 0 < p_pub <= 1:
-            raise ValueError(f"invalid publication header: pass {pass_no}, p_pub {p_pub}, "
-                             f"more {more}")
+            raise FrameError(f"invalid publication header: pass {pass_no}, p_pub {p_pub}, "
+                              f"more {more}")
         return Publish(cycle, pass_no, p_pub, bool(more), bytes(data[_PUBLISH.size :]), start,
                        turns)
     if kind == b"M" and len(data) >= _MIX.size:
         _, cycle, size, count = _MIX.unpack_from(data)
         body = bytes(data[_MIX.size :])
         if len(body) != size * count or (count and not size):
-            raise ValueError(f"mix batch of {count} items of {size} bytes has {len(body)} "
-                             "bytes")
+            raise FrameError(f"mix batch of {count} items of {size} bytes has {len(body)} "
+                              "bytes")
         return MixBatch(cycle, tuple(mixing.split_items(body, size)) if count else ())
     if kind == b"K" and len(data) == _ACK.size:
         _, cycle = _ACK.unpack_from(data)
         return MixAck(cycle)
     if kind not in KINDS:
-        raise ValueError(f"unknown ring message kind {kind!r} (want one of {KINDS})")
-    raise ValueError(f"truncated or over-long {kind!r} ring message: {len(data)} bytes")
+        raise FrameError(f"unknown ring message kind {kind!r} (want one of {KINDS})")
+    raise FrameError(f"truncated or over-long {kind!r} ring message: {len(data)} bytes")
 
 
 # -- the publication step (shared with the fast simulation) ---------------------------------
@@ -413,7 +420,7 @@ class Gateway:
         coin_arr = (self.rng.random(len(readings)) if coins is None
                     else np.asarray(coins, dtype=np.float64))
         if coin_arr.shape != (len(readings),):
-            raise ValueError("one coin per reading is needed")
+            raise ProtocolError("one coin per reading is needed")
         draws = None if order_draws is None else np.asarray(order_draws, dtype=np.float64)
         if draws is not None and draws.shape != (2,):
             raise PublicationError("two publication-order draws (passes 1 and 2) are needed")

@@ -20,15 +20,17 @@ import hashlib
 import hmac
 import secrets
 
+from streamanon.errors import ConfigError
+
 
 class Pseudonymizer:
     """``pseudonym(sensor, epoch)`` = first 64 bits of ``HMAC-SHA256(key, epoch || sensor)``."""
 
     def __init__(self, key: bytes | None = None, length: int = 16) -> None:
         if key is not None and len(key) < 16:
-            raise ValueError("a pseudonym key needs at least 16 bytes")
+            raise ConfigError("a pseudonym key needs at least 16 bytes")
         if not 8 <= length <= 64:
-            raise ValueError(f"length must be in 8..64 hex digits, got {length}")
+            raise ConfigError(f"length must be in 8..64 hex digits, got {length}")
         self._key = key if key is not None else secrets.token_bytes(32)
         self.length = length
 

@@ -23,15 +23,17 @@ from functools import lru_cache
 
 import numpy as np
 
+from streamanon.errors import ConfigError
+
 
 class Ring:
     """Ring order of ``n`` gateways (indices ``0..n-1``), re-drawn every ``epoch_cycles``."""
 
     def __init__(self, n: int, seed: int, epoch_cycles: int = 96) -> None:
         if n < 1:
-            raise ValueError(f"a ring needs at least one gateway, got n={n}")
+            raise ConfigError(f"a ring needs at least one gateway, got n={n}")
         if epoch_cycles < 1:
-            raise ValueError(f"epoch_cycles must be >= 1, got {epoch_cycles}")
+            raise ConfigError(f"epoch_cycles must be >= 1, got {epoch_cycles}")
         self.n, self.seed, self.epoch_cycles = int(n), int(seed), int(epoch_cycles)
 
     def epoch(self, cycle: int) -> int:

@@ -28,6 +28,8 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
+from streamanon.errors import ConfigError
+
 PAPER = "paper"
 WINDOW = "window"
 RULES = (PAPER, WINDOW)
@@ -38,7 +40,7 @@ A = TypeVar("A", int, np.ndarray)
 
 def check_rule(rule: str) -> str:
     if rule not in RULES:
-        raise ValueError(f"unknown publication rule {rule!r} (use {' or '.join(RULES)})")
+        raise ConfigError(f"unknown publication rule {rule!r} (use {' or '.join(RULES)})")
     return rule
 
 

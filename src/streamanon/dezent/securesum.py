@@ -28,6 +28,8 @@ import secrets
 
 import numpy as np
 
+from streamanon.errors import ConfigError, ProtocolError
+
 
 class SecureSumMask:
     """The coordinator's secret ``R``: ``m`` uniform values modulo ``2^bits`` (OS randomness).
@@ -37,9 +39,9 @@ class SecureSumMask:
 
     def __init__(self, m: int, bits: int) -> None:
         if not 1 <= bits <= 63:
-            raise ValueError(f"bits must be in 1..63, got {bits}")
+            raise ConfigError(f"bits must be in 1..63, got {bits}")
         if m < 1:
-            raise ValueError(f"m must be >= 1, got {m}")
+            raise ConfigError(f"m must be >= 1, got {m}")
         self.m, self.bits = int(m), int(bits)
         self._mod_mask = np.uint64((1 << bits) - 1)
         # 2^bits divides 2^64, so the low bits of a uniform 64-bit word are uniform
@@ -58,7 +60,7 @@ class SecureSumMask:
 
     def _check(self, counters: np.ndarray) -> None:
         if counters.shape != (self.m,):
-            raise ValueError(f"expected {self.m} counters, got shape {counters.shape}")
+            raise ProtocolError(f"expected {self.m} counters, got shape {counters.shape}")
 
     @staticmethod
     def check_capacity(max_true_count: int, bits: int) -> None:
@@ -94,7 +96,7 @@ def max_true_count(kind: str, k: int, sensors: int, window: int) -> int:
     (250, 9000)
     """
     if sensors < 0 or window < 1 or k < 1:
-        raise ValueError(f"need sensors >= 0, window >= 1, k >= 1 (got {sensors}, {window}, {k})")
+        raise ConfigError(f"need sensors >= 0, window >= 1, k >= 1 (got {sensors}, {window}, {k})")
     return sensors if kind == "exact" else k * sensors * window
 
 

@@ -35,12 +35,13 @@ import math
 import signal
 import time
 
-from streamanon.dezent.mix import MixError, MixKeys, decode_plaintext, item_bytes, open_sealed
+from streamanon.dezent.mix import MixKeys, decode_plaintext, item_bytes, open_sealed
+from streamanon.errors import MixError, StoreUnavailable
 from streamanon.net import framing
 from streamanon.net.config import CEConfig
 from streamanon.net.metrics import CEMetrics, serve
 from streamanon.net.pki import ROLE_GATEWAY
-from streamanon.net.store import StoreUnavailable, export_csv, iter_rows, open_store
+from streamanon.net.store import export_csv, iter_rows, open_store
 from streamanon.net.tls import Revocations, check_peer, server_context, split_address
 
 __all__ = ["CentralEntity", "export_csv", "invalid_tuples", "iter_rows", "run_ce"]

@@ -67,7 +67,7 @@ The central entity's file (``ce.toml``)::
     [ce]
     listen = "127.0.0.1:7000"
     store = "ce.sqlite"             # SQLite file (created if missing), or a PostgreSQL DSN
-                                    # "postgresql://ce@127.0.0.1:5432/dezent" (net.store)
+                                    # "postgresql://ce@127.0.0.1:5432/dezent" (streamanon.net.store)
     ca = "pki/ca.crt"
     cert = "pki/ce.crt"
     key = "pki/ce.key"
@@ -97,11 +97,11 @@ from pathlib import Path
 from typing import Any
 
 from streamanon.dezent.cbf import Key
-from streamanon.dezent.mix import MixError, load_public_key
+from streamanon.dezent.mix import load_public_key
 from streamanon.dezent.protocol import ProtocolConfig, StructureSpec, window_cycles
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.securesum import bits_for, max_true_count
-from streamanon.errors import ConfigError
+from streamanon.errors import ConfigError, MixError
 from streamanon.net.framing import MAX_FRAME
 from streamanon.net.pki import parse_gateway_name
 
@@ -140,7 +140,7 @@ class ProtocolSection:
             if self.domain:
                 dom: tuple[Key, ...] = tuple(int(v) for v in self.domain)
             elif self.domain_max_w is not None:
-                from streamanon.sim.district import bucket_grid
+                from streamanon.dezent.grid import bucket_grid
 
                 dom = tuple(int(v) for v in bucket_grid(float(self.domain_max_w)))
             else:
@@ -384,7 +384,7 @@ def _intake(doc: dict[str, Any], base: Path, path: str | Path) -> SensorIntakeSe
 
 
 def load_ce_config(path: str | Path) -> CEConfig:
-    from streamanon.net.store import is_postgres
+    from streamanon.net.store.base import is_postgres
 
     doc, base = _load(path)
     ce = dict(_section(doc, "ce", path))
@@ -394,7 +394,7 @@ def load_ce_config(path: str | Path) -> CEConfig:
     if "domain" in ce:
         domain = frozenset(int(v) if isinstance(v, int) else str(v) for v in ce.pop("domain"))
     elif "domain_max_w" in ce:
-        from streamanon.sim.district import bucket_grid
+        from streamanon.dezent.grid import bucket_grid
 
         domain = frozenset(int(v) for v in bucket_grid(float(ce.pop("domain_max_w"))))
     try:

@@ -29,7 +29,7 @@ mix acknowledgement): see :func:`ring_overhead`.
 
 >>> f = encode_ring(3, (0, 3, 4), b"C" + bytes(8) + b"payload")
 >>> decode_frame(f[4:])
-Ring(ccc=3, members=(0, 3, 4), message=b'C\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00payload')
+RingFrame(ccc=3, members=(0, 3, 4), message=b'C\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00payload')
 >>> len(f) - len(b"payload") == ring_overhead(3, collect=True)
 True
 """
@@ -63,7 +63,7 @@ class Hello:
 
 
 @dataclass(frozen=True)
-class Ring:
+class RingFrame:
     ccc: int
     members: tuple[int, ...]
     message: bytes
@@ -105,7 +105,7 @@ class Error:
     reason: str
 
 
-Frame = Hello | Ring | Batch | MixFrame | Ack | Refused | Error
+Frame = Hello | RingFrame | Batch | MixFrame | Ack | Refused | Error
 
 
 def ring_overhead(members: int, *, collect: bool = False, kind: str | None = None) -> int:
@@ -122,7 +122,7 @@ def _frame(kind: bytes, body: bytes) -> bytes:
 
 def encode_hello(fingerprint: bytes) -> bytes:
     if len(fingerprint) != 32:
-        raise ValueError("a fingerprint is 32 bytes")
+        raise FrameError("a fingerprint is 32 bytes")
     return _frame(b"H", fingerprint)
 
 
@@ -134,7 +134,7 @@ def encode_ring(ccc: int, members: tuple[int, ...] | list[int], message: bytes) 
 def encode_batch(incarnation: bytes, tuples: list[WireTuple] | tuple[WireTuple, ...]
                  ) -> bytes:
     if len(incarnation) != INCARNATION_BYTES:
-        raise ValueError(f"an incarnation is {INCARNATION_BYTES} bytes")
+        raise FrameError(f"an incarnation is {INCARNATION_BYTES} bytes")
     parts = [incarnation, struct.pack(">I", len(tuples))]
     for tp in tuples:
         uid = tp.id.encode("utf-8")
@@ -151,7 +151,7 @@ def encode_mix(cycle: int, items: tuple[bytes, ...] | list[bytes]) -> bytes:
     """A mix batch for the CE: the cycle, then its items (all of one size)."""
     size = len(items[0]) if items else 0
     if any(len(x) != size for x in items):
-        raise ValueError("the items of a mix batch must all have one size")
+        raise FrameError("the items of a mix batch must all have one size")
     return _frame(b"M", _MIX.pack(cycle, size, len(items)) + b"".join(items))
 
 
@@ -191,7 +191,7 @@ def decode_frame(body: bytes) -> Frame:
             if ccc not in members or len(set(members)) != n:
                 raise FrameError(f"ring session {members} does not hold its coordinator {ccc} "
                                  "once")
-            return Ring(ccc, members, bytes(rest[end:]))
+            return RingFrame(ccc, members, bytes(rest[end:]))
         if kind == b"B":
             if len(rest) < INCARNATION_BYTES:
                 raise FrameError("batch without an incarnation")

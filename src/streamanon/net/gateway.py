@@ -276,7 +276,7 @@ class GatewayDaemon:
         self.dispatch(cycle, sends, pubs, final=all(x.to == CE for x in sends))
         log.info("cycle %d: coordinator, ring of %d: %s", cycle, len(members), members)
 
-    def on_ring(self, sender: int, frame: framing.Ring) -> None:
+    def on_ring(self, sender: int, frame: framing.RingFrame) -> None:
         try:
             msg = decode_message(frame.message)
         except CORE_ERRORS as exc:  # undecodable: the sender is broken, close its link
@@ -457,13 +457,14 @@ class GatewayDaemon:
         clock.cancel()
         sensors.close()
         self.ce.wakeup.set()
-        try:
-            await asyncio.wait_for(sender, flush_timeout)
-        except TimeoutError:
+        # asyncio.wait never raises the sender's own exception: a sender that ended by a bug
+        # was reported (and the exit code set) by _essential_done
+        done, _ = await asyncio.wait({sender}, timeout=flush_timeout)
+        if not done:
+            sender.cancel()
+            await asyncio.wait({sender})
             log.warning("stopping with %d unacknowledged tuples kept in the outbox",
                         self.outbox.count())
-        except Exception:
-            pass
         peers.close()
         for task in background:
             task.cancel()

@@ -79,7 +79,7 @@ class SensorIntake:
             if line.startswith("{"):
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
-                    raise ValueError
+                    return MALFORMED, "malformed"
                 t_raw, a_raw = obj["t"], obj["a"]
                 u = str(obj["u"]) if "u" in obj else None
             else:
@@ -89,7 +89,7 @@ class SensorIntake:
                 elif len(fields) == 3:
                     t_raw, u, a_raw = fields
                 else:
-                    raise ValueError
+                    return MALFORMED, "malformed"
             t = float(t_raw)
         except (ValueError, KeyError, TypeError, StopIteration):
             return MALFORMED, "malformed"

@@ -138,7 +138,7 @@ class PeerServer:
 
     def __init__(self, me: int, peers: set[int] | frozenset[int], *, fingerprint: bytes,
                  max_frame: int, revocations: Revocations,
-                 on_ring: Callable[[int, framing.Ring], None]) -> None:
+                 on_ring: Callable[[int, framing.RingFrame], None]) -> None:
         self.me, self.peers = me, frozenset(peers)
         self.fingerprint, self.max_frame = fingerprint, max_frame
         self.revocations, self.on_ring = revocations, on_ring
@@ -166,7 +166,7 @@ class PeerServer:
                 frame = await framing.read_frame(reader, self.max_frame)
                 if frame is None:
                     return
-                if not isinstance(frame, framing.Ring):
+                if not isinstance(frame, framing.RingFrame):
                     raise framing.FrameError(f"unexpected {type(frame).__name__} frame on a ring "
                                              "link")
                 if ident is not None and self.revocations.is_revoked(ident.serial):

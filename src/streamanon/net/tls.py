@@ -20,6 +20,7 @@ import os
 import ssl
 from pathlib import Path
 
+from streamanon.errors import ConfigError
 from streamanon.net.pki import Identity, load_crl
 
 log = logging.getLogger("streamanon.tls")
@@ -99,7 +100,7 @@ class Revocations:
             serials = load_crl(self.path, self.ca)
         except (OSError, ValueError) as exc:
             if strict:
-                raise ValueError(f"revocation list {self.path}: {exc}") from None
+                raise ConfigError(f"revocation list {self.path}: {exc}") from None
             log.error("revocation list %s unusable, keeping the previous one: %s", self.path,
                       exc)
             return
@@ -135,5 +136,5 @@ def split_address(text: str) -> tuple[str, int]:
     """
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
-        raise ValueError(f"address {text!r} is not host:port")
+        raise ConfigError(f"address {text!r} is not host:port")
     return host.strip("[]"), int(port)

@@ -4,7 +4,7 @@ Sensor nodes (smart meters) hang off gateways (``normal(max/2, 2)`` per gateway,
 clipped to ``1..max``); each gets a client type from the Berlin mix of the spec; its reading in
 cycle ``c`` (15 min) is its type's standard load profile value at ``c`` scaled to the type's
 annual consumption, times ``1 + noise`` with noise uniform in ``[-10 %, +10 %]``, in watts,
-rounded to a bucket (:func:`bucket`). One seed drives everything:
+rounded to a bucket (:func:`~streamanon.dezent.grid.bucket`). One seed drives everything:
 
 * ``default_rng([seed, 0])``: sensors per gateway and client types;
 * ``default_rng([seed, 1, day])``: the noise of day ``day`` (so any range of cycles is
@@ -18,22 +18,19 @@ rounded to a bucket (:func:`bucket`). One seed drives everything:
 The profiles come from ``demandlib`` (BDEW ``h0_dyn`` for households, ``g1/g2/g4/g5`` for
 businesses), computed offline once per year and kept as numpy arrays (pandas stays out of the
 hot path).
-
->>> bucket(np.array([0.4, 24.6, 25.4, 49.0, 51.0, 240.0, 251.0])).tolist()
-[0, 25, 26, 50, 50, 240, 260]
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-CYCLE_SECONDS = 900.0
-CYCLES_PER_DAY = 96
+from streamanon.dezent.grid import CYCLES_PER_DAY, bucket, bucket_grid
+from streamanon.errors import ConfigError
+
 PROFILES = ("h0_dyn", "g1", "g2", "g4", "g5")
 
 
@@ -82,37 +79,6 @@ def load_profiles(year: int = 2024) -> np.ndarray:
     return out
 
 
-_LEVELS = 25.0 * 2.0 ** np.arange(48)  # g = 25 * 2^i
-_WIDTHS = np.maximum(1, (25 * 2 ** np.arange(48, dtype=np.int64)) // 20).astype(np.float64)
-
-
-def bucket(values_w: np.ndarray) -> np.ndarray:
-    """Round to a bucket whose width grows with the value (spec): width ``max(1, g // 20)``
-    where ``g`` is the smallest ``25 * 2^i`` at least the value; nearest multiple, halves up.
-    """
-    v = np.maximum(np.asarray(values_w, dtype=np.float64), 0.0)
-    width = _WIDTHS[np.searchsorted(_LEVELS, v, side="left")]
-    return (np.floor(v / width + 0.5) * width).astype(np.int64)
-
-
-def bucket_grid(max_w: float) -> np.ndarray:
-    """Every bucket value of readings in ``[0, max_w]``: the known domain of the exact counter.
-
-    >>> grid = bucket_grid(120.0)
-    >>> bool(np.isin(bucket(np.linspace(0, 120, 10_001)), grid).all())
-    True
-    """
-    values = []
-    g, lo = 25, 0.0
-    while True:
-        w = max(1, g // 20)
-        values.extend(range(math.floor(lo / w) * w, g + w, w))
-        if g >= max_w:
-            break
-        lo, g = g, g * 2
-    return np.unique(np.asarray(values, dtype=np.int64))
-
-
 @dataclass(frozen=True)
 class DistrictConfig:
     """The district's shape; ``seed`` drives every random choice of the data."""
@@ -126,11 +92,11 @@ class DistrictConfig:
 
     def __post_init__(self) -> None:
         if self.gateways < 1:
-            raise ValueError(f"gateways must be >= 1, got {self.gateways}")
+            raise ConfigError(f"gateways must be >= 1, got {self.gateways}")
         if self.max_sn < 1:
-            raise ValueError(f"max_sn must be >= 1, got {self.max_sn}")
+            raise ConfigError(f"max_sn must be >= 1, got {self.max_sn}")
         if not 0 <= self.noise < 1:
-            raise ValueError(f"noise must be in [0, 1), got {self.noise}")
+            raise ConfigError(f"noise must be in [0, 1), got {self.noise}")
 
 
 class District:
@@ -176,7 +142,7 @@ class District:
     def readings_w(self, c0: int, c1: int) -> np.ndarray:
         """Readings in W (before bucketing) of cycles ``[c0, c1)``, shape ``(c1 - c0, S)``."""
         if not 0 <= c0 <= c1 <= self.cycles_available:
-            raise ValueError(f"cycles [{c0}, {c1}) outside 0..{self.cycles_available}")
+            raise ConfigError(f"cycles [{c0}, {c1}) outside 0..{self.cycles_available}")
         prof = load_profiles(self.config.year)
         base = prof[:, c0:c1][self._profile_row].T * self._scale
         noise = np.empty_like(base)

@@ -20,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
-from streamanon.sim.scenarios import SCENARIOS, SimConfig, simulate
+from streamanon.dezent.grid import CYCLES_PER_DAY
+from streamanon.sim.config import SimConfig
+from streamanon.sim.district import District, DistrictConfig
+from streamanon.sim.scenarios import SCENARIOS, simulate
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamanon.sim.district import CLIENT_TYPES, CYCLES_PER_DAY
+from streamanon.dezent.grid import CYCLES_PER_DAY
+from streamanon.sim.district import CLIENT_TYPES
 from streamanon.sim.linkability import channel, gateway_linkability
 
 if TYPE_CHECKING:
     from streamanon.dezent.protocol import StructureSpec
+    from streamanon.sim.config import SimConfig
     from streamanon.sim.district import District
-    from streamanon.sim.scenarios import SimConfig
 
 READING_BYTES = 16
 TUPLE_BYTES = 16

@@ -1,7 +1,8 @@
-"""A whole local deployment on loopback: CA, central entity, gateways and a sensor replay, each
-a separate process (``python -m streamanon ...``), for a try-out and for the tests.
+"""A whole local deZent site on loopback: CA, central entity, gateways and a sensor replay,
+each a separate process (``python -m streamanon ...``), for a try-out and for the tests
+(``streamanon cluster up``).
 
-``Cluster(spec, workdir)`` writes ``ca/`` (the CA's key, kept apart from what the configs point
+``LocalSite(spec, workdir)`` writes ``ca/`` (the CA's key, kept apart from what the configs point
 to), ``pki/`` (certificates of the CE, the gateways, every sensor node and ``monitor``, the
 sensor registries, the CRL), ``ce.toml``, ``gw<i>.toml`` and ``cluster.toml`` (the replay's
 district and clock), starts the processes with their output in ``logs/``, and ``run()`` waits
@@ -11,14 +12,14 @@ CE), stops the CE and writes ``published.csv`` (what the CE holds) next to
 (how far the run got). Every child process is terminated on the way out, also on Ctrl-C or an
 error.
 
-A workdir holding an earlier run is refused (:class:`WorkdirInUse`) unless ``mode`` is
-``force`` (its files and the CE's rows are cleared first) or ``resume`` (the PKI, the CE's rows
-and the gateways' outboxes are kept, the replay continues at the cycle after the last one of
-the earlier run, and ``measurements.csv`` grows).
+A workdir holding an earlier run is refused (:class:`~streamanon.errors.WorkdirInUse`) unless
+``mode`` is ``force`` (its files and the CE's rows are cleared first) or ``resume`` (the PKI,
+the CE's rows and the gateways' outboxes are kept, the replay continues at the cycle after the
+last one of the earlier run, and ``measurements.csv`` grows).
 
 The district is the simulation's (:class:`~streamanon.sim.district.District`, same seed),
 the ring seed is the district's seed and the counting structure is sized like the
-simulation's (:meth:`~streamanon.sim.scenarios.SimConfig.structure_spec`), so the CE's table
+simulation's (:meth:`~streamanon.sim.config.SimConfig.structure_spec`), so the CE's table
 can be compared with :func:`~streamanon.sim.scenarios.simulate` on the same readings.
 """
 
@@ -38,15 +39,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from streamanon.errors import ConfigError, SiteStartError, WorkdirInUse
 from streamanon.net.config import toml_dump
 from streamanon.net.pki import gateway_name, init_pki, write_mix_keys
 from streamanon.net.store import clear_store, export_csv, is_postgres, stored_rows
+from streamanon.sim.config import SimConfig
 from streamanon.sim.district import District, DistrictConfig
-from streamanon.sim.scenarios import SimConfig
 
 
 @dataclass(frozen=True)
-class ClusterSpec:
+class LocalSiteSpec:
     gateways: int = 5
     period: float = 1.0
     cycles: int | None = 20  # None: until stopped (Ctrl-C), at most to the profiles' end
@@ -84,7 +86,7 @@ class ClusterSpec:
 
     @property
     def last_cycle(self) -> int:
-        """The last cycle to run; -1 when the cluster runs until stopped."""
+        """The last cycle to run; -1 when the site runs until stopped."""
         return -1 if self.cycles is None else self.start_cycle + self.cycles - 1
 
     def replay_cycles(self, district: District) -> int:
@@ -107,10 +109,6 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-class WorkdirInUse(RuntimeError):
-    """The workdir holds an earlier run (and neither force nor resume was asked for)."""
-
-
 # what a run leaves in its workdir (removed by mode="force"; nothing else is touched)
 RUN_FILES = ("ce.sqlite", "ce.sqlite-wal", "ce.sqlite-shm", "measurements.csv",
              "published.csv", "run.json", "clock.t0", "clock.t0.tmp", "replay.ready",
@@ -124,10 +122,10 @@ RESUME_FIXED = ("gateways", "z", "max_sn", "sn_sd", "seed", "delta_t", "p_pub", 
                 "id_mode", "min_members", "insecure_plaintext_sensors")
 
 
-class Cluster:
-    def __init__(self, spec: ClusterSpec, workdir: str | Path, mode: str = "new") -> None:
+class LocalSite:
+    def __init__(self, spec: LocalSiteSpec, workdir: str | Path, mode: str = "new") -> None:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+            raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
         self.dir = Path(workdir).resolve()
         self.mode = mode
         if mode == "resume":
@@ -143,7 +141,7 @@ class Cluster:
     def store(self) -> str:
         return self.spec.store or str(self.dir / "ce.sqlite")
 
-    def _resume_cycle(self, spec: ClusterSpec) -> int:
+    def _resume_cycle(self, spec: LocalSiteSpec) -> int:
         """The cycle the earlier run stopped at; refuses a resume whose site or privacy
         parameters differ from the earlier run's (its CE rows and outboxes were made with
         those: another z or another ring would make the final check wrong, not the data)."""
@@ -272,7 +270,7 @@ class Cluster:
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None
                ) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115
-        # a session of its own: Ctrl-C reaches the cluster only, which stops the children in
+        # a session of its own: Ctrl-C reaches the site only, which stops the children in
         # order (gateways flush their outboxes before the CE stops)
         proc = subprocess.Popen([sys.executable, "-m", "streamanon", *args], cwd=self.dir,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -308,8 +306,8 @@ class Cluster:
                 return True
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {proc.returncode} at startup; "
-                                       f"see {self.logs / (name + '.log')}")
+                    raise SiteStartError(f"{name} exited with {proc.returncode} at startup; "
+                                         f"see {self.logs / (name + '.log')}")
             time.sleep(0.05)
         return False
 
@@ -345,8 +343,8 @@ class Cluster:
             self.start_gateway(i, (gateway_env or {}).get(i))
         self.start_replay()
         if not self.wait_ready(time.time() + ready_timeout):
-            raise RuntimeError(f"the cluster was not up after {ready_timeout:g} s; see "
-                               f"{self.logs}")
+            raise SiteStartError(f"the cluster was not up after {ready_timeout:g} s; see "
+                                 f"{self.logs}")
         lead = s.lead if s.lead is not None else s.period / 2
         self.t0 = time.time() + max(0.5, lead + 0.25) + s.period - s.start_cycle * s.period
         tmp = self.dir / "clock.t0.tmp"
@@ -447,7 +445,7 @@ def check_run(workdir: str | Path, z: int, delta_t: float) -> dict[str, Any]:
 def site_status(workdir: str | Path) -> list[dict[str, Any]]:
     """One row per daemon of the site in ``workdir`` (from its ``ce.toml``, ``gw*.toml`` and
     metrics endpoints, scraped with ``pki/monitor.crt``): reachable or not, and its figures."""
-    from streamanon.net.config import ConfigError, load_ce_config, load_gateway_config
+    from streamanon.net.config import load_ce_config, load_gateway_config
     from streamanon.net.metrics import scrape
 
     d = Path(workdir)

@@ -29,12 +29,12 @@ import pytest
 from typer.testing import CliRunner
 
 from streamanon.cli import app
+from streamanon.dezent.grid import bucket_grid
 from streamanon.dezent.ring import Ring
+from streamanon.harness.local_site import LocalSite, LocalSiteSpec, check_run, read_stats
 from streamanon.net import framing
-from streamanon.net.cluster import Cluster, ClusterSpec, check_run, read_stats
 from streamanon.net.pki import sensor_paths, sensor_role, write_self_signed
 from streamanon.net.tls import client_context, split_address
-from streamanon.sim.district import bucket_grid
 from streamanon.sim.scenarios import simulate
 
 TLS_RECORD_MAX = 16384  # plaintext bytes per TLS record
@@ -54,9 +54,9 @@ def test_a_replayed_day_equals_the_simulation(tmp_path, structure, cycles, perio
     to bound the test's time): the same tuples as the simulation, false positives included.
     Readings are sent two periods ahead (accepted up to two cycles early), so a busy machine
     does not make them late."""
-    spec = ClusterSpec(gateways=5, period=period, cycles=cycles, z=5, max_sn=20, seed=3,
-                       p_pub=1.0, structure=structure, lead=2 * period)
-    cluster = Cluster(spec, tmp_path)
+    spec = LocalSiteSpec(gateways=5, period=period, cycles=cycles, z=5, max_sn=20, seed=3,
+                         p_pub=1.0, structure=structure, lead=2 * period)
+    cluster = LocalSite(spec, tmp_path)
     attacker = None
     try:
         cluster.start()
@@ -156,7 +156,7 @@ class Injector(threading.Thread):
     other gateways refuse the certificate), (b) without a client certificate and (c) with a
     self-signed sensor certificate (the handshake fails)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: LocalSite) -> None:
         super().__init__(daemon=True)
         self.cluster = cluster
         self.stop = threading.Event()
@@ -228,15 +228,15 @@ class Injector(threading.Thread):
 
 
 def test_gateways_killed_leak_nothing_small_rings_publish_nothing_and_all_rejoin(tmp_path):
-    spec = ClusterSpec(gateways=5, period=0.4, cycles=52, z=3, max_sn=12, seed=2, p_pub=0.5,
-                       structure="exact", lead=0.8)
+    spec = LocalSiteSpec(gateways=5, period=0.4, cycles=52, z=3, max_sn=12, seed=2, p_pub=0.5,
+                         structure="exact", lead=0.8)
     ring = Ring(spec.gateways, spec.seed, spec.sim_config().epoch_cycles)
     kill_cycle, back_cycle = 6, 12  # a restart takes seconds on a loaded machine
     victim = ring.ccc(kill_cycle)  # the coordinator of the cycle it dies in
     three = [g for g in range(spec.gateways) if g != victim][:3]
     two = [g for g in range(spec.gateways) if g not in three]
     kill3_cycle, back3_cycle = 22, 32
-    cluster = Cluster(spec, tmp_path)
+    cluster = LocalSite(spec, tmp_path)
     try:
         cluster.start()
         # just after the victim started the collection round of kill_cycle
@@ -314,12 +314,12 @@ def test_the_mix_loses_and_duplicates_nothing_when_a_gateway_dies_holding_the_ba
     (A cycle counts as complete when all five ran it and the cycles of its Δt: a restarted
     gateway has lost its readings of the Δt before, and so rightly publishes less for a while.)
     """
-    spec = ClusterSpec(gateways=5, period=0.4, cycles=28, z=3, max_sn=12, seed=2, p_pub=1.0,
-                       structure="exact", lead=0.8, publication="mix",
-                       publication_order="random", delta_t=900.0)
+    spec = LocalSiteSpec(gateways=5, period=0.4, cycles=28, z=3, max_sn=12, seed=2, p_pub=1.0,
+                         structure="exact", lead=0.8, publication="mix",
+                         publication_order="random", delta_t=900.0)
     hold = 6
     victim = Ring(spec.gateways, spec.seed, spec.sim_config().epoch_cycles).from_ccc(hold)[2]
-    cluster = Cluster(spec, tmp_path)
+    cluster = LocalSite(spec, tmp_path)
     log = tmp_path / "logs" / f"gw{victim}.log"
     try:
         cluster.start(gateway_env={victim: {"STREAMANON_FAILPOINT": f"mix_hold:{hold}"}})

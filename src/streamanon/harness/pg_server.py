@@ -19,9 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-
-class NoServer(RuntimeError):
-    """No PostgreSQL server binaries (or no way to run them as a non-root user)."""
+from streamanon.errors import NoServer
 
 
 def server_binaries() -> Path | None:

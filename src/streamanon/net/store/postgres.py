@@ -5,8 +5,9 @@ the password out of the file with ``~/.pgpass`` or ``PGPASSFILE``. One transacti
 ``INSERT ... ON CONFLICT DO NOTHING`` keyed by ``(gateway, incarnation, seq)`` (a retried batch
 changes nothing), committed with the server's ``synchronous_commit = on`` (checked at connect:
 the commit returns after its WAL record is flushed, so an ack after it survives a crash of the
-CE or of the database server). A lost connection raises :class:`StoreUnavailable` with nothing
-of the batch committed; the next batch reconnects.
+CE or of the database server). A lost connection raises
+:class:`~streamanon.errors.StoreUnavailable` with nothing of the batch committed; the next batch
+reconnects.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from streamanon.errors import ConfigError
 from streamanon.net.framing import WireTuple
-from streamanon.net.store import MIX_GATEWAY, Row, StoreUnavailable
+from streamanon.net.store.base import MIX_GATEWAY, Row, StoreUnavailable
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS published (gateway TEXT NOT NULL, "
           "incarnation TEXT NOT NULL, seq BIGINT NOT NULL, cycle BIGINT NOT NULL, "
@@ -45,8 +47,8 @@ class PostgresStore:
             raise StoreUnavailable(f"PostgreSQL: {exc}".strip()) from exc
         if sync not in ("on", "remote_write", "remote_apply"):
             conn.close()
-            raise ValueError(f"PostgreSQL has synchronous_commit = {sync}: an acknowledged "
-                             "batch could be lost in a crash; set it to on")
+            raise ConfigError(f"PostgreSQL has synchronous_commit = {sync}: an acknowledged "
+                              "batch could be lost in a crash; set it to on")
         self.conn = conn
         return conn
 

@@ -1,16 +1,16 @@
 """The central entity's store: one interface, a module per backend.
 
-* :mod:`.store_sqlite` (default; ``store = "ce.sqlite"``, a file path): WAL with
+* :mod:`.sqlite` (default; ``store = "ce.sqlite"``, a file path): WAL with
   ``synchronous=FULL``, one ``BEGIN IMMEDIATE`` transaction per batch;
-* :mod:`.store_postgres` (``store = "postgresql://user@host:port/db"``, libpq's URI form,
+* :mod:`.postgres` (``store = "postgresql://user@host:port/db"``, libpq's URI form,
   driver psycopg 3): one transaction per batch, committed with PostgreSQL's default
   ``synchronous_commit = on`` (the commit returns once its WAL record is flushed).
 
 Both give the same two guarantees the gateways rely on: :meth:`Store.store` returns only after
 the batch is durable (the CE acks after that), and storing the same ``(gateway, incarnation,
 sequence)`` again changes nothing (a retried batch is harmless). A store that fails (the
-database is down) raises :class:`StoreUnavailable`: the CE then closes the gateway's
-connection without an ack, and the gateway retries later from its outbox.
+database is down) raises :class:`~streamanon.errors.StoreUnavailable`: the CE then closes the
+gateway's connection without an ack, and the gateway retries later from its outbox.
 
 Tuples of a mix batch (:meth:`Store.store_mix`) have no sending gateway: they are stored under
 the gateway name ``mix`` with their random 16-byte ``uid`` as the incarnation and sequence 1,
@@ -21,48 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
-from streamanon.net.framing import WireTuple
-
-# (gateway, incarnation hex, seq, cycle, t, u, a, received)
-Row = tuple[str, str, int, int, float, str, str, float]
-
-
-class StoreUnavailable(RuntimeError):
-    """The database cannot take a batch now (nothing of the batch was committed)."""
-
-
-MIX_GATEWAY = "mix"
-
-
-class Store(Protocol):
-    def store(self, gateway: str, incarnation: bytes, tuples: tuple[WireTuple, ...]) -> int:
-        """Commit a batch durably; returns how many tuples were new."""
-
-    def store_mix(self, tuples: list[tuple[bytes, WireTuple]]) -> int:
-        """Commit ``(uid, tuple)`` pairs of a mix batch durably, keyed by uid; how many new."""
-
-    def count(self) -> int: ...
-
-    def close(self) -> None: ...
-
-
-def is_postgres(spec: str | Path) -> bool:
-    """``postgresql://...`` or ``postgres://...`` select PostgreSQL; anything else is a path.
-
-    >>> is_postgres("postgresql://ce@127.0.0.1:5432/dezent"), is_postgres("ce.sqlite")
-    (True, False)
-    """
-    return str(spec).startswith(("postgresql://", "postgres://"))
+from streamanon.net.store.base import MIX_GATEWAY, Row, Store, StoreUnavailable, is_postgres
 
 
 def open_store(spec: str | Path) -> Store:
     if is_postgres(spec):
-        from streamanon.net.store_postgres import PostgresStore
+        from streamanon.net.store.postgres import PostgresStore
 
         return PostgresStore(str(spec))
-    from streamanon.net.store_sqlite import SQLiteStore
+    from streamanon.net.store.sqlite import SQLiteStore
 
     return SQLiteStore(Path(spec))
 
@@ -70,11 +38,11 @@ def open_store(spec: str | Path) -> Store:
 def iter_rows(spec: str | Path) -> Iterator[Row]:
     """Every stored tuple in time order (read-only)."""
     if is_postgres(spec):
-        from streamanon.net.store_postgres import iter_rows as pg_rows
+        from streamanon.net.store.postgres import iter_rows as pg_rows
 
         yield from pg_rows(str(spec))
     else:
-        from streamanon.net.store_sqlite import iter_rows as sqlite_rows
+        from streamanon.net.store.sqlite import iter_rows as sqlite_rows
 
         yield from sqlite_rows(Path(spec))
 
@@ -114,9 +82,24 @@ def stored_rows(spec: str | Path) -> int:
 def clear_store(spec: str | Path) -> None:
     """Delete every stored tuple (``cluster up --force`` on a PostgreSQL store)."""
     if is_postgres(spec):
-        from streamanon.net.store_postgres import clear
+        from streamanon.net.store.postgres import clear
 
         clear(str(spec))
     else:
         for suffix in ("", "-wal", "-shm"):
             Path(str(spec) + suffix).unlink(missing_ok=True)
+
+
+__all__ = [
+    "MIX_GATEWAY",
+    "Row",
+    "Store",
+    "StoreUnavailable",
+    "clear_store",
+    "export_csv",
+    "format_time",
+    "is_postgres",
+    "iter_rows",
+    "open_store",
+    "stored_rows",
+]

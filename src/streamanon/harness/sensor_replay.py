@@ -1,7 +1,7 @@
 """The replay of a simulated district against running gateways, as its sensor nodes.
 
-Each sensor node speaks the gateway's sensor protocol (:mod:`.intake`): TLS 1.3 with its own
-certificate (``sensors/gw<i>/<id>.crt`` of the deployment folder written by
+Each sensor node speaks the gateway's sensor protocol (:mod:`streamanon.net.intake`): TLS 1.3
+with its own certificate (``sensors/gw<i>/<id>.crt`` of the deployment folder written by
 ``streamanon pki init --sensors``), one connection per sensor node, kept open across cycles,
 one ``t,u,a`` line per cycle answered ``ok <cycle>`` or ``err <reason>``. Against a gateway in
 ``insecure_plaintext_sensors`` mode (no ``pki`` given) one plain TCP connection per gateway
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamanon.errors import ConfigError
 from streamanon.net.pki import sensor_paths
 from streamanon.net.tls import client_context, split_address
 from streamanon.sim.district import District
@@ -93,8 +94,8 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
     With ``t0_file``: first connect to every gateway, touch ``ready_file``, then wait for
     ``t0_file`` to hold the clock's t0 (how ``cluster up`` starts everyone together)."""
     if len(addresses) != district.gateways:
-        raise ValueError(f"{district.gateways} gateways in the district, {len(addresses)} "
-                         "addresses given")
+        raise ConfigError(f"{district.gateways} gateways in the district, {len(addresses)} "
+                          "addresses given")
     values = district.readings(start, start + cycles)
     members = [[i for i in range(district.sensors) if district.sn_gateway[i] == g]
                for g in range(district.gateways)]

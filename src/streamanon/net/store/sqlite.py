@@ -12,9 +12,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from streamanon.errors import ConfigError
 from streamanon.net.framing import WireTuple
 from streamanon.net.outbox import connect_durable
-from streamanon.net.store import MIX_GATEWAY, Row, StoreUnavailable
+from streamanon.net.store.base import MIX_GATEWAY, Row, StoreUnavailable
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS published (gateway TEXT NOT NULL, "
           "incarnation TEXT NOT NULL, seq INTEGER NOT NULL, cycle INTEGER NOT NULL, "
@@ -29,8 +30,8 @@ class SQLiteStore:
         self.db.execute(SCHEMA)
         cols = [r[1] for r in self.db.execute("PRAGMA table_info(published)")]
         if "incarnation" not in cols:
-            raise ValueError(f"{path} was written by an older CE (no incarnation column); "
-                             "export it and start a new database")
+            raise ConfigError(f"{path} was written by an older CE (no incarnation column); "
+                              "export it and start a new database")
 
     def store(self, gateway: str, incarnation: bytes, tuples: tuple[WireTuple, ...]) -> int:
         inc = incarnation.hex()
