@@ -198,7 +198,7 @@ def command_outcome(source: object, tmp: Path, on_error: str) -> tuple:
         stats = run_castle(source, out, op, in_format="csv", on_error=on_error,  # type: ignore[arg-type]
                            rejects_path=rej, rejects_name="in.csv")
         summary: object = (stats.read, stats.rejected, stats.published, stats.suppressed)
-    except Exception as exc:  # noqa: BLE001 - the error is part of the outcome
+    except Exception as exc:
         summary = (type(exc).__name__, str(exc).replace(str(source), "input"))
     name = json.dumps(str(source)).encode()
     return (summary, out.read_bytes() if out.exists() else None,
