@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamanon.errors import (
@@ -191,6 +191,19 @@ def test_memory_bounded_by_live_window():
     t = np.arange(10_000, 20_000, dtype=float)
     op.process_batch(t, [f"u{i % 7}" for i in range(10_000)], [f"w{i}" for i in range(10_000)])
     assert op.live_pairs() <= 11
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-5, 40), max_size=300), st.lists(st.integers(-10, 50), max_size=300),
+       st.sampled_from(["left", "right"]), st.integers(1, 9))
+def test_blockwise_search_equals_numpys(a: list[int], v: list[int], side: str, step: int
+                                        ) -> None:
+    """The batch engine's searches of sorted keys, block by block, answer as numpy's."""
+    from streamanon.zanon.operator import _search_sorted
+
+    arr, keys = np.sort(np.array(a, dtype=np.int64)), np.sort(np.array(v, dtype=np.int64))
+    got = _search_sorted(arr, keys, side, step)
+    assert got.tolist() == np.searchsorted(arr, keys, side=side).tolist()
 
 
 @given(streams(), st.lists(st.integers(0, 80), max_size=4))
