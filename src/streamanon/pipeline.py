@@ -585,16 +585,16 @@ class CastleStage:
         from streamanon.castle.records import CastleRow
 
         out = Outputs()
-        data = chunk.data
-        text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
         fail = self.on_error is OnError.fail
         reader, found = self.reader, self._found
         rejected: list[Rejected] = list(chunk.rejected)  # in line order once sorted
         # under fail: the first bad line; rows from there on are not processed
         stop = min((r.line for r in rejected), default=None) if fail else None
         released: list[Any] = []
+        codes = chunk.codes
+        observe = self.latency or self._need_ids or self._need_values
         try:
-            for row in reader.parse_lines(enumerate(text.split("\n"), chunk.first)):
+            for row in reader.parse_block(chunk.first, chunk.data):
                 line = row.line or 0
                 if found:  # the reader's rejects before this row
                     if fail:
@@ -603,8 +603,10 @@ class CastleStage:
                     found.clear()
                 if stop is not None and stop < line:
                     break
-                code = int(chunk.code_of([line])[0])
-                self._observe(row, code)
+                code = line if codes is None else int(codes[line - chunk.first])
+                if observe:
+                    self._observe(row, code)
+                    observe = self.latency or self._need_ids or self._need_values
                 try:
                     items = self.op.process(CastleRow(row.values, code, row.t))
                 except BAD_RECORD_ERRORS as exc:

@@ -321,6 +321,53 @@ class RowReader:
         lines = ((n, None if t is not None and len(t) > MAX_LINE_CHARS else t) for n, t in lines)
         return self._checked(self._csv(lines) if self.fmt == "csv" else self._jsonl(lines))
 
+    def parse_block(self, first: int, data: bytes | str) -> Iterator[Row]:
+        """Rows of a chunk of whole lines (``\\n``-separated, no final newline), the first
+        numbered ``first``, continuing the stream of earlier calls: what
+        :meth:`parse_lines` gives for ``enumerate(data.split("\\n"), first)`` (bytes decoded
+        as UTF-8, undecodable ones as surrogate escapes), the same rows, line numbers and
+        rejections.
+
+        CSV bytes after the header go in blocks of about a MiB through Arrow's parser when a
+        block is provably clean (:meth:`_clean_block`), else line by line; text, JSON Lines
+        and the header always go line by line. With ``repeated_header`` a block that may hold
+        the header again (it holds every column name) goes line by line, which skips it.
+        """
+        if self.fmt != "csv" or isinstance(data, str):
+            text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
+            yield from self.parse_lines(enumerate(text.split("\n"), first))
+            return
+        pos = 0
+        while self._header is None and pos <= len(data):  # the header, line by line
+            end = data.find(b"\n", pos)
+            end = len(data) if end < 0 else end
+            yield from self.parse_lines([(first, data[pos:end].decode("utf-8",
+                                                                     "surrogateescape"))])
+            first, pos = first + 1, end + 1
+        size = len(data)
+        while pos < size:
+            end = data.find(b"\n", min(pos + _BLOCK, size)) if pos + _BLOCK < size else -1
+            end = size if end < 0 else end
+            block = data[pos:end]
+            yield from self._block_rows(first, block)
+            first += block.count(b"\n") + 1
+            pos = end + 1
+
+    def _block_rows(self, first: int, block: bytes) -> Iterator[Row]:
+        header = self._header
+        assert header is not None
+        cols = None
+        if not (self.repeated_header and all(h.encode() in block for h in header)):
+            cols = self._clean_block(block)
+        if cols is None:
+            yield from self.parse_lines(enumerate(
+                block.decode("utf-8", "surrogateescape").split("\n"), first))
+            return
+        self._block = (first, block, cols.starts)
+        for row in self._rows_of(first, cols):
+            self.read += 1
+            yield row
+
     def check_header_seen(self) -> None:
         """At the end of the input: a CSV source without a header is unreadable."""
         if self.fmt == "csv" and self._header is None and self.required:

@@ -1,0 +1,53 @@
+"""Guards: a clean CSV file given to ``streamanon castle`` and ``streamanon z`` is parsed by
+Arrow's lane (a spy on the lane's entry point sees every block accepted), LF or CRLF alike;
+a command that bypasses the lane fails here, not only in a benchmark."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from streamanon.cli import app
+from streamanon.data import ashrae, traces
+from streamanon.io import fastcsv, readers
+
+runner = CliRunner()
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[bool]:
+    calls: list[bool] = []
+    real = getattr(fastcsv, name)
+
+    def spy(*args: object, **kw: object) -> object:
+        got = real(*args, **kw)
+        calls.append(got is not None)
+        return got
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_castle_command_reads_a_clean_file_through_arrow(tmp_path, monkeypatch, end) -> None:
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=3))
+    data.write_bytes(data.read_bytes().replace(b"\n", end.encode()))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    calls = _spy(monkeypatch, fastcsv, "parse_clean_rows")
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                              "--delta", "100", str(data), "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 0, res.output
+    assert calls and all(calls)  # every block of rows after the header: Arrow's lane
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_z_command_reads_a_clean_file_through_arrow(tmp_path, monkeypatch, end) -> None:
+    path = tmp_path / "in.csv"
+    rows = traces.zipf_trace(3000, n_users=50, n_values=40, seed=1)
+    path.write_text("t,u,a" + end + "".join(f"{t},{u},{a}{end}" for t, u, a in rows),
+                    newline="")
+    calls = _spy(monkeypatch, readers, "parse_clean_chunk")
+    res = runner.invoke(app, ["z", "--z", "3", "--delta-t", "600", str(path),
+                              "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 0, res.output
+    assert calls and all(calls)
