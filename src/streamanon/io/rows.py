@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from streamanon.castle.cluster import Row
+from streamanon.errors import UnreadableInputError
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
     MAX_LINE_CHARS,
-    UnreadableInputError,
     check_text_head,
     detect_format,
     split_csv_line,
