@@ -27,7 +27,7 @@ from streamanon.cli.common import (
 if TYPE_CHECKING:  # the engine loads when a command runs, not for its --help
     from rich.table import Table
 
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.sim.scenarios import SimConfig, SimResult
 
 console = Console(stderr=True)
@@ -113,7 +113,7 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
     import numpy as np
 
     from streamanon.io import RecordWriter
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.sim.district import CYCLE_SECONDS
     from streamanon.sim.scenarios import SCENARIOS
 
@@ -544,7 +544,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     """``streamanon demo``'s deZent part: a one-day district through all three scenarios,
     exported and re-checked with the independent z checker, and a publication-ratio plot."""
     from streamanon.io import read_records
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
     from streamanon.sim.district import CYCLES_PER_DAY, District, DistrictConfig
     from streamanon.sim.scenarios import SCENARIOS, SimConfig, simulate
