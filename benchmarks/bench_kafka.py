@@ -44,9 +44,11 @@ def _read_values(bootstrap: str, topic: str) -> list[bytes]:
 
 def at_least_once_z(bootstrap: str, inp: str, out: str, z: int, delta_t: float) -> float:
     """The same ZStage between a plain consumer and producer: no headers, no checkpoints."""
-    from streamanon.io.kafka import KafkaSink, KafkaSource
-    from streamanon.io.kafka_broker import create_topics
-    from streamanon.pipeline import MessagePositions, ZStage, lean_gc
+    from streamanon.pipeline.kafka.admin import create_topics
+    from streamanon.pipeline.kafka.client import KafkaSink, KafkaSource
+    from streamanon.pipeline.positions import MessagePositions
+    from streamanon.pipeline.run import lean_gc
+    from streamanon.pipeline.stages import ZStage
     from streamanon.zanon import ZAnonymizer
 
     create_topics(bootstrap, {out: 1})
@@ -83,8 +85,10 @@ def main() -> None:
     from conftest import produce, z_trace
     from streamanon.castle import CastleAnonymizer, RuleSet
     from streamanon.data import ashrae
-    from streamanon.io.kafka_broker import Broker, create_topics
-    from streamanon.pipeline import KafkaOptions, run_castle, run_z
+    from streamanon.harness.kafka_broker import Broker
+    from streamanon.pipeline.kafka.admin import create_topics
+    from streamanon.pipeline.kafka.options import KafkaOptions
+    from streamanon.pipeline.run import run_castle, run_z
     from streamanon.zanon import ZAnonymizer
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-kafka-"))

@@ -19,11 +19,12 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Tansu broker on loopback for the whole session (memory storage), shared by the
-    Kafka tests of every package (tests/io, tests/flink); see tests/io/conftest.py."""
-    from tests.io.conftest import SharedBroker, require_kafka
+    Kafka tests of every package (tests/pipeline, tests/flink); see
+    tests/pipeline/kafka/conftest.py."""
+    from tests.pipeline.kafka.conftest import SharedBroker, require_kafka
 
     require_kafka()
-    from streamanon.io.kafka_broker import Broker
+    from streamanon.harness.kafka_broker import Broker
 
     broker = Broker(tmp_path_factory.mktemp("kafka-broker"), storage="memory")
     broker.start()

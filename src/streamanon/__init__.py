@@ -12,7 +12,7 @@ so importing an operator does not load the readers and writers:
 
 >>> from streamanon import run_z, KafkaOptions
 >>> run_z.__module__
-'streamanon.pipeline'
+'streamanon.pipeline.run'
 """
 
 from __future__ import annotations
@@ -23,22 +23,23 @@ from streamanon._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from streamanon.castle import CastleAnonymizer, RuleSet
-    from streamanon.pipeline import KafkaOptions, run_castle, run_z
+    from streamanon.pipeline.kafka.options import KafkaOptions
+    from streamanon.pipeline.run import run_castle, run_z
     from streamanon.records import Record, Rejected, RunStats, Suppressed
     from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
 _EXPORTS = {
     "AdaptiveZAnonymizer": "streamanon.zanon.adaptive",
     "CastleAnonymizer": "streamanon.castle.operator",
-    "KafkaOptions": "streamanon.pipeline",
+    "KafkaOptions": "streamanon.pipeline.kafka.options",
     "Record": "streamanon.records",
     "Rejected": "streamanon.records",
     "RuleSet": "streamanon.castle.rules",
     "RunStats": "streamanon.records",
     "Suppressed": "streamanon.records",
     "ZAnonymizer": "streamanon.zanon.operator",
-    "run_castle": "streamanon.pipeline",
-    "run_z": "streamanon.pipeline",
+    "run_castle": "streamanon.pipeline.run",
+    "run_z": "streamanon.pipeline.run",
 }
 __all__ = [
     "AdaptiveZAnonymizer",

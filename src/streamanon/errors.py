@@ -10,7 +10,10 @@ Callers decide by type, never by message:
   protocol (a cycle without readings, a collection round back at a coordinator that never
   started it, ...). It replaces ``assert`` in the cores, which ``python -O`` would remove.
 * :class:`InputError`, :class:`EncodingError`, :class:`FrameError`: unreadable input files,
-  counting structures and network frames (re-exported from their historical modules).
+  counting structures and network frames (re-exported from their historical modules);
+  :class:`UnreadableInputError` an input that cannot be read at all, :class:`BadInputError`
+  and :class:`UnreadableMessagesError` the same named by a record's position (line, or
+  partition and offset).
 
 Anything else escaping an operator is a bug and deserves its traceback. Every class here
 also derives from :class:`ValueError`, so code written before these types existed keeps
@@ -29,11 +32,15 @@ unknown_category unknown category 'Rome'
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from streamanon.records import Rejected
 
+if TYPE_CHECKING:
+    from streamanon.pipeline.positions import Positions
+
 __all__ = [
+    "BadInputError",
     "BadRecordError",
     "BadValueError",
     "ConfigError",
@@ -50,6 +57,8 @@ __all__ = [
     "StreamanonError",
     "TimeOrderError",
     "UnknownCategoryError",
+    "UnreadableInputError",
+    "UnreadableMessagesError",
 ]
 
 
@@ -148,6 +157,31 @@ class InputError(StreamanonError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.rejected, self.source))
+
+
+class UnreadableInputError(InputError):
+    """The input as a whole cannot be read (not text, no usable header, no line ends):
+    ``--on-error skip`` cannot help, the file itself must be fixed or converted."""
+
+
+class BadInputError(InputError):
+    """A bad record under ``--on-error fail``, named by its position (line, or partition and
+    offset): the run stops after writing what came before it."""
+
+    def __init__(self, rejected: Rejected, positions: Positions) -> None:
+        super().__init__(rejected, positions.name)
+        self.where = positions.where(rejected.line)
+        snippet = rejected.text if len(rejected.text) <= 80 else rejected.text[:77] + "..."
+        self.args = (f"{self.where}: {rejected.reason}: {snippet!r}",)
+
+
+class UnreadableMessagesError(UnreadableInputError):
+    """A topic whose messages cannot be read at all (no usable CSV header)."""
+
+    def __init__(self, rejected: Rejected, positions: Positions) -> None:
+        super().__init__(rejected, positions.name)
+        self.args = (f"{positions.where(rejected.line)}: {rejected.reason}: "
+                     f"{rejected.text[:80]!r}",)
 
 
 class EncodingError(StreamanonError):

@@ -1,7 +1,7 @@
 """``streamanon castle``, ``experiment castle`` and the demo's CASTLE part (``verify castle``
 lives in :mod:`streamanon.cli.verify`).
 
-The run itself is :func:`streamanon.pipeline.run_castle` (re-exported here), the same for
+The run itself is :func:`streamanon.pipeline.run.run_castle` (re-exported here), the same for
 every endpoint (file, stdin, ``kafka://``).
 """
 
@@ -47,7 +47,6 @@ from streamanon.cli.kafka import (
     endpoint_errors,
     from_option,
     group_option,
-    is_kafka,
     kafka_progress,
     kafka_run,
     max_message_option,
@@ -56,8 +55,9 @@ from streamanon.cli.kafka import (
 )
 from streamanon.data import ashrae
 from streamanon.io import OnError, detect_format
-from streamanon.io.output import OutputSet
-from streamanon.pipeline import run_castle
+from streamanon.pipeline.file_outputs import OutputSet
+from streamanon.pipeline.kafka.options import is_kafka
+from streamanon.pipeline.run import run_castle
 from streamanon.verify.castle import check_castle_files, load_rules
 
 __all__ = ["castle_command", "castle_demo", "castle_warnings", "run_castle", "run_experiment"]

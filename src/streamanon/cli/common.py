@@ -7,8 +7,9 @@ The rules every command follows (documented for users in docs/reference/exit-cod
   ``--json``, goes to stderr (or to ``--summary FILE``); without ``-o -``, ``--json`` prints
   the summary on stdout;
 * every file a command writes goes through :func:`writing` (an
-  :class:`~streamanon.io.output.OutputSet`): no output may be an input, files are replaced only
-  when the run succeeds, and a failed or interrupted run says on stderr what was not written;
+  :class:`~streamanon.pipeline.file_outputs.OutputSet`): no output may be an input, files are
+  replaced only when the run succeeds, and a failed or interrupted run says on stderr what was
+  not written;
 * bad input is a one-line ``error:`` naming the file and line and what to do, never a
   traceback;
 * progress bars appear on a terminal only (stderr), and only for work that takes a while;
@@ -33,7 +34,7 @@ from streamanon.cli.exitcodes import ExitCode
 from streamanon.errors import InputError, OnError
 
 if TYPE_CHECKING:
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
 
 ON_ERROR_HELP = (
     "What to do with a bad input line (malformed, unclosed quote, missing field, not UTF-8, "
@@ -225,8 +226,8 @@ def writing(inputs: Iterable[str | Path | None], *, skip_hint: bool = False
     stderr which files were not written (they keep their previous content). ``skip_hint``
     adds the --on-error skip hint to a bad-line error.
     """
-    from streamanon.io.output import OutputError, OutputSet, Terminated
-    from streamanon.io.readers import UnreadableInputError
+    from streamanon.errors import UnreadableInputError
+    from streamanon.pipeline.file_outputs import OutputError, OutputSet, Terminated
 
     outs = OutputSet(inputs)
     try:

@@ -28,8 +28,8 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
 
     from streamanon.data.traces import write_trace, zipf_trace
     from streamanon.io import read_records
-    from streamanon.io.output import OutputSet
-    from streamanon.pipeline import run_z
+    from streamanon.pipeline.file_outputs import OutputSet
+    from streamanon.pipeline.run import run_z
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
     from streamanon.verify.z import check_z
     from streamanon.zanon import ZAnonymizer

@@ -27,7 +27,7 @@ from streamanon.cli.common import (
 if TYPE_CHECKING:  # the engine loads when a command runs, not for its --help
     from rich.table import Table
 
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.sim.config import SimConfig
     from streamanon.sim.scenarios import SimResult
 
@@ -115,7 +115,7 @@ def export_run(result: SimResult, outdir: Path) -> dict[str, str]:
 
     from streamanon.dezent.grid import CYCLE_SECONDS
     from streamanon.io import RecordWriter
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.sim.scenarios import SCENARIOS
 
     assert result.published is not None and result.readings is not None
@@ -550,7 +550,7 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     from streamanon.dezent.grid import CYCLES_PER_DAY
     from streamanon.errors import CheckerFailure
     from streamanon.io import read_records
-    from streamanon.io.output import OutputSet
+    from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.plots import publication_ratio_vs_z  # matplotlib: only when plotting
     from streamanon.sim.config import SimConfig
     from streamanon.sim.district import District, DistrictConfig

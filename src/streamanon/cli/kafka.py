@@ -54,15 +54,12 @@ checkpoint_key_option = typer.Option(None, "--checkpoint-key", metavar="FILE",
                                      help=CHECKPOINT_KEY_HELP)
 
 
-def is_kafka(spec: object) -> bool:
-    return isinstance(spec, str) and spec.startswith("kafka://")
-
-
 def check_url(spec: str, option: str) -> None:
     """Fail (exit 2) unless a ``kafka://`` endpoint is ``kafka://HOST:PORT/TOPIC``."""
+    from streamanon.pipeline.kafka.options import is_kafka, parse_kafka_url
+
     if not is_kafka(spec):
         return
-    from streamanon.io.kafka import parse_kafka_url
 
     try:
         parse_kafka_url(spec)
@@ -77,6 +74,8 @@ def check_url(spec: str, option: str) -> None:
 
 def default_rejects(output: str) -> str:
     """Where rejects go by default under ``--on-error skip``: beside the output."""
+    from streamanon.pipeline.kafka.options import is_kafka
+
     return f"{output}.rejects" if is_kafka(output) else f"{output}.rejects.jsonl"
 
 
@@ -84,7 +83,7 @@ def options(*, group: str | None, start: str, until_end: bool, checkpoint_every:
             max_message_bytes: int, batch_size: int, stop: Any = None,
             on_batch: Any = None, identity: dict[str, Any] | None = None,
             checkpoint_key: Path | None = None) -> Any:
-    from streamanon.pipeline import KafkaOptions
+    from streamanon.pipeline.kafka.options import KafkaOptions
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: use committed or earliest")
@@ -119,16 +118,11 @@ def kafka_progress(source: str) -> Iterator[Any]:
 def endpoint_errors() -> Iterator[None]:
     """Endpoints that cannot be used (a missing topic, a broker that does not answer, a
     checkpoint of other parameters) become a one-line error and exit 2."""
-    from streamanon.pipeline import EndpointError
+    from streamanon.errors import EndpointError, ResumeError
 
     try:
         yield
-    except EndpointError as exc:
-        fail(str(exc))
-    except Exception as exc:  # a checkpoint's ResumeError: only once Kafka's delivery loaded
-        eos = sys.modules.get("streamanon.io.kafka_eos")
-        if eos is None or not isinstance(exc, eos.ResumeError):
-            raise
+    except (EndpointError, ResumeError) as exc:  # ResumeError: a checkpoint's
         fail(str(exc))
 
 
@@ -137,11 +131,12 @@ def kafka_run(until_end: bool) -> Iterator[Any]:
     """Around a run with a Kafka source: Ctrl-C and SIGTERM ask it to stop after its batch
     (it checkpoints, then returns); its errors become one-line messages and exit 2.
 
-    Yields the stop flag to hand to :class:`~streamanon.pipeline.KafkaOptions`; after the
-    block, a signal that stopped an ``--until-end`` run before its end exits 130 or 143.
+    Yields the stop flag to hand to :class:`~streamanon.pipeline.kafka.options.KafkaOptions`;
+    after the block, a signal that stopped an ``--until-end`` run before its end exits 130 or
+    143.
     """
-    from streamanon.io.kafka import StopFlag
-    from streamanon.pipeline import BadInputError, UnreadableMessagesError
+    from streamanon.errors import BadInputError, UnreadableMessagesError
+    from streamanon.pipeline.kafka.client import StopFlag
 
     stop = StopFlag()
     try:
@@ -174,7 +169,7 @@ app.add_typer(kafka_app, name="kafka")
 
 
 def _url(url: str, what: str = "TOPIC") -> tuple[str, str]:
-    from streamanon.io.kafka import parse_kafka_url
+    from streamanon.pipeline.kafka.options import is_kafka, parse_kafka_url
 
     check_url(url, what)
     if not is_kafka(url):
@@ -199,7 +194,7 @@ def broker_command(
 
         streamanon kafka broker --port 9092 &
     """
-    from streamanon.io.kafka_broker import Broker
+    from streamanon.harness.kafka_broker import Broker
 
     if storage not in ("memory", "s3"):
         fail(f"--storage {storage}: use memory or s3")
@@ -254,8 +249,9 @@ def produce_command(
         streamanon kafka produce trace.csv kafka://127.0.0.1:9092/readings
     """
     from streamanon.cli.common import require_input
-    from streamanon.io.kafka import BrokerWatch, KafkaSink
-    from streamanon.pipeline import EndpointError, ensure_topic
+    from streamanon.errors import EndpointError
+    from streamanon.pipeline.kafka.admin import ensure_topic
+    from streamanon.pipeline.kafka.client import BrokerWatch, KafkaSink
     from streamanon.timefmt import parse_time
 
     bootstrap, topic = _url(url)
@@ -329,8 +325,9 @@ def consume_command(
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamanon.io.kafka import client_config, end_offsets
-    from streamanon.pipeline import EndpointError, topic_partitions
+    from streamanon.errors import EndpointError
+    from streamanon.pipeline.kafka.admin import topic_partitions
+    from streamanon.pipeline.kafka.client import client_config, end_offsets
 
     bootstrap, topic = _url(url)
     try:
@@ -387,9 +384,11 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
     from rich.console import Console
     from rich.table import Table
 
-    from streamanon.io.kafka_broker import Broker, create_topics
-    from streamanon.io.output import OutputSet
-    from streamanon.pipeline import KafkaOptions, run_z
+    from streamanon.harness.kafka_broker import Broker
+    from streamanon.pipeline.file_outputs import OutputSet
+    from streamanon.pipeline.kafka.admin import create_topics
+    from streamanon.pipeline.kafka.options import KafkaOptions
+    from streamanon.pipeline.run import run_z
     from streamanon.zanon import ZAnonymizer
 
     if not Broker.available():
@@ -403,7 +402,7 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
     with Broker(workdir / "kafka-broker") as broker:
         bootstrap = f"{broker.host}:{broker.port}"
         create_topics(bootstrap, {"readings": 1})
-        from streamanon.io.kafka import KafkaSink
+        from streamanon.pipeline.kafka.client import KafkaSink
 
         sink = KafkaSink(bootstrap, "readings")
         sink.write(0, lines)  # the header too: z skips it
@@ -411,8 +410,8 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
         readings, published = f"kafka://{bootstrap}/readings", f"kafka://{bootstrap}/published"
         stats = run_z(readings, published, ZAnonymizer(z=z, delta_t=delta_t),
                       kafka=KafkaOptions(until_end=True, log=lambda s: None))
-        from streamanon.io.kafka import end_offsets
-        from streamanon.io.kafka_eos import read_tagged
+        from streamanon.pipeline.kafka.client import end_offsets
+        from streamanon.pipeline.kafka.exactly_once import read_tagged
 
         ends = end_offsets(bootstrap, "published", [0])
         got = [v for v, _ in read_tagged(bootstrap, "published", {0: 0}, ends,

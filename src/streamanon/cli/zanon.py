@@ -1,6 +1,6 @@
 """``streamanon z``: z-anonymize a (t, u, a) stream from a file, stdin or a Kafka topic.
 
-The run itself is :func:`streamanon.pipeline.run_z` (re-exported here), the same for every
+The run itself is :func:`streamanon.pipeline.run.run_z` (re-exported here), the same for every
 endpoint; this module turns options into endpoints and errors into exit codes.
 """
 
@@ -39,7 +39,6 @@ from streamanon.cli.kafka import (
     endpoint_errors,
     from_option,
     group_option,
-    is_kafka,
     kafka_progress,
     kafka_run,
     max_message_option,
@@ -49,7 +48,7 @@ from streamanon.cli.kafka import (
 from streamanon.errors import OnError
 
 if TYPE_CHECKING:
-    from streamanon.pipeline import run_z
+    from streamanon.pipeline.run import run_z
 
 __all__ = ["run_z", "z_command", "z_warnings"]
 
@@ -57,7 +56,7 @@ __all__ = ["run_z", "z_command", "z_warnings"]
 def __getattr__(name: str) -> Any:
     """``run_z``, loaded when first asked for (``z --help`` does not load the pipeline)."""
     if name == "run_z":
-        from streamanon.pipeline import run_z
+        from streamanon.pipeline.run import run_z
 
         globals()["run_z"] = run_z
         return run_z
@@ -129,6 +128,7 @@ def z_command(
         streamanon z --z 5 --delta-t 3600 kafka://127.0.0.1:9092/readings -o kafka://127.0.0.1:9092/published
     """
     from streamanon.io import detect_format
+    from streamanon.pipeline.kafka.options import is_kafka
     from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 
     run_z = _run_z()

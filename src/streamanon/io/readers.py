@@ -41,6 +41,7 @@ from typing import BinaryIO, TextIO
 
 import numpy as np
 
+from streamanon.errors import UnreadableInputError
 from streamanon.io.fastcsv import ArrowColumns, codes_of, parse_clean_chunk
 from streamanon.io.policy import InputError, OnError
 from streamanon.records import Record, Rejected
@@ -67,11 +68,6 @@ _MAGIC = (
 )
 
 
-class UnreadableInputError(InputError):
-    """The input as a whole cannot be read (not text, no usable header, no line ends):
-    ``--on-error skip`` cannot help, the file itself must be fixed or converted."""
-
-
 def check_text_head(head: bytes, source: str) -> None:
     """Refuse, as a whole, a file whose first bytes show it is not CSV or JSON Lines text.
 
@@ -82,7 +78,7 @@ def check_text_head(head: bytes, source: str) -> None:
     >>> check_text_head(b"\\x1f\\x8b\\x08\\x00", "in.csv.gz")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    streamanon.io.readers.UnreadableInputError: in.csv.gz:1: gzip-compressed data: ...
+    streamanon.errors.UnreadableInputError: in.csv.gz:1: gzip-compressed data: ...
     """
     head = head.removeprefix(_BOM)
     reason = None

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from streamanon.castle.records import CastleRow
+from streamanon.errors import UnreadableInputError
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
     MAX_LINE_CHARS,
-    UnreadableInputError,
     check_text_head,
     detect_format,
     split_csv_line,
@@ -321,7 +321,7 @@ class RowReader:
         lines = ((n, None if t is not None and len(t) > MAX_LINE_CHARS else t) for n, t in lines)
         return self._checked(self._csv(lines) if self.fmt == "csv" else self._jsonl(lines))
 
-    def parse_block(self, first: int, data: bytes | str) -> Iterator[Row]:
+    def parse_block(self, first: int, data: bytes | str) -> Iterator[CastleRow]:
         """Rows of a chunk of whole lines (``\\n``-separated, no final newline), the first
         numbered ``first``, continuing the stream of earlier calls: what
         :meth:`parse_lines` gives for ``enumerate(data.split("\\n"), first)`` (bytes decoded
@@ -353,7 +353,7 @@ class RowReader:
             first += block.count(b"\n") + 1
             pos = end + 1
 
-    def _block_rows(self, first: int, block: bytes) -> Iterator[Row]:
+    def _block_rows(self, first: int, block: bytes) -> Iterator[CastleRow]:
         header = self._header
         assert header is not None
         cols = None

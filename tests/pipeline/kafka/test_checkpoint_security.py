@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.io.conftest import cli, produce, read_topic, require_kafka, summary_of, z_trace
+from tests.pipeline.kafka.conftest import cli, produce, read_topic, require_kafka, summary_of, z_trace
 
 require_kafka()
 
@@ -42,7 +42,7 @@ def _append(bootstrap: str, topic: str, entries: list[tuple[bytes, list[tuple[st
     """What anyone who reaches the broker's port can do: append to the progress topic."""
     from confluent_kafka import Producer
 
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.client import quiet_logs
 
     p = Producer({"bootstrap.servers": bootstrap, **quiet_logs()})
     for value, headers in entries:
@@ -51,7 +51,7 @@ def _append(bootstrap: str, topic: str, entries: list[tuple[bytes, list[tuple[st
 
 
 def _end(bootstrap: str, topic: str) -> int:
-    from streamanon.io.kafka import end_offsets
+    from streamanon.pipeline.kafka.client import end_offsets
 
     return end_offsets(bootstrap, topic, [0])[0]
 
@@ -102,7 +102,7 @@ def test_a_forged_entry_of_the_current_format_is_refused(kafka_broker, tmp_path)
     so only the signature stands between the pickle and ``pickle.loads``."""
     import hashlib
 
-    from streamanon.io.kafka_eos import FORMAT, entry_mac
+    from streamanon.pipeline.kafka.exactly_once import FORMAT, entry_mac
 
     b = kafka_broker
     key = _key_file(tmp_path / "ck.key")
@@ -177,7 +177,7 @@ def test_the_default_key_is_created_private_and_a_shared_key_file_is_refused(kaf
 
 def test_a_checkpoint_key_shows_where_it_is_never_what_it_is(tmp_path):
     from streamanon.errors import CheckpointKeyError
-    from streamanon.io.kafka_eos import checkpoint_key
+    from streamanon.pipeline.kafka.exactly_once import checkpoint_key
 
     key = checkpoint_key(_key_file(tmp_path / "k", "z" * 32))
     assert key.key == b"z" * 32 and "zzzz" not in repr(key) and "zzzz" not in key.origin

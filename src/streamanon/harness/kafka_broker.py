@@ -7,7 +7,7 @@ explicitly (no auto-creation is relied on) and stops or restarts it.
 
 What this Tansu build does and does not do (measured with confluent-kafka 2.16 / librdkafka
 by probe scripts while building the endpoints; the restart, end-offset and group-free commit
-behaviour is exercised by ``tests/io/test_kafka*.py``, the rest is not yet pinned by a test):
+behaviour is exercised by ``tests/pipeline/kafka/test_*.py``, the rest is not yet pinned by a test):
 
 * storage engines: ``memory://`` and ``s3://`` only (``sqlite://`` and ``postgres://`` answer
   ``FeatureNotEnabled``). A memory broker that restarts has lost every topic and offset.
@@ -24,15 +24,16 @@ behaviour is exercised by ``tests/io/test_kafka*.py``, the rest is not yet pinne
   ``max.message.bytes`` is ignored, so limits must be enforced by the client).
 * wrong: ListOffsets(latest) does not return the end of a partition (memory: the base offset
   of the last record batch + 1; s3: always 1). The high watermark in a *Fetch* response is
-  right, so :func:`streamanon.io.kafka.end_offsets` learns ends by fetching (see there).
+  right, so :func:`streamanon.pipeline.kafka.client.end_offsets` learns ends by fetching
+  (see there).
 * surprising: a metadata request that names a missing topic creates it with 4 partitions
   (so topics are looked up in the list of all topics); a new idempotent producer can send
   only ~0.5 s after it was created (librdkafka asks for a producer id on a 500 ms timer when
   no broker was up at creation); a clean stop (SIGTERM) takes ~3-5 s, during which the broker
   still serves its clients; with S3 storage, a broker killed with SIGKILL lost a message it
-  had acknowledged (found by ``tests/io/test_kafka_eos.py``'s first version; the test now
-  stops the broker cleanly, and exactly-once runs detect such a loss: see
-  :mod:`streamanon.io.kafka_eos`).
+  had acknowledged (found by ``tests/pipeline/kafka/test_exactly_once.py``'s first version;
+  the test now stops the broker cleanly, and exactly-once runs detect such a loss: see
+  :mod:`streamanon.pipeline.kafka.exactly_once`).
 * slow: a consumer group's first message takes ~23 s (JoinGroup/SyncGroup), so the endpoints
   use assign() with offsets they store themselves; groups are used only to commit offsets.
 * missing: transactions are accepted (InitProducerId/AddPartitions/EndTxn succeed, control
@@ -66,7 +67,8 @@ import time
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+
+from streamanon.pipeline.kafka.admin import create_topics
 
 LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 
@@ -268,49 +270,6 @@ class Broker:
                      config: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
         """Create ``name`` with ``partitions`` partitions (an existing topic is an error)."""
         create_topics(self.bootstrap, {name: partitions}, config, timeout)
-
-
-def create_topics(bootstrap: str, topics: Mapping[str, int],
-                  config: Mapping[str, str] | None = None, timeout: float = 30.0,
-                  client_config: Mapping[str, Any] | None = None,
-                  exist_ok: bool = False) -> None:
-    """Create topics ``{name: partitions}`` explicitly and wait until their metadata shows."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet_logs(),
-                         **(client_config or {})})
-    futures = admin.create_topics([NewTopic(n, num_partitions=p, replication_factor=1,
-                                            config=dict(config or {}))
-                                   for n, p in topics.items()], request_timeout=timeout)
-    for name, fut in futures.items():
-        try:
-            fut.result(timeout)
-        except KafkaException as exc:
-            if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
-                raise RuntimeError(f"cannot create topic {name}: {exc.args[0].str()}") from exc
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        md = admin.list_topics(timeout=timeout)
-        if all(n in md.topics and len(md.topics[n].partitions) == p for n, p in topics.items()):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"topics {sorted(topics)} did not appear within {timeout:g} s")
-
-
-def quiet_logs() -> dict[str, Any]:
-    """librdkafka settings that route its own log lines to a silent Python logger.
-
-    Connection failures are reported once, readably, by the endpoints (see
-    :class:`streamanon.io.kafka.BrokerWatch`); librdkafka's raw lines would repeat them.
-    """
-    import logging
-
-    logger = logging.getLogger("streamanon.librdkafka")
-    logger.propagate = False
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
-    return {"logger": logger}
 
 
 @contextlib.contextmanager

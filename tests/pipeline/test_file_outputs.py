@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streamanon.io.output import OutputError, OutputSet, Terminated
+from streamanon.pipeline.file_outputs import OutputError, OutputSet, Terminated
 
 
 def partials(folder: Path) -> list[str]:
@@ -91,7 +91,7 @@ def test_writing_through_a_symlink_replaces_its_target(tmp_path) -> None:
 SLOW_WRITER = """
 import sys, time
 from pathlib import Path
-from streamanon.io.output import OutputSet
+from streamanon.pipeline.file_outputs import OutputSet
 with OutputSet([sys.argv[2]]) as outs:
     path = Path(outs.add(sys.argv[1], "-o"))
     path.write_text("half-written")

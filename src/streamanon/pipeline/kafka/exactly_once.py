@@ -68,7 +68,7 @@ replay recomputes it from the same records, so it is the uninterrupted run's.
 *Checked, not assumed.* A1: the outputs do not depend on where batches are cut (tested), and a
 restart whose parameters differ from the checkpoint's (:meth:`ExactlyOnceRun.identity`) is
 refused. A2 and A3: in the run, the delivery report of each batch's last message must show
-the offset the run's count predicts (:class:`streamanon.pipeline.KafkaTopicSink`); at a
+the offset the run's count predicts (:class:`streamanon.pipeline.sinks.KafkaTopicSink`); at a
 restart, an output shorter than its checkpoint is refused, and a message the replay would not
 write stops the run. The first checkpoint of a fresh run is confirmed before its first output.
 
@@ -80,8 +80,9 @@ transactions but does not hide aborted messages, so a transactional mode could n
 to work and none is offered.
 
 *Files.* Outputs need not be topics: a sink only has to say where it stands
-(:class:`ResumableSink`); a file output (:class:`streamanon.pipeline.JournalFileSink`) records
-its length and is cut back to it on a restart.
+(:class:`~streamanon.pipeline.sinks.ResumableSink`); a file output
+(:class:`streamanon.pipeline.sinks.JournalFileSink`) records its length and is cut back to it
+on a restart. A plain sink (standard output) cannot be taken back: it has no position.
 
 >>> m = PartitionMerge([0, 1])
 >>> m.add(0, np.array([0, 1]), np.array([10, 30]), [b"a", b"c"])
@@ -107,18 +108,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from streamanon.errors import CheckpointKeyError, CheckpointRefusedError, ResumeError
-from streamanon.io.kafka import (
+from streamanon.pipeline.kafka.client import (
     BrokerWatch,
     KafkaSource,
     StopFlag,
     client_config,
     end_offsets,
 )
+from streamanon.pipeline.sinks import ResumableSink
+
+if TYPE_CHECKING:
+    from streamanon.pipeline.sinks import Sink
+    from streamanon.pipeline.stages import Stage
 
 PART_BYTES = 512 << 10
 
@@ -328,49 +334,6 @@ class PartitionMerge:
         vals = [v for p in parts for v in got[p][2]]
         order = np.lexsort((offs, pids, keys))
         return MergedBatch(pids[order], offs[order], [vals[i] for i in order.tolist()])
-
-
-class Stage(Protocol):
-    """An operator behind the readers, as the exactly-once runner drives it (picklable);
-    :class:`streamanon.pipeline.ZStage` and :class:`~streamanon.pipeline.CastleStage`."""
-
-    def process_messages(self, values: Sequence[bytes], codes: np.ndarray) -> tuple[Any, Any]:
-        """Outputs of a batch (``codes``: ``offset << 16 | partition`` per message) and the
-        error that stops the run (``--on-error fail``), if any."""
-
-    def finish(self) -> Any:
-        """End of input (``until_end``): whatever the operator still holds."""
-
-    def stats(self) -> Any:
-        """Accounting so far (a :class:`~streamanon.records.RunStats`)."""
-
-    def identity(self) -> dict[str, Any]:
-        """What must not change between a checkpoint and its restart."""
-
-
-class ResumableSink(Protocol):
-    """An output of an exactly-once run: where it stands, and how to take up from there."""
-
-    name: str  #: shown in messages
-    ident: str  #: what identifies the output across restarts (topic name, absolute path)
-    reconfirmed: int
-
-    def start(self) -> None:
-        """A fresh run: learn where the output ends now (it appends from there)."""
-
-    def position(self) -> Any:
-        """Where the output stands (JSON); call after :meth:`flush`."""
-
-    def resume(self, position: Any) -> None:
-        """A restart from a checkpoint taken at ``position``: what the killed run wrote after
-        it is re-confirmed by the replay (Kafka) or cut off (files)."""
-
-    def write(self, lines: Any) -> None: ...
-
-    def flush(self) -> None:
-        """Return once everything written is durable (acknowledged, synced)."""
-
-    def close(self) -> None: ...
 
 
 @dataclass
@@ -667,6 +630,11 @@ class _CrashHook:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _position(sink: Sink) -> Any:
+    """Where ``sink`` stands (a plain sink: ``None``, it cannot be taken back)."""
+    return sink.position() if isinstance(sink, ResumableSink) else None
+
+
 class ExactlyOnceRun:
     """Drive ``stage`` from ``source`` to ``sinks`` (by destination name) exactly once.
 
@@ -680,7 +648,7 @@ class ExactlyOnceRun:
     returns the delivery facts; the accounting is ``self.stage.stats()``.
     """
 
-    def __init__(self, source: KafkaSource, sinks: Mapping[str, ResumableSink],
+    def __init__(self, source: KafkaSource, sinks: Mapping[str, Sink],
                  progress: ProgressLog, make_stage: Callable[[], Stage], *,
                  checkpoint_every: float = 5.0, idle_ms: float = 500.0,
                  stop: StopFlag | None = None, identity: Mapping[str, Any] | None = None,
@@ -721,7 +689,8 @@ class ExactlyOnceRun:
             self.merge = PartitionMerge(self.source.partitions)
             self.merge.frontier = dict(self.source.positions)
             for sink in self.sinks.values():
-                sink.start()
+                if isinstance(sink, ResumableSink):
+                    sink.start()
             # a crash before the first checkpoint resumes here; the first outputs wait for it
             # (the producer's id takes ~0.5 s, which the first batch's work then hides)
             self._snapshot(finished=False, wait=False)
@@ -747,7 +716,8 @@ class ExactlyOnceRun:
             if name not in snap.outputs:
                 raise ResumeError(f"the checkpoint in {self.progress.topic} has no position "
                                   f"for the {name} output")
-            sink.resume(snap.outputs[name])
+            if isinstance(sink, ResumableSink):
+                sink.resume(snap.outputs[name])
         again = sum(s.reconfirmed for s in self.sinks.values())
         self.log(f"resuming from checkpoint {snap.seq} at input positions "
                  f"{dict(sorted(snap.positions.items()))}"
@@ -776,7 +746,7 @@ class ExactlyOnceRun:
         assert self.merge is not None
         self.seq += 1
         self.progress.write_snapshot(
-            self.seq, self.merge.frontier, {d: s.position() for d, s in self.sinks.items()},
+            self.seq, self.merge.frontier, {d: _position(s) for d, s in self.sinks.items()},
             self.stage, self.merge, finished, self.stage.stats().to_dict(), self.identity(),
             before_commit=(lambda: self._crash("snapshot")) if self._crash.point == "snapshot"
             else None, wait=wait)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.io.conftest import (
+from tests.pipeline.kafka.conftest import (
     EXE,
     cli,
     produce,

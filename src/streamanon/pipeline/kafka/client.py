@@ -1,9 +1,9 @@
 """``kafka://`` endpoints: a source of raw messages and a sink of text messages.
 
-The clients :mod:`streamanon.pipeline` drives (its Kafka source and sink wrap these):
+The clients :mod:`streamanon.pipeline` drives (its Kafka source and sink wrap these; URLs
+are parsed by :func:`~streamanon.pipeline.kafka.options.parse_kafka_url`, topics listed and
+created by :mod:`streamanon.pipeline.kafka.admin`):
 
-* :func:`parse_kafka_url` — ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC`` to ``(bootstrap,
-  topic)``.
 * :class:`KafkaSource` — ``KafkaSource(bootstrap, topic, group=..., start="committed"|
   "earliest", until_end=...)``; :meth:`~KafkaSource.seek` sets exact start positions (a
   restart hands over the positions of its checkpoint), :meth:`~KafkaSource.poll` returns
@@ -32,7 +32,7 @@ Broker outages: librdkafka reconnects by itself with exponential backoff
 without progress for a second), repeats it with the time waited (at growing intervals), and
 one when the broker answers again.
 
-End offsets: ListOffsets(latest) is wrong on Tansu (see :mod:`streamanon.io.kafka_broker`), the
+End offsets: ListOffsets(latest) is wrong on Tansu (see :mod:`streamanon.harness.kafka_broker`), the
 high watermark of a Fetch response is right on every broker, so :func:`end_offsets` assigns
 each partition at ``max(low, listoffsets_end - 1)`` and reads until librdkafka reports
 partition EOF, whose offset is the fetch's high watermark.
@@ -51,25 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.io.kafka_broker import quiet_logs
-
-DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
-
-
-def parse_kafka_url(url: str) -> tuple[str, str]:
-    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC`` -> ``(bootstrap servers, topic)``.
-
-    >>> parse_kafka_url("kafka://127.0.0.1:9092/readings")
-    ('127.0.0.1:9092', 'readings')
-    """
-    prefix = "kafka://"
-    if not url.startswith(prefix):
-        raise ValueError(f"not a kafka:// URL: {url!r}")
-    rest = url[len(prefix):]
-    servers, _, topic = rest.partition("/")
-    if not servers or not topic or "/" in topic:
-        raise ValueError(f"expected kafka://HOST:PORT/TOPIC, got {url!r}")
-    return servers, topic
+from streamanon.pipeline.kafka.admin import partitions_of
+from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
 
 
 class BrokerWatch:
@@ -142,6 +125,21 @@ class BrokerWatch:
         self.reported = False
 
 
+def quiet_logs() -> dict[str, Any]:
+    """librdkafka settings that route its own log lines to a silent Python logger.
+
+    Connection failures are reported once, readably, by the endpoints (see
+    :class:`BrokerWatch`); librdkafka's raw lines would repeat them.
+    """
+    import logging
+
+    logger = logging.getLogger("streamanon.librdkafka")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    return {"logger": logger}
+
+
 def client_config(bootstrap: str, watch: BrokerWatch | None = None,
                   extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The settings every client of a pipeline shares; ``extra`` (TLS, SASL...) wins."""
@@ -156,41 +154,6 @@ def client_config(bootstrap: str, watch: BrokerWatch | None = None,
         conf["error_cb"] = watch.error
     conf.update(extra or {})
     return conf
-
-
-_ADMINS: dict[tuple[str, str], Any] = {}
-
-
-def admin_client(bootstrap: str, config: Mapping[str, Any] | None = None) -> Any:
-    """One admin client per broker and settings, kept for the process (a connection each)."""
-    from confluent_kafka.admin import AdminClient
-
-    key = (bootstrap, repr(sorted((config or {}).items())))
-    admin = _ADMINS.get(key)
-    if admin is None:
-        admin = _ADMINS[key] = AdminClient(client_config(bootstrap, None, config))
-    return admin
-
-
-def topic_partitions(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
-                     timeout: float = 30.0) -> list[int] | None:
-    """The partition ids of ``topic``, ``None`` when it does not exist (``KafkaException``
-    when the broker does not answer within ``timeout``)."""
-    # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
-    md = admin_client(bootstrap, config).list_topics(timeout=timeout)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None or not t.partitions:
-        return None
-    return sorted(t.partitions)
-
-
-def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
-                  timeout: float = 30.0) -> list[int]:
-    """The partition ids of ``topic`` (an error when it does not exist)."""
-    parts = topic_partitions(bootstrap, topic, config, timeout)
-    if parts is None:
-        raise RuntimeError(f"topic {topic!r} is not available (create it first)")
-    return parts
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *,
@@ -494,8 +457,8 @@ class KafkaSink:
     """Text messages to a topic's partitions, in order, with optional headers per message.
 
     One writer per output partition is assumed (exactly-once relies on it: see
-    :mod:`streamanon.io.kafka_eos`). The producer is idempotent (no duplicates from its own
-    retries, order kept per partition) and never times a message out.
+    :mod:`streamanon.pipeline.kafka.exactly_once`). The producer is idempotent (no duplicates
+    from its own retries, order kept per partition) and never times a message out.
     """
 
     def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.data import ashrae
-from streamanon.io.kafka import check_messages
 from streamanon.pipeline import (
     CastleStage,
     EndpointError,
@@ -33,6 +32,7 @@ from streamanon.pipeline import (
     run_castle,
     run_z,
 )
+from streamanon.pipeline.kafka.client import check_messages
 from streamanon.zanon import ZAnonymizer
 
 

@@ -14,15 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.io.conftest import EXE, produce, read_topic, require_kafka, summary_of, z_trace
+from tests.pipeline.kafka.conftest import (
+    EXE,
+    produce,
+    read_topic,
+    require_kafka,
+    summary_of,
+    z_trace,
+)
 
 require_kafka()
 
 pytestmark = pytest.mark.kafka
 
-# where the process kills itself (streamanon.io.kafka_eos.CRASH_ENV): POINT:N = the N-th time
-# this process gets there; each run resumes where the previous one died (the runs checkpoint
-# after every batch, so that each point is a few batches into a run)
+# where the process kills itself (streamanon.pipeline.kafka.exactly_once.CRASH_ENV): POINT:N =
+# the N-th time this process gets there; each run resumes where the previous one died (the
+# runs checkpoint after every batch, so that each point is a few batches into a run)
 KILL_POINTS = ["batch:2", "produce:3", "snapshot:2", "checkpoint:3", "batch:5"]
 
 
@@ -33,9 +40,10 @@ def _run(args: list[str], env: dict[str, str] | None = None, timeout: float = 12
 
 
 def _output_count(bootstrap: str, topic: str) -> int:
-    from streamanon.io.kafka import end_offsets, topic_partitions
+    from streamanon.pipeline.kafka.admin import topic_partitions
+    from streamanon.pipeline.kafka.client import end_offsets
 
-    parts = topic_partitions(bootstrap, topic)
+    parts = topic_partitions(f"kafka://{bootstrap}/{topic}")
     return 0 if parts is None else sum(end_offsets(bootstrap, topic, parts).values())
 
 
@@ -138,7 +146,7 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
     """The offset the run's consumer group committed (after each of its checkpoints)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.client import quiet_logs
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **quiet_logs()})
     try:
@@ -153,7 +161,7 @@ def _scan(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[bytes, 
     ``read_topic``'s short cut to the end cannot be used after one)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.client import quiet_logs
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "scan",
                   "enable.partition.eof": True, **quiet_logs()})
@@ -179,8 +187,9 @@ def test_the_broker_stopped_and_restarted_mid_run(tmp_path):
     S3 storage (a broker that loses acknowledged data breaks assumption A3; a pipeline
     restart detects it as an output shorter than its checkpoint).
     """
-    from streamanon.io.kafka_broker import Broker, create_topics
+    from streamanon.harness.kafka_broker import Broker
     from streamanon.pipeline import run_z
+    from streamanon.pipeline.kafka.admin import create_topics
     from streamanon.zanon import ZAnonymizer
 
     with Broker(tmp_path / "broker", storage="s3") as broker:

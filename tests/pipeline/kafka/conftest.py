@@ -42,7 +42,7 @@ class SharedBroker:
 
     def topics(self, *names: str, partitions: int = 1) -> list[str]:
         """Create fresh topics ``names`` (unique names derived from them)."""
-        from streamanon.io.kafka_broker import create_topics
+        from streamanon.pipeline.kafka.admin import create_topics
 
         tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
         real = [f"t{tag}-{n}" for n in names]
@@ -61,7 +61,7 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,
     """Produce ``values`` in order (to ``partitions[i]``, with Kafka timestamp ``[i]`` ms)."""
     from confluent_kafka import Producer
 
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.client import quiet_logs
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
                   "batch.num.messages": 50_000, "queue.buffering.max.messages": 2_000_000,
@@ -83,8 +83,8 @@ def read_topic(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes, dict[s
     """Every message of every partition: ``{partition: [(value, headers)]}`` in offset order."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamanon.io.kafka import end_offsets, partitions_of
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.admin import partitions_of
+    from streamanon.pipeline.kafka.client import end_offsets, quiet_logs
 
     parts = partitions_of(bootstrap, topic)
     ends = end_offsets(bootstrap, topic, parts)

@@ -1,0 +1,109 @@
+"""Topic administration: which partitions a topic has, and creating the ones a run needs.
+
+* :func:`topic_partitions` — the partitions of the topic of a ``kafka://`` URL (``None``
+  when it does not exist; :class:`~streamanon.errors.EndpointError` when the broker does
+  not answer); :func:`partitions_of` the same for a broker and topic that must exist.
+* :func:`ensure_topic` — the partitions of a topic, created when missing (a run's outputs
+  and progress topic); :func:`create_topics` creates topics explicitly.
+* :func:`admin_client` — one admin client per broker and settings, kept for the process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streamanon.errors import EndpointError
+from streamanon.pipeline.kafka.options import parse_kafka_url
+
+_ADMINS: dict[tuple[str, str], Any] = {}
+
+
+def admin_client(bootstrap: str, config: Mapping[str, Any] | None = None) -> Any:
+    """One admin client per broker and settings, kept for the process (a connection each)."""
+    from confluent_kafka.admin import AdminClient
+
+    from streamanon.pipeline.kafka.client import client_config
+
+    key = (bootstrap, repr(sorted((config or {}).items())))
+    admin = _ADMINS.get(key)
+    if admin is None:
+        admin = _ADMINS[key] = AdminClient(client_config(bootstrap, None, config))
+    return admin
+
+
+def topic_partitions(url: str, config: Mapping[str, Any] | None = None,
+                     timeout: float = 30.0) -> list[int] | None:
+    """The partitions of the topic of ``url``; ``None`` when it does not exist.
+
+    Raises :class:`EndpointError` when the broker does not answer within ``timeout``.
+    """
+    from confluent_kafka import KafkaException
+
+    bootstrap, topic = parse_kafka_url(url)
+    try:
+        # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
+        md = admin_client(bootstrap, config).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise EndpointError(f"{url}: no answer from the broker at {bootstrap} within "
+                            f"{timeout:g} s ({exc.args[0].str()}); is it running?") from None
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        return None
+    return sorted(t.partitions)
+
+
+def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None = None,
+                  timeout: float = 30.0) -> list[int]:
+    """The partition ids of ``topic`` (an error when it does not exist)."""
+    parts = topic_partitions(f"kafka://{bootstrap}/{topic}", config, timeout)
+    if parts is None:
+        raise RuntimeError(f"topic {topic!r} is not available (create it first)")
+    return parts
+
+
+def ensure_topic(url: str, partitions: int, config: Mapping[str, Any] | None = None,
+                 say: Callable[[str], None] | None = None) -> list[int]:
+    """The partitions of the topic of ``url``, created with ``partitions`` when missing."""
+    have = topic_partitions(url, config)
+    if have is not None:
+        return have
+    bootstrap, topic = parse_kafka_url(url)
+    create_topics(bootstrap, {topic: partitions}, client_config=config, exist_ok=True)
+    if say is not None:
+        say(f"created topic {topic} ({partitions} partition{'s' if partitions > 1 else ''})")
+    return topic_partitions(url, config) or list(range(partitions))
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int],
+                  config: Mapping[str, str] | None = None, timeout: float = 30.0,
+                  client_config: Mapping[str, Any] | None = None,
+                  exist_ok: bool = False) -> None:
+    """Create topics ``{name: partitions}`` explicitly and wait until their metadata shows."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from streamanon.pipeline.kafka.client import quiet_logs
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **quiet_logs(),
+                         **(client_config or {})})
+    futures = admin.create_topics([NewTopic(n, num_partitions=p, replication_factor=1,
+                                            config=dict(config or {}))
+                                   for n, p in topics.items()], request_timeout=timeout)
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout)
+        except KafkaException as exc:
+            if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise RuntimeError(f"cannot create topic {name}: {exc.args[0].str()}") from exc
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=timeout)
+        if all(n in md.topics and len(md.topics[n].partitions) == p for n, p in topics.items()):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"topics {sorted(topics)} did not appear within {timeout:g} s")
+
+
+__all__ = ["admin_client", "create_topics", "ensure_topic", "partitions_of", "topic_partitions"]

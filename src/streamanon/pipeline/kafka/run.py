@@ -1,0 +1,77 @@
+"""A run from a ``kafka://`` topic to its outputs, exactly once (:func:`run_kafka`).
+
+The design and its assumptions are in :mod:`streamanon.pipeline.kafka.exactly_once`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamanon.errors import EndpointError
+from streamanon.pipeline.chunks import PUBLISHED
+from streamanon.pipeline.kafka.admin import ensure_topic, topic_partitions
+from streamanon.pipeline.kafka.client import BrokerWatch, KafkaSource, StopFlag
+from streamanon.pipeline.kafka.exactly_once import (
+    ExactlyOnceRun,
+    ProgressLog,
+    checkpoint_key,
+)
+from streamanon.pipeline.kafka.options import KafkaOptions, default_group, parse_kafka_url
+from streamanon.pipeline.positions import MessagePositions
+from streamanon.pipeline.sinks import open_sinks
+
+if TYPE_CHECKING:
+    from streamanon.pipeline.stages import Stage
+
+
+def run_kafka(source_url: str, make_stage: Callable[[], Stage],
+              outputs: Mapping[str, tuple[str | Path, str]], options: KafkaOptions,
+              command: str, identity: Mapping[str, Any] | None = None
+              ) -> tuple[Stage, dict[str, Any]]:
+    """Run a stage from a topic to its outputs exactly once; returns ``(stage, delivery)``.
+
+    ``outputs`` maps destinations (``published``, ``suppressed``, ``rejects``) to a target
+    (``kafka://`` URL, file path, ``-``) and the option that named it (for messages).
+    """
+    bootstrap, topic = parse_kafka_url(source_url)
+    config = options.config
+    parts = topic_partitions(source_url, config)
+    if parts is None:
+        raise EndpointError(f"{source_url}: no such topic (create it, or check the name)")
+    positions = MessagePositions(source_url)
+    out_target = outputs[PUBLISHED][0]
+    group = options.group or default_group(command, out_target, topic)
+    key = checkpoint_key(options.checkpoint_key)  # before any topic is created
+    if key.created:
+        options.say(f"created the checkpoint key {key.path} (a restart needs it: keep it, "
+                    "or give it with --checkpoint-key on another machine)")
+    progress_url = f"kafka://{bootstrap}/{group}.progress"
+    ensure_topic(progress_url, 1, config, options.say)
+    # one watch reports outages for every client of the run; producers first: an idempotent
+    # producer needs ~0.5 s for its id, which the rest of the start-up then hides
+    watch = BrokerWatch("kafka")
+    progress = ProgressLog(bootstrap, f"{group}.progress", config=config, watch=watch,
+                           key=key)
+    sinks = open_sinks(outputs, positions, len(parts), options, journal=True, watch=watch)
+    source = KafkaSource(bootstrap, topic, group=group, start=options.start,
+                         until_end=options.until_end, config=config,
+                         fetch_batch=options.fetch_batch, watch=watch)
+    stop = options.stop if options.stop is not None else StopFlag(install=False)
+    runner = ExactlyOnceRun(source, sinks, progress, make_stage,
+                            checkpoint_every=options.checkpoint_every, stop=stop,
+                            identity={"input": topic, **options.identity,
+                                      **(identity or {})},
+                            after_batch=options.after_batch, log=options.say,
+                            on_batch=options.on_batch)
+    try:
+        delivery = runner.run()
+    finally:
+        runner.source.close()
+    delivery["group"] = group
+    delivery["checkpoint_key"] = key.origin  # where it is, never the key
+    return runner.stage, delivery
+
+
+__all__ = ["run_kafka"]

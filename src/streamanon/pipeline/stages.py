@@ -1,0 +1,495 @@
+"""Stages: an operator behind the readers' rules, the same for every source and driver.
+
+:class:`Stage` is the protocol every driver runs; :class:`ZStage` (z-anonymity through the
+batch engine) and :class:`CastleStage` (CASTLE, row at a time) implement it. They apply the
+readers' rules (:class:`~streamanon.io.readers.RecordParser`,
+:class:`~streamanon.io.rows.RowReader`) with the same reasons for every source; Kafka
+messages first pass :func:`~streamanon.pipeline.chunks.message_chunk` (empty, oversized, not
+UTF-8, several lines).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from streamanon.errors import (
+    BadInputError,
+    BadRecordError,
+    InputError,
+    UnreadableInputError,
+    UnreadableMessagesError,
+)
+from streamanon.io.policy import OnError
+from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, RecordBatch, RecordParser
+from streamanon.io.writers import selected_data
+from streamanon.pipeline.chunks import (
+    PUBLISHED,
+    REJECTS,
+    SUPPRESSED,
+    LineChunk,
+    Outputs,
+    message_chunk,
+)
+from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
+from streamanon.pipeline.positions import Positions
+from streamanon.records import Rejected, RunStats, Suppressed
+from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
+
+if TYPE_CHECKING:  # the CASTLE stage loads them when it runs (a z run does not)
+    from streamanon.castle import CastleAnonymizer
+    from streamanon.castle.records import CastleRow
+    from streamanon.io.rows import RowWriter
+
+#: What an operator raises for a record it cannot take (only such a record becomes a
+#: rejected row; anything else is a bug and propagates).
+BAD_RECORD_ERRORS: tuple[type[Exception], ...] = (BadRecordError,)
+
+
+def _reject_lines(rejected: Sequence[Rejected], chunk: LineChunk, positions: Positions
+                  ) -> tuple[str, np.ndarray]:
+    codes = chunk.code_of([r.line for r in rejected])
+    text = "".join(json.dumps({"source": positions.name, **positions.fields(c),
+                               "reason": r.reason, "text": r.text}) + "\n"
+                   for r, c in zip(rejected, codes.tolist(), strict=True))
+    return text, codes
+
+
+def _as_list(result: Any) -> list[Any]:
+    """An operator's outcome as a list (operators return one outcome or a list of them)."""
+    return result if isinstance(result, list) else [result]
+
+
+class Stage(Protocol):
+    """An operator behind the readers' rules, as every driver runs it: :func:`run_lines` (a
+    file or stdin), :class:`~streamanon.pipeline.kafka.exactly_once.ExactlyOnceRun` (a topic)
+    and the Flink jobs. :class:`ZStage` and :class:`CastleStage` are the two.
+
+    A stage is picklable: its state (readers' state, operator state, accounting) is part of
+    a Kafka run's checkpoints.
+    """
+
+    positions: Positions
+    #: compute the input positions of outputs (a Kafka sink needs them); set by the driver
+    tagged: bool
+
+    def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
+        """Outputs of a chunk; under ``--on-error fail`` also the error that stops the run
+        (the outputs are those of the records before it)."""
+
+    def process_messages(self, values: Sequence[bytes], codes: np.ndarray
+                         ) -> tuple[Outputs, InputError | None]:
+        """:meth:`process` for Kafka messages (one record per message; ``codes``:
+        ``offset << 16 | partition`` per message)."""
+
+    def finish(self) -> Outputs:
+        """End of input: whatever the operator still holds, and headers of empty outputs."""
+
+    def stats(self) -> RunStats:
+        """The accounting so far."""
+
+    def identity(self) -> dict[str, Any]:
+        """What must not change between a checkpoint and its restart (parameters, formats)."""
+
+
+class _RejectCount:
+    """Rejected records: how many, and the first (for the closing warning)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: str | None = None
+
+    def add(self, rejected: Sequence[Rejected], chunk: LineChunk, positions: Positions) -> None:
+        if rejected and self.first is None:
+            r = rejected[0]
+            snippet = r.text if len(r.text) <= 80 else r.text[:77] + "..."
+            self.first = (f"{positions.where(int(chunk.code_of([r.line])[0]))}: {r.reason}: "
+                          f"{snippet!r}")
+        self.count += len(rejected)
+
+
+# -- z-anonymity -----------------------------------------------------------------------------------
+
+class ZStage:
+    """z-anonymity on ``t,u,a`` lines (CSV or JSON Lines) through the batch engine.
+
+    Files may start with a header naming t, u, a (in any order); messages are ``t,u,a`` in
+    that order, and a message that is exactly the header ``t,u,a`` is skipped and counted.
+    An :class:`~streamanon.zanon.AdaptiveZAnonymizer` runs record at a time.
+    """
+
+    def __init__(self, operator: ZAnonymizer | AdaptiveZAnonymizer, positions: Positions, *,
+                 in_format: str = "csv", out_format: str = "csv",
+                 on_error: OnError | str = OnError.fail, time_tolerance: float = 0.0,
+                 max_value_len: int = DEFAULT_MAX_VALUE_LEN,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.op = operator
+        self.core = operator.core if isinstance(operator, AdaptiveZAnonymizer) else operator
+        self.positions = positions
+        self.in_format, self.out_format = in_format, out_format
+        self.on_error = OnError(on_error)
+        self.time_tolerance = time_tolerance
+        self.max_bytes = max_message_bytes
+        self.parser = RecordParser(in_format, time_tolerance=time_tolerance,
+                                   max_value_len=max_value_len, source_name=positions.name,
+                                   header=(0, 1, 2) if positions.kind == "message" else None)
+        self.records = 0
+        self.rejects = _RejectCount()
+        self.restamped = 0
+        self.headers = 0
+        self.users: set[str] = set()
+        self._header_sent = False
+        self.tagged = True  # compute input positions of outputs (a Kafka sink needs them)
+
+    def _header(self) -> str | None:
+        if self._header_sent:
+            return None
+        self._header_sent = True
+        return "t,u,a\n" if self.out_format == "csv" else ""
+
+    def process_messages(self, values: Sequence[bytes], codes: np.ndarray
+                         ) -> tuple[Outputs, InputError | None]:
+        header = b"t,u,a" if self.in_format == "csv" else None
+        return self.process(message_chunk(values, codes, self.max_bytes, header))
+
+    def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
+        out = Outputs()
+        self.headers += chunk.headers
+        batch, bad = self.parser.parse(chunk.first, chunk.data, chunk.rejected)
+        error: InputError | None = None
+        if bad and self.on_error is OnError.fail:
+            error = BadInputError(Rejected(int(chunk.code_of([bad[0].line])[0]), bad[0].text,
+                                           bad[0].reason), self.positions)
+            batch = None if batch is None else self.parser.good_prefix(batch, bad[0].line)
+        if batch is not None and len(batch):
+            self._anonymize(batch, chunk, out)
+        if bad and error is None:
+            text, codes = _reject_lines(bad, chunk, self.positions)
+            out.add(REJECTS, text, codes)
+            self.rejects.add(bad, chunk, self.positions)
+        return out, error
+
+    def _anonymize(self, batch: RecordBatch, chunk: LineChunk, out: Outputs) -> None:
+        self.records += len(batch)
+        self.restamped += batch.restamped
+        op = self.op
+        if isinstance(op, ZAnonymizer):
+            u_codes, u_names, a_codes, a_names = batch.codes()
+            if len(self.users) < op.z:  # only until z users are seen: no cost after
+                self.users.update(u_names)
+            idx, codes, names = op.process_codes(batch.t, u_codes, u_names, a_codes, a_names)
+            if len(idx) or not self._header_sent:
+                text = selected_data(batch, idx, codes, names, self.out_format) if len(
+                    idx) else ""
+                lines = np.asarray(batch.line, dtype=np.int64)[idx] if self.tagged else idx
+                out.add(PUBLISHED, text, chunk.code_of(lines) if self.tagged else lines,
+                        self._header())
+            return
+        buf = io.StringIO()
+        from streamanon.io.writers import RecordWriter
+
+        writer = RecordWriter(buf, self.out_format)
+        if self.out_format == "csv":
+            buf.seek(0)
+            buf.truncate()
+        lines: list[int] = []
+        for record in batch.records():
+            for res in _as_list(op.process(record)):
+                if not isinstance(res, Suppressed):
+                    writer.write(res)
+                    lines.append(record.line or 0)
+        if lines or not self._header_sent:
+            out.add(PUBLISHED, buf.getvalue(), chunk.code_of(lines), self._header())
+
+    def finish(self) -> Outputs:
+        out = Outputs()
+        if not self._header_sent:
+            out.add(PUBLISHED, "", np.empty(0, np.int64), self._header())
+        return out
+
+    def stats(self) -> RunStats:
+        core = self.core
+        stats = RunStats(params={"z": core.z, "delta_t": core.delta_t,
+                                 "input": self.positions.name})
+        op = self.op
+        if isinstance(op, AdaptiveZAnonymizer):
+            stats.params.update(adaptive=True, k=op.k, pk=op.pk, rate=op.rate)
+        stats.count_read(self.records + self.rejects.count)
+        stats.count_rejected(self.rejects.count)
+        stats.count_published(core.published)
+        stats.count_suppressed(core.suppressed)
+        stats.details = {
+            "published_per_level": {f"level_{i}": n
+                                    for i, n in enumerate(core.published_per_level)},
+            "publication_ratio": core.published / max(1, self.records),
+            "restamped": self.restamped,
+        }
+        if self.headers:
+            stats.details["headers_skipped"] = self.headers
+        if isinstance(op, ZAnonymizer):
+            stats.details["users_seen"] = len(self.users)
+        else:
+            stats.details["final_z"] = op.z
+            stats.details["z_updates"] = len(op.history)
+        return stats
+
+    def identity(self) -> dict[str, Any]:
+        op = self.op
+        return {"operator": "z", "z": self.core.z, "delta_t": self.core.delta_t,
+                "adaptive": isinstance(op, AdaptiveZAnonymizer),
+                "input_format": self.in_format, "output_format": self.out_format,
+                "on_error": str(self.on_error), "time_tolerance": self.time_tolerance}
+
+
+# -- CASTLE ----------------------------------------------------------------------------------------
+
+class CastleStage:
+    """CASTLE on rows (CSV under a header, or JSON objects), one row at a time.
+
+    The CSV header is the first line (files), or ``columns`` (Kafka: ``--columns``), or else
+    the first message; a message repeating the header is skipped and counted.
+    ``suppressed_format`` is the format of the suppressed rows (``None``: not written, only
+    counted). ``latency``: measure the mean wall-clock time from feeding a row to its release.
+    """
+
+    tagged = True  # rows carry their positions whatever the sinks (a class default: not pickled)
+
+    def __init__(self, operator: CastleAnonymizer, positions: Positions, *,
+                 in_format: str = "csv", out_format: str = "csv",
+                 suppressed_format: str | None = None,
+                 on_error: OnError | str = OnError.fail, columns: Sequence[str] | None = None,
+                 max_value_len: int = DEFAULT_MAX_VALUE_LEN,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 latency: bool = False) -> None:
+        rules = operator.rules
+        if rules is None:
+            raise ValueError("the operator has no rules")
+        self.op = operator
+        self.positions = positions
+        self.in_format, self.out_format = in_format, out_format
+        self.suppressed_format = suppressed_format
+        self.on_error = OnError(on_error)
+        self.max_bytes = max_message_bytes
+        self.rules = rules
+        numeric = [r.name for r in rules.qi_rules
+                   if type(r.generalizer).__name__ == "RangeGeneralizer"]
+        from streamanon.io.rows import RowReader
+
+        self._found: list[Rejected] = []
+        self.reader = RowReader(io.StringIO(""), in_format, on_error=OnError.skip,
+                                rejects=self._found.append, numeric=numeric,
+                                required=[rules.id_field], max_value_len=max_value_len,
+                                source_name=positions.name, columns=columns,
+                                repeated_header=positions.kind == "message")
+        self.extra = [operator.loss_field] if operator.loss_field else []
+        self.rejects = _RejectCount()
+        self.rows = 0  # rows the operator took
+        self._pub: tuple[io.StringIO, RowWriter] | None = None
+        self._sup: tuple[io.StringIO, RowWriter] | None = None
+        self.ids: set[Any] = set()
+        self.sensitive: dict[str, set[Any]] = {name: set() for name in rules.sensitive}
+        self._need_ids = True
+        self._need_values = operator.l > 1 and bool(self.sensitive)
+        self.latency = latency
+        self._fed: dict[int, float] = {}
+        self.lat_sum, self.lat_n = 0.0, 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_pub", "_sup"):  # writers hold buffers: rebuilt from their columns
+            pair = state[key]
+            state[key] = None if pair is None else pair[1].columns
+        state["_found"] = []
+        state["reader"] = self.reader
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._found = []
+        self.reader.rejects = self._found.append
+        self.reader.source = io.StringIO("")
+        for key, fmt in (("_pub", self.out_format), ("_sup", self.suppressed_format)):
+            cols = state[key]
+            setattr(self, key, None if cols is None else self._writer(fmt or "csv", cols)[0])
+
+    @staticmethod
+    def _writer(fmt: str, columns: list[str]) -> tuple[tuple[io.StringIO, RowWriter], str]:
+        buf = io.StringIO()
+        from streamanon.io.rows import RowWriter
+
+        writer = RowWriter(buf, fmt, columns)
+        header = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return (buf, writer), header
+
+    def process_messages(self, values: Sequence[bytes], codes: np.ndarray
+                         ) -> tuple[Outputs, InputError | None]:
+        return self.process(message_chunk(values, codes, self.max_bytes))
+
+    def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
+        from streamanon.castle.records import CastleRow
+
+        out = Outputs()
+        fail = self.on_error is OnError.fail
+        reader, found = self.reader, self._found
+        rejected: list[Rejected] = list(chunk.rejected)  # in line order once sorted
+        # under fail: the first bad line; rows from there on are not processed
+        stop = min((r.line for r in rejected), default=None) if fail else None
+        released: list[Any] = []
+        codes = chunk.codes
+        observe = self.latency or self._need_ids or self._need_values
+        try:
+            for row in reader.parse_block(chunk.first, chunk.data):
+                line = row.line or 0
+                if found:  # the reader's rejects before this row
+                    if fail:
+                        stop = min(found[0].line, stop if stop is not None else line)
+                    rejected += found
+                    found.clear()
+                if stop is not None and stop < line:
+                    break
+                code = line if codes is None else int(codes[line - chunk.first])
+                if observe:
+                    self._observe(row, code)
+                    observe = self.latency or self._need_ids or self._need_values
+                try:
+                    items = self.op.process(CastleRow(row.values, code, row.t))
+                except BAD_RECORD_ERRORS as exc:
+                    rejected.append(Rejected(line, reader.text_of(row.values), str(exc)))
+                    if fail:
+                        break
+                    continue
+                self.rows += 1
+                released += _as_list(items)
+        except UnreadableInputError as exc:
+            if self.positions.kind == "message":
+                r = exc.rejected
+                raise UnreadableMessagesError(Rejected(int(chunk.code_of([r.line])[0]), r.text,
+                                                       r.reason), self.positions) from None
+            raise
+        rejected += found
+        found.clear()
+        self._emit(released, out)
+        if not rejected:
+            return out, None
+        rejected.sort(key=lambda r: r.line)
+        if fail:
+            bad = rejected[0]
+            return out, BadInputError(Rejected(int(chunk.code_of([bad.line])[0]), bad.text,
+                                               bad.reason), self.positions)
+        text_out, codes = _reject_lines(rejected, chunk, self.positions)
+        out.add(REJECTS, text_out, codes)
+        self.rejects.add(rejected, chunk, self.positions)
+        return out, None
+
+    def _observe(self, row: CastleRow, code: int) -> None:
+        if self.latency:
+            self._fed[code] = time.perf_counter()
+        if self._need_ids:
+            self.ids.add(row.values.get(self.rules.id_field))
+            self._need_ids = len(self.ids) < self.op.k
+        if self._need_values:
+            for name, seen in self.sensitive.items():
+                if len(seen) < self.op.l:
+                    seen.add(row.values.get(name))
+            self._need_values = any(len(v) < self.op.l for v in self.sensitive.values())
+
+    def _emit(self, items: list[Any], out: Outputs) -> None:
+        from streamanon.castle import Released
+
+        now = time.perf_counter() if self.latency else 0.0
+        pub_codes: list[int] = []
+        sup_codes: list[int] = []
+        pub_header = sup_header = None
+        for x in items:
+            if isinstance(x, Suppressed):
+                if self.suppressed_format is None:
+                    continue
+                rec = x.record
+                vals = dict(rec.values)
+                vals["reason"] = x.reason
+                if self._sup is None:
+                    self._sup, sup_header = self._writer(
+                        self.suppressed_format, [*self.reader.columns, *self.extra, "reason"])
+                self._sup[1].write(vals)
+                sup_codes.append(rec.line or 0)
+                continue
+            assert isinstance(x, Released)
+            if self._pub is None:
+                self._pub, pub_header = self._writer(self.out_format,
+                                                     [*self.reader.columns, *self.extra])
+            self._pub[1].write(x.values)
+            pub_codes.append(x.line or 0)
+            if self.latency and x.line in self._fed:
+                self.lat_sum += now - self._fed.pop(x.line)
+                self.lat_n += 1
+        for dest, pair, codes, header in ((PUBLISHED, self._pub, pub_codes, pub_header),
+                                          (SUPPRESSED, self._sup, sup_codes, sup_header)):
+            if pair is not None and (codes or header is not None):
+                buf = pair[0]
+                out.add(dest, buf.getvalue(), np.asarray(codes, dtype=np.int64), header)
+                buf.seek(0)
+                buf.truncate()
+
+    def finish(self) -> Outputs:
+        out = Outputs()
+        if self.positions.kind == "line":
+            self.reader.check_header_seen()
+        self._emit(self.op.flush(), out)
+        empty = np.empty(0, np.int64)
+        if self._pub is None:
+            self._pub, header = self._writer(self.out_format, [*self.reader.columns,
+                                                               *self.extra])
+            out.add(PUBLISHED, "", empty, header)
+        if self._sup is None and self.suppressed_format is not None:
+            self._sup, header = self._writer(self.suppressed_format,
+                                             [*self.reader.columns, *self.extra, "reason"])
+            out.add(SUPPRESSED, "", empty, header)
+        return out
+
+    def stats(self) -> RunStats:
+        op = self.op
+        s = op.summary()
+        stats = RunStats(params={"k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta,
+                                 "mu": op.mu, "zeta": op.zeta,
+                                 "suppression": str(op.suppression),
+                                 "input": self.positions.name})
+        stats.count_read(self.rows + self.rejects.count)
+        stats.count_rejected(self.rejects.count)
+        stats.count_published(s["released"])
+        stats.count_suppressed(s["suppressed"])
+        stats.held = s["held"]
+        stats.details = {
+            "suppressed_by_reason": s["suppressed_by_reason"],
+            "clusters_released": s["clusters_released"],
+            "tau": s["tau"],
+            "info_loss": s["info_loss"],
+            "mean_info_loss": s["mean_info_loss"],
+            "best_selection_s": round(op.timing["best_selection"], 4),
+            "delay_constraint_s": round(op.timing["delay_constraint"], 4),
+            "individuals_seen": len(self.ids - {None}),
+            "sensitive_values_seen": {k: len(v - {None}) for k, v in self.sensitive.items()},
+        }
+        if self.reader.headers_skipped:
+            stats.details["headers_skipped"] = self.reader.headers_skipped
+        if self.latency:
+            stats.details["latency_ms"] = 1000 * self.lat_sum / max(1, self.lat_n)
+        return stats
+
+    def identity(self) -> dict[str, Any]:
+        op = self.op
+        return {"operator": "castle", "k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta,
+                "mu": op.mu, "zeta": op.zeta, "suppression": str(op.suppression),
+                "max_delay": op.max_delay, "loss_field": op.loss_field,
+                "rules": self.rules.describe(),
+                "input_format": self.in_format, "output_format": self.out_format,
+                "suppressed_format": self.suppressed_format, "on_error": str(self.on_error)}
+
+
+__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage"]
