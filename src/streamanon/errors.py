@@ -11,6 +11,8 @@ Callers decide by type, never by message:
   started it, ...). It replaces ``assert`` in the cores, which ``python -O`` would remove.
 * :class:`InputError`, :class:`EncodingError`, :class:`FrameError`: unreadable input files,
   counting structures and network frames (re-exported from their historical modules).
+* :class:`JobError` (and its kinds): a Flink job that could not run or broke a promise of its
+  own while running (a lost split, part files that are not one outcome per input line).
 
 Anything else escaping an operator is a bug and deserves its traceback. Every class here
 also derives from :class:`ValueError`, so code written before these types existed keeps
@@ -41,9 +43,14 @@ __all__ = [
     "EncodingError",
     "EndpointError",
     "FrameError",
+    "HelperGone",
     "InputError",
+    "JobError",
+    "JobFailed",
+    "KafkaJarsError",
     "MissingFieldError",
     "OnError",
+    "OutcomeGap",
     "OutputError",
     "ProtocolError",
     "ResumeError",
@@ -171,3 +178,27 @@ class EndpointError(StreamanonError):
 
 class ResumeError(StreamanonError):
     """A checkpoint that this run cannot take up (other parameters, missing outputs)."""
+
+
+# -- Flink jobs ---------------------------------------------------------------------------------
+class JobError(StreamanonError):
+    """A Flink job that could not run, or that broke a promise of its own while it ran (its
+    source lost a split, an outcome never met its input position); the message says what."""
+
+
+class JobFailed(JobError):
+    """What ``streamanon flink ...`` reports of a failed job (or merge of its part files):
+    the message is one line."""
+
+
+class OutcomeGap(JobError):
+    """The part files do not hold exactly one outcome per input line (a loss or a duplicate)."""
+
+
+class HelperGone(JobError):
+    """The read-ahead helper process ended early (killed, crashed, or never started)."""
+
+
+class KafkaJarsError(JobError):
+    """The Flink Kafka connector jars could not be fetched, checked or built; the message says
+    why."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamanon.flink.job import Endpoint, RunRecord, file_record
+from streamanon.flink.runtime import Endpoint, RunRecord, file_record
 from streamanon.flink.splits import read_progress, split_count, write_progress
 
 
