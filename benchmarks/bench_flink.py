@@ -594,7 +594,7 @@ def _tagged(bootstrap: str, topic: str, n: int) -> Counter:
     end-offset answers are not trusted here)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-reader",
                   "enable.auto.commit": False, "fetch.wait.max.ms": 10, **quiet_logs()})
@@ -616,7 +616,7 @@ def _tagged(bootstrap: str, topic: str, n: int) -> Counter:
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     from confluent_kafka import Producer
 
-    from streamanon.io.kafka_broker import quiet_logs
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
                   "queue.buffering.max.messages": 2_000_000, **quiet_logs()})
@@ -646,7 +646,7 @@ class KafkaLoad:
     def consume(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        from streamanon.io.kafka_broker import quiet_logs
+        from streamanon.pipeline.kafka.connection import quiet_logs
 
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-latency",
                       "enable.auto.commit": False, "fetch.wait.max.ms": 1,
@@ -667,7 +667,7 @@ class KafkaLoad:
         """Send ``values`` at the rate; the first one has offset ``first``."""
         from confluent_kafka import Producer
 
-        from streamanon.io.kafka_broker import quiet_logs
+        from streamanon.pipeline.kafka.connection import quiet_logs
 
         p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, **quiet_logs()})
         start = time.perf_counter()
@@ -692,7 +692,7 @@ class KafkaLoad:
 def _latency_run(cmd: list[str], bootstrap: str, inp: str, out: str, lines: list[bytes],
                  args: argparse.Namespace) -> dict[str, float]:
     """Start a live run (no --until-end), warm it up, then measure at ``args.rate``."""
-    from streamanon.io.kafka import end_offsets
+    from streamanon.pipeline.kafka.client import end_offsets
 
     warm = 500
     _produce(bootstrap, inp, lines[:warm])
@@ -726,7 +726,7 @@ def _latency_run(cmd: list[str], bootstrap: str, inp: str, out: str, lines: list
 def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
     """``streamanon flink z`` kafka -> kafka vs ``streamanon z`` kafka -> kafka on the same
     topic (throughput; outputs equal per record), then end-to-end latency at 1,000 tuples/s."""
-    from streamanon.io.kafka_broker import Broker, create_topics
+    from streamanon.harness.kafka_broker import Broker, create_topics
 
     print(f"\n== flink+kafka: z, {args.kafka_n:,} tuples, one partition; {load()}",
           flush=True)

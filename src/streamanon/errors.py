@@ -14,6 +14,8 @@ Callers decide by type, never by message:
   :class:`UnreadableInputError` an input that cannot be read at all, :class:`BadInputError`
   and :class:`UnreadableMessagesError` the same named by a record's position (line, or
   partition and offset).
+* :class:`JobError` (and its kinds): a Flink job that could not run or broke a promise of its
+  own while running (a lost split, part files that are not one outcome per input line).
 
 Anything else escaping an operator is a bug and deserves its traceback. Every class here
 also derives from :class:`ValueError`, so code written before these types existed keeps
@@ -48,9 +50,14 @@ __all__ = [
     "EncodingError",
     "EndpointError",
     "FrameError",
+    "HelperGone",
     "InputError",
+    "JobError",
+    "JobFailed",
+    "KafkaJarsError",
     "MissingFieldError",
     "OnError",
+    "OutcomeGap",
     "OutputError",
     "ProtocolError",
     "ResumeError",
@@ -254,3 +261,27 @@ class CheckerFailure(StreamanonError, RuntimeError):
 
 __all__ += ["CheckerFailure", "MixError", "NoServer", "PublicationError", "SiteStartError",
             "StoreUnavailable", "WorkdirInUse"]
+
+
+# -- Flink jobs ---------------------------------------------------------------------------------
+class JobError(StreamanonError):
+    """A Flink job that could not run, or that broke a promise of its own while it ran (its
+    source lost a split, an outcome never met its input position); the message says what."""
+
+
+class JobFailed(JobError):
+    """What ``streamanon flink ...`` reports of a failed job (or merge of its part files):
+    the message is one line."""
+
+
+class OutcomeGap(JobError):
+    """The part files do not hold exactly one outcome per input line (a loss or a duplicate)."""
+
+
+class HelperGone(JobError):
+    """The read-ahead helper process ended early (killed, crashed, or never started)."""
+
+
+class KafkaJarsError(JobError):
+    """The Flink Kafka connector jars could not be fetched, checked or built; the message says
+    why."""

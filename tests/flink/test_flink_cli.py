@@ -121,6 +121,24 @@ def test_bad_options_and_inputs_are_one_line_exit_2(tmp_path) -> None:
     assert untouched(out)
 
 
+def test_job_errors_report_streamanon_errors_and_leave_other_value_errors_alone() -> None:
+    """A refusal (:class:`~streamanon.errors.StreamanonError`) becomes the one-line failure of
+    the command; a plain ``ValueError`` (a bug, e.g. in numpy) keeps its traceback."""
+    from streamanon.cli.flink import job_errors
+    from streamanon.errors import ConfigError, JobError, JobFailed, OutcomeGap
+
+    with pytest.raises(JobFailed, match=r"^--partitions 3: refused$"), job_errors():
+        raise ConfigError("--partitions 3: refused")
+    with pytest.raises(JobFailed, match=r"^the Flink job failed: 2 outcome"), job_errors():
+        raise JobError("2 outcome(s) never met their input positions")
+    gap = r"^the job's part files are not exactly one outcome per input line: no outcome"
+    with pytest.raises(JobFailed, match=gap), job_errors():
+        raise OutcomeGap("no outcome for input line 2")
+    with pytest.raises(ValueError, match="a bug") as caught, job_errors():
+        raise ValueError("a bug")
+    assert not isinstance(caught.value, JobFailed)
+
+
 def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([*STREAMANON, *args], capture_output=True, text=True, timeout=300,
                           **kwargs)

@@ -21,7 +21,7 @@ from streamanon.io.rows import read_rows
 from streamanon.verify.castle import check_castle
 from streamanon.zanon import ZAnonymizer
 from tests.flink.conftest import require_flink
-from tests.flink.test_flink_castle import PARAMS, pure_per_partition
+from tests.flink.test_castle_job import PARAMS, pure_per_partition
 
 require_flink()
 pytestmark = pytest.mark.flink

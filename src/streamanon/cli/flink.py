@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -47,10 +47,14 @@ from streamanon.cli.common import (
     writing,
 )
 from streamanon.cli.exitcodes import ExitCode
-from streamanon.errors import OnError
+from streamanon.errors import ConfigError, JobError, JobFailed, OnError, StreamanonError
 
 if TYPE_CHECKING:
-    from streamanon.io.output import OutputSet
+    from collections.abc import Callable
+
+    from streamanon.flink.kafka_connector import KafkaInput, KafkaOutput, KafkaRunResult
+    from streamanon.flink.runtime import Endpoint, JobOptions
+    from streamanon.pipeline.file_outputs import OutputSet
 
 flink_app = typer.Typer(
     help=(
@@ -96,12 +100,12 @@ def _require_pyflink() -> None:
         fail("Flink support is not installed: pip install 'streamanon[flink]' (needs Java 17)")
 
 
-def parse_source(source: str, what: str = "INPUT") -> Any:
-    """An :class:`~streamanon.flink.job.Endpoint` for ``tcp://HOST:PORT``, a
+def parse_source(source: str, what: str = "INPUT") -> str | Endpoint:
+    """An :class:`~streamanon.flink.runtime.Endpoint` for ``tcp://HOST:PORT``, a
     ``kafka://`` URL as it is, else a readable file (exit 2 otherwise; ``-``, stdin, is not
     a Flink source)."""
     from streamanon.cli.kafka import check_url, is_kafka
-    from streamanon.flink.job import Endpoint
+    from streamanon.flink.runtime import Endpoint
 
     if is_kafka(source):
         check_url(source, what)
@@ -109,7 +113,7 @@ def parse_source(source: str, what: str = "INPUT") -> Any:
     if source.startswith("tcp://"):
         try:
             return Endpoint.parse(source[len("tcp://"):])
-        except ValueError as exc:
+        except ConfigError as exc:
             fail(f"{what} {source}: {exc}")
     if source == "-":
         fail(f"{what} -: a Flink job cannot read standard input; give a file or "
@@ -118,14 +122,16 @@ def parse_source(source: str, what: str = "INPUT") -> Any:
     return source
 
 
-def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoint_dir: Path | None,
-                restore: str | None, work_dir: Path | None, release_to: str | None,
-                pace: float, restarts: int = 0, python_executable: str | None = None,
-                buffer_timeout: int | None = None, unaligned: bool = False,
-                batch_size: int | None = None, batch_ms: float | None = None,
-                read_ahead: bool = True) -> Any:
+def job_options(*, parallelism: int, mode: str, checkpoint_interval: int,
+                checkpoint_dir: Path | None, restore: str | None, work_dir: Path | None,
+                release_to: str | None, pace: float, restarts: int = 0,
+                python_executable: str | None = None, buffer_timeout: int | None = None,
+                unaligned: bool = False, batch_size: int | None = None,
+                batch_ms: float | None = None, read_ahead: bool = True) -> JobOptions:
+    """The :class:`~streamanon.flink.runtime.JobOptions` of the command's options (exit 2 on
+    a --restore or --work-dir that cannot be used)."""
     from streamanon.flink.env import latest_checkpoint
-    from streamanon.flink.job import Endpoint, JobOptions
+    from streamanon.flink.runtime import Endpoint, JobOptions
 
     if restore is not None and work_dir is None:
         fail("--restore needs --work-dir: the folder of the run being resumed")
@@ -143,7 +149,7 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
             fail(f"--restore {restore}: not a completed checkpoint (no _metadata)")
     try:
         target = Endpoint.parse(release_to) if release_to else None
-    except ValueError as exc:
+    except ConfigError as exc:
         fail(f"--release-to {release_to}: {exc}")
     batching = {k: v for k, v in (("batch_size", batch_size), ("batch_ms", batch_ms),
                                   ("buffer_timeout_ms", buffer_timeout)) if v is not None}
@@ -156,18 +162,14 @@ def job_options(parallelism: int, mode: str, checkpoint_interval: int, checkpoin
                       **batching)
 
 
-class JobFailed(Exception):
-    """The job (or the merge of its part files) failed; the message is one line."""
-
-
 @contextmanager
 def job_errors() -> Iterator[None]:
-    """Failures of a job as :class:`JobFailed` (bad input and unusable outputs pass through
-    to :func:`~streamanon.cli.common.writing`, which reports them like every command)."""
+    """Failures of a job as :class:`~streamanon.errors.JobFailed` (bad input and unusable
+    outputs pass through to :func:`~streamanon.cli.common.writing`, which reports them like
+    every command; anything else is a bug and keeps its traceback)."""
     from py4j.protocol import Py4JError
 
-    from streamanon.errors import InputError, OutputError
-    from streamanon.flink.outcomes import OutcomeGap
+    from streamanon.errors import InputError, OutcomeGap, OutputError
 
     root = logging.getLogger()
     root.addFilter(_not_py4j)
@@ -178,9 +180,11 @@ def job_errors() -> Iterator[None]:
     except OutcomeGap as exc:
         raise JobFailed(f"the job's part files are not exactly one outcome per input line: "
                         f"{exc}") from None
-    except ValueError as exc:  # parameters or rules refused before the job ran
+    except JobError as exc:  # the run broke a promise of its own (or could not start)
+        raise JobFailed(_job_failure(exc)) from None
+    except StreamanonError as exc:  # parameters or rules refused before the job ran
         raise JobFailed(str(exc)) from None
-    except (Py4JError, RuntimeError) as exc:  # a failed Flink job: the Java trace, cut
+    except (Py4JError, RuntimeError) as exc:  # a failed Flink job (the Java trace, cut)
         raise JobFailed(_job_failure(exc)) from None
     finally:
         root.removeFilter(_not_py4j)
@@ -203,46 +207,72 @@ KAFKA_FAILED = ("the output topics hold the messages of the batches before the f
                 "tagged with its input record (header streamanon-in)")
 
 
-parallelism_option = typer.Option(2, "-p", "--parallelism", min=1, help=PARALLELISM_HELP)
-
-
 class ExecutionMode(StrEnum):
     thread = "thread"
     process = "process"
 
 
-mode_option = typer.Option(ExecutionMode.thread, "--mode", help=MODE_HELP)
-checkpoint_option = typer.Option(2000, "--checkpoint-interval", min=1, help=CHECKPOINT_HELP)
-checkpoint_dir_option = typer.Option(None, "--checkpoint-dir", help="Where checkpoints go "
-                                     "(default: WORK/checkpoints); kept after the run.")
-restore_option = typer.Option(None, "--restore", help=RESTORE_HELP)
-work_option = typer.Option(None, "--work-dir", help=WORK_HELP)
-release_option = typer.Option(None, "--release-to", help="Also send every outcome line "
-                              "(seq, P/S, ...) to this TCP server HOST:PORT as it leaves.")
-restarts_option = typer.Option(0, "--restarts", min=0, help="Restart a failed job from its "
-                               "latest checkpoint up to this many times (default 0: fail).")
-python_option = typer.Option(None, "--python-executable", help="The Python of the "
-                             "TaskManagers' workers (default: this one); for clusters.")
-buffer_option = typer.Option(None, "--buffer-timeout", min=0, help="Milliseconds a batch "
-                             "may wait in a network buffer before it is sent (default 1: "
-                             "records travel in batches already; Flink's own default is 100).")
-batch_size_option = typer.Option(None, "--batch-size", min=1, help=BATCH_SIZE_HELP + " "
-                                 "[default: 262144 for z, 4096 for CASTLE]")
-batch_ms_option = typer.Option(None, "--batch-ms", min=0, help=BATCH_MS_HELP + " "
-                               "[default: 5]")
-unaligned_option = typer.Option(False, "--unaligned-checkpoints", help="Let checkpoints "
-                                "overtake buffered records (fast checkpoints under "
-                                "backpressure; in-flight records go into the checkpoint).")
-read_ahead_option = typer.Option(True, "--read-ahead/--no-read-ahead", help=READ_AHEAD_HELP)
-pace_option = typer.Option(0.0, "--pace", hidden=True, help="Seconds slept per input line "
-                           "(failure drills: lets a test kill the job after a checkpoint).")
-snapshot_option = typer.Option(None, "--snapshot-every", min=1, hidden=True, help="Rows "
-                               "between snapshots of an operator's state in Flink state (a "
-                               "restore replays at most about this many per key group).")
-in_format_option = typer.Option(None, "--input-format", help=INPUT_FORMAT_HELP)
-out_format_option = typer.Option(None, "--output-format", help=OUTPUT_FORMAT_HELP)
-json_option = typer.Option(False, "--json", help=JSON_DATA_HELP)
-summary_option = typer.Option(None, "--summary", help=SUMMARY_HELP)
+# -- the options of `flink z` and `flink castle`, declared once --------------------------------
+InFormat = Annotated[str | None, typer.Option("--input-format", help=INPUT_FORMAT_HELP)]
+OutFormat = Annotated[str | None, typer.Option("--output-format", help=OUTPUT_FORMAT_HELP)]
+Rejects = Annotated[str | None, typer.Option(
+    "--rejects", help=REJECTS_HELP + " Default: OUTPUT.rejects.jsonl (with -o -: only "
+    "counted)." + KAFKA_OUT_HELP)]
+# kafka:// inputs
+Group = Annotated[str | None, typer.Option(
+    "--group", help="kafka:// INPUT: the consumer group the job commits its offsets to at "
+    "each checkpoint (lag monitors, --from committed). Default: "
+    "streamanon-flink-COMMAND-OUTPUT.")]
+Start = Annotated[str, typer.Option(
+    "--from", help="kafka:// INPUT: where a job not restored from a checkpoint starts: "
+    "committed (the group's offsets, else the earliest) or earliest. A restored job resumes "
+    "from its checkpoint's offsets.")]
+UntilEnd = Annotated[bool, typer.Option(
+    "--until-end", help="kafka:// INPUT: stop at the end offsets found at start (batch-like "
+    "runs); without it the job runs until stopped (resume it with --restore latest).")]
+MaxMessageBytes = Annotated[int, typer.Option(
+    "--max-message-bytes", min=1, help="kafka:// INPUT: a longer message is rejected "
+    "(bytes).")]
+# the job
+Parallelism = Annotated[int, typer.Option("-p", "--parallelism", min=1, help=PARALLELISM_HELP)]
+Mode = Annotated[ExecutionMode, typer.Option("--mode", help=MODE_HELP)]
+CheckpointInterval = Annotated[int, typer.Option("--checkpoint-interval", min=1,
+                                                 help=CHECKPOINT_HELP)]
+CheckpointDir = Annotated[Path | None, typer.Option(
+    "--checkpoint-dir", help="Where checkpoints go (default: WORK/checkpoints); kept after "
+    "the run.")]
+Restore = Annotated[str | None, typer.Option("--restore", help=RESTORE_HELP)]
+WorkDir = Annotated[Path | None, typer.Option("--work-dir", help=WORK_HELP)]
+ReleaseTo = Annotated[str | None, typer.Option(
+    "--release-to", help="Also send every outcome line (seq, P/S, ...) to this TCP server "
+    "HOST:PORT as it leaves.")]
+Restarts = Annotated[int, typer.Option(
+    "--restarts", min=0, help="Restart a failed job from its latest checkpoint up to this "
+    "many times (default 0: fail).")]
+PythonExecutable = Annotated[str | None, typer.Option(
+    "--python-executable", help="The Python of the TaskManagers' workers (default: this "
+    "one); for clusters.")]
+BufferTimeout = Annotated[int | None, typer.Option(
+    "--buffer-timeout", min=0, help="Milliseconds a batch may wait in a network buffer "
+    "before it is sent (default 1: records travel in batches already; Flink's own default "
+    "is 100).")]
+Unaligned = Annotated[bool, typer.Option(
+    "--unaligned-checkpoints", help="Let checkpoints overtake buffered records (fast "
+    "checkpoints under backpressure; in-flight records go into the checkpoint).")]
+BatchSize = Annotated[int | None, typer.Option(
+    "--batch-size", min=1, help=BATCH_SIZE_HELP + " [default: 262144 for z, 4096 for "
+    "CASTLE]")]
+BatchMs = Annotated[float | None, typer.Option("--batch-ms", min=0,
+                                               help=BATCH_MS_HELP + " [default: 5]")]
+ReadAhead = Annotated[bool, typer.Option("--read-ahead/--no-read-ahead", help=READ_AHEAD_HELP)]
+Pace = Annotated[float, typer.Option(
+    "--pace", hidden=True, help="Seconds slept per input line (failure drills: lets a test "
+    "kill the job after a checkpoint).")]
+SnapshotEvery = Annotated[int | None, typer.Option(
+    "--snapshot-every", min=1, hidden=True, help="Rows between snapshots of an operator's "
+    "state in Flink state (a restore replays at most about this many per key group).")]
+AsJson = Annotated[bool, typer.Option("--json", help=JSON_DATA_HELP)]
+SummaryFile = Annotated[Path | None, typer.Option("--summary", help=SUMMARY_HELP)]
 
 
 def _default_rejects(on_error: OnError, rejects: str | None, output: str) -> Path | None:
@@ -254,12 +284,13 @@ def _default_rejects(on_error: OnError, rejects: str | None, output: str) -> Pat
 def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: str | None,
                      on_error: OnError, group: str | None, start: str, until_end: bool,
                      max_message_bytes: int, columns: str | None, command: str,
-                     out_format: str | None) -> tuple[Any, Any]:
-    """The :class:`~streamanon.flink.kafka.KafkaInput` and ``KafkaOutput`` of a run from a
-    topic (exit 2 for an output that is not a topic: the job writes through KafkaSink)."""
+                     out_format: str | None) -> tuple[KafkaInput, KafkaOutput]:
+    """The :class:`~streamanon.flink.kafka_connector.KafkaInput` and ``KafkaOutput`` of a run
+    from a topic (exit 2 for an output that is not a topic: the job writes through
+    KafkaSink)."""
     from streamanon.cli.kafka import check_url, default_rejects, is_kafka
-    from streamanon.flink.kafka import KafkaInput, KafkaOutput
-    from streamanon.pipeline import default_group
+    from streamanon.flink.kafka_connector import KafkaInput, KafkaOutput
+    from streamanon.pipeline.kafka.options import default_group
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: give committed or earliest")
@@ -293,7 +324,7 @@ def _file_outputs(outs: OutputSet, output: str, rejects: Path | None,
             outs.add(summary, "--summary") if summary else None)
 
 
-def _run_kafka(job: Any, k_out: Any, title: str, as_json: bool,
+def _run_kafka(job: Callable[[], KafkaRunResult], k_out: KafkaOutput, title: str, as_json: bool,
                summary_file: Path | None) -> None:
     """Run a Kafka job (``job()``), then print its summary; a failed job exits with
     :data:`KAFKA_FAILED` and its one-line reason."""
@@ -305,27 +336,13 @@ def _run_kafka(job: Any, k_out: Any, title: str, as_json: bool,
     _kafka_summary(result, k_out, title, as_json, summary_file)
 
 
-def _kafka_summary(result: Any, out: Any, title: str, as_json: bool,
+def _kafka_summary(result: KafkaRunResult, out: KafkaOutput, title: str, as_json: bool,
                    summary_file: Path | None) -> None:
     summary: dict[str, Any] = result.stats.to_dict()
     summary["outputs"] = [u for u in (out.published, out.rejects, out.suppressed) if u]
     if summary_file is not None:
         summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     print_summary(title, summary, as_json, stdout_has_data=False)
-
-
-group_option = typer.Option(None, "--group", help="kafka:// INPUT: the consumer group the "
-                            "job commits its offsets to at each checkpoint (lag monitors, "
-                            "--from committed). Default: streamanon-flink-COMMAND-OUTPUT.")
-from_option = typer.Option("committed", "--from", help="kafka:// INPUT: where a job not "
-                           "restored from a checkpoint starts: committed (the group's "
-                           "offsets, else the earliest) or earliest. A restored job resumes "
-                           "from its checkpoint's offsets.")
-until_end_option = typer.Option(False, "--until-end", help="kafka:// INPUT: stop at the end "
-                                "offsets found at start (batch-like runs); without it the job "
-                                "runs until stopped (resume it with --restore latest).")
-max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help="kafka:// "
-                                  "INPUT: a longer message is rejected (bytes).")
 
 
 @flink_app.command("z")
@@ -336,35 +353,33 @@ def flink_z(
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
     output: str = typer.Option("-", "-o", "--output",
                                help=OUTPUT_HELP.format(what="published t,u,a rows")),
-    in_format: str = in_format_option,
-    out_format: str = out_format_option,
+    in_format: InFormat = None,
+    out_format: OutFormat = None,
     on_error: OnError = on_error_option,
-    rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
-                                "OUTPUT.rejects.jsonl (with -o -: only counted)." +
-                                KAFKA_OUT_HELP),
-    group: str = group_option,
-    start: str = from_option,
-    until_end: bool = until_end_option,
-    max_message_bytes: int = max_message_option,
+    rejects: Rejects = None,
+    group: Group = None,
+    start: Start = "committed",
+    until_end: UntilEnd = False,
+    max_message_bytes: MaxMessageBytes = 1 << 20,
     time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
-    parallelism: int = parallelism_option,
-    mode: ExecutionMode = mode_option,
-    checkpoint_interval: int = checkpoint_option,
-    checkpoint_dir: Path = checkpoint_dir_option,
-    restore: str = restore_option,
-    work_dir: Path = work_option,
-    release_to: str = release_option,
-    restarts: int = restarts_option,
-    python_executable: str = python_option,
-    buffer_timeout: int = buffer_option,
-    unaligned: bool = unaligned_option,
-    batch_size: int = batch_size_option,
-    batch_ms: float = batch_ms_option,
-    read_ahead: bool = read_ahead_option,
-    pace: float = pace_option,
-    snapshot_every: int = snapshot_option,
-    as_json: bool = json_option,
-    summary_file: Path = summary_option,
+    parallelism: Parallelism = 2,
+    mode: Mode = ExecutionMode.thread,
+    checkpoint_interval: CheckpointInterval = 2000,
+    checkpoint_dir: CheckpointDir = None,
+    restore: Restore = None,
+    work_dir: WorkDir = None,
+    release_to: ReleaseTo = None,
+    restarts: Restarts = 0,
+    python_executable: PythonExecutable = None,
+    buffer_timeout: BufferTimeout = None,
+    unaligned: Unaligned = False,
+    batch_size: BatchSize = None,
+    batch_ms: BatchMs = None,
+    read_ahead: ReadAhead = True,
+    pace: Pace = 0.0,
+    snapshot_every: SnapshotEvery = None,
+    as_json: AsJson = False,
+    summary_file: SummaryFile = None,
 ) -> None:
     """z-anonymity as a Flink job keyed by the coarsest level of the value; output as `z`.
 
@@ -380,17 +395,22 @@ def flink_z(
     out_format = check_format(out_format, "--output-format")
     src = parse_source(source)
     _require_pyflink()
-    from streamanon.flink.job import Endpoint, run_z_job
+    from streamanon.flink.runtime import Endpoint
+    from streamanon.flink.z_job import run_z_job
 
-    options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
-                          work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
+    options = job_options(parallelism=parallelism, mode=mode,
+                          checkpoint_interval=checkpoint_interval,
+                          checkpoint_dir=checkpoint_dir, restore=restore, work_dir=work_dir,
+                          release_to=release_to, pace=pace, restarts=restarts,
+                          python_executable=python_executable, buffer_timeout=buffer_timeout,
+                          unaligned=unaligned, batch_size=batch_size, batch_ms=batch_ms,
+                          read_ahead=read_ahead)
     if isinstance(src, str) and src.startswith("kafka://"):
-        from streamanon.flink.kafka import run_z_kafka_job
+        from streamanon.flink.z_job import run_z_kafka_job
 
         k_in, k_out = _kafka_endpoints(src, output, rejects, None, on_error, group, start,
                                        until_end, max_message_bytes, None, "z", out_format)
-        _run_kafka(lambda: run_z_kafka_job(k_in, k_out, z, delta_t, options,
+        _run_kafka(lambda: run_z_kafka_job(k_in, k_out, z=z, delta_t=delta_t, options=options,
                                            in_format=in_format or "csv",
                                            time_tolerance=time_tolerance,
                                            snapshot_every=snapshot_every),
@@ -408,7 +428,8 @@ def flink_z(
             out, rejects_tmp, summary_tmp = _file_outputs(outs, output, rejects_path,
                                                           summary_file)
             with job_errors():
-                result = run_z_job(src, out, z, delta_t, options, in_format=in_format,
+                result = run_z_job(src, out, z=z, delta_t=delta_t, options=options,
+                                   in_format=in_format,
                                    out_format=out_format, on_error=on_error,
                                    rejects_path=rejects_tmp, rejects_name=str(rejects_path),
                                    time_tolerance=time_tolerance,
@@ -431,11 +452,11 @@ def flink_merge(
                                                        "(CASTLE) rows")),
     castle: bool = typer.Option(False, "--castle", help="The parts of a `flink castle` job "
                                 "(default: of a `flink z` job)."),
-    out_format: str = out_format_option,
+    out_format: OutFormat = None,
     on_error: OnError = on_error_option,
     rejects: Path = typer.Option(None, "--rejects", help=REJECTS_HELP),
-    as_json: bool = json_option,
-    summary_file: Path = summary_option,
+    as_json: AsJson = False,
+    summary_file: SummaryFile = None,
 ) -> None:
     """Merge the part files of a job run elsewhere (e.g. with `flink run`) into one file.
 
@@ -541,38 +562,36 @@ def flink_castle(
     output: str = typer.Option("-", "-o", "--output",
                                help=OUTPUT_HELP.format(what="released rows (columns as "
                                                        "`streamanon castle` writes them)")),
-    in_format: str = in_format_option,
-    out_format: str = out_format_option,
+    in_format: InFormat = None,
+    out_format: OutFormat = None,
     on_error: OnError = on_error_option,
-    rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " Default: "
-                                "OUTPUT.rejects.jsonl (with -o -: only counted)." +
-                                KAFKA_OUT_HELP),
+    rejects: Rejects = None,
     suppressed: str = typer.Option(None, "--suppressed", help="kafka:// INPUT: also write "
                                    "the suppressed rows (with their reason) to this topic."),
     columns: str = typer.Option(None, "--columns", help="kafka:// INPUT of CSV messages: the "
                                 "header (comma-separated); default: the first message."),
-    group: str = group_option,
-    start: str = from_option,
-    until_end: bool = until_end_option,
-    max_message_bytes: int = max_message_option,
-    parallelism: int = parallelism_option,
-    mode: ExecutionMode = mode_option,
-    checkpoint_interval: int = checkpoint_option,
-    checkpoint_dir: Path = checkpoint_dir_option,
-    restore: str = restore_option,
-    work_dir: Path = work_option,
-    release_to: str = release_option,
-    restarts: int = restarts_option,
-    python_executable: str = python_option,
-    buffer_timeout: int = buffer_option,
-    unaligned: bool = unaligned_option,
-    batch_size: int = batch_size_option,
-    batch_ms: float = batch_ms_option,
-    read_ahead: bool = read_ahead_option,
-    pace: float = pace_option,
-    snapshot_every: int = snapshot_option,
-    as_json: bool = json_option,
-    summary_file: Path = summary_option,
+    group: Group = None,
+    start: Start = "committed",
+    until_end: UntilEnd = False,
+    max_message_bytes: MaxMessageBytes = 1 << 20,
+    parallelism: Parallelism = 2,
+    mode: Mode = ExecutionMode.thread,
+    checkpoint_interval: CheckpointInterval = 2000,
+    checkpoint_dir: CheckpointDir = None,
+    restore: Restore = None,
+    work_dir: WorkDir = None,
+    release_to: ReleaseTo = None,
+    restarts: Restarts = 0,
+    python_executable: PythonExecutable = None,
+    buffer_timeout: BufferTimeout = None,
+    unaligned: Unaligned = False,
+    batch_size: BatchSize = None,
+    batch_ms: BatchMs = None,
+    read_ahead: ReadAhead = True,
+    pace: Pace = 0.0,
+    snapshot_every: SnapshotEvery = None,
+    as_json: AsJson = False,
+    summary_file: SummaryFile = None,
 ) -> None:
     """CASTLE as a keyed broadcast Flink job: partitions of the individuals, rules broadcast.
 
@@ -595,21 +614,26 @@ def flink_castle(
             fail(f"--rules-from {rules_from}: give tcp://HOST:PORT")
         live = parse_source(rules_from, "--rules-from")
     _require_pyflink()
-    from streamanon.flink.castle import run_castle_job
-    from streamanon.flink.job import Endpoint
+    from streamanon.flink.castle_job import run_castle_job
+    from streamanon.flink.runtime import Endpoint
 
-    options = job_options(parallelism, mode, checkpoint_interval, checkpoint_dir, restore,
-                          work_dir, release_to, pace, restarts, python_executable,
-                          buffer_timeout, unaligned, batch_size, batch_ms, read_ahead)
+    options = job_options(parallelism=parallelism, mode=mode,
+                          checkpoint_interval=checkpoint_interval,
+                          checkpoint_dir=checkpoint_dir, restore=restore, work_dir=work_dir,
+                          release_to=release_to, pace=pace, restarts=restarts,
+                          python_executable=python_executable, buffer_timeout=buffer_timeout,
+                          unaligned=unaligned, batch_size=batch_size, batch_ms=batch_ms,
+                          read_ahead=read_ahead)
     params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
     if isinstance(src, str) and src.startswith("kafka://"):
-        from streamanon.flink.kafka import run_castle_kafka_job
+        from streamanon.flink.castle_job import run_castle_kafka_job
 
         k_in, k_out = _kafka_endpoints(src, output, rejects, suppressed, on_error, group,
                                        start, until_end, max_message_bytes, columns, "castle",
                                        out_format)
-        _run_kafka(lambda: run_castle_kafka_job(k_in, k_out, list(rules_paths), params,
-                                                options, partitions=partitions,
+        _run_kafka(lambda: run_castle_kafka_job(k_in, k_out, rules_paths=list(rules_paths),
+                                                params=params, options=options,
+                                                partitions=partitions,
                                                 in_format=in_format or "csv",
                                                 snapshot_every=snapshot_every),
                    k_out, f"streamanon flink castle (k={k}, l={l}, δ={delta}, "
@@ -628,8 +652,9 @@ def flink_castle(
             out, rejects_tmp, summary_tmp = _file_outputs(outs, output, rejects_path,
                                                           summary_file)
             with job_errors():
-                result = run_castle_job(src, out, list(rules_paths), params, options,
-                                        partitions=partitions, in_format=in_format,
+                result = run_castle_job(src, out, rules_paths=list(rules_paths),
+                                        params=params, options=options, partitions=partitions,
+                                        in_format=in_format,
                                         out_format=out_format, on_error=on_error,
                                         rejects_path=rejects_tmp,
                                         rejects_name=str(rejects_path),

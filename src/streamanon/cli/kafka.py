@@ -251,7 +251,8 @@ def produce_command(
     from streamanon.cli.common import require_input
     from streamanon.errors import EndpointError
     from streamanon.pipeline.kafka.admin import ensure_topic
-    from streamanon.pipeline.kafka.client import BrokerWatch, KafkaSink
+    from streamanon.pipeline.kafka.client import KafkaSink
+    from streamanon.pipeline.kafka.connection import BrokerWatch
     from streamanon.timefmt import parse_time
 
     bootstrap, topic = _url(url)
@@ -327,7 +328,8 @@ def consume_command(
 
     from streamanon.errors import EndpointError
     from streamanon.pipeline.kafka.admin import topic_partitions
-    from streamanon.pipeline.kafka.client import client_config, end_offsets
+    from streamanon.pipeline.kafka.client import end_offsets
+    from streamanon.pipeline.kafka.connection import client_config
 
     bootstrap, topic = _url(url)
     try:
@@ -411,7 +413,7 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
         stats = run_z(readings, published, ZAnonymizer(z=z, delta_t=delta_t),
                       kafka=KafkaOptions(until_end=True, log=lambda s: None))
         from streamanon.pipeline.kafka.client import end_offsets
-        from streamanon.pipeline.kafka.exactly_once import read_tagged
+        from streamanon.pipeline.kafka.tail import read_tagged
 
         ends = end_offsets(bootstrap, "published", [0])
         got = [v for v, _ in read_tagged(bootstrap, "published", {0: 0}, ends,

@@ -1,5 +1,5 @@
-"""CASTLE on Flink: a keyed broadcast operator over partitions of the individuals (``flink``
-extra).
+"""The PyFlink functions of CASTLE on Flink: a keyed broadcast operator over partitions of the
+individuals (``flink`` extra; the job is built and run by :mod:`.castle_job`).
 
 ::
 
@@ -34,7 +34,8 @@ partitions is fixed for a run (it decides what is released).
 State. A partition's operator holds clusters, τ, Ω, adaptive domains and hierarchies, so a
 ``ValueState`` re-pickled on every batch would cost O(state) per batch. Flink state holds a
 *snapshot* of the pickled operator plus a *redo log* of what happened since (batches of rows
-as received, rule changes): one ``ListState`` append per batch, and a new snapshot once the
+as received, rule changes; :class:`~streamanon.flink.state.KeyedState`): one ``ListState``
+append per batch, and a new snapshot once the
 log holds 16 times as many rows as the operator holds tuples, at least
 :attr:`CastlePartition.SNAPSHOT_EVERY` (δ and β bound what is held, so the log is bounded and
 the snapshots cost a fraction of a row per row; ``snapshot_every`` fixes the number instead).
@@ -47,62 +48,23 @@ event-time timer at the maximal watermark, which flushes the held tuples.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import pickle
-import sys
 from collections.abc import Iterator
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from pyflink.common import Row as FlinkRow
 from pyflink.common import Types
 from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction
-from pyflink.datastream.state import (
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ValueStateDescriptor,
-)
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow
-from streamanon.flink.castle_rows import (
-    RULES_FILE,
-    RULES_LINE,
-    CastleChunkParser,
-    CastleMergeResult,
-    RulesInbox,
-    check_rules,
-    header_columns,
-    merge_castle_outcomes,
-    outcome_items,
-    refused_line,
-    rows_of,
-)
-from streamanon.flink.env import make_env, prepare_python_path
+from streamanon.errors import ConfigError
+from streamanon.flink.castle_rows import RulesInbox, outcome_items, refused_line, rows_of
 from streamanon.flink.functions import END_OF_INPUT, META
-from streamanon.flink.job import (
-    CASTLE_BATCH_SIZE,
-    Endpoint,
-    JobOptions,
-    RunRecord,
-    batch_source,
-    execute,
-    file_head,
-    file_record,
-    head_lines,
-    keyed_rows,
-    outcome_sink,
-    side_output,
-    socket_lines,
-    split_progress,
-    wants_progress,
-    work_folder,
-)
 from streamanon.flink.outcomes import castle_batch_line, note_line
-from streamanon.io import OnError, detect_format
-from streamanon.io.rows import RowReader
+from streamanon.flink.state import KeyedState
 
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
 log = logging.getLogger(__name__)
@@ -125,7 +87,7 @@ class ParseRules(KeyedProcessFunction):
     def __init__(self, files: int, id_field: str, params: dict[str, Any],
                  columns: list[str], bad_rules: str = "skip") -> None:
         if bad_rules not in ("skip", "fail"):
-            raise ValueError("bad_rules must be skip or fail")
+            raise ConfigError("bad_rules must be skip or fail")
         self.args = (files, id_field, params, columns)
         self.bad_rules = bad_rules
 
@@ -145,7 +107,7 @@ class ParseRules(KeyedProcessFunction):
             if text is None:
                 log.warning("rule set %s refused: %s", note["message"], note["reason"])
                 if self.bad_rules == "fail":
-                    raise ValueError(f"rule set {note['message']} ({note['from']}) refused: "
+                    raise ConfigError(f"rule set {note['message']} ({note['from']}) refused: "
                                      f"{note['reason']}")
             yield META, note_line(note)
             if text is not None:
@@ -165,6 +127,16 @@ class ParseRules(KeyedProcessFunction):
         yield from self._emit(judged)
 
 
+@dataclass
+class Partition:
+    """A partition's operator as this task holds it: the rules version it applies and the
+    rows in its redo log."""
+
+    op: CastleAnonymizer
+    version: int = 0
+    logged: int = 0
+
+
 class CastlePartition(KeyedBroadcastProcessFunction):
     """One :class:`CastleAnonymizer` per partition (the key), its state as snapshot + redo log;
     a batch of rows in, the batch's outcomes out as one text: the refused rows' lines and one
@@ -181,13 +153,9 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self.snapshot_every = max(1, int(snapshot_every)) if snapshot_every else None
 
     def open(self, runtime_context: Any) -> None:
-        self._snapshot = runtime_context.get_state(
-            ValueStateDescriptor("snapshot", Types.PICKLED_BYTE_ARRAY()))
-        self._log = runtime_context.get_list_state(
-            ListStateDescriptor("redo", Types.PICKLED_BYTE_ARRAY()))
+        self._state = KeyedState.open(runtime_context)
         self._subtask = subtask_index(runtime_context)
-        # partition -> [operator, applied rules version, rows in the log]
-        self._ops: dict[int, list[Any]] = {}
+        self._ops: dict[int, Partition] = {}
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
         # the compiled best selection, loaded now rather than at the first tuple (numba's
@@ -224,16 +192,16 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         return self._latest
 
     # -- the partition's operator ------------------------------------------------------------------
-    def _entry(self, ctx: Any) -> list[Any]:
+    def _partition(self, ctx: Any) -> Partition:
         key = ctx.get_current_key()
-        entry = self._ops.get(key)
-        if entry is not None:
-            return entry
-        saved = self._snapshot.value()
+        live = self._ops.get(key)
+        if live is not None:
+            return live
+        saved = self._state.saved()
         op, version = pickle.loads(saved) if saved is not None else (
             CastleAnonymizer(None, **self.params), 0)
         rows = 0
-        for event in self._log.get() or ():
+        for event in self._state.events():
             if event[0] == "rules":
                 version = event[1]
                 op.set_rules(self._rules_of(ctx, version))
@@ -243,39 +211,38 @@ class CastlePartition(KeyedBroadcastProcessFunction):
                 for seq, values in batch:
                     with contextlib.suppress(ValueError):  # refused then too, reported then
                         op.process(CastleRow(values, seq))
-        entry = self._ops[key] = [op, version, rows]
+        live = self._ops[key] = Partition(op, version, rows)
         ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        return entry
+        return live
 
-    def _log_event(self, entry: list[Any], event: tuple, rows: int = 0) -> None:
-        entry[2] += rows
+    def _log_event(self, live: Partition, event: tuple, rows: int = 0) -> None:
+        live.logged += rows
         # a snapshot costs about as much as replaying a few rows per tuple held: taken once
         # the log holds REPLAY_RATIO times as many rows as are held, it costs a fraction of
         # a row per row, and a restore replays at most that many rows
         every = self.snapshot_every or max(self.SNAPSHOT_EVERY,
-                                           self.REPLAY_RATIO * entry[0].held)
-        if entry[2] >= every:
-            self._snapshot.update(pickle.dumps((entry[0], entry[1]),
-                                               protocol=pickle.HIGHEST_PROTOCOL))
-            self._log.clear()
-            entry[2] = 0
+                                           self.REPLAY_RATIO * live.op.held)
+        if live.logged >= every:
+            self._state.rebase(pickle.dumps((live.op, live.version),
+                                            protocol=pickle.HIGHEST_PROTOCOL))
+            live.logged = 0
         else:
-            self._log.add(event)
+            self._state.log(event)
 
-    def _apply_rules(self, entry: list[Any], ctx: Any) -> list[Any]:
+    def _apply_rules(self, live: Partition, ctx: Any) -> list[Any]:
         latest = self._latest_version(ctx)
-        if latest <= entry[1]:
+        if latest <= live.version:
             return []
-        out = entry[0].set_rules(self._rules_of(ctx, latest))
-        entry[1] = latest
-        self._log_event(entry, ("rules", latest))
+        out = live.op.set_rules(self._rules_of(ctx, latest))
+        live.version = latest
+        self._log_event(live, ("rules", latest))
         return out
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         _, data = value
-        entry = self._entry(ctx)
-        op = entry[0]
-        out = self._apply_rules(entry, ctx)
+        live = self._partition(ctx)
+        op = live.op
+        out = self._apply_rules(live, ctx)
         lines: list[str] = []
         batch = rows_of(data)
         for seq, values in batch:
@@ -283,159 +250,18 @@ class CastlePartition(KeyedBroadcastProcessFunction):
                 out += op.process(CastleRow(values, seq))
             except ValueError as exc:
                 lines.append(refused_line(seq, values, self.fmt, self.columns, str(exc)))
-        self._log_event(entry, ("rows", data), len(batch))
+        self._log_event(live, ("rows", data), len(batch))
         if out:
             lines.append(castle_batch_line(outcome_items(out)))
         if lines:
             yield "\n".join(lines)
 
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
-        entry = self._entry(ctx)
-        out = self._apply_rules(entry, ctx)
-        out += entry[0].flush()
+        live = self._partition(ctx)
+        out = self._apply_rules(live, ctx)
+        out += live.op.flush()
         if out:
             yield castle_batch_line(outcome_items(out))
 
 
-def build_castle_job(env: Any, source: str | Path | Endpoint, out_dir: Path,
-                     rules_texts: list[str], params: dict[str, Any], record: RunRecord,
-                     options: JobOptions, *, fmt: str = "csv",
-                     snapshot_every: int | None = None,
-                     rules_from: Endpoint | None = None, bad_rules: str = "skip",
-                     progress_path: str | None = None) -> None:
-    """Add the CASTLE pipeline to ``env``; ``rules_texts`` (TOML), then the rule sets read
-    from ``rules_from``, go on the broadcast stream. ``record.key_groups`` is the number of
-    partitions."""
-    first = RuleSet.from_toml(rules_texts[0])
-    numeric = [r.name for r in first.qi_rules
-               if type(r.generalizer).__name__ == "RangeGeneralizer"]
-    from streamanon.flink.kafka import KafkaInput
-
-    if isinstance(source, KafkaInput):
-        columns = list(source.columns or [])
-    else:
-        columns = header_columns(source) if fmt == "csv" and not isinstance(source, Endpoint) \
-            else []
-    parser = CastleChunkParser(fmt, first.id_field, numeric, record.key_groups, str(source))
-    rows = batch_source(env, source, parser, record, options, progress_path)
-    tagged = Types.TUPLE([Types.INT(), Types.STRING()])
-    keyed_message = Types.ROW([Types.INT(), tagged])
-    messages = env.from_collection([FlinkRow(0, (RULES_FILE, t)) for t in rules_texts],
-                                   type_info=keyed_message).name("rules files")
-    if rules_from is not None:
-        live = (socket_lines(env, rules_from)
-                .map(lambda line: FlinkRow(0, (RULES_LINE, line)), output_type=keyed_message)
-                .name("rule lines").set_parallelism(1))
-        messages = messages.union(live)
-    judged = (
-        keyed_rows(messages, tagged)
-        .process(ParseRules(len(rules_texts), first.id_field, params, columns, bad_rules),
-                 output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
-        .name("check rules").uid("parse-rules").set_parallelism(1)
-    )
-    rules = judged.broadcast(RULES)
-    outcomes = (
-        keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
-        .connect(rules)
-        .process(CastlePartition(params, fmt, columns, snapshot_every),
-                 output_type=Types.STRING())
-        .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']} "
-              "(per partition)")
-        .uid("castle")
-    )
-    outcome_sink(outcomes.union(side_output(rows, META), side_output(judged, META)),
-                 out_dir, options.release_to)
-
-
-def check_castle_head(source: str | Path, fmt: str, rules: RuleSet) -> None:
-    """Fail early, with ``streamanon castle``'s message, on a file that is not text or whose
-    header (CSV) lacks the rules' id column: the file's first lines through the same reader."""
-    head = file_head(source)
-    numeric = [r.name for r in rules.qi_rules
-               if type(r.generalizer).__name__ == "RangeGeneralizer"]
-    reader = RowReader(io.StringIO(head_lines(head)), fmt, on_error=OnError.skip,
-                       rejects=lambda _: None, numeric=numeric, required=[rules.id_field],
-                       source_name=str(source))
-    for _ in reader:
-        break
-
-
-def run_castle_job(
-    source: str | Path | Endpoint,
-    output: str | Path,
-    rules_paths: list[str | Path],
-    params: dict[str, Any],
-    options: JobOptions | None = None,
-    *,
-    partitions: int | None = None,
-    in_format: str | None = None,
-    out_format: str | None = None,
-    on_error: OnError = OnError.fail,
-    rejects_path: str | Path | None = None,
-    rejects_name: str | None = None,
-    snapshot_every: int | None = None,
-    rules_from: Endpoint | None = None,
-    bad_rules: str = "skip",
-) -> CastleMergeResult:
-    """Run the CASTLE job to its end and merge the outcomes into ``output`` (rows in input
-    order); returns the accounting. Raises :class:`~streamanon.io.InputError` under
-    ``on_error=fail``.
-
-    ``partitions`` defaults to the parallelism; a restored run keeps the partitions of the
-    run it resumes (another number is refused: it would change what CASTLE releases).
-    ``rules_from``: a TCP server sending replacement rule sets while the job runs (each
-    ended by a line ``%%``); the job then also waits for it to close."""
-    options = replace(options or JobOptions())
-    options.batch_size = options.batch_size or CASTLE_BATCH_SIZE
-    texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
-    if not texts:
-        raise ValueError("give at least one rules file")
-    first = RuleSet.from_toml(texts[0])  # fail early on bad rules
-    for text, path in zip(texts, rules_paths, strict=True):
-        try:
-            check_rules(text, first.id_field, params)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
-    fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
-    if not isinstance(source, Endpoint):
-        check_castle_head(source, fmt, first)
-    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
-    with work_folder(options) as work:
-        restoring = options.restore_from is not None
-        prepare_python_path()  # before the JVM starts (route_keys asks it)
-        record = RunRecord.settle(
-            work, file_record("castle", source, options.batch_size,
-                              partitions or options.parallelism, options.parallelism),
-            restoring)
-        if restoring and partitions is not None and partitions != record.key_groups:
-            raise ValueError(f"--partitions {partitions}: the run being restored has "
-                             f"{record.key_groups} partitions (they fix what CASTLE releases)")
-        env = make_env(**options.env_settings(work, record))
-        show = wants_progress(source, options)
-        progress_file = work / "progress"
-        build_castle_job(env, source, work / "parts", texts, params, record, options,
-                         fmt=fmt, snapshot_every=snapshot_every, rules_from=rules_from,
-                         bad_rules=bad_rules,
-                         progress_path=str(progress_file) if show else None)
-        run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
-                           f"delta={params['delta']}",
-                      split_progress(progress_file) if show else None,
-                      spinner=options.progress and sys.stderr.isatty())
-        result = merge_castle_outcomes(work / "parts", output, out_format=out_fmt,
-                                       on_error=on_error, rejects_path=rejects_path,
-                                       rejects_name=rejects_name, source=str(source))
-    stats = result.stats
-    stats.params = {**params, "input": str(source), "partitions": record.key_groups,
-                    "parallelism": options.parallelism, "mode": options.mode,
-                    "batch_size": options.batch_size, "batch_ms": options.batch_ms}
-    stats.details = {
-        "suppressed_by_reason": result.suppressed_by_reason,
-        "mean_cluster_loss": round(result.mean_cluster_loss, 6),
-        "job_seconds": round(run.net_seconds, 3),
-        "tuples_per_second": round(stats.read / run.net_seconds) if run.net_seconds > 0
-        else None,
-        "submit_and_run_seconds": round(run.wall_seconds, 3),
-    }
-    if result.first_error is not None:
-        raise result.first_error
-    return result
+__all__ = ["RULES", "CastlePartition", "ParseRules", "subtask_index"]

@@ -38,6 +38,7 @@ import numpy as np
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow, Released, canonical
+from streamanon.errors import ConfigError
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -66,20 +67,20 @@ RULES_FILE, RULES_LINE = 0, 1
 
 def check_rules(text: str, id_field: str, params: dict[str, Any],
                 columns: Sequence[str] = ()) -> RuleSet:
-    """Parse a replacement rule set and refuse it (``ValueError``, the reason) unless every
-    partition can use it: same individual (the partitioning key), accepted by the operator
-    with ``params`` (e.g. l > 1 needs a sensitive attribute), and, when the input's columns
-    are known, naming only those columns."""
+    """Parse a replacement rule set and refuse it (:class:`~streamanon.errors.ConfigError`,
+    the reason) unless every partition can use it: same individual (the partitioning key),
+    accepted by the operator with ``params`` (e.g. l > 1 needs a sensitive attribute), and,
+    when the input's columns are known, naming only those columns."""
     rules = RuleSet.from_toml(text)
     if rules.id_field != id_field:
-        raise ValueError(f"the id field is {id_field!r} and cannot change while running "
+        raise ConfigError(f"the id field is {id_field!r} and cannot change while running "
                          f"(the partitions are keyed by it), got {rules.id_field!r}")
     CastleAnonymizer(rules, **params)
     named = [a.name for a in rules.attributes] + ([rules.time_field] if rules.time_field
                                                   else [])
     missing = [n for n in named if columns and n not in columns]
     if missing:
-        raise ValueError(f"the rules name column(s) {', '.join(missing)} that the input "
+        raise ConfigError(f"the rules name column(s) {', '.join(missing)} that the input "
                          f"lacks (columns: {', '.join(columns)})")
     return rules
 
@@ -187,7 +188,7 @@ class CastleChunkParser:
     def __init__(self, fmt: str, id_field: str, numeric: Sequence[str], partitions: int,
                  source_name: str = "input") -> None:
         if partitions < 1:
-            raise ValueError("partitions must be >= 1")
+            raise ConfigError("partitions must be >= 1")
         self.fmt, self.id_field, self.numeric = fmt, id_field, list(numeric)
         self.partitions, self.source_name = partitions, source_name
         self.line = 0

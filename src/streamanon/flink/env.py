@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import streamanon
+from streamanon.errors import ConfigError
 
 EXECUTION_MODES = ("thread", "process")
 
@@ -67,9 +68,9 @@ def flink_settings(
     Flink spreads keys over subtasks; a job restored from a checkpoint must keep it.
     """
     if mode not in EXECUTION_MODES:
-        raise ValueError(f"execution mode must be one of {EXECUTION_MODES}, got {mode!r}")
+        raise ConfigError(f"execution mode must be one of {EXECUTION_MODES}, got {mode!r}")
     if parallelism < 1:
-        raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+        raise ConfigError(f"parallelism must be >= 1, got {parallelism}")
     settings = {
         "python.execution-mode": mode,
         "python.executable": python_executable or sys.executable,

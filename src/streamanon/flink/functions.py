@@ -23,8 +23,9 @@ of batches keyed the same way can feed the keyed operators.
 State of a keyed operator (z here, CASTLE in :mod:`.castle`) is per key group, so Flink can
 move it to any subtask when the job is restored at another parallelism. Re-pickling the
 whole operator on every batch would cost O(state) per batch, so Flink state holds a
-*snapshot* of the pickled operator plus a *redo log* of the input batches since (one
-``ListState`` append per batch, the batch bytes as received); a new snapshot replaces both
+*snapshot* of the pickled operator plus a *redo log* of the input batches since
+(:class:`~streamanon.flink.state.KeyedState`: one ``ListState`` append per batch, the batch
+bytes as received); a new snapshot replaces both
 once the log holds as many rows as the operator's live state (for z: the exposures of the
 last Δt; at least ``snapshot_every``), which bounds the log by the operator's own state and
 keeps the snapshots' cost O(1) per row: a small state is snapshotted after every batch.
@@ -38,6 +39,7 @@ import copy
 import logging
 import pickle
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,9 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
+from streamanon.errors import ConfigError, HelperGone, JobError
 from streamanon.flink.splits import block_lines, line_blocks, read_split, write_progress
+from streamanon.flink.state import KeyedState
 from streamanon.flink.zbatch import ZGroupOperator
 
 log = logging.getLogger(__name__)
@@ -162,7 +166,7 @@ class ReadSplits(_ChunkStage):
         if index < self._position:
             return  # read before the checkpoint this run was restored from
         if index > self._position:
-            raise RuntimeError(f"split {index} of {self.path} arrived before split "
+            raise JobError(f"split {index} of {self.path} arrived before split "
                                f"{self._position}: the source lost or reordered splits")
         result = self._read_ahead(index)
         if result is None:
@@ -181,8 +185,6 @@ class ReadSplits(_ChunkStage):
     def _read_ahead(self, index: int) -> Any:
         """Split ``index`` from the helper, or None: parse it here (the split a helper
         starts at, or all of them without one)."""
-        from streamanon.flink.readahead import HelperGone
-
         ahead, restored, self._restored = self._ahead, self._restored, False
         if ahead is not None and ahead.next == index:
             try:
@@ -207,7 +209,7 @@ class BatchLines(_ChunkStage):
                  pace: float = 0.0) -> None:
         super().__init__(parser, routing, pace)
         if batch_size < 1 or batch_ms < 0:
-            raise ValueError("batch_size must be >= 1 and batch_ms >= 0")
+            raise ConfigError("batch_size must be >= 1 and batch_ms >= 0")
         self.batch_size, self.batch_ms = int(batch_size), float(batch_ms)
 
     def open(self, runtime_context: Any) -> None:
@@ -248,6 +250,14 @@ class BatchLines(_ChunkStage):
         self._save()
 
 
+@dataclass
+class ZGroup:
+    """A key group's operator as this task holds it, and the rows in its redo log."""
+
+    op: ZGroupOperator
+    logged: int = 0
+
+
 class ZKeyGroups(KeyedProcessFunction):
     """z-anonymity per key group: record batches in, one outcome-batch line out per batch."""
 
@@ -258,34 +268,30 @@ class ZKeyGroups(KeyedProcessFunction):
         self.snapshot_every = max(1, int(snapshot_every))
 
     def open(self, runtime_context: Any) -> None:
-        self._snapshot = runtime_context.get_state(
-            ValueStateDescriptor("snapshot", Types.PICKLED_BYTE_ARRAY()))
-        self._redo = runtime_context.get_list_state(
-            ListStateDescriptor("redo", Types.PICKLED_BYTE_ARRAY()))
-        self._groups: dict[int, list[Any]] = {}  # key group -> [operator, rows in the log]
+        self._state = KeyedState.open(runtime_context)
+        self._groups: dict[int, ZGroup] = {}
 
-    def _entry(self, group: int) -> list[Any]:
-        entry = self._groups.get(group)
-        if entry is None:
-            saved = self._snapshot.value()
+    def _group(self, group: int) -> ZGroup:
+        live = self._groups.get(group)
+        if live is None:
+            saved = self._state.saved()
             op = pickle.loads(saved) if saved is not None else ZGroupOperator(
                 self.z, self.delta_t, self.separator)
             rows = 0
-            for batch in self._redo.get() or ():
+            for batch in self._state.events():
                 rows += op.process(batch)[1]
-            entry = self._groups[group] = [op, rows]
-        return entry
+            live = self._groups[group] = ZGroup(op, rows)
+        return live
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         group, batch = value
-        entry = self._entry(group)
-        op = entry[0]
+        live = self._group(group)
+        op = live.op
         text, rows = op.process(batch)
-        entry[1] += rows
-        if entry[1] >= max(self.snapshot_every, op.live_pairs()):  # O(1) per row amortized
-            self._snapshot.update(op.snapshot())
-            self._redo.clear()
-            entry[1] = 0
+        live.logged += rows
+        if live.logged >= max(self.snapshot_every, op.live_pairs()):  # O(1) per row amortized
+            self._state.rebase(op.snapshot())
+            live.logged = 0
         else:
-            self._redo.add(batch)
+            self._state.log(batch)
         yield text

@@ -33,6 +33,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from streamanon.errors import KafkaJarsError
+
 WHEEL = "shigawire-apache-flink-libraries==2.0.0.post1"
 #: the jars taken from the wheel, with their sha256 (as the wheel's RECORD states them)
 JARS = {
@@ -41,10 +43,6 @@ JARS = {
     "kafka-clients.jar": "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9",
 }
 JAVA_SOURCES = Path(__file__).with_name("java")
-
-
-class KafkaJarsError(RuntimeError):
-    """The connector jars could not be fetched, checked or built; the message says why."""
 
 
 def cache_dir() -> Path:

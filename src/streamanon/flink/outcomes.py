@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamanon.errors import OutcomeGap
 from streamanon.io import InputError, OnError, RecordBatch, RecordWriter, RejectLog
 from streamanon.io.fastcsv import ArrowColumns
 from streamanon.records import Rejected, RunStats
@@ -189,10 +190,6 @@ def _plain(batch: pa.RecordBatch) -> pa.RecordBatch:
     """An outcome batch with ``a`` as plain text (batches carry their own dictionaries)."""
     a = batch.column("a").cast(pa.string())
     return pa.RecordBatch.from_arrays([*batch.columns[:5], a], schema=_PLAIN)
-
-
-class OutcomeGap(RuntimeError):
-    """The part files do not hold exactly one outcome per input line (a loss or a duplicate)."""
 
 
 def part_files(out_dir: str | Path) -> list[Path]:

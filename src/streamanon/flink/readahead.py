@@ -37,6 +37,7 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
+from streamanon.errors import HelperGone, ProtocolError
 from streamanon.flink.splits import block_lines, line_blocks, read_split
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class ReadAhead:
 
     def take(self, index: int) -> SplitResult:
         if index != self.next:
-            raise RuntimeError(f"read-ahead asked for split {index}, has {self.next} next")
+            raise ProtocolError(f"read-ahead asked for split {index}, has {self.next} next")
         assert self.proc.stdout is not None
         try:
             result = pickle.load(self.proc.stdout)
@@ -124,7 +125,7 @@ class ReadAhead:
             raise result[1]
         if result[0] != index:
             self.close()
-            raise RuntimeError(f"read-ahead sent split {result[0]} for {index}")
+            raise ProtocolError(f"read-ahead sent split {result[0]} for {index}")
         self.next = index + 1
         return result  # type: ignore[no-any-return]
 
@@ -141,10 +142,6 @@ class ReadAhead:
         with contextlib.suppress(OSError, ValueError):
             if proc.stdout is not None:
                 proc.stdout.close()
-
-
-class HelperGone(RuntimeError):
-    """The helper process ended early (killed, crashed, or never started)."""
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from streamanon.errors import JobError
 from streamanon.flink.env import python_path_entries
 
 
@@ -148,7 +149,7 @@ class StandaloneCluster:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"the cluster did not come up within {self.start_timeout} s "
+                raise JobError(f"the cluster did not come up within {self.start_timeout} s "
                                    f"(logs: {self.folder / 'log'})")
             time.sleep(0.5)
 

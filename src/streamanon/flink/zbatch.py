@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamanon.errors import ConfigError
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -104,7 +105,7 @@ class ZChunkParser:
         batch_size: int = 1 << 16,
     ) -> None:
         if key_groups < 1 or batch_size < 1:
-            raise ValueError("key_groups and batch_size must be >= 1")
+            raise ConfigError("key_groups and batch_size must be >= 1")
         self.fmt, self.separator = fmt, separator
         self.key_groups, self.batch_size = key_groups, batch_size
         self.line = 0

@@ -197,7 +197,8 @@ class KafkaTopicSink:
     def __init__(self, url: str, positions: Positions, *,
                  config: Mapping[str, Any] | None = None, watch: Any = None,
                  exclusive: bool = False) -> None:
-        from streamanon.pipeline.kafka.client import BrokerWatch, KafkaSink
+        from streamanon.pipeline.kafka.client import KafkaSink
+        from streamanon.pipeline.kafka.connection import BrokerWatch
 
         self.bootstrap, self.topic = parse_kafka_url(url)
         self.name = url
@@ -230,7 +231,7 @@ class KafkaTopicSink:
         return {str(q): o for q, o in self.next.items()}
 
     def resume(self, position: Any) -> None:
-        from streamanon.pipeline.kafka.exactly_once import OutputGate, read_tagged
+        from streamanon.pipeline.kafka.tail import OutputGate, read_tagged
 
         base = {int(q): int(o) for q, o in position.items()}
         ends = self._ends()

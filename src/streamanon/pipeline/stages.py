@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the CASTLE stage loads them when it runs (a z run does not)
 BAD_RECORD_ERRORS: tuple[type[Exception], ...] = (BadRecordError,)
 
 
-def _reject_lines(rejected: Sequence[Rejected], chunk: LineChunk, positions: Positions
+def reject_lines(rejected: Sequence[Rejected], chunk: LineChunk, positions: Positions
                   ) -> tuple[str, np.ndarray]:
     codes = chunk.code_of([r.line for r in rejected])
     text = "".join(json.dumps({"source": positions.name, **positions.fields(c),
@@ -169,7 +169,7 @@ class ZStage:
         if batch is not None and len(batch):
             self._anonymize(batch, chunk, out)
         if bad and error is None:
-            text, codes = _reject_lines(bad, chunk, self.positions)
+            text, codes = reject_lines(bad, chunk, self.positions)
             out.add(REJECTS, text, codes)
             self.rejects.add(bad, chunk, self.positions)
         return out, error
@@ -383,7 +383,7 @@ class CastleStage:
             bad = rejected[0]
             return out, BadInputError(Rejected(int(chunk.code_of([bad.line])[0]), bad.text,
                                                bad.reason), self.positions)
-        text_out, codes = _reject_lines(rejected, chunk, self.positions)
+        text_out, codes = reject_lines(rejected, chunk, self.positions)
         out.add(REJECTS, text_out, codes)
         self.rejects.add(rejected, chunk, self.positions)
         return out, None

@@ -61,7 +61,7 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,
     """Produce ``values`` in order (to ``partitions[i]``, with Kafka timestamp ``[i]`` ms)."""
     from confluent_kafka import Producer
 
-    from streamanon.pipeline.kafka.client import quiet_logs
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
                   "batch.num.messages": 50_000, "queue.buffering.max.messages": 2_000_000,
@@ -84,7 +84,8 @@ def read_topic(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes, dict[s
     from confluent_kafka import Consumer, TopicPartition
 
     from streamanon.pipeline.kafka.admin import partitions_of
-    from streamanon.pipeline.kafka.client import end_offsets, quiet_logs
+    from streamanon.pipeline.kafka.client import end_offsets
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     parts = partitions_of(bootstrap, topic)
     ends = end_offsets(bootstrap, topic, parts)

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.kafka.conftest import cli, produce, read_topic, require_kafka, summary_of, z_trace
+from tests.pipeline.kafka.conftest import (
+    cli,
+    produce,
+    read_topic,
+    require_kafka,
+    summary_of,
+    z_trace,
+)
 
 require_kafka()
 
@@ -42,7 +49,7 @@ def _append(bootstrap: str, topic: str, entries: list[tuple[bytes, list[tuple[st
     """What anyone who reaches the broker's port can do: append to the progress topic."""
     from confluent_kafka import Producer
 
-    from streamanon.pipeline.kafka.client import quiet_logs
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     p = Producer({"bootstrap.servers": bootstrap, **quiet_logs()})
     for value, headers in entries:

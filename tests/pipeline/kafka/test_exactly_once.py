@@ -146,7 +146,7 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
     """The offset the run's consumer group committed (after each of its checkpoints)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamanon.pipeline.kafka.client import quiet_logs
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **quiet_logs()})
     try:
@@ -161,7 +161,7 @@ def _scan(bootstrap: str, topic: str, timeout: float = 60) -> list[tuple[bytes, 
     ``read_topic``'s short cut to the end cannot be used after one)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    from streamanon.pipeline.kafka.client import quiet_logs
+    from streamanon.pipeline.kafka.connection import quiet_logs
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "scan",
                   "enable.partition.eof": True, **quiet_logs()})

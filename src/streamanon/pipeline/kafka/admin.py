@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streamanon.errors import EndpointError
+from streamanon.pipeline.kafka.connection import client_config, quiet_logs
 from streamanon.pipeline.kafka.options import parse_kafka_url
 
 _ADMINS: dict[tuple[str, str], Any] = {}
@@ -23,8 +24,6 @@ _ADMINS: dict[tuple[str, str], Any] = {}
 def admin_client(bootstrap: str, config: Mapping[str, Any] | None = None) -> Any:
     """One admin client per broker and settings, kept for the process (a connection each)."""
     from confluent_kafka.admin import AdminClient
-
-    from streamanon.pipeline.kafka.client import client_config
 
     key = (bootstrap, repr(sorted((config or {}).items())))
     admin = _ADMINS.get(key)
@@ -83,8 +82,6 @@ def create_topics(bootstrap: str, topics: Mapping[str, int],
     """Create topics ``{name: partitions}`` explicitly and wait until their metadata shows."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
-
-    from streamanon.pipeline.kafka.client import quiet_logs
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **quiet_logs(),
                          **(client_config or {})})

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from streamanon.errors import EndpointError
 from streamanon.pipeline.chunks import PUBLISHED
 from streamanon.pipeline.kafka.admin import ensure_topic, topic_partitions
-from streamanon.pipeline.kafka.client import BrokerWatch, KafkaSource, StopFlag
+from streamanon.pipeline.kafka.client import KafkaSource, StopFlag
+from streamanon.pipeline.kafka.connection import BrokerWatch
 from streamanon.pipeline.kafka.exactly_once import (
     ExactlyOnceRun,
     ProgressLog,

@@ -1,20 +1,21 @@
-"""Build and run the z-anonymity job on Flink (needs the ``flink`` extra).
+"""What every streamanon job on Flink shares (needs the ``flink`` extra when a job is built).
 
-::
+* where a job reads and writes: :class:`Endpoint` (``tcp://HOST:PORT``), file splits;
+* how it runs: :class:`JobOptions` (cluster shape, batches, checkpoints, work folder) and
+  :class:`RunRecord` (what a run fixes for good, ``WORK/job.json``);
+* routing: :func:`route_keys` (the Flink key of each of our key groups, from Flink's own
+  :func:`murmur` hash) and :func:`keyed_rows` (keyed in the JVM);
+* sources: :func:`batch_source` (a file's splits through
+  :class:`~streamanon.flink.functions.ReadSplits`, a TCP server's lines through
+  :class:`~streamanon.flink.functions.BatchLines`), :func:`socket_lines`;
+* sinks: :func:`outcome_sink` (exactly-once part files, optionally a TCP sink);
+* running: :func:`work_folder`, :func:`execute` (a progress bar or a spinner), and
+  :class:`JobRun` (its times, as the summary's details give them).
 
-    file: split numbers (NumberSequenceSource, parallelism 1) -> ReadSplits (one key, p=1)
-    tcp:  lines (socket, parallelism 1)                       -> BatchLines (one key, p=1)
-      -- rejects, header, blanks -> meta (text)
-      -> (key group, Arrow batch) keyed by key group -> ZKeyGroups (parallelism p)
-      -> outcome batches (+ meta) -> FileSink (exactly-once part files), optionally a TCP sink
-
-The reading step (:mod:`.functions`) parses with streamanon's own file reader, so the job
-rejects and re-stamps exactly what ``streamanon z`` does; :func:`run_z_job` runs the job and
-merges the part files into one file in input order (:mod:`streamanon.flink.outcomes`), which
-``diff`` compares with ``streamanon z``.
-
-Order: one reading subtask sends each key group's batches in input order over one channel
-(Flink channels are FIFO), so every group's operator sees its tuples in input order.
+The jobs themselves are in :mod:`.z_job` and :mod:`.castle_job`; the Kafka source and sink in
+:mod:`.kafka_connector`. Order: one reading subtask sends each key group's batches in input
+order over one channel (Flink channels are FIFO), so every group's operator sees its tuples
+in input order.
 """
 
 from __future__ import annotations
@@ -30,12 +31,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from streamanon.flink.env import make_env, prepare_python_path
-from streamanon.flink.outcomes import MergeResult, merge_outcomes
+from streamanon.errors import ConfigError, JobError, ResumeError
 from streamanon.flink.splits import choose_split_bytes, read_progress, split_count
-from streamanon.io import OnError, detect_format
-from streamanon.io.readers import _Reader, check_text_head
-from streamanon.zanon.operator import SEPARATOR
+from streamanon.io.readers import check_text_head
 
 #: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
 #: as the batch engine's work per batch grows with the distinct values in it (their
@@ -67,7 +65,7 @@ class Endpoint:
     def parse(cls, text: str) -> Endpoint:
         host, sep, port = text.rpartition(":")
         if not sep or not port.isdigit():
-            raise ValueError(f"expected HOST:PORT, got {text!r}")
+            raise ConfigError(f"expected HOST:PORT, got {text!r}")
         return cls(host or "127.0.0.1", int(port))
 
 
@@ -93,10 +91,14 @@ class JobOptions:
     #: thread mode: parse a file's splits ahead in a helper process (see .readahead)
     read_ahead: bool = True
 
+    def batched(self, default: int) -> JobOptions:
+        """A copy whose ``batch_size`` is set: its own, else the operator's ``default``."""
+        return replace(self, batch_size=self.batch_size or default)
+
     def env_settings(self, work: Path, record: RunRecord | None = None) -> dict[str, Any]:
         """The keyword arguments of :func:`~streamanon.flink.env.make_env` for this run."""
         if record is not None and self.parallelism > record.max_parallelism:
-            raise ValueError(f"parallelism {self.parallelism} is more than the run's maximum "
+            raise ConfigError(f"parallelism {self.parallelism} is more than the run's maximum "
                              f"parallelism {record.max_parallelism}")
         return {"parallelism": self.parallelism, "mode": self.mode,
                 "max_parallelism": record.max_parallelism if record else None,
@@ -132,7 +134,7 @@ class RunRecord:
         if restoring and path.is_file():
             stored = cls(**json.loads(path.read_text()))
             if (stored.operator, stored.source) != (fresh.operator, fresh.source):
-                raise ValueError(f"--restore: {work} holds a run of {stored.operator} on "
+                raise ResumeError(f"--restore: {work} holds a run of {stored.operator} on "
                                  f"{stored.source}, not {fresh.operator} on {fresh.source}")
             if not stored.routing:
                 stored.routing = list(range(stored.key_groups))
@@ -143,7 +145,7 @@ class RunRecord:
         return fresh
 
 
-def _murmur(code: int) -> int:
+def murmur(code: int) -> int:
     """Flink's ``MathUtils.murmurHash`` of a 32-bit int (how it hashes a key's hash code)."""
     mask = 0xFFFFFFFF
 
@@ -187,14 +189,14 @@ def route_keys(groups: int, max_parallelism: int) -> list[int]:
     assign = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignToKeyGroup
     base = key_row(0).hashCode()
     if key_row(1000).hashCode() != base + 1000:
-        raise RuntimeError("PyFlink's key hash is not what streamanon expects")
+        raise JobError("PyFlink's key hash is not what streamanon expects")
     wanted: dict[int, list[int]] = {}
     for g in range(groups):
         wanted.setdefault(((2 * g + 1) * max_parallelism) // (2 * groups), []).append(g)
     keys: dict[int, int] = {}
     key = 0
     while len(keys) < groups:
-        for g in wanted.get(_murmur(base + key) % max_parallelism, ()):
+        for g in wanted.get(murmur(base + key) % max_parallelism, ()):
             if g not in keys:
                 keys[g] = key
                 break
@@ -203,7 +205,7 @@ def route_keys(groups: int, max_parallelism: int) -> list[int]:
     for g, k in enumerate(routing):  # Flink's own word on every choice
         if assign(key_row(k), max_parallelism) != ((2 * g + 1) * max_parallelism) // (
                 2 * groups):
-            raise RuntimeError(f"key {k} of group {g} is not where streamanon placed it")
+            raise JobError(f"key {k} of group {g} is not where streamanon placed it")
     return routing
 
 
@@ -257,25 +259,23 @@ def batch_rows_type() -> Any:
 
 
 def batch_source(env: Any, source: str | Path | Endpoint, parser: Any, record: RunRecord,
-                 options: JobOptions, progress_path: str | None = None) -> Any:
+                 options: JobOptions, *, progress_path: str | None = None) -> Any:
     """The reading step: ``Row(Flink key, (key group, batch))`` out (see :func:`keyed_rows`),
     outcome lines that need no operator on the side output
     :data:`~streamanon.flink.functions.META`.
 
     A file is read by :class:`~streamanon.flink.functions.ReadSplits` from split numbers;
     a TCP source's lines are gathered by :class:`~streamanon.flink.functions.BatchLines`.
-    Another source plugs in here: any step that emits the same rows (e.g. lines of a Kafka
-    topic through ``BatchLines``) feeds the keyed operators unchanged.
+    Another source plugs in beside it: any step that emits the same rows (e.g.
+    :func:`~streamanon.flink.kafka_connector.kafka_batches`) feeds the keyed operators
+    unchanged.
     """
     from pyflink.common import Row, Types
 
     from streamanon.flink.functions import BatchLines, ReadSplits
-    from streamanon.flink.kafka import KafkaInput, kafka_batches
 
-    if isinstance(source, KafkaInput):
-        return kafka_batches(env, source, parser, record, options)
     if isinstance(source, Endpoint):
-        assert options.batch_size, "resolved by run_z_job / run_castle_job"
+        assert options.batch_size, "resolved by the run functions (JobOptions.batched)"
         step: Any = BatchLines(parser, record.routing, batch_size=options.batch_size,
                                batch_ms=options.batch_ms, pace=options.pace)
         lines = socket_lines(env, source)
@@ -308,19 +308,16 @@ def side_output(stream: Any, tag: Any) -> Any:
 
 def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None) -> None:
     """Outcome lines to exactly-once part files under ``out_dir`` (and a TCP sink, if asked:
-    there every outcome batch is expanded into one line per input line)."""
+    there every outcome batch is expanded into one line per input line); a Kafka job's sink
+    is :func:`~streamanon.flink.kafka_connector.kafka_outcome_sink`."""
     from pyflink.common import Types
     from pyflink.common.serialization import Encoder, SimpleStringSchema
     from pyflink.datastream import SinkFunction
     from pyflink.datastream.connectors.file_system import FileSink, OutputFileConfig
     from pyflink.java_gateway import get_gateway
 
-    from streamanon.flink.kafka import KafkaOutput, kafka_outcome_sink
     from streamanon.flink.outcomes import text_lines_of
 
-    if isinstance(out_dir, KafkaOutput):
-        kafka_outcome_sink(stream, out_dir)
-        return
     sink = (
         FileSink.for_row_format(str(out_dir), Encoder.simple_string_encoder())
         .with_output_file_config(
@@ -345,40 +342,6 @@ def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None)
          .set_parallelism(1))
 
 
-def build_z_job(
-    env: Any,
-    source: str | Path | Endpoint,
-    out_dir: Path,
-    z: int,
-    delta_t: float,
-    record: RunRecord,
-    options: JobOptions,
-    *,
-    fmt: str = "csv",
-    time_tolerance: float = 0.0,
-    separator: str = SEPARATOR,
-    snapshot_every: int | None = None,
-    progress_path: str | None = None,
-) -> None:
-    """Add the z-anonymity pipeline to ``env`` (the functions are in :mod:`.functions`)."""
-    from pyflink.common import Types
-
-    from streamanon.flink.functions import META, SNAPSHOT_EVERY, ZKeyGroups
-    from streamanon.flink.zbatch import ZChunkParser
-
-    parser = ZChunkParser(fmt, time_tolerance=time_tolerance, separator=separator,
-                          source_name=str(source), key_groups=record.key_groups,
-                          batch_size=options.batch_size or Z_BATCH_SIZE)
-    batches = batch_source(env, source, parser, record, options, progress_path)
-    outcomes = (
-        keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
-        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
-                 output_type=Types.STRING())
-        .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
-    )
-    outcome_sink(outcomes.union(side_output(batches, META)), out_dir, options.release_to)
-
-
 #: the bytes of a file's head the client checks before the job runs
 HEAD_BYTES = 1 << 16
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (spreadsheets write one): read past
@@ -399,19 +362,6 @@ def head_lines(head: bytes) -> str:
     return text if len(head) < HEAD_BYTES else text[: text.rfind("\n") + 1]
 
 
-def check_header(source: str | Path, fmt: str) -> None:
-    """Fail early, with ``streamanon z``'s message, on a file that is not text or (CSV) has
-    no usable header line."""
-    head = file_head(source)
-    if fmt != "csv":
-        return
-    reader = _Reader(fmt, OnError.fail, None, 0.0, 4096, str(source))
-    for number, line in enumerate(head_lines(head).split("\n"), start=1):
-        if line.strip():
-            reader.take_header(number, line.rstrip("\r"))
-            return
-
-
 @dataclass
 class JobRun:
     """How long a job took: Flink's net runtime (the job on the cluster, from its start to
@@ -419,6 +369,13 @@ class JobRun:
 
     net_seconds: float
     wall_seconds: float
+
+    def details(self, read: int) -> dict[str, Any]:
+        """The run's times in a summary's details, for ``read`` input records."""
+        return {"job_seconds": round(self.net_seconds, 3),
+                "tuples_per_second": round(read / self.net_seconds) if self.net_seconds > 0
+                else None,
+                "submit_and_run_seconds": round(self.wall_seconds, 3)}
 
 
 @contextmanager
@@ -481,70 +438,7 @@ def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
             and Path(source).stat().st_size >= PROGRESS_BYTES)
 
 
-def run_z_job(
-    source: str | Path | Endpoint,
-    output: str | Path,
-    z: int,
-    delta_t: float,
-    options: JobOptions | None = None,
-    *,
-    in_format: str | None = None,
-    out_format: str | None = None,
-    on_error: OnError = OnError.fail,
-    rejects_path: str | Path | None = None,
-    rejects_name: str | None = None,
-    time_tolerance: float = 0.0,
-    snapshot_every: int | None = None,
-) -> MergeResult:
-    """Run the job to its end and merge its outcomes into ``output``; returns the accounting.
-
-    Raises :class:`~streamanon.io.InputError` under ``on_error=fail`` after writing the rows
-    before the bad line (as :func:`streamanon.cli.zanon.run_z`: wrap the call in an
-    :class:`~streamanon.io.output.OutputSet`, as the CLI does, to keep such a partial output
-    from replacing anything). ``rejects_name`` is the rejects file's name in messages.
-    """
-    from streamanon.flink.zbatch import Z_KEY_GROUPS
-
-    options = replace(options or JobOptions())
-    options.batch_size = options.batch_size or Z_BATCH_SIZE
-    fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
-    if not isinstance(source, Endpoint):
-        check_header(source, fmt)
-    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
-    with work_folder(options) as work:
-        prepare_python_path()  # before the JVM starts (route_keys asks it)
-        record = RunRecord.settle(
-            work, file_record("z", source, options.batch_size, Z_KEY_GROUPS,
-                              options.parallelism), options.restore_from is not None)
-        env = make_env(**options.env_settings(work, record))
-        parts = work / "parts"
-        show = wants_progress(source, options)
-        progress_file = work / "progress"
-        build_z_job(env, source, parts, z, delta_t, record, options, fmt=fmt,
-                    time_tolerance=time_tolerance, snapshot_every=snapshot_every,
-                    progress_path=str(progress_file) if show else None)
-        run = execute(env, f"streamanon z z={z} delta_t={delta_t:g}",
-                      split_progress(progress_file) if show else None,
-                      spinner=options.progress and sys.stderr.isatty())
-        result = merge_outcomes(parts, output, out_format=out_fmt, on_error=on_error,
-                                rejects_path=rejects_path, rejects_name=rejects_name,
-                                source=str(source))
-    stats = result.stats
-    stats.params = {"z": z, "delta_t": float(delta_t), "input": str(source),
-                    "parallelism": options.parallelism, "mode": options.mode,
-                    "batch_size": options.batch_size, "batch_ms": options.batch_ms}
-    stats.details = {
-        "published_per_level": {f"level_{i}": n for i, n in enumerate(result.published_per_level)},
-        "publication_ratio": stats.published / max(1, stats.read - stats.rejected),
-        "restamped": result.restamped,
-        "job_seconds": round(run.net_seconds, 3),
-        "tuples_per_second": round(stats.read / run.net_seconds) if run.net_seconds > 0
-        else None,
-        "submit_and_run_seconds": round(run.wall_seconds, 3),
-    }
-    if result.first_error is not None:
-        raise result.first_error
-    return result
-
-
-__all__ = ["Endpoint", "JobOptions", "RunRecord", "build_z_job", "check_header", "run_z_job"]
+__all__ = ["CASTLE_BATCH_SIZE", "DEFAULT_BATCH_MS", "Z_BATCH_SIZE", "Endpoint", "JobOptions",
+           "JobRun", "RunRecord", "batch_source", "execute", "file_head", "file_record",
+           "head_lines", "keyed_rows", "murmur", "outcome_sink", "route_keys", "side_output",
+           "socket_lines", "work_folder"]

@@ -26,8 +26,8 @@ Delivery: at least once, checkably. Flink checkpoints the source offsets and all
 KafkaSink flushes the producer at every checkpoint (``AT_LEAST_ONCE``). After a failure the
 job resumes from its last checkpoint, and the messages produced since that checkpoint are
 produced again: each carries its input position, so
-:func:`~streamanon.io.kafka_eos.read_tagged` readers (and the tests) see a repeat as a
-second message with the same tag, and a gap as a missing tag. ``EXACTLY_ONCE`` (Kafka
+:func:`~streamanon.pipeline.kafka.tail.read_tagged` readers (and the tests) see a repeat
+as a second message with the same tag, and a gap as a missing tag. ``EXACTLY_ONCE`` (Kafka
 transactions) is offered by ``delivery="exactly-once"`` for brokers that honour them; the
 broker here (Tansu) shows aborted messages to ``read_committed`` consumers, so that mode
 cannot be shown to work here and is not the default.
@@ -42,6 +42,13 @@ behind the restored checkpoint's) or else the earliest, and the reading step, wh
 holds the next offset it takes per partition, skips what it took before the checkpoint.
 Restore the latest checkpoint (``--restore latest``): committed offsets ahead of an older
 checkpoint would skip records.
+
+The jobs' Kafka variants (:func:`streamanon.flink.z_job.run_z_kafka_job`,
+:func:`streamanon.flink.castle_job.run_castle_kafka_job`) use this module's pieces: the
+topics checked and prepared (:func:`prepare_endpoints`), the run's record and environment
+(:func:`kafka_record`, :func:`kafka_env`), the reading step (:func:`kafka_batches`), the sink
+(:func:`kafka_outcome_sink`) and the accounting (:func:`kafka_result`). The jars are
+:mod:`.kafka_jars`'.
 """
 
 from __future__ import annotations
@@ -51,7 +58,6 @@ import bisect
 import io
 import json
 import pickle
-import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +70,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
+from streamanon.errors import BadInputError, ConfigError, JobError
 from streamanon.flink.functions import END_OF_INPUT, _ChunkStage
 from streamanon.flink.outcomes import (
     BATCH,
@@ -78,18 +85,14 @@ from streamanon.flink.outcomes import (
     rejected_line,
     text_lines_of,
 )
+from streamanon.flink.runtime import JobOptions, JobRun, RunRecord, batch_rows_type, keyed_rows
 from streamanon.io import OnError
 from streamanon.io.writers import RecordWriter
-from streamanon.pipeline import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    HEADER_IN,
-    BadInputError,
-    LineChunk,
-    MessagePositions,
-    _reject_lines,
-    message_chunk,
-)
-from streamanon.records import Rejected
+from streamanon.pipeline.chunks import LineChunk, message_chunk
+from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
+from streamanon.pipeline.positions import HEADER_IN, MessagePositions
+from streamanon.pipeline.stages import reject_lines
+from streamanon.records import Rejected, RunStats
 
 #: first field of a position-map line: ``% \t first line \t base64(int64 codes)``
 POSITIONS = "%"
@@ -123,13 +126,13 @@ class KafkaInput:
 
     @property
     def bootstrap(self) -> str:
-        from streamanon.io.kafka import parse_kafka_url
+        from streamanon.pipeline.kafka.options import parse_kafka_url
 
         return parse_kafka_url(self.url)[0]
 
     @property
     def topic(self) -> str:
-        from streamanon.io.kafka import parse_kafka_url
+        from streamanon.pipeline.kafka.options import parse_kafka_url
 
         return parse_kafka_url(self.url)[1]
 
@@ -155,12 +158,12 @@ class KafkaOutput:
 
     @property
     def bootstrap(self) -> str:
-        from streamanon.io.kafka import parse_kafka_url
+        from streamanon.pipeline.kafka.options import parse_kafka_url
 
         return parse_kafka_url(self.published)[0]
 
     def topic(self, url: str | None) -> str | None:
-        from streamanon.io.kafka import parse_kafka_url
+        from streamanon.pipeline.kafka.options import parse_kafka_url
 
         return None if url is None else parse_kafka_url(url)[1]
 
@@ -384,11 +387,10 @@ class KafkaHeaderParser:
         return self.inner.feed(block)
 
 
-def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: Any, options: Any
-                  ) -> Any:
-    """The reading step of a Kafka input (see :func:`streamanon.flink.job.batch_source`)."""
-    from streamanon.flink.job import batch_rows_type, keyed_rows
-
+def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
+                  options: JobOptions) -> Any:
+    """The reading step of a Kafka input (as :func:`streamanon.flink.runtime.batch_source`
+    is a file's or a TCP server's)."""
     assert options.batch_size, "resolved by the run functions"
     z = hasattr(parser, "reader")
     header = "t,u,a" if z else (",".join(source.columns) if source.columns else None)
@@ -533,7 +535,7 @@ class KafkaMessages(KeyedProcessFunction):
             counts["rejected"] += 1
             text, reason = json.loads(rest[0])
             chunk = LineChunk(0, "", codes)
-            out_text, out_codes = _reject_lines([Rejected(0, text, reason)], chunk,
+            out_text, out_codes = reject_lines([Rejected(0, text, reason)], chunk,
                                                 self._positions)
             return self._rows(self.out.rejects, out_text, out_codes)
         if self.out.operator == "z":
@@ -606,7 +608,7 @@ class KafkaMessages(KeyedProcessFunction):
             return []
         lines = text.splitlines(keepends=True)
         if len(lines) != len(codes):
-            raise RuntimeError(f"{len(lines)} output lines for {len(codes)} records")
+            raise JobError(f"{len(lines)} output lines for {len(codes)} records")
         n = self.out.partitions.get(topic, 1)
         tags = self._positions.tags(codes)
         target = (self._positions.partitions(codes) % n).tolist()
@@ -626,8 +628,6 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     from pyflink.datastream import DataStream
     from pyflink.datastream.connectors.kafka import KafkaSink as PyKafkaSink
     from pyflink.java_gateway import get_gateway
-
-    from streamanon.flink.job import keyed_rows
 
     jvm = get_gateway().jvm
     texts = DataStream(stream._j_data_stream.map(jvm.streamanon.kafka.KeyedByZero())
@@ -658,17 +658,15 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
         "kafka-sink").set_parallelism(1)
 
 
-__all__ = ["KafkaInput", "KafkaOutput", "kafka_batches", "kafka_outcome_sink",
-           "parse_position_line", "position_line"]
-
-
 # -- runs ------------------------------------------------------------------------------------------
 
 def prepare_endpoints(source: KafkaInput, out: KafkaOutput) -> None:
     """Check the input topic, learn its partitions (and end offsets for ``until_end``),
     create missing output topics with the input's partition count (as the pure path does)."""
-    from streamanon.io.kafka import end_offsets, parse_kafka_url
-    from streamanon.pipeline import EndpointError, ensure_topic, topic_partitions
+    from streamanon.errors import EndpointError
+    from streamanon.pipeline.kafka.admin import ensure_topic, topic_partitions
+    from streamanon.pipeline.kafka.client import end_offsets
+    from streamanon.pipeline.kafka.options import parse_kafka_url
 
     parts = topic_partitions(source.url, source.config or None)
     if parts is None:
@@ -694,27 +692,29 @@ def prepare_endpoints(source: KafkaInput, out: KafkaOutput) -> None:
 class KafkaRunResult:
     """The accounting of a Kafka job (what its message step counted) and its run time."""
 
-    stats: Any
+    stats: RunStats
     seconds: float
     wall_seconds: float
 
 
-def _settle(work: Path, operator: str, source: KafkaInput, groups: int, options: Any) -> Any:
-    from streamanon.flink.job import RunRecord
-
+def kafka_record(work: Path, operator: str, source: KafkaInput, groups: int,
+                 options: JobOptions) -> RunRecord:
+    """The :class:`~streamanon.flink.runtime.RunRecord` of a run from a topic (``groups``
+    key groups; the stored one for a restore)."""
     fresh = RunRecord(operator, source.url, key_groups=groups,
                       max_parallelism=max(128, options.parallelism))
     return RunRecord.settle(work, fresh, options.restore_from is not None)
 
 
-def _env(work: Path, record: Any, options: Any) -> Any:
+def kafka_env(work: Path, record: RunRecord, options: JobOptions) -> Any:
+    """The job's environment, with the connector's jars (fetched and built when missing)."""
     from streamanon.flink.env import make_env
     from streamanon.flink.kafka_jars import ensure_jars, jar_urls
 
     if options.unaligned_checkpoints:
         # seen here: a job restored from an unaligned checkpoint got the in-flight Kafka
         # records of its reading step back as rows of None (TypeError in BatchMessages)
-        raise ValueError("--unaligned-checkpoints is not supported with a kafka:// input "
+        raise ConfigError("--unaligned-checkpoints is not supported with a kafka:// input "
                          "(its restored in-flight records arrive empty)")
 
     env = make_env(**options.env_settings(work, record), ignore_unclaimed_state=True)
@@ -722,7 +722,9 @@ def _env(work: Path, record: Any, options: Any) -> Any:
     return env
 
 
-def _result(stats: Any, work: Path, run: Any, options: Any) -> KafkaRunResult:
+def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
+    """The accounting the message step wrote at the end of a bounded input, in ``stats``
+    (an outcome that never met its input position fails the run)."""
     path = work / "kafka-stats.json"
     counts = json.loads(path.read_text()) if path.is_file() else {}
     stats.count_read(counts.get("read", 0))
@@ -730,90 +732,15 @@ def _result(stats: Any, work: Path, run: Any, options: Any) -> KafkaRunResult:
     stats.count_suppressed(counts.get("suppressed", 0))
     stats.count_rejected(counts.get("rejected", 0))
     stats.details = {"headers_skipped": counts.get("headers", 0),
-                     "job_seconds": round(run.net_seconds, 3),
-                     "tuples_per_second": round(counts.get("read", 0) / run.net_seconds)
-                     if run.net_seconds > 0 else None,
-                     "submit_and_run_seconds": round(run.wall_seconds, 3)}
+                     **run.details(counts.get("read", 0))}
     if counts.get("suppressed_by_reason"):
         stats.details["suppressed_by_reason"] = counts["suppressed_by_reason"]
     if counts.get("waiting"):
-        raise RuntimeError(f"{counts['waiting']} outcome(s) never met their input positions")
+        raise JobError(f"{counts['waiting']} outcome(s) never met their input positions")
     return KafkaRunResult(stats, run.net_seconds, run.wall_seconds)
 
 
-def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, z: int, delta_t: float,
-                    options: Any = None, *, in_format: str = "csv",
-                    time_tolerance: float = 0.0,
-                    snapshot_every: int | None = None) -> KafkaRunResult:
-    """``streamanon flink z`` from a topic to topics (see the module docstring)."""
-    from dataclasses import replace
-
-    from streamanon.flink.env import prepare_python_path
-    from streamanon.flink.job import Z_BATCH_SIZE, JobOptions, build_z_job, execute, work_folder
-    from streamanon.flink.zbatch import Z_KEY_GROUPS
-    from streamanon.records import RunStats
-
-    options = replace(options or JobOptions())
-    options.batch_size = options.batch_size or Z_BATCH_SIZE
-    out.operator = "z"
-    prepare_endpoints(source, out)
-    with work_folder(options) as work:
-        prepare_python_path()
-        record = _settle(work, "z", source, Z_KEY_GROUPS, options)
-        env = _env(work, record, options)
-        out.stats_path = str(work / "kafka-stats.json")
-        build_z_job(env, source, out, z, delta_t, record, options,  # type: ignore[arg-type]
-                    fmt=in_format, time_tolerance=time_tolerance,
-                    snapshot_every=snapshot_every)
-        run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
-                      spinner=options.progress and sys.stderr.isatty())
-        stats = RunStats(params={"z": z, "delta_t": float(delta_t), "input": source.url,
-                                 "output": out.published, "parallelism": options.parallelism,
-                                 "mode": options.mode, "delivery": out.delivery})
-        return _result(stats, work, run, options)
-
-
-def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, rules_paths: list[str | Path],
-                         params: dict[str, Any], options: Any = None, *,
-                         partitions: int | None = None, in_format: str = "csv",
-                         snapshot_every: int | None = None) -> KafkaRunResult:
-    """``streamanon flink castle`` from a topic to topics (see the module docstring)."""
-    from dataclasses import replace
-
-    from streamanon.castle import RuleSet
-    from streamanon.flink.castle import build_castle_job
-    from streamanon.flink.castle_rows import check_rules
-    from streamanon.flink.env import prepare_python_path
-    from streamanon.flink.job import CASTLE_BATCH_SIZE, JobOptions, execute, work_folder
-    from streamanon.records import RunStats
-
-    options = replace(options or JobOptions())
-    options.batch_size = options.batch_size or CASTLE_BATCH_SIZE
-    texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
-    if not texts:
-        raise ValueError("give at least one rules file")
-    first = RuleSet.from_toml(texts[0])
-    for text, path in zip(texts, rules_paths, strict=True):
-        try:
-            check_rules(text, first.id_field, params)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
-    out.operator = "castle"
-    out.columns = list(source.columns or [])
-    out.loss_field = params.get("loss_field")
-    prepare_endpoints(source, out)
-    with work_folder(options) as work:
-        prepare_python_path()
-        record = _settle(work, "castle", source, partitions or options.parallelism, options)
-        env = _env(work, record, options)
-        out.stats_path = str(work / "kafka-stats.json")
-        build_castle_job(env, source, out, texts, params, record, options,  # type: ignore
-                         fmt=in_format, snapshot_every=snapshot_every)
-        run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
-                           f"delta={params['delta']} (kafka)",
-                      spinner=options.progress and sys.stderr.isatty())
-        stats = RunStats(params={**params, "input": source.url, "output": out.published,
-                                 "partitions": record.key_groups,
-                                 "parallelism": options.parallelism, "mode": options.mode,
-                                 "delivery": out.delivery})
-        return _result(stats, work, run, options)
+__all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
+           "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
+           "kafka_result", "kafka_source", "parse_position_line", "position_line",
+           "prepare_endpoints"]

@@ -20,7 +20,7 @@ def test_groups_spread_evenly_over_subtasks(groups):
     from streamanon.flink.env import prepare_python_path
 
     prepare_python_path()
-    from streamanon.flink.job import route_keys
+    from streamanon.flink.runtime import route_keys
 
     jvm = get_gateway().jvm
     assign = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment

@@ -9,7 +9,14 @@ import subprocess
 from collections import Counter
 
 from tests.flink.conftest import require_flink
-from tests.io.conftest import EXE, produce, read_topic, require_kafka, summary_of, z_trace
+from tests.pipeline.kafka.conftest import (
+    EXE,
+    produce,
+    read_topic,
+    require_kafka,
+    summary_of,
+    z_trace,
+)
 
 require_flink()
 require_kafka()
@@ -118,7 +125,7 @@ def test_flink_z_kafka_killed_and_restored_repeats_only_the_tail_and_loses_nothi
     import signal
     import time
 
-    from streamanon.io.kafka import end_offsets
+    from streamanon.pipeline.kafka.client import end_offsets
     from tests.flink.conftest import STREAMANON, completed_checkpoints
 
     b = kafka_broker

@@ -1,0 +1,274 @@
+"""The CASTLE job on Flink, from a file or TCP server and from a topic (``flink`` extra).
+
+::
+
+    file split numbers -> ReadSplits | TCP lines -> BatchLines | Kafka -> BatchMessages
+                                                         (one key, parallelism 1)
+      -> (partition, batch of rows), partition = crc32(id) mod partitions
+      -> keyed by partition --connect-- rules (broadcast stream)
+      -> CastlePartition (parallelism p): one CastleAnonymizer per partition, a batch per call
+      -> outcome lines (+ meta) -> FileSink (exactly-once part files) -> merged -o file
+                                |  kafka: KafkaMessages -> KafkaSink
+
+    rules: --rules files + lines of --rules-from tcp://HOST:PORT (parallelism 1)
+      -> ParseRules (one key, parallelism 1): frame, check, number; refusals -> notes
+      -> (version, TOML) broadcast
+
+The functions (:class:`~streamanon.flink.castle.ParseRules`,
+:class:`~streamanon.flink.castle.CastlePartition`) and what they promise are in
+:mod:`.castle`; :func:`run_castle_job` merges the part files into one file in input order,
+:func:`run_castle_kafka_job` writes topics (:mod:`.kafka_connector`).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyflink.common import Row as FlinkRow
+from pyflink.common import Types
+
+from streamanon.castle import RuleSet
+from streamanon.errors import ConfigError, ResumeError, StreamanonError
+from streamanon.flink.castle import RULES, CastlePartition, ParseRules
+from streamanon.flink.castle_rows import (
+    RULES_FILE,
+    RULES_LINE,
+    CastleChunkParser,
+    CastleMergeResult,
+    check_rules,
+    header_columns,
+    merge_castle_outcomes,
+)
+from streamanon.flink.env import make_env, prepare_python_path
+from streamanon.flink.functions import META
+from streamanon.flink.kafka_connector import (
+    KafkaInput,
+    KafkaOutput,
+    KafkaRunResult,
+    kafka_batches,
+    kafka_env,
+    kafka_outcome_sink,
+    kafka_record,
+    kafka_result,
+    prepare_endpoints,
+)
+from streamanon.flink.runtime import (
+    CASTLE_BATCH_SIZE,
+    Endpoint,
+    JobOptions,
+    RunRecord,
+    batch_source,
+    execute,
+    file_head,
+    file_record,
+    head_lines,
+    keyed_rows,
+    outcome_sink,
+    side_output,
+    socket_lines,
+    split_progress,
+    wants_progress,
+    work_folder,
+)
+from streamanon.io import OnError, detect_format
+from streamanon.io.rows import RowReader
+from streamanon.records import RunStats
+
+
+def numeric_columns(rules: RuleSet) -> list[str]:
+    """The columns the rules read as numbers (range generalizers)."""
+    return [r.name for r in rules.qi_rules
+            if type(r.generalizer).__name__ == "RangeGeneralizer"]
+
+
+def read_rules(rules_paths: Sequence[str | Path], params: dict[str, Any]
+               ) -> tuple[list[str], RuleSet]:
+    """The ``--rules`` files' texts and the first one's rule set; refused
+    (:class:`~streamanon.errors.ConfigError`, naming the file) unless every partition can
+    use each of them."""
+    texts = [Path(p).read_text(encoding="utf-8") for p in rules_paths]
+    if not texts:
+        raise ConfigError("give at least one rules file")
+    first = RuleSet.from_toml(texts[0])  # fail early on bad rules
+    for text, path in zip(texts, rules_paths, strict=True):
+        try:
+            check_rules(text, first.id_field, params)
+        except StreamanonError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    return texts, first
+
+
+def castle_parser(source: str | Path | Endpoint | KafkaInput, rules_text: str,
+                  record: RunRecord, *, fmt: str = "csv") -> CastleChunkParser:
+    """The chunk parser of the reading step: one batch per partition of ``record``."""
+    first = RuleSet.from_toml(rules_text)
+    return CastleChunkParser(fmt, first.id_field, numeric_columns(first), record.key_groups,
+                             str(source))
+
+
+def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
+                     rules_texts: list[str], params: dict[str, Any], columns: list[str],
+                     fmt: str = "csv", snapshot_every: int | None = None,
+                     rules_from: Endpoint | None = None, bad_rules: str = "skip") -> None:
+    """Add the rules' broadcast and the keyed CASTLE step after the reading step ``rows``
+    (its rows and its side output :data:`~streamanon.flink.functions.META`); ``sink`` takes
+    the outcomes. ``rules_texts`` (TOML), then the rule sets read from ``rules_from``, go on
+    the broadcast stream; ``columns`` are the input's (empty when not known)."""
+    first = RuleSet.from_toml(rules_texts[0])
+    tagged = Types.TUPLE([Types.INT(), Types.STRING()])
+    keyed_message = Types.ROW([Types.INT(), tagged])
+    messages = env.from_collection([FlinkRow(0, (RULES_FILE, t)) for t in rules_texts],
+                                   type_info=keyed_message).name("rules files")
+    if rules_from is not None:
+        live = (socket_lines(env, rules_from)
+                .map(lambda line: FlinkRow(0, (RULES_LINE, line)), output_type=keyed_message)
+                .name("rule lines").set_parallelism(1))
+        messages = messages.union(live)
+    judged = (
+        keyed_rows(messages, tagged)
+        .process(ParseRules(len(rules_texts), first.id_field, params, columns, bad_rules),
+                 output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
+        .name("check rules").uid("parse-rules").set_parallelism(1)
+    )
+    rules = judged.broadcast(RULES)
+    outcomes = (
+        keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
+        .connect(rules)
+        .process(CastlePartition(params, fmt, columns, snapshot_every),
+                 output_type=Types.STRING())
+        .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']} "
+              "(per partition)")
+        .uid("castle")
+    )
+    sink(outcomes.union(side_output(rows, META), side_output(judged, META)))
+
+
+def check_castle_head(source: str | Path, fmt: str, rules: RuleSet) -> None:
+    """Fail early, with ``streamanon castle``'s message, on a file that is not text or whose
+    header (CSV) lacks the rules' id column: the file's first lines through the same reader."""
+    head = file_head(source)
+    reader = RowReader(io.StringIO(head_lines(head)), fmt, on_error=OnError.skip,
+                       rejects=lambda _: None, numeric=numeric_columns(rules),
+                       required=[rules.id_field], source_name=str(source))
+    for _ in reader:
+        break
+
+
+def run_castle_job(
+    source: str | Path | Endpoint,
+    output: str | Path,
+    *,
+    rules_paths: list[str | Path],
+    params: dict[str, Any],
+    options: JobOptions | None = None,
+    partitions: int | None = None,
+    in_format: str | None = None,
+    out_format: str | None = None,
+    on_error: OnError = OnError.fail,
+    rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
+    snapshot_every: int | None = None,
+    rules_from: Endpoint | None = None,
+    bad_rules: str = "skip",
+) -> CastleMergeResult:
+    """Run the CASTLE job to its end and merge the outcomes into ``output`` (rows in input
+    order); returns the accounting. Raises :class:`~streamanon.io.InputError` under
+    ``on_error=fail``.
+
+    ``partitions`` defaults to the parallelism; a restored run keeps the partitions of the
+    run it resumes (another number is refused: it would change what CASTLE releases).
+    ``rules_from``: a TCP server sending replacement rule sets while the job runs (each
+    ended by a line ``%%``); the job then also waits for it to close."""
+    options = (options or JobOptions()).batched(CASTLE_BATCH_SIZE)
+    assert options.batch_size
+    texts, first = read_rules(rules_paths, params)
+    fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
+    if not isinstance(source, Endpoint):
+        check_castle_head(source, fmt, first)
+    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
+    with work_folder(options) as work:
+        restoring = options.restore_from is not None
+        prepare_python_path()  # before the JVM starts (route_keys asks it)
+        record = RunRecord.settle(
+            work, file_record("castle", source, options.batch_size,
+                              partitions or options.parallelism, options.parallelism),
+            restoring)
+        if restoring and partitions is not None and partitions != record.key_groups:
+            raise ResumeError(f"--partitions {partitions}: the run being restored has "
+                              f"{record.key_groups} partitions (they fix what CASTLE "
+                              "releases)")
+        env = make_env(**options.env_settings(work, record))
+        show = wants_progress(source, options)
+        progress_file = work / "progress"
+        columns = header_columns(source) if fmt == "csv" and not isinstance(source, Endpoint) \
+            else []
+        parser = castle_parser(source, texts[0], record, fmt=fmt)
+        rows = batch_source(env, source, parser, record, options,
+                            progress_path=str(progress_file) if show else None)
+        parts = work / "parts"
+        build_castle_job(env, rows, lambda stream: outcome_sink(stream, parts,
+                                                                options.release_to),
+                         rules_texts=texts, params=params, columns=columns, fmt=fmt,
+                         snapshot_every=snapshot_every, rules_from=rules_from,
+                         bad_rules=bad_rules)
+        run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
+                           f"delta={params['delta']}",
+                      split_progress(progress_file) if show else None,
+                      spinner=options.progress and sys.stderr.isatty())
+        result = merge_castle_outcomes(parts, output, out_format=out_fmt,
+                                       on_error=on_error, rejects_path=rejects_path,
+                                       rejects_name=rejects_name, source=str(source))
+    stats = result.stats
+    stats.params = {**params, "input": str(source), "partitions": record.key_groups,
+                    "parallelism": options.parallelism, "mode": options.mode,
+                    "batch_size": options.batch_size, "batch_ms": options.batch_ms}
+    stats.details = {
+        "suppressed_by_reason": result.suppressed_by_reason,
+        "mean_cluster_loss": round(result.mean_cluster_loss, 6),
+        **run.details(stats.read),
+    }
+    if result.first_error is not None:
+        raise result.first_error
+    return result
+
+
+def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
+                         rules_paths: list[str | Path], params: dict[str, Any],
+                         options: JobOptions | None = None, partitions: int | None = None,
+                         in_format: str = "csv",
+                         snapshot_every: int | None = None) -> KafkaRunResult:
+    """``streamanon flink castle`` from a topic to topics (see :mod:`.kafka_connector`)."""
+    options = (options or JobOptions()).batched(CASTLE_BATCH_SIZE)
+    texts, _ = read_rules(rules_paths, params)
+    out.operator = "castle"
+    out.columns = list(source.columns or [])
+    out.loss_field = params.get("loss_field")
+    prepare_endpoints(source, out)
+    with work_folder(options) as work:
+        prepare_python_path()
+        record = kafka_record(work, "castle", source, partitions or options.parallelism,
+                              options)
+        env = kafka_env(work, record, options)
+        out.stats_path = str(work / "kafka-stats.json")
+        parser = castle_parser(source, texts[0], record, fmt=in_format)
+        rows = kafka_batches(env, source, parser, record, options)
+        build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out),
+                         rules_texts=texts, params=params,
+                         columns=list(source.columns or []), fmt=in_format,
+                         snapshot_every=snapshot_every)
+        run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
+                           f"delta={params['delta']} (kafka)",
+                      spinner=options.progress and sys.stderr.isatty())
+        stats = RunStats(params={**params, "input": source.url, "output": out.published,
+                                 "partitions": record.key_groups,
+                                 "parallelism": options.parallelism, "mode": options.mode,
+                                 "delivery": out.delivery})
+        return kafka_result(stats, work, run)
+
+
+__all__ = ["build_castle_job", "castle_parser", "check_castle_head", "read_rules",
+           "run_castle_job", "run_castle_kafka_job"]

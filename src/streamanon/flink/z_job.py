@@ -1,0 +1,192 @@
+"""The z-anonymity job on Flink, from a file or TCP server and from a topic (``flink`` extra).
+
+::
+
+    file: split numbers (NumberSequenceSource, parallelism 1) -> ReadSplits (one key, p=1)
+    tcp:  lines (socket, parallelism 1)                       -> BatchLines (one key, p=1)
+    kafka: records (KafkaSource, parallelism 1)               -> BatchMessages (one key, p=1)
+      -- rejects, header, blanks -> meta (text)
+      -> (key group, Arrow batch) keyed by key group -> ZKeyGroups (parallelism p)
+      -> outcome batches (+ meta) -> FileSink (exactly-once part files), optionally a TCP sink
+                                  |  kafka: KafkaMessages -> KafkaSink
+
+The reading step (:mod:`.functions`) parses with streamanon's own file reader, so the job
+rejects and re-stamps exactly what ``streamanon z`` does; :func:`run_z_job` runs the job and
+merges the part files into one file in input order (:mod:`streamanon.flink.outcomes`), which
+``diff`` compares with ``streamanon z``. :func:`run_z_kafka_job` writes topics instead
+(:mod:`.kafka_connector`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyflink.common import Types
+
+from streamanon.flink.env import make_env, prepare_python_path
+from streamanon.flink.functions import META, SNAPSHOT_EVERY, ZKeyGroups
+from streamanon.flink.kafka_connector import (
+    KafkaInput,
+    KafkaOutput,
+    KafkaRunResult,
+    kafka_batches,
+    kafka_env,
+    kafka_outcome_sink,
+    kafka_record,
+    kafka_result,
+    prepare_endpoints,
+)
+from streamanon.flink.outcomes import MergeResult, merge_outcomes
+from streamanon.flink.runtime import (
+    Z_BATCH_SIZE,
+    Endpoint,
+    JobOptions,
+    RunRecord,
+    batch_source,
+    execute,
+    file_head,
+    file_record,
+    head_lines,
+    keyed_rows,
+    outcome_sink,
+    side_output,
+    split_progress,
+    wants_progress,
+    work_folder,
+)
+from streamanon.flink.zbatch import Z_KEY_GROUPS, ZChunkParser
+from streamanon.io import OnError, detect_format
+from streamanon.io.readers import _Reader
+from streamanon.records import RunStats
+from streamanon.zanon.operator import SEPARATOR
+
+
+def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, options: JobOptions,
+             *, fmt: str = "csv", time_tolerance: float = 0.0,
+             separator: str = SEPARATOR) -> ZChunkParser:
+    """The chunk parser of the reading step: one batch per key group of ``record``."""
+    return ZChunkParser(fmt, time_tolerance=time_tolerance, separator=separator,
+                        source_name=str(source), key_groups=record.key_groups,
+                        batch_size=options.batch_size or Z_BATCH_SIZE)
+
+
+def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: float,
+                separator: str = SEPARATOR, snapshot_every: int | None = None) -> None:
+    """Add the keyed z-anonymity step after the reading step ``batches`` (its rows and its
+    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes."""
+    outcomes = (
+        keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
+        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
+                 output_type=Types.STRING())
+        .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
+    )
+    sink(outcomes.union(side_output(batches, META)))
+
+
+def check_header(source: str | Path, fmt: str) -> None:
+    """Fail early, with ``streamanon z``'s message, on a file that is not text or (CSV) has
+    no usable header line."""
+    head = file_head(source)
+    if fmt != "csv":
+        return
+    reader = _Reader(fmt, OnError.fail, None, 0.0, 4096, str(source))
+    for number, line in enumerate(head_lines(head).split("\n"), start=1):
+        if line.strip():
+            reader.take_header(number, line.rstrip("\r"))
+            return
+
+
+def run_z_job(
+    source: str | Path | Endpoint,
+    output: str | Path,
+    *,
+    z: int,
+    delta_t: float,
+    options: JobOptions | None = None,
+    in_format: str | None = None,
+    out_format: str | None = None,
+    on_error: OnError = OnError.fail,
+    rejects_path: str | Path | None = None,
+    rejects_name: str | None = None,
+    time_tolerance: float = 0.0,
+    snapshot_every: int | None = None,
+) -> MergeResult:
+    """Run the job to its end and merge its outcomes into ``output``; returns the accounting.
+
+    Raises :class:`~streamanon.io.InputError` under ``on_error=fail`` after writing the rows
+    before the bad line (as :func:`streamanon.cli.zanon.run_z`: wrap the call in an
+    :class:`~streamanon.pipeline.file_outputs.OutputSet`, as the CLI does, to keep such a
+    partial output from replacing anything). ``rejects_name`` is the rejects file's name in
+    messages.
+    """
+    options = (options or JobOptions()).batched(Z_BATCH_SIZE)
+    assert options.batch_size
+    fmt = detect_format(None if isinstance(source, Endpoint) else source, in_format)
+    if not isinstance(source, Endpoint):
+        check_header(source, fmt)
+    out_fmt = out_format or detect_format(None if str(output) == "-" else output)
+    with work_folder(options) as work:
+        prepare_python_path()  # before the JVM starts (route_keys asks it)
+        record = RunRecord.settle(
+            work, file_record("z", source, options.batch_size, Z_KEY_GROUPS,
+                              options.parallelism), options.restore_from is not None)
+        env = make_env(**options.env_settings(work, record))
+        parts = work / "parts"
+        show = wants_progress(source, options)
+        progress_file = work / "progress"
+        parser = z_parser(source, record, options, fmt=fmt, time_tolerance=time_tolerance)
+        batches = batch_source(env, source, parser, record, options,
+                               progress_path=str(progress_file) if show else None)
+        build_z_job(batches, lambda stream: outcome_sink(stream, parts, options.release_to),
+                    z=z, delta_t=delta_t, snapshot_every=snapshot_every)
+        run = execute(env, f"streamanon z z={z} delta_t={delta_t:g}",
+                      split_progress(progress_file) if show else None,
+                      spinner=options.progress and sys.stderr.isatty())
+        result = merge_outcomes(parts, output, out_format=out_fmt, on_error=on_error,
+                                rejects_path=rejects_path, rejects_name=rejects_name,
+                                source=str(source))
+    stats = result.stats
+    stats.params = {"z": z, "delta_t": float(delta_t), "input": str(source),
+                    "parallelism": options.parallelism, "mode": options.mode,
+                    "batch_size": options.batch_size, "batch_ms": options.batch_ms}
+    stats.details = {
+        "published_per_level": {f"level_{i}": n for i, n in enumerate(result.published_per_level)},
+        "publication_ratio": stats.published / max(1, stats.read - stats.rejected),
+        "restamped": result.restamped,
+        **run.details(stats.read),
+    }
+    if result.first_error is not None:
+        raise result.first_error
+    return result
+
+
+def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: float,
+                    options: JobOptions | None = None, in_format: str = "csv",
+                    time_tolerance: float = 0.0,
+                    snapshot_every: int | None = None) -> KafkaRunResult:
+    """``streamanon flink z`` from a topic to topics (see :mod:`.kafka_connector`)."""
+    options = (options or JobOptions()).batched(Z_BATCH_SIZE)
+    out.operator = "z"
+    prepare_endpoints(source, out)
+    with work_folder(options) as work:
+        prepare_python_path()
+        record = kafka_record(work, "z", source, Z_KEY_GROUPS, options)
+        env = kafka_env(work, record, options)
+        out.stats_path = str(work / "kafka-stats.json")
+        parser = z_parser(source, record, options, fmt=in_format,
+                          time_tolerance=time_tolerance)
+        batches = kafka_batches(env, source, parser, record, options)
+        build_z_job(batches, lambda stream: kafka_outcome_sink(stream, out), z=z,
+                    delta_t=delta_t, snapshot_every=snapshot_every)
+        run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
+                      spinner=options.progress and sys.stderr.isatty())
+        stats = RunStats(params={"z": z, "delta_t": float(delta_t), "input": source.url,
+                                 "output": out.published, "parallelism": options.parallelism,
+                                 "mode": options.mode, "delivery": out.delivery})
+        return kafka_result(stats, work, run)
+
+
+__all__ = ["build_z_job", "check_header", "run_z_job", "run_z_kafka_job", "z_parser"]
