@@ -1,6 +1,7 @@
-"""Every check of the operator contract (streamanon.conformance) on every registered operator:
+"""Every check of the operator contract (streamanon.conformance) on every public operator:
 ZAnonymizer, AdaptiveZAnonymizer, CastleAnonymizer and the deZent ring (DezentRing over the
-protocol's Gateway, whose extra check is that exact counting equals the centralized rule).
+protocol's Gateway, whose extra check is that exact counting equals the centralized rule), each
+from the plain data its class carries (_conformance_params).
 
 Each check also has to fail on an operator that breaks its rule: the mutants below.
 """
@@ -8,13 +9,16 @@ Each check also has to fail on an operator that breaks its rule: the mutants bel
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 
 import pytest
 
 from streamanon import conformance
+from streamanon.base import OperatorBase
 from streamanon.conformance import CASES, Case, ConformanceError, yield_checks
 from streamanon.records import Suppressed
+from streamanon.zanon import ZAnonymizer
 
 CHECKS = [(name, check) for name, factory in CASES.items() for check in yield_checks(factory())]
 
@@ -37,6 +41,47 @@ def test_every_public_operator_carries_a_case() -> None:
 def test_a_public_operator_without_a_case_fails() -> None:
     with pytest.raises(ConformanceError, match="without a conformance case"):
         conformance.case_of(Loses)
+
+
+def test_every_public_operator_reads_its_parameters_back() -> None:
+    for cls in conformance.public_operators():
+        assert issubclass(cls, OperatorBase)
+        case = conformance.case_of(cls)
+        assert conformance.check_params in case.extra
+        op = case.make(case.seed)
+        given = op.params()
+        assert set(given) | set(case.positional) == set(
+            inspect.signature(cls).parameters), cls.__name__
+        again = cls(**{n: getattr(op, n) for n in case.positional}, **given)
+        assert again.params() == given
+
+
+def test_the_operators_data_names_its_keys_and_checks() -> None:
+    class Typo(ZAnonymizer):
+        @classmethod
+        def _conformance_params(cls):
+            return {**super()._conformance_params(), "record": []}
+
+    class UnknownCheck(ZAnonymizer):
+        @classmethod
+        def _conformance_params(cls):
+            return {**super()._conformance_params(), "checks": ("no_such_rule",)}
+
+    class OldStyle(ZAnonymizer):
+        @classmethod
+        def _conformance_params(cls):
+            return CASES["z"]()
+
+    with pytest.raises(ConformanceError, match="unknown keys \\['record'\\]"):
+        conformance.case_of(Typo)
+    with pytest.raises(ConformanceError, match="no extra check 'no_such_rule'"):
+        conformance.case_of(UnknownCheck)
+    with pytest.raises(ConformanceError, match="must give a dict"):
+        conformance.case_of(OldStyle)
+    ring = CASES["dezent-ring"]()
+    assert ring.extra == [conformance.check_params,
+                          conformance.check_ring_equals_centralized_rule]
+    assert (ring.make(5).seed, ring.make(5).params()["seed"]) == (5, 5)
 
 
 def test_params_reads_back_the_keyword_parameters() -> None:
@@ -114,6 +159,25 @@ class Leaky(Loses):
         return {**self.__dict__, "cache": []}
 
 
+class Tightens(ZAnonymizer):
+    """Raises its z as records arrive, so that its parameters no longer say how it was built."""
+
+    def __init__(self, *, z: int = 3, delta_t: float = 300, separator: str = "*") -> None:
+        super().__init__(z=z, delta_t=delta_t, separator=separator)
+
+    def process(self, record):
+        if self.read % 50 == 49:
+            self.z += 1
+        return super().process(record)
+
+
+class Unsaved(OperatorBase, Loses):
+    """Takes a parameter it keeps no attribute for."""
+
+    def __init__(self, *, z: int = 2, every: int = 10) -> None:
+        super().__init__(z=z)
+
+
 def broken_case(cls) -> Case:
     base = CASES["z"]()
     return Case("mutant", lambda seed: cls(), base.records, base.bad, base.line_of,
@@ -126,6 +190,9 @@ def broken_case(cls) -> Case:
     (Leaky, conformance.check_bad_records, "bad_records"),
     (Leaky, conformance.check_keyword_only, "keyword_only"),
     (Leaky, conformance.check_docstring_example, "docstring_example"),
+    (Loses, conformance.check_params, "params"),
+    (Tightens, conformance.check_params, "params"),
+    (Unsaved, conformance.check_params, "params"),
 ])
 def test_each_check_catches_an_operator_breaking_its_rule(cls, check, rule) -> None:
     with pytest.raises(ConformanceError, match=rule):
@@ -138,7 +205,7 @@ def test_the_ring_check_catches_a_ring_publishing_too_much() -> None:
     def lax(seed):
         ring = case.make(seed)
         loose = dataclasses.replace(ring.config, z=1)
-        for g in ring.gateways:  # the gateways count with z = 1, the check with z = 3
+        for g in ring.nodes:  # the gateways count with z = 1, the check with z = 3
             g.config = loose
         return ring
 

@@ -1,10 +1,33 @@
 """The operator contract, checked for every operator (in the spirit of river's ``yield_checks``).
 
-Each operator class carries its :class:`Case` (``_conformance_params()``: how to build it for a
-seed, a stream to feed it, bad records it must refuse); :func:`public_operators` finds every
-operator of the public API, :func:`yield_checks` generates the checks of the contract of
-:mod:`streamanon.base` for a case, and ``tests/test_conformance.py`` runs every check on every
-public operator (and fails on one without a case):
+:func:`public_operators` finds every operator of the public API; each operator class carries
+its own case as plain data, from a classmethod ``_conformance_params()`` in its own module
+(which imports nothing of this one). :func:`case_of` turns that data into a :class:`Case`,
+:func:`yield_checks` generates the checks of the contract of :mod:`streamanon.base` for a case,
+and ``tests/test_conformance.py`` runs every check on every public operator (and fails on one
+without ``_conformance_params``).
+
+``_conformance_params()`` returns a ``dict`` with the keys:
+
+* ``"name"`` (str): the case's name (the key in :data:`CASES`);
+* ``"params"`` (dict): the parameters, by name: the operator is built as ``cls(**params)``;
+* ``"seeded"`` (bool, default ``False``): the operator takes a ``seed`` and is built as
+  ``cls(**params, seed=seed)`` (the checks use :attr:`Case.seed`);
+* ``"records"`` (list): a stream to feed it, in order;
+* ``"bad"`` (list of ``(record, error kind, field)``): records it must refuse, fed halfway
+  through the stream; the kind is a :class:`~streamanon.errors.BadRecordError` subclass and
+  the field the name the error must carry (or ``None``);
+* ``"time_of"`` (callable): an input record -> its time in seconds (for ``advance``);
+* ``"line_of"`` (callable, optional): an emitted item -> the input line it stands for
+  (default: the ``line`` of the record, or of the suppressed record);
+* ``"positional"`` (tuple of str, default ``()``): parameters that are not keyword-only
+  (what the operator works *on*, e.g. CASTLE's ``rules``); each is read back from the
+  attribute of the same name by the ``params`` check;
+* ``"checks"`` (tuple of str, default ``()``): names of this module's extra checks the
+  operator also has to pass: ``"ring_equals_centralized_rule"`` is
+  :func:`check_ring_equals_centralized_rule`.
+
+The checks:
 
 * ``protocol``: ``process``/``advance``/``flush`` return lists, ``summary`` has the keys;
 * ``keyword_only``: parameters are keyword-only (except what the operator works on);
@@ -16,7 +39,11 @@ public operator (and fails on one without a case):
   naming the field and carrying the record, and leaves the operator unchanged;
 * ``advance``: telling the time loses nothing and keeps the accounting;
 * ``docstring_example``: the class docstring has an example, and it runs;
-* plus the case's own checks (for the deZent ring: exact counting equals the centralized rule).
+* for every case built by :func:`case_of`, ``params``: the parameters read back
+  (:meth:`~streamanon.base.OperatorBase.params`) do not change while the operator runs, and
+  ``type(op)(**op.params())`` (plus the positional parameters) gives the same output;
+* plus the checks the case names (for the deZent ring: exact counting equals the centralized
+  rule).
 
 A failed check raises :class:`ConformanceError` (a real exception: ``python -O`` keeps it).
 
@@ -25,19 +52,21 @@ A failed check raises :class:`ConformanceError` (a real exception: ``python -O``
 ...     check(case)
 >>> sorted(CASES)
 ['castle', 'dezent-ring', 'z', 'z-adaptive']
+>>> [check.__name__ for check in CASES["dezent-ring"]().extra]
+['check_params', 'check_ring_equals_centralized_rule']
 """
 
 from __future__ import annotations
 
 import doctest
+import functools
 import inspect
 import pickle
-import random
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from streamanon.base import SUMMARY_KEYS, StreamOperator
 from streamanon.errors import BadRecordError
@@ -48,7 +77,7 @@ class ConformanceError(AssertionError):
     """An operator broke its contract; the message says which rule and where."""
 
 
-def _fail(case: Case, rule: str, text: str) -> None:
+def _fail(case: Case, rule: str, text: str) -> NoReturn:
     raise ConformanceError(f"{case.name}: {rule}: {text}")
 
 
@@ -219,6 +248,30 @@ def check_docstring_example(case: Case) -> None:
         _fail(case, "docstring_example", f"{runner.failures} example(s) of {cls.__name__} fail")
 
 
+def check_params(case: Case) -> None:
+    op = case.make(case.seed)
+    if not callable(getattr(op, "params", None)):
+        _fail(case, "params", f"{type(op).__name__} has no params() (streamanon.base."
+              "OperatorBase gives it)")
+    try:
+        given = op.params()
+        positional = {name: getattr(op, name) for name in case.positional}
+    except AttributeError as exc:
+        _fail(case, "params", str(exc))
+    out = run(case, op, case.records)
+    if op.params() != given:
+        _fail(case, "params", f"the parameters read back changed while running: {given} "
+              f"became {op.params()}")
+    try:
+        again = type(op)(**positional, **given)
+    except Exception as exc:
+        _fail(case, "params", f"{type(op).__name__}(**params()) fails: "
+              f"{type(exc).__name__}: {exc}")
+    if run(case, again, case.records) != out:
+        _fail(case, "params", f"{type(op).__name__}(**params()) gives another output than the "
+              "operator it was read from")
+
+
 CHECKS = [check_protocol, check_keyword_only, check_accounting, check_determinism,
           check_pickling, check_bad_records, check_advance, check_docstring_example]
 
@@ -256,16 +309,59 @@ def public_operators() -> list[type]:
     return [found[k] for k in sorted(found)]
 
 
+_KEYS = {"name", "params", "seeded", "records", "bad", "time_of", "line_of", "positional",
+         "checks"}
+_REQUIRED = {"name", "params", "records", "bad", "time_of"}
+
+
 def case_of(cls: type) -> Case:
-    """The case an operator class carries (its ``_conformance_params()``)."""
-    params = getattr(cls, "_conformance_params", None)
-    if params is None:
-        raise ConformanceError(f"{cls.__module__}.{cls.__qualname__} is a public operator "
-                               "without a conformance case (_conformance_params)")
-    case = params()
-    if not isinstance(case, Case) or case.cls is not cls:
-        raise ConformanceError(f"{cls.__qualname__}._conformance_params() must give a Case "
-                               "that builds a " + cls.__qualname__)
+    """The :class:`Case` of an operator class, from its ``_conformance_params()`` data (the
+    keys are in the module docstring); its checks are the contract's, ``params``, and the
+    extra checks the data names.
+
+    >>> from streamanon.zanon import ZAnonymizer
+    >>> case = case_of(ZAnonymizer)
+    >>> case.name, len(case.records), type(case.make(case.seed)).__name__
+    ('z', 300, 'ZAnonymizer')
+    """
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    source = getattr(cls, "_conformance_params", None)
+    if source is None:
+        raise ConformanceError(f"{where} is a public operator without a conformance case "
+                               "(_conformance_params)")
+    data = source()
+    if not isinstance(data, dict):
+        raise ConformanceError(f"{where}._conformance_params() must give a dict (the keys are "
+                               "described in streamanon.conformance), got "
+                               f"{type(data).__name__}")
+    unknown, missing = set(data) - _KEYS, _REQUIRED - set(data)
+    if unknown or missing:
+        raise ConformanceError(f"{where}._conformance_params(): unknown keys "
+                               f"{sorted(unknown)}, missing keys {sorted(missing)}")
+    for bad in data["bad"]:
+        if not (isinstance(bad, tuple) and len(bad) == 3 and inspect.isclass(bad[1])
+                and issubclass(bad[1], BadRecordError)):
+            raise ConformanceError(f"{where}._conformance_params(): each bad record is "
+                                   f"(record, BadRecordError kind, field), got {bad!r}")
+    extra: list[Callable[[Case], None]] = [check_params]
+    for name in data.get("checks", ()):
+        check = globals().get(f"check_{name}")
+        if not callable(check) or check in CHECKS or check is check_params:
+            raise ConformanceError(f"{where}._conformance_params(): no extra check {name!r} "
+                                   f"(no check_{name} in streamanon.conformance)")
+        extra.append(check)
+    params = dict(data["params"])
+    seeded = bool(data.get("seeded", False))
+
+    def make(seed: int) -> Any:
+        return cls(**params, seed=seed) if seeded else cls(**params)
+
+    case = Case(data["name"], make, list(data["records"]), list(data["bad"]),
+                data.get("line_of", _line), data["time_of"],
+                positional=tuple(data.get("positional", ())), extra=extra)
+    if case.cls is not cls:
+        raise ConformanceError(f"{where}._conformance_params() must build a "
+                               f"{cls.__qualname__}, built a {case.cls.__qualname__}")
     return case
 
 
@@ -275,9 +371,7 @@ class _Cases(dict):  # type: ignore[type-arg]
     def _fill(self) -> None:
         if not super().__len__():
             for cls in public_operators():
-                factory = cls._conformance_params  # type: ignore[attr-defined]
-                if factory is not None:
-                    self[factory().name] = factory
+                self[case_of(cls).name] = functools.partial(case_of, cls)
 
     def __getitem__(self, key: Any) -> Any:
         self._fill()
@@ -296,105 +390,13 @@ class _Cases(dict):  # type: ignore[type-arg]
         return super().items()
 
 
-#: name -> case factory, for every public operator that carries a case
+#: name -> case factory, for every public operator (each carries its case)
 CASES: dict[str, Callable[[], Case]] = _Cases()
 
 
 def _line(x: Any) -> int | None:
     inner = x.record if isinstance(x, Suppressed) else x
     return getattr(inner, "line", None)
-
-
-def z_stream(n: int = 300, seed: int = 3) -> list[Record]:
-    """Hierarchical values (with spaces, empty levels, unicode), ties in time, repeats."""
-    rnd = random.Random(seed)
-    values = ["EU*FR*Paris", "EU*FR*Lyon", "EU*DE*Berlin", "EU**Nice", " US*NY ", "Asia*東京"]
-    t, out = 1_000.0, []
-    for i in range(n):
-        t += rnd.choice([0.0, 0.0, 1.0, 5.0, 30.0])
-        out.append(Record(t, f"u{rnd.randrange(15)}", rnd.choice(values), repr(t), i + 2))
-    return out
-
-
-def _z_bad() -> list[tuple[Any, type[BadRecordError], str | None]]:
-    from streamanon.errors import BadValueError, MissingFieldError, TimeOrderError
-
-    return [(Record(0.0, "late", "x"), TimeOrderError, "t"),
-            (Record(float("nan"), "clockless", "x"), BadValueError, "t"),
-            (Record(1e12, "  ", "x"), MissingFieldError, "u"),
-            (Record(1e12, "u1", ""), MissingFieldError, "a"),
-            (Record(1e12, "u1", 42), BadValueError, "a")]  # type: ignore[arg-type]
-
-
-def z_case() -> Case:
-    from streamanon.zanon import ZAnonymizer
-
-    return Case("z", lambda seed: ZAnonymizer(z=3, delta_t=300), z_stream(), _z_bad(), _line,
-                lambda r: r.t)
-
-
-def adaptive_case() -> Case:
-    from streamanon.zanon import AdaptiveZAnonymizer
-
-    return Case("z-adaptive", lambda seed: AdaptiveZAnonymizer(delta_t=300, k=2, pk=0.6,
-                                                               rate=200, z0=3),
-                z_stream(), _z_bad(), _line, lambda r: r.t)
-
-
-def castle_case() -> Case:
-    from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
-    from streamanon.errors import BadValueError, MissingFieldError, UnknownCategoryError
-
-    rules = RuleSet.from_dict({"id": "u", "time": "t", "attribute": [
-        {"name": "age", "generalizer": "range", "domain": [0, 100]},
-        {"name": "city", "generalizer": "hierarchy",
-         "paths": [["EU", "FR", "Paris"], ["EU", "FR", "Lyon"], ["EU", "DE"], ["US"]]},
-        {"name": "zip", "generalizer": "reduction"},
-        {"name": "dx", "sensitive": True}]})
-    rnd = random.Random(5)
-    rows = [CastleRow({"u": f"p{rnd.randrange(10)}", "t": i * 10.0, "age": rnd.randint(20, 60),
-                 "city": rnd.choice(["Paris", "Lyon", "DE", "US"]),
-                 "zip": rnd.choice(["75013", "75001", "6900"]), "dx": rnd.choice("abc")}, i + 2)
-            for i in range(160)]
-    bad = [(CastleRow({"u": "p1", "t": 0, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
-            "age"),
-           (CastleRow({"u": "p1", "t": 0, "age": "old", "city": "US", "zip": "1", "dx": "a"}),
-            BadValueError, "age"),
-           (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "Rome", "zip": "1", "dx": "a"}),
-            UnknownCategoryError, "city"),
-           (CastleRow({"t": 0, "age": 3, "city": "US", "zip": "1", "dx": "a"}), MissingFieldError,
-            "u"),
-           (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "US", "zip": "1"}), MissingFieldError,
-            "dx")]
-    return Case("castle", lambda seed: CastleAnonymizer(rules, k=3, l=2, delta=25, beta=6,
-                                                        max_delay=200),
-                rows, bad, _line, lambda r: r.values["t"], positional=("rules",))
-
-
-def dezent_case() -> Case:
-    from streamanon.dezent.stream import DezentRing
-    from streamanon.errors import DuplicateReadingError, TimeOrderError, UnknownCategoryError
-
-    domain = ["low", "mid", "high", "peak"]
-    rnd = random.Random(11)
-    records: list[Record] = []
-    for cycle in range(12):
-        for s in rnd.sample(range(20), 14):  # not every sensor every cycle
-            t = cycle * 900.0 + rnd.uniform(0, 899)
-            records.append(Record(t, f"sn{s}", rnd.choice(domain), None, len(records) + 2))
-    records.sort(key=lambda r: r.t)
-    records = [Record(r.t, r.u, r.a, None, i + 2) for i, r in enumerate(records)]
-    last = records[len(records) // 2 - 1]
-    bad = [(Record(last.t, last.u, "off-scale"), UnknownCategoryError, "a"),
-           (Record(last.t, last.u, "low"), DuplicateReadingError, "u"),
-           (Record(last.t - 2000, "sn99", "low"), TimeOrderError, "t")]
-
-    def make(seed: int) -> Any:
-        return DezentRing(z=3, delta_t=1800, period=900, gateways=4, domain=domain,
-                          p_pub=0.5, seed=seed)
-
-    return Case("dezent-ring", make, records, bad, _line, lambda r: r.t,
-                extra=[check_ring_equals_centralized_rule])
 
 
 def check_ring_equals_centralized_rule(case: Case) -> None:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from streamanon.conformance import CHECKS, Case, ConformanceError, yield_checks, z_stream
+from streamanon.conformance import CHECKS, Case, ConformanceError, yield_checks
 from streamanon.errors import BadValueError, MissingFieldError, TimeOrderError
 from streamanon.records import Record, Suppressed
+from streamanon.zanon.operator import z_stream
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "group_release.py"
 

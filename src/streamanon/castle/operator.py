@@ -89,6 +89,10 @@ class _Kept:
     cluster: int
 
 
+def _time_of_row(row: CastleRow) -> float:
+    return float(row.values["t"])
+
+
 class CastleAnonymizer(OperatorBase):
     """The CASTLE operator (pure: rows in, released rows and :class:`Suppressed` out).
 
@@ -111,11 +115,41 @@ class CastleAnonymizer(OperatorBase):
     """
 
     @classmethod
-    def _conformance_params(cls) -> Any:
-        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
-        from streamanon import conformance
+    def _conformance_params(cls) -> dict[str, Any]:
+        """This operator's case of the contract checks, as data (keys: see
+        :mod:`streamanon.conformance`): rows over a range, a hierarchy, a reduction and a
+        sensitive attribute, and rows it must refuse."""
+        import random
 
-        return conformance.castle_case()
+        from streamanon.errors import MissingFieldError, UnknownCategoryError
+
+        rules = RuleSet.from_dict({"id": "u", "time": "t", "attribute": [
+            {"name": "age", "generalizer": "range", "domain": [0, 100]},
+            {"name": "city", "generalizer": "hierarchy",
+             "paths": [["EU", "FR", "Paris"], ["EU", "FR", "Lyon"], ["EU", "DE"], ["US"]]},
+            {"name": "zip", "generalizer": "reduction"},
+            {"name": "dx", "sensitive": True}]})
+        rnd = random.Random(5)
+        rows = [CastleRow({"u": f"p{rnd.randrange(10)}", "t": i * 10.0,
+                           "age": rnd.randint(20, 60),
+                           "city": rnd.choice(["Paris", "Lyon", "DE", "US"]),
+                           "zip": rnd.choice(["75013", "75001", "6900"]),
+                           "dx": rnd.choice("abc")}, i + 2)
+                for i in range(160)]
+        bad = [(CastleRow({"u": "p1", "t": 0, "city": "US", "zip": "1", "dx": "a"}),
+                MissingFieldError, "age"),
+               (CastleRow({"u": "p1", "t": 0, "age": "old", "city": "US", "zip": "1",
+                           "dx": "a"}), BadValueError, "age"),
+               (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "Rome", "zip": "1",
+                           "dx": "a"}), UnknownCategoryError, "city"),
+               (CastleRow({"t": 0, "age": 3, "city": "US", "zip": "1", "dx": "a"}),
+                MissingFieldError, "u"),
+               (CastleRow({"u": "p1", "t": 0, "age": 3, "city": "US", "zip": "1"}),
+                MissingFieldError, "dx")]
+        return {"name": "castle", "positional": ("rules",),
+                "params": {"rules": rules, "k": 3, "l": 2, "delta": 25, "beta": 6,
+                           "max_delay": 200},
+                "records": rows, "bad": bad, "time_of": _time_of_row}
 
     @legacy_positional("k", "l", "delta", "beta", "mu", "zeta")
     def __init__(

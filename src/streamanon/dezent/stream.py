@@ -14,6 +14,8 @@ passes its end, or at :meth:`DezentRing.flush`; its readings then come out, publ
 ``Record(cycle time, sensor, value)`` and the others :class:`~streamanon.records.Suppressed`.
 Sensors belong to gateway ``crc32(sensor) mod gateways``; pass-1 coins come from each
 gateway's generator, seeded from ``seed`` (masks always come from the OS, and cancel out).
+The parameters read back (:meth:`~streamanon.base.OperatorBase.params`) from the ring's
+configuration; the gateways themselves are :attr:`DezentRing.nodes`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from streamanon.base import OperatorBase
 from streamanon.dezent.protocol import Gateway, ProtocolConfig, StructureSpec, run_cycle
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER
@@ -40,7 +43,7 @@ from streamanon.errors import (
 from streamanon.records import Record, Suppressed
 
 
-class DezentRing:
+class DezentRing(OperatorBase):
     """deZent's gateways in one process, as a stream operator (see the module docstring).
 
     >>> ring = DezentRing(z=2, delta_t=0, period=60, gateways=3, domain=["x", "y"])
@@ -54,11 +57,31 @@ class DezentRing:
     """
 
     @classmethod
-    def _conformance_params(cls) -> Any:
-        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
-        from streamanon import conformance
+    def _conformance_params(cls) -> dict[str, Any]:
+        """This operator's case of the contract checks, as data (keys: see
+        :mod:`streamanon.conformance`): 12 cycles of readings of 20 sensors (not every sensor
+        every cycle), readings it must refuse, and the extra check that exact counting
+        publishes what the centralized rule allows."""
+        import random
 
-        return conformance.dezent_case()
+        domain = ["low", "mid", "high", "peak"]
+        rnd = random.Random(11)
+        records: list[Record] = []
+        for cycle in range(12):
+            for s in rnd.sample(range(20), 14):
+                t = cycle * 900.0 + rnd.uniform(0, 899)
+                records.append(Record(t, f"sn{s}", rnd.choice(domain), None, len(records) + 2))
+        records.sort(key=lambda r: r.t)
+        records = [Record(r.t, r.u, r.a, None, i + 2) for i, r in enumerate(records)]
+        last = records[len(records) // 2 - 1]  # the bad ones are fed after it
+        bad = [(Record(last.t, last.u, "off-scale"), UnknownCategoryError, "a"),
+               (Record(last.t, last.u, "low"), DuplicateReadingError, "u"),
+               (Record(last.t - 2000, "sn99", "low"), TimeOrderError, "t")]
+        return {"name": "dezent-ring", "seeded": True,
+                "params": {"z": 3, "delta_t": 1800, "period": 900, "gateways": 4,
+                           "domain": domain, "p_pub": 0.5},
+                "records": records, "bad": bad, "time_of": _time_of,
+                "checks": ("ring_equals_centralized_rule",)}
 
     def __init__(
         self,
@@ -86,9 +109,12 @@ class DezentRing:
             ring = Ring(gateways, seed)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.gateways = [Gateway(g, self.config, ring, rng=np.random.default_rng([seed, g]))
-                         for g in range(gateways)]
-        self.domain = frozenset(domain)
+        #: the ring's gateways, by position
+        self.nodes = [Gateway(g, self.config, ring, rng=np.random.default_rng([seed, g]))
+                      for g in range(gateways)]
+        self._seed = seed
+        self._domain = tuple(domain)
+        self._values = frozenset(domain)
         self.max_sensors = max_sensors
         self.sensors: set[str] = set()
         self.cycle: int | None = None
@@ -97,6 +123,49 @@ class DezentRing:
         self.released = 0
         self.suppressed = 0
         self.published_per_cycle: dict[int, dict[str, int]] = {}
+
+    # -- the parameters, read back -------------------------------------------------------
+    @property
+    def z(self) -> int:
+        return self.config.z
+
+    @property
+    def delta_t(self) -> float:
+        return self.config.delta_t
+
+    @property
+    def period(self) -> float:
+        return self.config.period
+
+    @property
+    def gateways(self) -> int:
+        """How many gateways the ring has."""
+        return len(self.nodes)
+
+    @property
+    def domain(self) -> tuple[str, ...]:
+        """The possible values, in the order given."""
+        return self._domain
+
+    @property
+    def rule(self) -> str:
+        return self.config.rule
+
+    @property
+    def p_pub(self) -> float:
+        return self.config.p_pub
+
+    @property
+    def t0(self) -> float:
+        return self.config.t0
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def bits(self) -> int:
+        return self.config.structure.bits
 
     # -- the contract --------------------------------------------------------------------
     def _cycle_of(self, t: float) -> int:
@@ -109,7 +178,7 @@ class DezentRing:
             raise BadValueError("t", f"time must be a finite number, got {t!r}", record=record)
         if not isinstance(sensor, str) or not sensor.strip():
             raise MissingFieldError("u", "missing field u (the sensor)", record=record)
-        if value not in self.domain:
+        if value not in self._values:
             raise UnknownCategoryError("a", f"value {value!r} is not in the ring's domain",
                                        record=record)
         cycle = self._cycle_of(t)
@@ -146,13 +215,13 @@ class DezentRing:
         cycle, readings = self.cycle, self.open
         if cycle is None:
             raise ProtocolError("no open cycle to close")
-        n = len(self.gateways)
+        n = len(self.nodes)
         per_gateway: list[list[tuple[str, str]]] = [[] for _ in range(n)]
         for sensor, rec in readings.items():
             per_gateway[zlib.crc32(sensor.encode()) % n].append((sensor, rec.a))
-        for g, gw in enumerate(self.gateways):
+        for g, gw in enumerate(self.nodes):
             gw.measure(cycle, per_gateway[g])
-        result = run_cycle(self.gateways, cycle)
+        result = run_cycle(self.nodes, cycle)
         out: list[Record | Suppressed] = []
         counts: dict[str, int] = {}
         for pt in result.published:
@@ -166,3 +235,7 @@ class DezentRing:
         self.suppressed += len(readings)
         self.open = {}
         return out
+
+
+def _time_of(record: Record) -> float:
+    return record.t

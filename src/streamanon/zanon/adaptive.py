@@ -31,17 +31,19 @@ import math
 from collections import Counter, defaultdict, deque
 from typing import Any
 
-from streamanon.base import legacy_positional
+from streamanon.base import OperatorBase, legacy_positional
 from streamanon.errors import ConfigError
 from streamanon.records import Record, Suppressed
 from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 
 
-class AdaptiveZAnonymizer:
+class AdaptiveZAnonymizer(OperatorBase):
     """z-anonymity whose z follows a target probability ``pk`` of k-anonymous output.
 
     Same contract and value semantics as :class:`~streamanon.zanon.ZAnonymizer` (its
-    ``core``); the summary adds the current ``z`` and the number of updates.
+    ``core``); the summary adds the current ``z`` and the number of updates. Its parameters
+    read back (:meth:`~streamanon.base.OperatorBase.params`) as built: ``z0`` stays the
+    starting z while :attr:`z` follows the re-tuning.
 
     >>> op = AdaptiveZAnonymizer(delta_t=60, k=2, pk=0.8, z0=2)
     >>> [type(x).__name__ for t, u in [(0, "a"), (1, "b")] for x in op.process(Record(t, u, "x"))]
@@ -51,11 +53,11 @@ class AdaptiveZAnonymizer:
     """
 
     @classmethod
-    def _conformance_params(cls) -> Any:
-        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
-        from streamanon import conformance
-
-        return conformance.adaptive_case()
+    def _conformance_params(cls) -> dict[str, Any]:
+        """This operator's case of the contract checks, as data (keys: see
+        :mod:`streamanon.conformance`): the stream and bad records of the fixed-z operator."""
+        return {**ZAnonymizer._conformance_params(), "name": "z-adaptive",
+                "params": {"delta_t": 300, "k": 2, "pk": 0.6, "rate": 200, "z0": 3}}
 
     @legacy_positional("delta_t", "k", "pk")
     def __init__(
@@ -82,6 +84,7 @@ class AdaptiveZAnonymizer:
         self.k = k
         self.pk = pk
         self.rate = rate
+        self.z0 = int(z0)
         self.z_max = z_max
         self.t_start: float | None = None
         self.last_update = 0.0
@@ -90,7 +93,16 @@ class AdaptiveZAnonymizer:
 
     @property
     def z(self) -> int:
+        """The current z (``z0`` until the first re-tuning)."""
         return self.core.z
+
+    @property
+    def delta_t(self) -> float:
+        return self.core.delta_t
+
+    @property
+    def separator(self) -> str:
+        return self.core.separator
 
     def share_k_anonymous(self, z: int) -> float:
         """Share of users in groups of >= k users with identical kept-value sets (2 if none)."""

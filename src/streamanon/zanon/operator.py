@@ -125,6 +125,28 @@ def _evict(od: OrderedDict[str, float], t: float, delta_t: float) -> None:
             break
 
 
+def z_stream(n: int = 300, seed: int = 3) -> list[Record]:
+    """A test stream: hierarchical values (with spaces, empty levels, unicode), ties in time,
+    repeats; each record's ``line`` is its position + 2 (a file under a header).
+
+    >>> [(r.t, r.u, r.a) for r in z_stream(2)]
+    [(1000.0, 'u9', ' US*NY '), (1000.0, 'u5', ' US*NY ')]
+    """
+    import random
+
+    rnd = random.Random(seed)
+    values = ["EU*FR*Paris", "EU*FR*Lyon", "EU*DE*Berlin", "EU**Nice", " US*NY ", "Asia*東京"]
+    t, out = 1_000.0, []
+    for i in range(n):
+        t += rnd.choice([0.0, 0.0, 1.0, 5.0, 30.0])
+        out.append(Record(t, f"u{rnd.randrange(15)}", rnd.choice(values), repr(t), i + 2))
+    return out
+
+
+def _time_of(record: Record) -> float:
+    return record.t
+
+
 class ZAnonymizer(OperatorBase):
     """The z-anonymity operator (fixed ``z``); see the module docstring for the rule.
 
@@ -142,11 +164,16 @@ class ZAnonymizer(OperatorBase):
     """
 
     @classmethod
-    def _conformance_params(cls) -> Any:
-        """This operator's case of the contract checks (:mod:`streamanon.conformance`)."""
-        from streamanon import conformance
-
-        return conformance.z_case()
+    def _conformance_params(cls) -> dict[str, Any]:
+        """This operator's case of the contract checks, as data (the keys are described in
+        :mod:`streamanon.conformance`): :func:`z_stream` and records it must refuse."""
+        bad = [(Record(0.0, "late", "x"), TimeOrderError, "t"),
+               (Record(float("nan"), "clockless", "x"), BadValueError, "t"),
+               (Record(1e12, "  ", "x"), MissingFieldError, "u"),
+               (Record(1e12, "u1", ""), MissingFieldError, "a"),
+               (Record(1e12, "u1", 42), BadValueError, "a")]  # type: ignore[arg-type]
+        return {"name": "z", "params": {"z": 3, "delta_t": 300}, "records": z_stream(),
+                "bad": bad, "time_of": _time_of}
 
     @legacy_positional("z", "delta_t", "separator")
     def __init__(self, *, z: int, delta_t: float, separator: str = SEPARATOR) -> None:
