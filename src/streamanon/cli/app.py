@@ -266,7 +266,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "flink": ("streamanon.cli.flink", "Run the operators as Apache Flink jobs (PyFlink: the "
               "flink extra, `pip install 'streamanon\\[flink]'`, and Java 17): on a local "
               "mini-cluster by default, or submitted to a cluster with `flink run -pym "
-              "streamanon.flink ...` (see README). Output files are the same as the "
+              "streamanon.flink ...` (see the Flink guide). Output files are the same as the "
               "pure-Python commands', so `diff` compares the two paths."),
     "pki": ("streamanon.cli.pki", "Certificates for the deZent daemons and sensor nodes (a "
             "private CA whose key is kept apart from the deployment folder)."),
