@@ -1,22 +1,6 @@
 """The fast lanes for clean CSV chunks: Apache Arrow's C++ parser and writer.
 
-A chunk takes a lane only when it is provably clean; anything else returns ``None`` and the chunk
-goes through the Python reader, which owns every rule and every error message; so the lanes
-accelerate the rules without restating them.
-
-* ``t,u,a`` streams (:func:`parse_clean_chunk`): exactly three comma-separated fields per line,
-  no quotes, no carriage returns, no user or value that is empty, oversized or has surrounding
-  whitespace, every time a finite float that never goes backwards. Users and values come out
-  dictionary-encoded, straight from the parser; published rows are written back by Arrow's CSV
-  writer (:func:`published_csv`), as bytes.
-* general rows (:func:`parse_clean_rows`, for CASTLE's :class:`~streamanon.io.rows.RowReader`):
-  no quotes, no carriage returns, no blank lines, no line longer than the value limit, the
-  header's number of fields on every line; the named numeric columns parse as finite floats.
-  The reader decides the rest (blank fields, required columns) on the distinct values.
-
-Compute kernels are called through :func:`pyarrow._compute.call_function` rather than through
-:mod:`pyarrow.compute`: importing the latter generates a Python wrapper for each of its hundreds
-of functions (0.1 s of every command's start), and its ``cast`` loads pandas (0.2 s more).
+Design: docs/design/pipeline.md
 """
 
 from __future__ import annotations
