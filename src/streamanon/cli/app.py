@@ -139,7 +139,8 @@ class HelpGroup(TyperGroup):
 
 class HelpCommand(TyperCommand):
     """A typer command whose parameters, ``--help`` included, are coerced without pydantic
-    when their values are plain: 50 ms of every run (:mod:`streamanon.cli.coercion`)."""
+    when their values are plain, which spares every run loading pydantic
+    (:mod:`streamanon.cli.coercion`)."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)

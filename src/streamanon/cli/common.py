@@ -130,10 +130,10 @@ def reuse_freed_memory() -> None:
 
     A run over a file allocates the same large arrays chunk after chunk. By default glibc
     maps every block over 128 KiB afresh and unmaps it when freed, and Arrow's jemalloc
-    returns pages on its own schedule, so each chunk faults its pages in again: on 2,000,000
-    tuples 120,000 page faults and 0.2 s of system time, about half of it saved here (blocks
-    up to 32 MiB come from the heap, which is trimmed only above 1 GiB free; Arrow allocates
-    with the same malloc). For one-shot file runs only: a live Kafka pipeline keeps the
+    returns pages on its own schedule, so each chunk faults its pages in again (about half of
+    those faults are saved here; docs/design/cli.md). Blocks up to 32 MiB come from the heap,
+    which is trimmed only above 1 GiB free; Arrow allocates with the same malloc. For one-shot
+    file runs only: a live Kafka pipeline keeps the
     defaults, so it gives memory back between bursts.
     """
     if sys.platform.startswith("linux"):

@@ -118,9 +118,9 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
         # the compiled best selection, loaded now rather than at the first tuple (numba's
-        # import and cache load: 0.39-0.46 s measured in the job, on the first batch's path
-        # either way: the embedded interpreter's work is serial under the GIL, and loading
-        # it in a thread measured no gain)
+        # import and cache load are on the first batch's path either way: the embedded
+        # interpreter's work is serial under the GIL, so loading it in a thread gains nothing;
+        # docs/design/flink.md)
         from streamanon.castle import cluster
 
         warm = getattr(cluster, "_load_kernel", None)

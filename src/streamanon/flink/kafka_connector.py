@@ -138,7 +138,7 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False) -> Any:
     parts = jvm.java.util.HashSet()
     for p in source.partitions:
         parts.add(tp(source.topic, p))
-    builder.setPartitions(parts)  # assigned partitions: no group join (slow on Tansu)
+    builder.setPartitions(parts)  # assigned partitions: no group join (slow on some brokers)
     init = kafka.enumerator.initializer.OffsetsInitializer
     reset = jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST
     if source.start == "committed" or restoring:
@@ -599,9 +599,8 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     else:
         builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
     builder.setProperty("enable.idempotence", "true")
-    # few large record batches, as the pure path's producer writes them: seen here, Tansu's
-    # fetch from a topic of ~160,000 tiny batches (the Java client's default linger 0 ms)
-    # answered nothing within a consumer's 10 ms fetch wait, so readers stalled
+    # few large record batches, as the pure path's producer writes them: a topic of many
+    # tiny batches can stall its readers (a broker behaviour: docs/design/kafka.md)
     builder.setProperty("linger.ms", "5")
     builder.setProperty("batch.size", str(1 << 20))
     for key, value in out.config.items():

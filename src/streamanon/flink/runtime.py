@@ -22,9 +22,8 @@ from streamanon.io.readers import check_text_head
 
 #: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
 #: as the batch engine's work per batch grows with the distinct values in it (their
-#: hierarchy levels are split once per batch): on a 1M-tuple Zipf trace 262,144-line splits
-#: cost 40 % less CPU than 65,536-line ones; CASTLE spends tens of microseconds per tuple,
-#: and a smaller batch keeps the time a checkpoint barrier waits behind one batch short
+#: hierarchy levels are split once per batch; docs/design/flink.md); CASTLE's work per tuple
+#: is larger, and a smaller batch keeps the time a checkpoint barrier waits behind one batch short
 Z_BATCH_SIZE = 1 << 18
 CASTLE_BATCH_SIZE = 1 << 12
 #: ... or this many milliseconds after its first line, whichever comes first (``--batch-ms``)

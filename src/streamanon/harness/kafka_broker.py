@@ -198,8 +198,9 @@ class Broker:
         self.proc = None
 
     def restart(self, down_for: float = 0.0, kill: bool = False) -> None:
-        """Stop (SIGKILL with ``kill``: a clean stop takes Tansu ~5 s, serving its clients
-        meanwhile), stay down ``down_for`` seconds, start again on the next loopback address."""
+        """Stop (SIGKILL with ``kill``: a clean stop of the broker is slow, serving its
+        clients meanwhile), stay down ``down_for`` seconds, start again on the next loopback
+        address."""
         self.stop(kill=kill)
         time.sleep(down_for)
         self.host_index = (self.host_index + 1) % len(LOOPBACK_HOSTS)

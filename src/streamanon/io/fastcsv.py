@@ -73,9 +73,8 @@ def _numpy(arr: pa.Array) -> np.ndarray:
 def _pylist(arr: pa.Array) -> list[str]:
     """The values of a string array without nulls as Python strings.
 
-    ``to_pylist`` makes an Arrow scalar per value (0.5 µs each); here the data buffer is
-    decoded once and sliced at character offsets (counted in numpy: the bytes that start a
-    UTF-8 character), some ten times faster.
+    ``to_pylist`` makes an Arrow scalar per value; here the data buffer is decoded once and
+    sliced at character offsets (counted in numpy: the bytes that start a UTF-8 character).
 
     >>> _pylist(_strings(["a", "été", "", "xyz"]).cast(pa.string()))
     ['a', 'été', '', 'xyz']
@@ -124,7 +123,7 @@ def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns |
     if not data or data.endswith(b"\n") or b'"' in data or b"\r" in data or has_long_line(data):
         return None
     table = _read(data, _NAMES, _CONVERT)
-    # one row per line (not counted: a count is 13 ms per 16 MiB): the parser breaks rows only
+    # one row per line (not counted: counting costs time per chunk): the parser breaks rows only
     # at newlines here, and a blank line is a row of empty fields, refused below with them; a
     # newline at the very end (a blank last line) would be taken as the last row's end, so
     # such data was refused above

@@ -71,7 +71,7 @@ def lean_gc(young: int = 100_000) -> Iterator[None]:
 
     A Kafka run makes a few objects per message (its value, its header); the cyclic
     collector would run every 700 allocations and, every tenth time, scan everything alive,
-    which cost more than the work itself (measured: 1 s of 5 s for 300,000 messages). Here
+    which cost more than the work itself (docs/design/pipeline.md). Here
     the objects that exist at the start are frozen (never scanned) and the young generation
     is collected every ``young`` allocations; both are undone at the end.
     """

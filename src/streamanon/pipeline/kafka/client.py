@@ -47,8 +47,9 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
     ends: dict[int, int] = {}
     c.assign([tp(topic, p, o) for p, o in start.items()])
     deadline = time.monotonic() + timeout
-    # Tansu on S3 storage, after a restart, answers nothing to a fetch that starts inside an
-    # old record batch: when the short cut stays silent, read such partitions from the start
+    # a broker may answer nothing to a fetch that starts inside an old record batch (seen
+    # after a restart: docs/design/kafka.md): when the short cut stays silent, read such
+    # partitions from the start
     fallback = time.monotonic() + 3.0
     while len(ends) < len(start):
         if fallback and time.monotonic() > fallback:
@@ -408,7 +409,7 @@ class KafkaSink:
     def flush(self) -> None:
         """Return once the broker holds every message written so far (waits out outages)."""
         if not len(self._producer):  # nothing queued or in flight (a new producer's flush
-            return                   # would wait ~0.5 s for its id)
+            return                   # would wait for its id)
         while True:
             left = self._producer.flush(1.0)
             if self.watch.fatal:

@@ -533,7 +533,7 @@ class ExactlyOnceRun:
                 if isinstance(sink, ResumableSink):
                     sink.start()
             # a crash before the first checkpoint resumes here; the first outputs wait for it
-            # (the producer's id takes ~0.5 s, which the first batch's work then hides)
+            # (the producer's id takes a while, which the first batch's work then hides)
             self._snapshot(finished=False, wait=False)
             return []
         self.resumed_from = snap.seq
