@@ -83,6 +83,21 @@ class CastleAnonymizer(OperatorBase):
     ['[30,34]', '[30,34]']
     >>> {key: op.summary()[key] for key in ("read", "released", "suppressed", "held")}
     {'read': 2, 'released': 2, 'suppressed': 0, 'held': 0}
+
+    Args:
+        rules: the :class:`~streamanon.castle.rules.RuleSet`, or ``None`` to hold tuples until
+            :meth:`set_rules`.
+        k: distinct individuals every released cluster holds (k_s-anonymity).
+        l: distinct values of each sensitive attribute in a released cluster; ``l <= 1`` turns
+            l-diversity off.
+        delta: the most tuples a tuple may wait behind before it must leave.
+        beta: the most non-k_s-anonymized clusters kept open.
+        mu: how many recently released clusters' losses set the threshold tau.
+        zeta: the most k_s-anonymized clusters kept for reuse.
+        suppression: what happens to a tuple that cannot leave in a k_s-anonymous cluster
+            (:class:`Suppression`).
+        max_delay: seconds a tuple may wait, besides ``delta`` positions (``None``: no bound).
+        loss_field: an output column that receives each tuple's cluster loss (``None``: none).
     """
 
     @classmethod

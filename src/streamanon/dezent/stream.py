@@ -39,6 +39,19 @@ class DezentRing(OperatorBase):
     ['Record', 'Suppressed']
     >>> ring.summary()["held"], [type(o).__name__ for o in ring.flush()]
     (1, ['Suppressed'])
+
+    Args:
+        z: distinct sensors that must have reported a value within Δt before it is released.
+        delta_t: the window Δt, seconds of data time.
+        period: seconds of data time per cycle.
+        gateways: gateways in the ring.
+        domain: every possible value, each once (the exact counter's buckets).
+        rule: the publication rule (``paper`` or ``window``, :mod:`streamanon.dezent.rules`).
+        p_pub: the probability that a gateway publishes in a pass.
+        t0: the data time at which cycle 0 begins.
+        seed: seed of the ring order and of each gateway's random choices.
+        bits: width of each counter.
+        max_sensors: the most distinct sensors the counters must hold.
     """
 
     @classmethod

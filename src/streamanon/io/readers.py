@@ -659,6 +659,18 @@ def iter_batches(
     :class:`InputError` is raised; under ``"skip"`` each bad line goes to ``rejects``.
     ``monotone=False`` accepts times in any order (for reading outputs that are not streams);
     ``progress`` is called with the number of bytes consumed by each read.
+
+    Args:
+        source: a path, ``-`` (stdin) or an open text or binary stream.
+        fmt: ``csv`` or ``jsonl`` (``None``: from the file name, else CSV).
+        on_error: ``fail`` raises at the first bad line; ``skip`` sends each to ``rejects``.
+        rejects: called with each rejected line under ``skip``.
+        time_tolerance: seconds a time may go back; within it a record is re-stamped, beyond it
+            rejected.
+        max_value_len: the longest value accepted, in characters.
+        source_name: the name of the source in messages.
+        monotone: ``False`` accepts times in any order (outputs that are not streams).
+        progress: called with the number of bytes consumed by each read.
     """
     path = source if isinstance(source, str | Path) else None
     kind = detect_format(path, fmt)

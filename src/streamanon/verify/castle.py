@@ -369,6 +369,19 @@ def check_castle(
     ``spec`` is a :class:`CastleSpec` (:func:`load_rules`), or, as before rules could be
     read here, the id column name with ``qi`` and ``sa`` (:func:`columns_spec`). ``inputs``
     and ``suppressed`` are mappings or ``(line, mapping)`` pairs.
+
+    Args:
+        rows: the released rows (mappings).
+        spec: a :class:`CastleSpec`, or the id column's name (with ``qi`` and ``sa``).
+        qi: the quasi-identifier columns when ``spec`` is a column name.
+        sa: the sensitive columns when ``spec`` is a column name.
+        k: distinct individuals every released cluster must hold.
+        l: distinct sensitive values every released cluster must hold (``0``: not checked).
+        inputs: the input rows (mappings or ``(line, mapping)`` pairs), to check coverage and
+            accounting.
+        suppressed: the suppressed rows, for the accounting.
+        rejected_lines: input lines the run rejected (left out of the accounting).
+        allow_empty: accept an output with no released row.
     """
     if isinstance(spec, str):
         spec = columns_spec(spec, qi, sa)
@@ -685,6 +698,18 @@ def check_castle_files(
 
     ``rejects`` is the JSON Lines rejects file of the run (its ``line`` fields are excluded
     from the accounting).
+
+    Args:
+        output: the released rows' file.
+        spec: the :class:`CastleSpec` (:func:`load_rules`).
+        k: distinct individuals every released cluster must hold.
+        l: distinct sensitive values every released cluster must hold (``0``: not checked).
+        source: the input file, to check coverage and accounting.
+        suppressed: the suppressed rows' file.
+        rejects: the run's JSON Lines rejects file.
+        allow_empty: accept an output with no released row.
+        out_format: the output's format (``None``: from the name).
+        in_format: the input's format (``None``: from the name).
     """
     released, _ = read_released(output, out_format)
     inputs, bad = (read_released(source, in_format, strict=False) if source is not None

@@ -193,6 +193,14 @@ def read_tuples(
     ``in_stream_order=False`` reads an output (times in any order, nothing re-stamped);
     ``strict`` raises :class:`~streamanon.errors.InputError` at the first bad line instead of
     skipping and counting it.
+
+    Args:
+        source: a path, ``-`` or an open text stream.
+        fmt: ``csv`` or ``jsonl`` (``None``: from the name).
+        time_tolerance: seconds a time may go back before the line is refused.
+        in_stream_order: ``False`` reads an output (times in any order, nothing re-stamped).
+        strict: raise at the first bad line instead of skipping and counting it.
+        name: the source's name in messages.
     """
     name = source_name(source, name)
     kind = _format_of(source, fmt)
@@ -433,6 +441,14 @@ def check_z(
 
     Both are records with ``t``, ``u``, ``a`` (and optionally ``line``); the inputs in stream
     order, as the operator saw them. Values are compared without surrounding whitespace.
+
+    Args:
+        inputs: the input records, in stream order.
+        outputs: the released records.
+        z: distinct users that must have exposed a value within Δt.
+        delta_t: the window Δt in seconds.
+        exact: the output must be exactly what the rule releases (``False``: privacy only).
+        separator: the separator of hierarchical values.
     """
     src, out = _table_of(inputs), _table_of(outputs)
     for table in (src, out):
@@ -460,6 +476,17 @@ def check_z_files(
     CSV output whose text is, byte for byte, the rule's output written plainly (header
     ``t,u,a``, times as the input wrote them, three unquoted fields per line) is accepted
     without being parsed; any other output is parsed and compared by value.
+
+    Args:
+        source: the input file.
+        output: the released tuples' file.
+        z: distinct users that must have exposed a value within Δt.
+        delta_t: the window Δt in seconds.
+        exact: the output must be exactly what the rule releases (``False``: privacy only).
+        separator: the separator of hierarchical values.
+        time_tolerance: as the run's ``--time-tolerance``.
+        in_format: the input's format (``None``: from the name).
+        out_format: the output's format (``None``: from the name).
     """
     src = read_tuples(source, in_format, time_tolerance=time_tolerance)
     as_written: str | None = None

@@ -32,6 +32,15 @@ class AdaptiveZAnonymizer(OperatorBase):
     ['Suppressed', 'Record']
     >>> op.summary()["z"], op.summary()["released"]
     (2, 1)
+
+    Args:
+        delta_t: the window Δt in seconds.
+        k: the k of the target: output that is k-anonymous with probability ``pk``.
+        pk: the target probability of k-anonymous output.
+        rate: seconds of data time between two re-tunings of z.
+        z0: the starting z.
+        z_max: the largest z the re-tuning may choose.
+        separator: the separator of hierarchical values (``EU*FR*Paris``).
     """
 
     @classmethod

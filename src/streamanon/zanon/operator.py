@@ -332,6 +332,13 @@ class ZAnonymizer(OperatorBase):
         Returns the indices of published tuples, their published values as codes, and the
         names those codes index (``a_names`` when nothing was generalized). A bad row refuses
         the whole batch (:class:`~streamanon.errors.BadRecordError`), changing nothing.
+
+        Args:
+            t: the times.
+            u_codes: the users, as codes into ``u_names``.
+            u_names: the user names the codes index.
+            a_codes: the values, as codes into ``a_names``.
+            a_names: the values the codes index.
         """
         t = np.asarray(t, dtype=np.float64)
         n = len(t)
