@@ -133,8 +133,8 @@ def reuse_freed_memory() -> None:
     returns pages on its own schedule, so each chunk faults its pages in again (about half of
     those faults are saved here; docs/design/cli.md). Blocks up to 32 MiB come from the heap,
     which is trimmed only above 1 GiB free; Arrow allocates with the same malloc. For one-shot
-    file runs only: a live Kafka pipeline keeps the
-    defaults, so it gives memory back between bursts.
+    file runs only: a live Kafka pipeline keeps the defaults, so it gives memory back
+    between bursts.
     """
     if sys.platform.startswith("linux"):
         import ctypes
