@@ -6,7 +6,7 @@
 unpacked from this repository's history with ``git archive`` into a temporary folder and run
 with ``PYTHONPATH`` pointing there; "after" is the working tree. Both run on the same input in
 the same run, each figure the best of ``--repeat`` interleaved runs, on one core
-(``taskset -c 0`` when available, as issue 14 measured):
+(``taskset -c 0`` when available, as the README's figures were measured):
 
 * whole command: ``python -m streamanon castle ... in.csv -o out.csv`` as a whole process
   (interpreter start, imports, numba's load, reading, anonymizing, writing), wall clock and
@@ -20,7 +20,7 @@ for byte (l=0 and l=2), and ``castle_cases.py`` (seeded random streams and rule 
 hierarchies, reduction, a plug-in, max_delay, every suppression mode, rule changes, PRL/NCP)
 run on both; its file cases (the streams as CSV files with broken lines, through the row
 reader and writer) run on this tree and on commit 5461bb8, the last that read CSV line by line
-(dc80046 still rebuilt the text of refused lines). Targets (issue 14): >= 30,000 tuples/s whole
+(dc80046 still rebuilt the text of refused lines). Targets: >= 30,000 tuples/s whole
 command; CASTLEGUARD measured ~20 tuples/s. Memory held by the operator is printed last
 (tracemalloc; should stay flat).
 """

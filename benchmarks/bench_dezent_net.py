@@ -5,15 +5,15 @@ each: every gateway, the CE and the sensor replay are separate processes talking
 Per cycle: from the coordinator starting the collection round to (a) the structure coming back
 after the last publication pass ("round") and (b) the CE's commit of the cycle's last tuple
 ("to CE commit"). Median and worst over the measured cycles (the first two warm up).
-Target (issue 4): a 15-minute cycle should be a sub-second affair.
+Target: a 15-minute cycle should be a sub-second affair.
 
-Then (issue 11), side by side on the same district: the round with TLS sensor nodes (one
+Then, side by side on the same district: the round with TLS sensor nodes (one
 connection and certificate per sensor node, the default) against plaintext sensor nodes
 (``insecure_plaintext_sensors``), 25 gateways with 20 sensor nodes each: target, TLS adds at
 most 10 % to the median round. And the CE's commit throughput, PostgreSQL (a temporary server
 of this machine's binaries) against SQLite: batches of 1,000 tuples, each committed durably.
 
-Then (issue 15), side by side on the same district, 25 gateways x 20 sensor nodes: direct
+Then, side by side on the same district, 25 gateways x 20 sensor nodes: direct
 sending against the mix (``publication = "mix"``: sealed tuples, a shuffle per gateway, one
 batch per cycle to the CE), cycle time from the coordinator's start to the CE's commit of the
 cycle's last tuple, in back-to-back pairs of runs; and, load-proof, within each run the cycle

@@ -1,11 +1,12 @@
 """Benchmark: one simulated year (35,040 cycles) of 100 gateways, max 20 sensor nodes each,
 three scenarios (centralized, fully decentralized, deZent with the default CBF), one core.
 
-Target (issue 3): under 60 s, and still so with the options of issue 15 off (the defaults).
+Target: under 60 s, and still so with the privacy options (random order, mix, counters from
+the bound) off (the defaults).
 The authors' simulation needed 134 s for one simulated *day* of 25 gateways (24,096
 measurements with seed 1 here), i.e. about 180 measurements/s.
 
-Then (issue 15), each side by side on the same districts:
+Then, each side by side on the same districts:
 
 * **position bias**: 25 gateways, z = 25, the paper's publication order vs random pass starts,
   p_pub in {1, 0.5, 0.1}, seeds 1..10 (a day each): max/min publication ratio over ring

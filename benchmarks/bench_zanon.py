@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_zanon.py --levels 3 # 3-level hierarchies
 
 Generates a seeded trace (2,000 users, Zipf-like values) and runs, each in its own process on
-one core (``taskset -c 0`` when available, as issue 14 measured):
+one core (``taskset -c 0`` when available, as the README's figures were measured):
 
 * each engine in process (file read + anonymize + file write, after a 1,000-tuple warm-up of
   each), checking that both published the identical tuples: throughputs, their ratio, each

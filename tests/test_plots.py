@@ -1,4 +1,4 @@
-"""Plots that do not mislead (finding 12): real k on the axis, plain tick labels, the reported
+"""Plots that do not mislead: real k on the axis, plain tick labels, the reported
 attributes highlighted, identical series named, a caption on non-monotone curves."""
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The one contract every streaming operator honours (z, adaptive z, CASTLE, the deZent ring).
 
-An operator is a pure, I/O-free object:
-
-* ``process(record) -> list``: what this arrival releases, in order: released records and
-  :class:`~streamanon.records.Suppressed` ones (possibly none, possibly earlier records that
-  waited). A record the operator cannot take raises
-  :class:`~streamanon.errors.BadRecordError` and leaves the operator unchanged.
-* ``advance(now) -> list``: the time is ``now`` although no record arrived; returns what
-  must leave because of it (an operator that holds nothing returns ``[]``).
-* ``flush() -> list``: end of stream; everything still held leaves (released or suppressed).
-* ``summary() -> dict`` with at least :data:`SUMMARY_KEYS`: ``read`` (records taken),
-  ``released``, ``suppressed`` and ``held`` (taken but not yet out), so that
-  ``read == released + suppressed + held`` at every moment and ``held == 0`` after ``flush``.
-* Parameters are keyword-only (``ZAnonymizer(z=5, delta_t=600)``), except what the operator
-  works *on* (CASTLE's rule set); the state pickles (Flink checkpoints, restarts).
-
-:class:`OperatorBase` gives an operator :meth:`~OperatorBase.params` (its parameters, read
-back). :mod:`streamanon.conformance` checks all of this for every operator of the public API:
-each operator class carries its own case (``_conformance_params()``).
-
 >>> from streamanon.zanon import ZAnonymizer
 >>> isinstance(ZAnonymizer(z=2, delta_t=60), StreamOperator)
 True
+
+Design: docs/design/core.md
 """
 
 from __future__ import annotations

@@ -1,52 +1,5 @@
 """The operator contract, checked for every operator (in the spirit of river's ``yield_checks``).
 
-:func:`public_operators` finds every operator of the public API; each operator class carries
-its own case as plain data, from a classmethod ``_conformance_params()`` in its own module
-(which imports nothing of this one). :func:`case_of` turns that data into a :class:`Case`,
-:func:`yield_checks` generates the checks of the contract of :mod:`streamanon.base` for a case,
-and ``tests/test_conformance.py`` runs every check on every public operator (and fails on one
-without ``_conformance_params``).
-
-``_conformance_params()`` returns a ``dict`` with the keys:
-
-* ``"name"`` (str): the case's name (the key in :data:`CASES`);
-* ``"params"`` (dict): the parameters, by name: the operator is built as ``cls(**params)``;
-* ``"seeded"`` (bool, default ``False``): the operator takes a ``seed`` and is built as
-  ``cls(**params, seed=seed)`` (the checks use :attr:`Case.seed`);
-* ``"records"`` (list): a stream to feed it, in order;
-* ``"bad"`` (list of ``(record, error kind, field)``): records it must refuse, fed halfway
-  through the stream; the kind is a :class:`~streamanon.errors.BadRecordError` subclass and
-  the field the name the error must carry (or ``None``);
-* ``"time_of"`` (callable): an input record -> its time in seconds (for ``advance``);
-* ``"line_of"`` (callable, optional): an emitted item -> the input line it stands for
-  (default: the ``line`` of the record, or of the suppressed record);
-* ``"positional"`` (tuple of str, default ``()``): parameters that are not keyword-only
-  (what the operator works *on*, e.g. CASTLE's ``rules``); each is read back from the
-  attribute of the same name by the ``params`` check;
-* ``"checks"`` (tuple of str, default ``()``): names of this module's extra checks the
-  operator also has to pass: ``"ring_equals_centralized_rule"`` is
-  :func:`check_ring_equals_centralized_rule`.
-
-The checks:
-
-* ``protocol``: ``process``/``advance``/``flush`` return lists, ``summary`` has the keys;
-* ``keyword_only``: parameters are keyword-only (except what the operator works on);
-* ``accounting``: at every step ``read == released + suppressed + held``; after ``flush``
-  nothing is held and every input record came out exactly once;
-* ``determinism``: two operators built with one seed emit identical outputs;
-* ``pickling``: pickling mid-stream (several cut points) and resuming changes nothing;
-* ``bad_records``: each bad record raises its :class:`~streamanon.errors.BadRecordError` kind
-  naming the field and carrying the record, and leaves the operator unchanged;
-* ``advance``: telling the time loses nothing and keeps the accounting;
-* ``docstring_example``: the class docstring has an example, and it runs;
-* for every case built by :func:`case_of`, ``params``: the parameters read back
-  (:meth:`~streamanon.base.OperatorBase.params`) do not change while the operator runs, and
-  ``type(op)(**op.params())`` (plus the positional parameters) gives the same output;
-* plus the checks the case names (for the deZent ring: exact counting equals the centralized
-  rule).
-
-A failed check raises :class:`ConformanceError` (a real exception: ``python -O`` keeps it).
-
 >>> case = CASES["z"]()
 >>> for check in yield_checks(case):
 ...     check(case)
@@ -54,6 +7,8 @@ A failed check raises :class:`ConformanceError` (a real exception: ``python -O``
 ['castle', 'dezent-ring', 'z', 'z-adaptive']
 >>> [check.__name__ for check in CASES["dezent-ring"]().extra]
 ['check_params', 'check_ring_equals_centralized_rule']
+
+Design: docs/design/core.md
 """
 
 from __future__ import annotations

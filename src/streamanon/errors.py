@@ -1,26 +1,5 @@
 """Every error streamanon raises on purpose, under one roof.
 
-Callers decide by type, never by message:
-
-* :class:`BadRecordError` (and its kinds): *this record* cannot be anonymized. Adapters turn
-  it, and only it, into a rejected input row (naming the line or offset) and go on; the
-  operator is unchanged by the refused record.
-* :class:`ConfigError`: parameters or rules that cannot run; nothing was processed.
-* :class:`ProtocolError`: a call or a message that breaks an operator's or the deZent ring's
-  protocol (a cycle without readings, a collection round back at a coordinator that never
-  started it, ...). It replaces ``assert`` in the cores, which ``python -O`` would remove.
-* :class:`InputError`, :class:`EncodingError`, :class:`FrameError`: unreadable input files,
-  counting structures and network frames (re-exported from their historical modules);
-  :class:`UnreadableInputError` an input that cannot be read at all, :class:`BadInputError`
-  and :class:`UnreadableMessagesError` the same named by a record's position (line, or
-  partition and offset).
-* :class:`JobError` (and its kinds): a Flink job that could not run or broke a promise of its
-  own while running (a lost split, part files that are not one outcome per input line).
-
-Anything else escaping an operator is a bug and deserves its traceback. Every class here
-also derives from :class:`ValueError`, so code written before these types existed keeps
-catching them.
-
 >>> err = MissingFieldError("age", record={"u": "a"})
 >>> isinstance(err, BadRecordError), err.kind, err.field, str(err)
 (True, 'missing_field', 'age', 'missing field age')
@@ -29,6 +8,8 @@ catching them.
 ... except BadRecordError as exc:
 ...     print(exc.kind, exc)
 unknown_category unknown category 'Rome'
+
+Design: docs/design/core.md
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The promises every command keeps: outputs, exit codes, stdout for data, warnings, defaults.
 
-Each test names the finding of issue 10 it would have caught.
+Each section names the promise its tests protect.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def castle_files(tmp_path: Path, n: int = 400) -> tuple[Path, Path]:
     return data, rules
 
 
-# -- finding 1: output over input ---------------------------------------------------------
+# -- an output never overwrites its input -------------------------------------------------
 def test_output_over_its_input_is_refused_and_the_input_kept(tmp_path) -> None:
     src = trace(tmp_path)
     before = src.read_bytes()
@@ -55,7 +55,7 @@ def test_output_over_its_input_is_refused_and_the_input_kept(tmp_path) -> None:
     assert src.read_bytes() == before and data.read_bytes() == kept
 
 
-# -- finding 3: failed runs leave output that looks valid ---------------------------------
+# -- a failed run leaves no output that looks valid ---------------------------------------
 def test_a_bad_line_late_in_the_file_leaves_the_previous_output(tmp_path) -> None:
     src = trace(tmp_path, 30_000)
     with src.open("a") as fh:
@@ -103,7 +103,7 @@ def test_ctrl_c_and_sigterm_say_what_was_not_written(tmp_path, signum, code, wor
     assert not [p for p in tmp_path.iterdir() if ".partial" in p.name]
 
 
-# -- finding 5: --json with -o - ------------------------------------------------------------
+# -- --json and rows never share stdout -----------------------------------------------------
 def test_stdout_carries_only_rows_with_dash_o(tmp_path) -> None:
     data = "t,u,a\n1,a,x\n2,b,x\n3,c,y\n"
     summary = tmp_path / "summary.json"
@@ -139,7 +139,7 @@ def test_an_internal_error_is_exit_70_not_1(tmp_path, monkeypatch, capsys) -> No
     assert not (tmp_path / "o.csv").exists()
 
 
-# -- finding 10: impossible parameters pass quietly -----------------------------------------
+# -- parameters that cannot be met are said -------------------------------------------------
 def test_k_and_l_that_cannot_be_reached_are_warned(tmp_path) -> None:
     data, rules = castle_files(tmp_path, 200)
     res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "1000", "--l", "5000",
@@ -174,7 +174,7 @@ def test_simulate_refuses_zero_days_and_names_options_not_parameters() -> None:
     assert res.exit_code == 0 and "no value can reach z" in json.loads(res.stdout)["warnings"][0]
 
 
-# -- finding 9: defaults that disagree -----------------------------------------------------
+# -- defaults that agree across commands ---------------------------------------------------
 def options(*path: str) -> dict[str, object]:
     command = typer.main.get_command(app)
     for name in path:

@@ -1,5 +1,5 @@
-"""Help that teaches (finding 8): brackets rendered, usage names that match, every option
-described, an example per command; and progress that stays silent off a terminal (finding 7)."""
+"""Help that teaches: brackets rendered, usage names that match, every option described, an
+example per command; and progress that stays silent off a terminal."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from streamanon.cli import app, common
 
 runner = CliRunner()
 
-#: Commands whose help must show an example (the CLI engineer's; others add theirs).
-OWN = [("z",), ("castle",), ("simulate",), ("demo",), ("experiment", "castle"),
+#: Commands whose help must show an example.
+WITH_EXAMPLE = [("z",), ("castle",), ("simulate",), ("demo",), ("experiment", "castle"),
        ("experiment", "dezent"), ("flink", "z"), ("flink", "castle"), ("flink", "merge")]
-#: Commands whose option help is being completed elsewhere (issue 10's findings taken by the
-#: deZent and verification engineers): checked for rendering only until then.
-OTHERS = {("verify", "castle"), ("verify", "z"), ("cluster", "up"), ("cluster", "init")}
+#: Commands whose options are not yet all described: checked for rendering only.
+RENDERING_ONLY = {("verify", "castle"), ("verify", "z"), ("cluster", "up"), ("cluster", "init")}
 
 
 def commands() -> list[tuple[tuple[str, ...], object]]:
@@ -58,7 +57,7 @@ def test_every_help_renders_its_brackets_and_argument_names(path, command) -> No
             assert param.metavar in res.stdout.split("Usage:")[1].splitlines()[0]
 
 
-@pytest.mark.parametrize(("path", "command"), [c for c in commands() if c[0] not in OTHERS],
+@pytest.mark.parametrize(("path", "command"), [c for c in commands() if c[0] not in RENDERING_ONLY],
                          ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
 def test_every_option_is_described(path, command) -> None:
     for param in command.params:  # type: ignore[attr-defined]
@@ -66,8 +65,8 @@ def test_every_option_is_described(path, command) -> None:
             assert getattr(param, "help", None), (path, param.name)
 
 
-@pytest.mark.parametrize("path", OWN, ids=" ".join)
-def test_own_commands_show_an_example(path) -> None:
+@pytest.mark.parametrize("path", WITH_EXAMPLE, ids=" ".join)
+def test_commands_show_an_example(path) -> None:
     res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
     assert f"streamanon {' '.join(path)} " in res.stdout.split("Example")[1], path
 

@@ -1,4 +1,4 @@
-"""Start-up stays instant (issue 14): which modules a bare ``--help`` loads, never its time.
+"""Start-up stays instant: which modules a bare ``--help`` loads, never its time.
 
 ``streamanon --help`` must list every command without importing one, and ``streamanon z
 --help`` must load the z command's module and nothing of the engine (numpy, pyarrow, the

@@ -1,4 +1,4 @@
-"""The README's quick tour runs literally, top to bottom, in an empty folder (finding 6).
+"""The README's quick tour runs literally, top to bottom, in an empty folder.
 
 The block between the ``quick-tour`` markers of README.md is run as one bash script with
 ``set -e``, except two lines that have tests of their own and need more than this test should

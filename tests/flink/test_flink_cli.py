@@ -1,4 +1,5 @@
-"""``streamanon flink z|castle|merge`` keep the promises of every command (issue 10's findings).
+"""``streamanon flink z|castle|merge`` keep the promises of every command
+(tests/cli/test_cli_contract.py).
 
 Cheap checks run in-process and never start a JVM: an output that is an input is refused, a
 file that is not text or has no usable header gets exactly the one-line message of

@@ -150,7 +150,7 @@ def test_a_replayed_day_equals_the_simulation(tmp_path, structure, cycles, perio
 
 
 class Injector(threading.Thread):
-    """The injection attack of issue 11, all day long: every cycle, at every gateway, z-1
+    """The sensor-injection attack, all day long: every cycle, at every gateway, z-1
     invented IDs for every value of the domain, sent (a) with one stolen sensor credential
     (its gateway lets it in, as that sensor: every line naming another ID is refused; the
     other gateways refuse the certificate), (b) without a client certificate and (c) with a

@@ -141,9 +141,9 @@ def test_chunk_boundaries_keep_line_numbers(monkeypatch):
 
 
 def test_rejected_lines_are_echoed_as_written_and_never_merged() -> None:
-    """Finding 11 (echoed lines rebuilt) and finding 2 (an unclosed quote swallowed the next
-    line): each bad line is reported by its number with its own text, and the next line is
-    read on its own."""
+    """Rejected lines are echoed as written, not rebuilt, and an unclosed quote does not
+    swallow the next line: each bad line is reported by its number with its own text, and the
+    next line is read on its own."""
     text = 't,u,a\n1, alice ,x\nlater, bob ,x\n2,carol,"open\n3,dave,x\n'
     rejects: list = []
     batches = list(iter_batches(io.StringIO(text), "csv", on_error="skip",

@@ -1,21 +1,6 @@
 """CASTLE's best selection as one compiled loop (numba), called once per arriving tuple.
 
-The rule is the operator's (see :mod:`streamanon.castle.operator`): among the open clusters of
-least enlargement (ties within ``eps``), one whose loss with the tuple stays ``<= tau + eps``,
-else one anyway once ``beta`` clusters are open, else a new cluster; among several candidates
-the one with the fewest individuals (the caller decides that case, it knows the individuals).
-
-Done as numpy calls, this took about a dozen array operations per tuple on ~50 rows of ~20
-values, so the fixed cost of each call (~1 µs) dominated; here it is one loop with no
-temporary arrays. The losses are the same sums as :meth:`ClusterSet.loss_of` (numeric part
-``sum((-lo, hi) * (w/span, w/span))``, then each hierarchy's ``w * loss(node)``, then the
-plug-ins' part computed by the caller), added in the same order; the dot product is summed
-left to right, which may differ from numpy's BLAS product in the last bit. Decisions compare
-losses with a tolerance of ``eps`` (1e-12), far above such differences, so the choice is the
-same (checked byte for byte against the numpy version: ``benchmarks/castle_cases.py``).
-
-Compiled on first use and cached on disk (``cache=True``), so only the first run after an
-install pays the compilation (about a second); later processes load it in milliseconds.
+Design: docs/design/castle.md
 """
 
 from __future__ import annotations

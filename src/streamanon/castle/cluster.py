@@ -681,13 +681,11 @@ def _load_kernel() -> Any:
     """The compiled kernel, loaded on first use (numba is imported only when CASTLE runs).
 
     Loading imports numba and, on the first call, numba's typing registries: about 80,000
-    long-lived objects that every full garbage collection would walk again (40 ms each on
-    the benchmark machine, several times per 100,000 tuples). They are frozen
+    long-lived objects that every full garbage collection would walk again (see
+    docs/design/castle.md). They are frozen
     (:func:`gc.freeze`) once loaded, with whatever else the process holds at that moment.
     The collector is off while they are created: each collection it would run meanwhile walks
-    the whole heap, and a Flink TaskManager's interpreter holds PyFlink and Beam (the load
-    took 0.50-0.56 s there and 0.34 s in a process holding PyFlink, 0.20 s with the collector
-    off).
+    the whole heap, and a Flink TaskManager's interpreter holds PyFlink and Beam.
     """
     if not _KERNEL:
         enabled = gc.isenabled()

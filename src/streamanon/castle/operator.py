@@ -1,36 +1,5 @@
 """CASTLE with Prink's extensions: k_s-anonymity with l-diversity over a stream of rows.
 
-Each arriving tuple joins the open cluster it enlarges least (``best_selection``: among the
-clusters of minimum enlargement, one whose loss stays ``<= τ``, else one anyway once ``β``
-clusters are open, else a new cluster). The tuple that arrived ``δ`` positions earlier (or,
-with ``max_delay``, ``max_delay`` seconds earlier) must then leave (``delay_constraint``):
-
-1. its cluster meets k and l: release the cluster (split when it has >= 2k individuals);
-2. a kept released cluster (Ω, at most ζ) covers the tuple: release it with that
-   generalization;
-3. more than half the open clusters are larger than its cluster: suppress it (an outlier);
-4. all open clusters together have < k individuals or < l sensitive values: suppress it;
-5. else merge into its cluster the cluster of least enlargement until k and l hold; release.
-
-τ is the mean loss of the last μ released clusters. Clusters of different rule sets never mix.
-
-Proof sketch of the guarantee. (a) Every released tuple leaves in one of two ways: as a
-member of a cluster released by ``_output`` (steps 1 and 5), or through Ω (step 2).
-``_output`` releases a cluster only when it has >= k distinct individuals and, per sensitive
-attribute, >= l distinct values: step 1 checks it; step 5 merges until it holds, which
-terminates because step 4 established that the union of all open clusters of the rule set
-holds it; a split only forms sub-clusters that hold it (``_split`` builds each group until k
-and l hold and hands the leftovers to existing groups, which only adds individuals and
-values). Each released group's tuples all get the group's generalization, so the group's
-tuples lie in one equivalence class of the output. (b) Step 2 adds a tuple to the class of an
-already released group, adding never lowers a count. (c) An equivalence class of the output
-(all rows with equal generalized quasi-identifiers) is a union of released groups plus tuples
-added as in (b); distinct counts of a union are >= those of each member, so every class has
->= k individuals and is l-diverse. The checker (:mod:`streamanon.verify.castle`) recomputes
-exactly this from the output alone. Termination: every expiry removes its tuple (released or
-suppressed) and merging strictly reduces the number of open clusters, so nothing loops;
-``flush`` expires the held tuples in order, so it ends too.
-
 >>> from streamanon.castle.rules import RuleSet
 >>> rules = RuleSet.from_dict({"id": "u", "attribute": [
 ...     {"name": "age", "generalizer": "range"}, {"name": "dx", "sensitive": True}]})
@@ -42,6 +11,8 @@ suppressed) and merging strictly reduces the number of open clusters, so nothing
 [('a', '[30,34]'), ('b', '[30,34]')]
 >>> [type(r).__name__ for r in out].count("Suppressed")
 1
+
+Design: docs/design/castle.md
 """
 
 from __future__ import annotations
@@ -112,6 +83,21 @@ class CastleAnonymizer(OperatorBase):
     ['[30,34]', '[30,34]']
     >>> {key: op.summary()[key] for key in ("read", "released", "suppressed", "held")}
     {'read': 2, 'released': 2, 'suppressed': 0, 'held': 0}
+
+    Args:
+        rules: the :class:`~streamanon.castle.rules.RuleSet`, or ``None`` to hold tuples until
+            :meth:`set_rules`.
+        k: distinct individuals every released cluster holds (k_s-anonymity).
+        l: distinct values of each sensitive attribute in a released cluster; ``l <= 1`` turns
+            l-diversity off.
+        delta: the most tuples a tuple may wait behind before it must leave.
+        beta: the most non-k_s-anonymized clusters kept open.
+        mu: how many recently released clusters' losses set the threshold tau.
+        zeta: the most k_s-anonymized clusters kept for reuse.
+        suppression: what happens to a tuple that cannot leave in a k_s-anonymous cluster
+            (:class:`Suppression`).
+        max_delay: seconds a tuple may wait, besides ``delta`` positions (``None``: no bound).
+        loss_field: an output column that receives each tuple's cluster loss (``None``: none).
     """
 
     @classmethod

@@ -1,32 +1,11 @@
 """Rules: which attribute is the individual, which are generalized (how), which are sensitive.
 
-A :class:`RuleSet` is built once (from a TOML file, a dict, or code) and never changes; the
-operator can be handed a new one while running, and each cluster keeps the rule set it was
-created with, so a release always satisfies the rules its tuples were clustered under. Rule sets
-pickle with the operator (Prink loses constructor rules on serialization).
-
-The TOML form::
-
-    id = "building_id"                 # the individual (required)
-    time = "timestamp"                 # optional: event time, needed for max_delay
-    [[attribute]]
-    name = "square_feet"
-    generalizer = "range"              # range | reduction | hierarchy | none | a plug-in
-    domain = [387, 420885]             # range: optional, adaptive when absent
-    weight = 1.0                       # optional, in [0, 1]
-    [[attribute]]
-    name = "primary_use"
-    generalizer = "hierarchy"
-    paths = [["public", "Education"], ["private", "Lodging/residential"]]   # root first
-    # or: tree = "primary_use.txt" (indented outline); metric = "glm" | "ncp" | "prl"
-    [[attribute]]
-    name = "meter_reading"
-    sensitive = true
-
 >>> rs = RuleSet.from_dict({"id": "u", "attribute": [
 ...     {"name": "age", "generalizer": "range"}, {"name": "disease", "sensitive": True}]})
 >>> rs.quasi_identifiers, rs.sensitive
 (['age'], ['disease'])
+
+Design: docs/design/castle.md
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """The typer application objects; command modules attach themselves to these.
 
-Start-up stays instant: the root group and the ``verify`` and ``experiment`` groups
-(:class:`LazyHelpGroup`) know each sub-command's name and one-line help from a table here and
-import a command's module only when that command runs or its ``--help`` is asked for, so
-``streamanon --help`` loads typer and nothing of the operators, and ``streamanon z`` loads
-what z uses. A test (tests/cli/test_import_graph.py) guards which modules a bare ``--help``
-loads, and that every table row matches its command's own help.
-
-Help texts are plain text: the root group (:class:`LiteralHelpGroup`) escapes every ``[`` of
-every command's and option's help once, so ``[lo,hi]`` or ``[t-Δt, t]`` is shown as written
-instead of being eaten as rich markup; it joins the lines of each docstring paragraph (the
-terminal wraps them; indented examples keep theirs), and names arguments in upper case in the
-usage line as in the prose (``streamanon z [OPTIONS] INPUT``). Command modules therefore write
-brackets plainly.
+Design: docs/design/cli.md
 """
 
 from __future__ import annotations
@@ -151,7 +139,8 @@ class HelpGroup(TyperGroup):
 
 class HelpCommand(TyperCommand):
     """A typer command whose parameters, ``--help`` included, are coerced without pydantic
-    when their values are plain: 50 ms of every run (:mod:`streamanon.cli.coercion`)."""
+    when their values are plain, which spares every run loading pydantic
+    (:mod:`streamanon.cli.coercion`)."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)

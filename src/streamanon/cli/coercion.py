@@ -1,17 +1,7 @@
 """Option values turned into Python values without loading pydantic, when typer's own answer
-is plain.
+is plain (anything else goes to typer's adapter, so errors stay typer's).
 
-typer (0.2x) coerces every option value through a pydantic ``TypeAdapter`` built on first
-use: loading pydantic and building the adapters of a command's 25 options is 50 ms of every
-run (5 % of a 2,000,000-tuple ``streamanon z``). Most values need none of it: a string
-option's string, an integer written as digits within its bounds, a choice of an enum, a path.
-:class:`PlainCoercion` answers those exactly as typer does (the enum and path cases call
-typer's own functions; numbers are parsed only when written in the plain form every parser
-agrees on) and hands anything else (out of bounds, unusual spellings, other types) to
-typer's adapter, so that errors and edge cases stay typer's.
-
-It relies on typer's internal coercion layer; with a typer that has none (older versions),
-:func:`install_one` does nothing.
+Design: docs/design/cli.md
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Shared CLI plumbing: summaries (table or --json), error exits, safe outputs, progress.
 
-The rules every command follows (documented for users in docs/reference/exit-codes.md):
-
-* exit codes come from :class:`~streamanon.cli.exitcodes.ExitCode` only;
-* standard output is for data: with ``-o -`` the rows go to stdout and every summary, human or
-  ``--json``, goes to stderr (or to ``--summary FILE``); without ``-o -``, ``--json`` prints
-  the summary on stdout;
-* every file a command writes goes through :func:`writing` (an
-  :class:`~streamanon.pipeline.file_outputs.OutputSet`): no output may be an input, files are
-  replaced only when the run succeeds, and a failed or interrupted run says on stderr what was
-  not written;
-* bad input is a one-line ``error:`` naming the file and line and what to do, never a
-  traceback;
-* progress bars appear on a terminal only (stderr), and only for work that takes a while;
-* nothing heavy at import: this module is loaded by every command's ``--help``, so the readers,
-  the output set and rich's tables and bars are imported by the functions that use them.
+Design: docs/design/cli.md
 """
 
 from __future__ import annotations
@@ -144,11 +130,11 @@ def reuse_freed_memory() -> None:
 
     A run over a file allocates the same large arrays chunk after chunk. By default glibc
     maps every block over 128 KiB afresh and unmaps it when freed, and Arrow's jemalloc
-    returns pages on its own schedule, so each chunk faults its pages in again: on 2,000,000
-    tuples 120,000 page faults and 0.2 s of system time, about half of it saved here (blocks
-    up to 32 MiB come from the heap, which is trimmed only above 1 GiB free; Arrow allocates
-    with the same malloc). For one-shot file runs only: a live Kafka pipeline keeps the
-    defaults, so it gives memory back between bursts.
+    returns pages on its own schedule, so each chunk faults its pages in again (about half of
+    those faults are saved here; docs/design/cli.md). Blocks up to 32 MiB come from the heap,
+    which is trimmed only above 1 GiB free; Arrow allocates with the same malloc. For one-shot
+    file runs only: a live Kafka pipeline keeps the defaults, so it gives memory back
+    between bursts.
     """
     if sys.platform.startswith("linux"):
         import ctypes

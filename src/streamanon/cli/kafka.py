@@ -382,6 +382,13 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
     output checked equal (byte for byte) to the file path's; the broker is stopped after.
 
     Returns the summary (``{"skipped": reason}`` when the kafka extra is not installed).
+
+    Args:
+        workdir: the folder for the broker's data and the outputs.
+        trace: the ``t,u,a`` trace whose first ``n`` tuples are produced.
+        z: the z of the run.
+        delta_t: the window Δt in seconds.
+        n: how many tuples of ``trace`` go into the topic.
     """
     from rich.console import Console
     from rich.table import Table

@@ -1,24 +1,5 @@
 """Counting structures that travel the gateway ring: a counting Bloom filter and an exact counter.
 
-Both are an array of ``m`` counters of ``b`` bits with the same interface (add, count, remove,
-subtract-and-clamp, merge, a versioned byte encoding, and the datasketch-style aliases
-``update/count/merge/serialize``). They differ only in where a key lands:
-
-* :class:`CountingBloomFilter`: ``k`` positions ``h_j(key) = murmur3_32(key, seed=j) mod m``;
-  ``count`` is the minimum of the ``k`` counters, so it never undercounts and overcounts only
-  when every one of the key's counters is shared with other keys (a false positive).
-* :class:`ExactCounter`: one counter per value of a domain known in advance (e.g. the bucket
-  grid of the simulation); ``count`` is exact, which makes deZent publish exactly what the
-  centralized rule publishes.
-
-Proof sketch (CBF never undercounts): every ``add(x, n)`` raises each of ``x``'s counters by
-``n`` and nothing lowers a counter except ``remove``/``subtract_clamp``; so after any sequence of
-adds, ``C[h_j(x)] >= f(x)`` for all ``j`` and ``min_j C[h_j(x)] >= f(x)``. ``subtract_clamp(s)``
-maps every counter to ``max(0, C - s)``, a monotone map, so ``count`` becomes
-``max(0, min_j C[h_j(x)] - s)``: subtracting per counter is the same as subtracting per key.
-
-Counters are kept as ``uint64`` in memory; the wire encoding packs exactly ``b`` bits each.
-
 >>> f = CountingBloomFilter.sized(expected_keys=100, fp_rate=0.01)
 >>> (f.m, f.k, f.bits)
 (959, 6, 20)
@@ -29,6 +10,8 @@ Counters are kept as ``uint64`` in memory; the wire encoding packs exactly ``b``
 True
 >>> e = ExactCounter([0, 10, 20]); e.add(10, 3); e.subtract_clamp(1); e.count(10)
 2
+
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations

@@ -1,54 +1,6 @@
 """Unlinkable publication (``publication = "mix"``): sealed, padded tuples shuffled around the
 ring, so the central entity (CE) learns a cycle's tuples but not which gateway sent each.
 
-How it runs (the routing is in :mod:`streamanon.dezent.protocol`):
-
-1. Every tuple a gateway publishes is *sealed* to the CE's public key (:func:`seal`): X25519
-   with a fresh ephemeral key per tuple, HKDF-SHA256, ChaCha20-Poly1305. The plaintext is padded
-   to a fixed size (``padding``, default 64 bytes: :func:`encode_plaintext`), so every sealed
-   item has the same length (``padding + 48`` bytes, :func:`item_bytes`) whatever its ID and
-   value. Each tuple carries a random 16-byte ``uid`` (OS randomness), the CE's key for storing
-   it once (a tuple sent twice after a failure is stored once).
-2. After the last publication pass the coordinator (CCC) starts a *mix batch*: its own sealed
-   tuples plus sealed *dummies* up to the number of its current records (so its successor does
-   not learn how many it published), shuffled. Each gateway in ring order adds its sealed tuples,
-   shuffles the whole batch with a fresh secret permutation (:func:`secure_shuffle`, OS
-   randomness) and passes it on; the CCC's predecessor, the last one, delivers the batch to the
-   CE. One batch per cycle reaches the CE; it opens every item, drops the dummies (counted) and
-   stores the tuples keyed by ``uid``.
-
-What it buys, and what it does not (the argument):
-
-* **The CE alone** sees one batch per cycle, from the CCC's predecessor (which rotates), whose
-  items have one size and an order that the deliverer drew uniformly at random. So the order,
-  the size and the sender say nothing about which gateway added an item: one honest shuffler
-  *after* a tuple's insertion (here the deliverer, or any honest gateway after it) makes every
-  order equally likely. What is left is the content: a tuple's value and time (and its ID:
-  ``id_mode = "gateway"`` names the gateway and is refused with the mix; sensor IDs name the
-  sensor, so a deployment pairs the mix with ``id_mode = "pseudonym"``, which the threat model
-  asks for anyway). ``streamanon simulate --publication mix`` measures how well a classifier
-  trained on a labelled day guesses a tuple's gateway from what the CE sees: direct sending
-  1.0, the mix the ``1 / n`` floor (README, ``benchmarks/bench_dezent_sim.py``).
-* **Colluding gateways with the CE.** Sealed items are not re-encrypted on the way, so a
-  colluding gateway at mix position ``p`` can tell the CE which items were in the batch when it
-  came (those added before ``p``). ``k`` colluders cut the ring into segments; a tuple hides only
-  among the tuples of the honest gateways of its segment, in which the last honest gateway's
-  shuffle makes every order equally likely. Two colluding ring neighbours of an honest gateway
-  isolate its tuples exactly: the same event, with the same probability
-  (:func:`~streamanon.dezent.collusion.p_attack`, the paper's Table I), in which they already
-  learn its counts from the secure sum. Documented, not prevented (a decryption mix with one
-  layer per gateway would prevent it at ``n`` public-key operations per tuple).
-* **Gateways** learn how many items the batch held when it came (a sum over every gateway
-  before them; the CCC's share padded with dummies), never an item's content.
-* **Padding costs** bytes: a sealed item is ``padding + 48`` bytes against the 16 of a direct
-  tuple, and the batch is carried over ``n - 1`` ring hops as it grows, so the mix moves about
-  ``(n / 2) x (padding + 48)`` bytes per published tuple on the ring (~1.4 kB per tuple for 25
-  gateways), plus the CCC's dummies (its records that were not published) and one small
-  acknowledgement per hop. ``simulate`` reports the bytes per day of both modes.
-
-Errors of this module are :class:`~streamanon.errors.MixError`, a
-:class:`~streamanon.errors.PublicationError` (a ``ValueError``).
-
 >>> keys = MixKeys.generate()
 >>> tup = MixTuple(uid=bytes(16), cycle=7, t=6300.0, id="gw000-sn001", value=230)
 >>> item = seal(keys.public_bytes, encode_plaintext(tup))
@@ -58,6 +10,8 @@ True
 True
 >>> sorted(secure_shuffle([1, 2, 3, 4]))
 [1, 2, 3, 4]
+
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations

@@ -1,36 +1,13 @@
 """The publication order: where each publication pass starts and who hands the structure on.
 
-Positions are counted in hops after the cycle's coordinator (CCC): 0 is the CCC, 1 its ring
-successor, ..., ``n - 1`` its predecessor. A pass gives each of the ``n`` gateways one *turn*
-(:func:`~streamanon.dezent.protocol.publish_records`), in ring order from a start position
-``s``: positions ``s, s + 1, ..., s + n - 1`` (mod ``n``). After the last turn the structure
-goes back to the CCC, which decides on a second pass (or ends the round). Two rules:
-
-* ``paper`` (the default, Sec. IV-4): every pass starts at the CCC's successor (``s = 1``), so
-  the CCC's turn is the last one. The gateways right after the CCC see the counters first; with
-  ``z = 25`` on 25 gateways the CCC's sensors are published ~17 % less often than its
-  successor's, whatever ``p_pub`` (the second pass walks the same order).
-* ``random``: every pass starts at a position drawn uniformly from ``0 .. n - 1``, fresh per
-  pass. The CCC sends the structure straight to the start gateway, the turns go around the ring
-  and the last one sends it straight back to the CCC: ``n + 1`` messages instead of ``n`` when
-  ``s`` is neither 0 nor 1. Every position is first with probability ``1 / n`` in every pass,
-  so no position (and, as the CCC rotates, no gateway) is favoured in expectation in any cycle:
-  the bias the paper's ``p_pub`` only dilutes is gone, while the number published per
-  (cycle, value) is exactly the same (the counter, not the order, decides how many). It was
-  chosen by measurement over alternatives (``benchmarks/bench_dezent_sim.py``, README).
-
-The routing is one small rule, shared by the core (who sends to whom), the network admission
-(who may send to whom) and the simulation (the visiting order): a message that has seen
-``turns`` turns goes to position ``(s + turns) mod n`` while ``turns < n`` and to the CCC when
-``turns = n``; it comes from the CCC when ``turns = 0`` and else from position
-``(s + turns - 1) mod n``.
-
 >>> [turn_position(2, t, 5) for t in range(5)]
 [2, 3, 4, 0, 1]
 >>> [(sender_position(2, t, 5), receiver_position(2, t, 5)) for t in range(6)]
 [(0, 2), (2, 3), (3, 4), (4, 0), (0, 1), (1, 0)]
 >>> pass_messages(2, 5), pass_messages(1, 5), pass_messages(0, 5)
 (6, 5, 5)
+
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations

@@ -1,57 +1,6 @@
 """deZent's gateway and coordinator logic for one clock cycle, as a sans-I/O core.
 
-A :class:`Gateway` takes its sensor nodes' readings (:meth:`Gateway.measure`) and protocol
-messages (:meth:`Gateway.handle`), and returns the messages to send to its ring successor and
-the tuples to publish to the central entity. It never opens a socket, sleeps or reads a clock:
-the simulation routes messages in-process (:func:`run_cycle`), the network daemons route the
-very same messages over TLS.
-
-One cycle (spec ``dezent.md``; the CCC rotates to the ring successor every cycle):
-
-1. ``start_cycle`` at the CCC: a fresh structure, masked with a :class:`SecureSumMask`
-   (one uniform value per counter, OS randomness); the CCC adds its own counts.
-2. Collection round: each gateway adds, for every value, the number of its **distinct** sensor
-   nodes that reported it within Δt (current cycle included), modulo ``2^b``, and forwards.
-3. Back at the CCC: remove the mask, subtract ``z - 1`` from every counter, clamp at 0.
-4. Publication pass 1 with ``p_pub``: each gateway, for each current record (sensor order)
-   whose value counts ``> 0``, publishes it with probability ``p_pub`` and decrements the count
-   (rule ``paper``). The order of the turns is the publication order
-   (:mod:`~streamanon.dezent.order`): ``paper`` starts at the CCC's successor, so the CCC goes
-   last; ``random`` starts each pass at a uniformly drawn position. A gateway that skipped a
-   publishable record by the coin sets ``more``; then the CCC starts pass 2 with ``p_pub = 1``,
-   after which nothing more can be published (counts only decrease). With the ``window`` rule
-   every record of a positive value is published in one pass without decrementing.
-5. Publication: ``direct`` (the paper), every gateway sends its tuples to the CE; ``mix``, the
-   tuples are sealed to the CE and travel the ring once in one batch, shuffled by every gateway,
-   and the CCC's predecessor delivers the batch (:mod:`~streamanon.dezent.mix`, where the
-   argument is). The deliverer acknowledges the CE's commit around the ring (:class:`MixAck`),
-   so that the daemons can forget tuples only once they are stored.
-
-Proof sketch (exact structure == centralized, per (cycle, value)): the gateways' distinct-SN
-counts add up to the district's distinct-SN count ``D`` because each sensor node belongs to
-exactly one gateway; masking cancels (:mod:`~streamanon.dezent.securesum`); after step 3 the
-count is ``max(0, D - (z - 1))``; every publication decrements it by one and only current
-records are published, and pass 2 publishes while the count is positive and records remain, so
-exactly ``min(n, max(0, D - (z - 1)))`` records of the value are published, the centralized
-rule (:func:`~streamanon.dezent.rules.publishable`), whatever ``p_pub``, the coins and the
-publication order.
-
-Minimum ring size (``ProtocolConfig.min_members``, default 3): a cycle runs only in a ring of
-at least that many gateways; below it the coordinator does not start and every member refuses
-the cycle's messages (:meth:`ProtocolConfig.ring_too_small` says why), so nothing is published.
-The privacy argument: the secure sum shows each member only uniformly random values, but the
-coordinator learns the unmasked *total* ``T = sum_i c_i`` of every counter. In a ring of two,
-``T - c_ccc`` is the other member's counts, exactly: the sum hides nothing. With ``n >= 3``
-members, ``T - c_ccc`` is a sum over ``n - 1 >= 2`` other gateways, and one share is learnt only
-if its two ring neighbours collude (the one before it sees ``R + S``, the one after it
-``R + S + c_i``: the difference is ``c_i``). For ``c`` colluders among ``n`` gateways in a ring
-drawn at random per epoch, a given honest gateway has both neighbours among them with
-probability ``c/(n-1) x (c-1)/(n-2)`` (:func:`~streamanon.dezent.collusion.p_attack`, the
-paper's Table I): documented and measured, not prevented. A ring of fewer than 3 *honest*
-members cannot be told apart from a larger ring with colluders, which is why ``min_members``
-counts gateways and a deployment should choose it above the number of gateways it fears may
-collude plus 2. (The simulation reproduces the paper, which has no minimum: it passes
-``min_members=1``.)
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations

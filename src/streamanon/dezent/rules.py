@@ -1,25 +1,12 @@
 """The publication rules of deZent: how many current records of a value may be published.
 
-One place for the rule, used by every scenario of the simulation (centralized with exact
-counts, each gateway alone, deZent through the ring) and by the protocol core's coordinator.
-With ``D`` the number of distinct sensor nodes that reported value ``v`` within Δt (current
-cycle included) and ``n`` the number of current-cycle records of ``v``:
-
-* ``paper`` (the default, Sec. IV-3/IV-4): the coordinator subtracts ``z - 1`` from the count
-  and every publication decrements it, so ``min(n, max(0, D - (z - 1)))`` records are published.
-* ``window``: every current record of ``v`` is published when ``D >= z``, else none. This is the
-  z-anonymity guarantee checked by :func:`streamanon.verify.z.check_z` (``exact=False``):
-  at least ``z`` distinct users exposed ``v`` in ``[t - Δt, t]``. It publishes at least as much
-  as the paper's rule (``D - (z - 1) <= n`` whenever it limits), with the same guarantee.
-
-Proof sketch (both rules are z-anonymous with exact counts): ``paper`` publishes a record only
-when ``D - (z - 1) >= 1``, i.e. ``D >= z``; ``window`` publishes only when ``D >= z``.
-
 >>> import numpy as np
 >>> publishable(np.array([9, 10, 12, 30]), np.array([3, 3, 3, 3]), z=10, rule="paper").tolist()
 [0, 1, 3, 3]
 >>> publishable(np.array([9, 10, 12, 30]), np.array([3, 3, 3, 3]), z=10, rule="window").tolist()
 [0, 3, 3, 3]
+
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations

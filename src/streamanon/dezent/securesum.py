@@ -1,25 +1,13 @@
 """Secure sum over a counter array: one independent uniform mask per counter, modulo ``2^b``.
 
-The cycle coordinator draws ``R`` (``m`` values, each uniform in ``[0, 2^b)`` from the OS's
-secure random source), adds it to the empty structure, every gateway adds its counts modulo
-``2^b``, and when the structure returns the coordinator subtracts ``R``.
-
-Proof sketch (privacy): a gateway ``i`` sees ``C = R + S_i mod 2^b`` where ``S_i`` is the sum of
-its predecessors' counts. For fixed ``S_i``, ``x -> x + S_i mod 2^b`` is a bijection of
-``Z/2^b``, so ``C`` is uniform and independent of ``S_i`` whenever ``R`` is: the view carries no
-information. (The paper's perturbation in ``[1, n]`` and the reference's single pseudo-item of
-weight 20..30 do not have this property.)
-
-Proof sketch (correctness): ``(R + sum_i c_i) - R = sum_i c_i mod 2^b``, which equals the true
-sum when the true sum is below ``2^b``. :meth:`SecureSumMask.check_capacity` refuses parameters
-under which a true counter could reach ``2^b`` (it would silently wrap otherwise).
-
 >>> import numpy as np
 >>> mask = SecureSumMask(m=4, bits=8)
 >>> masked = mask.apply(np.zeros(4, dtype=np.uint64))
 >>> masked = (masked + np.array([1, 2, 3, 250], dtype=np.uint64)) % 256
 >>> mask.remove(masked).tolist()
 [1, 2, 3, 250]
+
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """deZent as one stream operator: an in-process ring of gateways over a stream of readings.
 
-The same sans-I/O :class:`~streamanon.dezent.protocol.Gateway` the simulation and the daemons
-run, behind the operator contract of :mod:`streamanon.base`, so that the conformance checks
-(accounting, determinism for a seed, pickling, bad records) run on deZent like on every other
-operator, with one extra check: with the exact counting structure the ring publishes exactly
-as many readings of each value per cycle as the centralized rule
-(:func:`streamanon.dezent.rules.publishable`).
-
-Records are sensor readings ``Record(t, sensor, value)``. Time is cut into cycles of
-``period`` seconds from ``t0``; a sensor reports at most once per cycle. The open cycle runs
-through the ring when a reading of a later cycle arrives, when :meth:`DezentRing.advance`
-passes its end, or at :meth:`DezentRing.flush`; its readings then come out, published ones as
-``Record(cycle time, sensor, value)`` and the others :class:`~streamanon.records.Suppressed`.
-Sensors belong to gateway ``crc32(sensor) mod gateways``; pass-1 coins come from each
-gateway's generator, seeded from ``seed`` (masks always come from the OS, and cancel out).
-The parameters read back (:meth:`~streamanon.base.OperatorBase.params`) from the ring's
-configuration; the gateways themselves are :attr:`DezentRing.nodes`.
+Design: docs/design/dezent.md
 """
 
 from __future__ import annotations
@@ -54,6 +39,19 @@ class DezentRing(OperatorBase):
     ['Record', 'Suppressed']
     >>> ring.summary()["held"], [type(o).__name__ for o in ring.flush()]
     (1, ['Suppressed'])
+
+    Args:
+        z: distinct sensors that must have reported a value within Δt before it is released.
+        delta_t: the window Δt, seconds of data time.
+        period: seconds of data time per cycle.
+        gateways: gateways in the ring.
+        domain: every possible value, each once (the exact counter's buckets).
+        rule: the publication rule (``paper`` or ``window``, :mod:`streamanon.dezent.rules`).
+        p_pub: the probability that a gateway publishes in a pass.
+        t0: the data time at which cycle 0 begins.
+        seed: seed of the ring order and of each gateway's random choices.
+        bits: width of each counter.
+        max_sensors: the most distinct sensors the counters must hold.
     """
 
     @classmethod

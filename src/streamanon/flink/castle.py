@@ -1,48 +1,7 @@
 """The PyFlink functions of CASTLE on Flink: a keyed broadcast operator over partitions of the
 individuals (``flink`` extra; the job is built and run by :mod:`.castle_job`).
 
-::
-
-    file split numbers -> ReadSplits | TCP lines -> BatchLines (one key, parallelism 1)
-      -> (partition, batch of rows), partition = crc32(id) mod partitions
-      -> keyed by partition --connect-- rules (broadcast stream)
-      -> CastlePartition (parallelism p): one CastleAnonymizer per partition, a batch per call
-      -> outcome lines (+ meta) -> FileSink (exactly-once part files) -> merged -o file
-
-    rules: --rules files + lines of --rules-from tcp://HOST:PORT (parallelism 1)
-      -> ParseRules (one key, parallelism 1): frame, check, number; refusals -> notes
-      -> (version, TOML) broadcast
-
-k (and l) hold per partition, because all tuples of one individual are in one partition and
-each partition's operator is the CASTLE core itself; δ counts positions within a partition.
-
-Rules arrive on a broadcast stream (every ``--rules`` file in order: version 1, 2, ...; then
-every rule set of the live ``--rules-from`` connection, each ended by a line ``%%``) and are
-kept in Flink's broadcast state. :class:`ParseRules` checks each rule set whole before it is
-broadcast (:func:`~streamanon.flink.castle_rows.check_rules`): a bad one is refused with its
-reason as a note in the outcome stream (or fails the job, ``bad_rules="fail"``), never
-applied in part. A partition applies the newest version before its next batch
-(``CastleAnonymizer.set_rules``: open clusters keep their rules), from a fresh ``RuleSet`` of
-its own (rule sets carry run-time state); each subtask notes when it installed a version.
-Tuples that arrive before any rules are held and counted, not dropped (Prink drops them).
-With ``--rules-from`` the job ends when the input *and* the rules connection have closed.
-
-The partitions are the key groups: each has its own operator and its own Flink state, so a
-job restored at another parallelism moves whole partitions between subtasks; the number of
-partitions is fixed for a run (it decides what is released).
-
-State. A partition's operator holds clusters, τ, Ω, adaptive domains and hierarchies, so a
-``ValueState`` re-pickled on every batch would cost O(state) per batch. Flink state holds a
-*snapshot* of the pickled operator plus a *redo log* of what happened since (batches of rows
-as received, rule changes; :class:`~streamanon.flink.state.KeyedState`): one ``ListState``
-append per batch, and a new snapshot once the
-log holds 16 times as many rows as the operator holds tuples, at least
-:attr:`CastlePartition.SNAPSHOT_EVERY` (δ and β bound what is held, so the log is bounded and
-the snapshots cost a fraction of a row per row; ``snapshot_every`` fixes the number instead).
-The operator is deterministic, so snapshot + replay of the log rebuilds exactly the operator
-of the checkpoint (outputs of the replay were emitted before the checkpoint and are
-dropped). The end of a bounded input fires an
-event-time timer at the maximal watermark, which flushes the held tuples.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations
@@ -159,9 +118,9 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._rules: dict[int, str] = {}  # version -> TOML text
         self._latest = -1  # unknown until the broadcast state is read
         # the compiled best selection, loaded now rather than at the first tuple (numba's
-        # import and cache load: 0.39-0.46 s measured in the job, on the first batch's path
-        # either way: the embedded interpreter's work is serial under the GIL, and loading
-        # it in a thread measured no gain)
+        # import and cache load are on the first batch's path either way: the embedded
+        # interpreter's work is serial under the GIL, so loading it in a thread gains nothing;
+        # docs/design/flink.md)
         from streamanon.castle import cluster
 
         warm = getattr(cluster, "_load_kernel", None)

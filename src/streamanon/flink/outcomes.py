@@ -1,34 +1,6 @@
 """The outcome lines the Flink jobs write, and their merge into one ``streamanon z`` file.
 
-Every input line ends as exactly one outcome, keyed by its line number (``seq``)::
-
-    seq \\t P \\t level \\t restamped \\t ["t_text", "u", "a'"]    published at hierarchy level
-    seq \\t S \\t restamped                                     suppressed
-    seq \\t R \\t ["text", "reason"]                            rejected by the reader's checks
-    seq \\t H | B                                              CSV header / blank line
-    @ \\t base64(Arrow IPC)                                   a batch of z's P / S outcomes
-    & \\t base64(pickle)                                      a batch of CASTLE's P / S outcomes
-    # \\t {json}                                              a note (rule sets), no input line
-
-The z job writes its P and S outcomes as *outcome batches* (one line per input batch, the
-columns of :data:`OUTCOMES`); :func:`outcome_text_lines` expands one into the text lines
-above (as ``--release-to`` sends them), and the merge reads them as columns. The CASTLE job
-writes one ``&`` line per batch of a partition: the pickled list of its outcomes as
-:data:`CastleOutcome` tuples (released values are heterogeneous dicts, which pickle carries
-as they are; formatting each as JSON inside the job cost ~0.45 s per 100,000 tuples, more than
-a quarter of the operator's own time). :func:`castle_text_lines` gives their text lines
-(``seq \\t P \\t loss \\t {values}`` and ``seq \\t S \\t "reason" \\t {values}``, see
-:mod:`.castle_rows`). Like the job's checkpoints, which hold the operators pickled, the part
-files are the job's own working data: only a work folder the user trusts is read.
-
-This module needs no pyflink: it is the pure half of the sink. The job writes outcome lines
-through Flink's ``FileSink``, whose part files are exactly-once (a file becomes visible only
-when the checkpoint that covers it completes; after a restore, in-progress files are truncated
-to the checkpointed length, and files written after the last checkpoint stay hidden
-``.part-*.inprogress.*`` files). :func:`merge_outcomes` reads only the visible part files, and
-*checks* rather than assumes the exactly-once property: line numbers must be unique and
-contiguous from 1, else it raises :class:`OutcomeGap`. Nothing is deduplicated, so a
-duplicate or a loss cannot be hidden by the merge.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -1,21 +1,5 @@
 """Parse a file's next splits in a helper process while the job works on the current one.
 
-In PyFlink's thread mode every Python function of a TaskManager runs in one embedded
-interpreter, under one interpreter lock: the reading step's parsing and the keyed operator
-cannot run at the same time, even on two cores, so a one-partition job costs the *sum* of
-parsing and anonymizing (``streamanon z`` and ``streamanon castle`` pay the same sum in one
-process). :class:`ReadAhead` takes the parsing out of the lock: a helper process
-(``python -m streamanon.flink.readahead``, no PyFlink) reads splits ``start, start + 1, ...``
-of the file with a copy of the reading step's chunk parser and sends, per split, exactly what
-the reading step would have computed: its outcome lines, its keyed batches and the parser's
-state after it. The reading step emits them and keeps the state in Flink state as before, so
-checkpoints, restores and outputs do not change; only where the parsing runs does.
-
-The helper works at most one split ahead of what the pipe holds (it blocks on a full pipe),
-ends when its input closes (the task ended or died: a killed TaskManager takes it along, as
-its stdin closes) and is asked again from the restored position after a restore. If it cannot
-start or dies, the reading step parses in its own thread, as without it.
-
 >>> import os, tempfile
 >>> from streamanon.flink.zbatch import ZChunkParser
 >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
@@ -24,6 +8,8 @@ start or dies, the reading step parses in its own thread, as without it.
 >>> [(k, meta, len(batches)) for k, meta, batches, state, lines in map(ahead.take, range(4))]
 [(0, ['1\\tH'], 1), (1, [], 0), (2, [], 1), (3, [], 0)]
 >>> ahead.close()
+
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """What every streamanon job on Flink shares (needs the ``flink`` extra when a job is built).
 
-* where a job reads and writes: :class:`Endpoint` (``tcp://HOST:PORT``), file splits;
-* how it runs: :class:`JobOptions` (cluster shape, batches, checkpoints, work folder) and
-  :class:`RunRecord` (what a run fixes for good, ``WORK/job.json``);
-* routing: :func:`route_keys` (the Flink key of each of our key groups, from Flink's own
-  :func:`murmur` hash) and :func:`keyed_rows` (keyed in the JVM);
-* sources: :func:`batch_source` (a file's splits through
-  :class:`~streamanon.flink.functions.ReadSplits`, a TCP server's lines through
-  :class:`~streamanon.flink.functions.BatchLines`), :func:`socket_lines`;
-* sinks: :func:`outcome_sink` (exactly-once part files, optionally a TCP sink);
-* running: :func:`work_folder`, :func:`execute` (a progress bar or a spinner), and
-  :class:`JobRun` (its times, as the summary's details give them).
-
-The jobs themselves are in :mod:`.z_job` and :mod:`.castle_job`; the Kafka source and sink in
-:mod:`.kafka_connector`. Order: one reading subtask sends each key group's batches in input
-order over one channel (Flink channels are FIFO), so every group's operator sees its tuples
-in input order.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations
@@ -37,9 +22,8 @@ from streamanon.io.readers import check_text_head
 
 #: a batch closes after this many input lines ... (``--batch-size``): z batches are large,
 #: as the batch engine's work per batch grows with the distinct values in it (their
-#: hierarchy levels are split once per batch): on a 1M-tuple Zipf trace 262,144-line splits
-#: cost 40 % less CPU than 65,536-line ones; CASTLE spends tens of microseconds per tuple,
-#: and a smaller batch keeps the time a checkpoint barrier waits behind one batch short
+#: hierarchy levels are split once per batch; docs/design/flink.md); CASTLE's work per tuple
+#: is larger, and a smaller batch keeps the time a checkpoint barrier waits behind one batch short
 Z_BATCH_SIZE = 1 << 18
 CASTLE_BATCH_SIZE = 1 << 12
 #: ... or this many milliseconds after its first line, whichever comes first (``--batch-ms``)

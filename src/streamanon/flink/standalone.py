@@ -1,22 +1,6 @@
 """A standalone Flink cluster on this machine, from the PyFlink distribution (``flink`` extra).
 
-:class:`StandaloneCluster` starts a JobManager and ``taskmanagers`` TaskManagers with the
-distribution's own ``start-cluster.sh``, each a JVM of its own, on loopback only, from a
-configuration folder of its own (free ports, small memory, PID and log files in its folder,
-so that it collides with nothing else on the machine), submits streamanon jobs with
-``flink run -pym streamanon.flink ...`` and stops the cluster with ``stop-cluster.sh``. Tests
-and the benchmark use it; it is also a quick way to try a real cluster by hand::
-
-    with StandaloneCluster(Path("/tmp/cluster")) as cluster:
-        cluster.submit(["z", "--z", "5", "--delta-t", "600", "-p", "2", "trace.csv",
-                        "-o", "out.csv", "--work-dir", "/tmp/cluster/run"])
-
-TaskManagers run Python in thread mode (inside their JVM), so they are started with
-``PYTHONPATH`` naming this environment's packages (see :mod:`.env`), and with Flink's Python
-bridge on their own class path (``opt/flink-python*.jar`` linked into the cluster's ``lib``,
-``pemja.`` loaded parent-first): otherwise the second job a TaskManager runs fails to load
-the embedded interpreter again (``NoSuchFieldException: loadedLibraryNames`` on Java 17).
-The client and the workers use this interpreter.
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

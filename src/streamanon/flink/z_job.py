@@ -1,20 +1,6 @@
 """The z-anonymity job on Flink, from a file or TCP server and from a topic (``flink`` extra).
 
-::
-
-    file: split numbers (NumberSequenceSource, parallelism 1) -> ReadSplits (one key, p=1)
-    tcp:  lines (socket, parallelism 1)                       -> BatchLines (one key, p=1)
-    kafka: records (KafkaSource, parallelism 1)               -> BatchMessages (one key, p=1)
-      -- rejects, header, blanks -> meta (text)
-      -> (key group, Arrow batch) keyed by key group -> ZKeyGroups (parallelism p)
-      -> outcome batches (+ meta) -> FileSink (exactly-once part files), optionally a TCP sink
-                                  |  kafka: KafkaMessages -> KafkaSink
-
-The reading step (:mod:`.functions`) parses with streamanon's own file reader, so the job
-rejects and re-stamps exactly what ``streamanon z`` does; :func:`run_z_job` runs the job and
-merges the part files into one file in input order (:mod:`streamanon.flink.outcomes`), which
-``diff`` compares with ``streamanon z``. :func:`run_z_kafka_job` writes topics instead
-(:mod:`.kafka_connector`).
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """z-anonymity in columnar batches: the parsing step, the key groups, the per-group operator and
 the outcome batches of the Flink z job (no PyFlink here; pyarrow and numpy only).
 
-Records travel as Arrow record batches serialized once (IPC stream bytes), never one by one:
-
-* :class:`ZChunkParser` reads blocks of whole input lines with streamanon's own file reader
-  (:class:`streamanon.io.readers._Reader`: the Arrow fast lane for clean CSV, the Python
-  reader for everything else), so every line is accepted, re-stamped or rejected exactly as
-  ``streamanon z`` does on the same file. Valid records are split by **key group**
-  (:func:`key_group_of`: ``crc32`` of the value's coarsest hierarchy level, mod a fixed number
-  of groups) into one batch per group, rows in input order, with the columns of
-  :data:`RECORDS`. Lines that need no operator (rejected, CSV header, blank) become outcome
-  lines at once.
-* :class:`ZGroupOperator` runs the z rule's batch engine
-  (:meth:`~streamanon.zanon.ZAnonymizer.process_codes`) on each batch of its group and returns
-  an outcome batch (:data:`OUTCOMES`), written to the part files as one line
-  (:func:`outcome_batch_line`). All levels of a value share its coarsest level, so a group's
-  operator counts exactly what one global operator would: the output equals ``streamanon z``.
-
 >>> parser = ZChunkParser("csv", key_groups=4)
 >>> meta, batches = parser.feed(b"t,u,a\\n1,alice,EU*FR\\n\\noops\\n2,bob,EU*DE")
 >>> meta
@@ -26,6 +10,8 @@ Records travel as Arrow record batches serialized once (IPC stream bytes), never
 >>> op = ZGroupOperator(z=2, delta_t=10)
 >>> op.process(batches[0][1])   # the part-file text of the outcomes, and the rows
 ('2\\tS\\t0\\n5\\tP\\t0\\t0\\t["2", "bob", "EU"]', 2)
+
+Design: docs/design/flink.md
 """
 
 from __future__ import annotations

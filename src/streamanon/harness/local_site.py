@@ -2,25 +2,7 @@
 each a separate process (``python -m streamanon ...``), for a try-out and for the tests
 (``streamanon cluster up``).
 
-``LocalSite(spec, workdir)`` writes ``ca/`` (the CA's key, kept apart from what the configs point
-to), ``pki/`` (certificates of the CE, the gateways, every sensor node and ``monitor``, the
-sensor registries, the CRL), ``ce.toml``, ``gw<i>.toml`` and ``cluster.toml`` (the replay's
-district and clock), starts the processes with their output in ``logs/``, and ``run()`` waits
-for the replayed cycles, lets the gateways stop by themselves (each flushes its outbox to the
-CE), stops the CE and writes ``published.csv`` (what the CE holds) next to
-``measurements.csv`` (what the sensors sent and the gateways acknowledged) and ``run.json``
-(how far the run got). Every child process is terminated on the way out, also on Ctrl-C or an
-error.
-
-A workdir holding an earlier run is refused (:class:`~streamanon.errors.WorkdirInUse`) unless
-``mode`` is ``force`` (its files and the CE's rows are cleared first) or ``resume`` (the PKI,
-the CE's rows and the gateways' outboxes are kept, the replay continues at the cycle after the
-last one of the earlier run, and ``measurements.csv`` grows).
-
-The district is the simulation's (:class:`~streamanon.sim.district.District`, same seed),
-the ring seed is the district's seed and the counting structure is sized like the
-simulation's (:meth:`~streamanon.sim.config.SimConfig.structure_spec`), so the CE's table
-can be compared with :func:`~streamanon.sim.scenarios.simulate` on the same readings.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

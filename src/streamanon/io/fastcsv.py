@@ -1,22 +1,6 @@
 """The fast lanes for clean CSV chunks: Apache Arrow's C++ parser and writer.
 
-A chunk takes a lane only when it is provably clean; anything else returns ``None`` and the chunk
-goes through the Python reader, which owns every rule and every error message; so the lanes
-accelerate the rules without restating them.
-
-* ``t,u,a`` streams (:func:`parse_clean_chunk`): exactly three comma-separated fields per line,
-  no quotes, no carriage returns, no user or value that is empty, oversized or has surrounding
-  whitespace, every time a finite float that never goes backwards. Users and values come out
-  dictionary-encoded, straight from the parser; published rows are written back by Arrow's CSV
-  writer (:func:`published_csv`), as bytes.
-* general rows (:func:`parse_clean_rows`, for CASTLE's :class:`~streamanon.io.rows.RowReader`):
-  no quotes, no carriage returns, no blank lines, no line longer than the value limit, the
-  header's number of fields on every line; the named numeric columns parse as finite floats.
-  The reader decides the rest (blank fields, required columns) on the distinct values.
-
-Compute kernels are called through :func:`pyarrow._compute.call_function` rather than through
-:mod:`pyarrow.compute`: importing the latter generates a Python wrapper for each of its hundreds
-of functions (0.1 s of every command's start), and its ``cast`` loads pandas (0.2 s more).
+Design: docs/design/pipeline.md
 """
 
 from __future__ import annotations
@@ -89,9 +73,8 @@ def _numpy(arr: pa.Array) -> np.ndarray:
 def _pylist(arr: pa.Array) -> list[str]:
     """The values of a string array without nulls as Python strings.
 
-    ``to_pylist`` makes an Arrow scalar per value (0.5 µs each); here the data buffer is
-    decoded once and sliced at character offsets (counted in numpy: the bytes that start a
-    UTF-8 character), some ten times faster.
+    ``to_pylist`` makes an Arrow scalar per value; here the data buffer is decoded once and
+    sliced at character offsets (counted in numpy: the bytes that start a UTF-8 character).
 
     >>> _pylist(_strings(["a", "été", "", "xyz"]).cast(pa.string()))
     ['a', 'été', '', 'xyz']
@@ -140,7 +123,7 @@ def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns |
     if not data or data.endswith(b"\n") or b'"' in data or b"\r" in data or has_long_line(data):
         return None
     table = _read(data, _NAMES, _CONVERT)
-    # one row per line (not counted: a count is 13 ms per 16 MiB): the parser breaks rows only
+    # one row per line (not counted: counting costs time per chunk): the parser breaks rows only
     # at newlines here, and a blank line is a row of empty fields, refused below with them; a
     # newline at the very end (a blank last line) would be taken as the last row's end, so
     # such data was refused above

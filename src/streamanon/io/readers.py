@@ -1,27 +1,11 @@
 """Read ``(t, u, a)`` streams from CSV (header ``t,u,a``) or JSON Lines, files or stdin.
 
-Every non-blank input line ends as a record in a :class:`RecordBatch` or as a
-:class:`~streamanon.records.Rejected` handed to the ``on_error`` policy, never dropped:
-
-* malformed lines (wrong field count, bad JSON), missing or empty fields, oversized values;
-* times that are neither seconds nor ISO 8601, or not finite;
-* time going backwards: a record up to ``time_tolerance`` seconds behind the latest time seen
-  is re-stamped to that time (the operators need a monotone clock; such records are counted as
-  ``restamped``), one further behind is rejected;
-* lines that are not UTF-8 text, CSV lines with broken quoting (a quote left open never runs
-  into the next line: a record is one line), lines over :data:`MAX_LINE_CHARS` characters.
-
-A file that is not text at all (compressed, an archive, binary data) is refused as a whole,
-with what to do, by :func:`check_text_head`; a UTF-8 byte order mark (as spreadsheets write
-it) is skipped. Rejected lines are echoed as they were in the file, not rebuilt.
-
-The CSV path is columnar (one ``split`` per line, numpy for times) because parsing is most of
-the cost of anonymizing a file.
-
 >>> import io
 >>> batches = list(iter_batches(io.StringIO("t,u,a\\n1,alice,x\\n2,bob,x*y\\n"), fmt="csv"))
 >>> [(r.t, r.u, r.a) for r in batches[0].records()]
 [(1.0, 'alice', 'x'), (2.0, 'bob', 'x*y')]
+
+Design: docs/design/pipeline.md
 """
 
 from __future__ import annotations
@@ -675,6 +659,18 @@ def iter_batches(
     :class:`InputError` is raised; under ``"skip"`` each bad line goes to ``rejects``.
     ``monotone=False`` accepts times in any order (for reading outputs that are not streams);
     ``progress`` is called with the number of bytes consumed by each read.
+
+    Args:
+        source: a path, ``-`` (stdin) or an open text or binary stream.
+        fmt: ``csv`` or ``jsonl`` (``None``: from the file name, else CSV).
+        on_error: ``fail`` raises at the first bad line; ``skip`` sends each to ``rejects``.
+        rejects: called with each rejected line under ``skip``.
+        time_tolerance: seconds a time may go back; within it a record is re-stamped, beyond it
+            rejected.
+        max_value_len: the longest value accepted, in characters.
+        source_name: the name of the source in messages.
+        monotone: ``False`` accepts times in any order (outputs that are not streams).
+        progress: called with the number of bytes consumed by each read.
     """
     path = source if isinstance(source, str | Path) else None
     kind = detect_format(path, fmt)

@@ -1,29 +1,6 @@
 """The central entity: receives published tuples over mutual TLS, checks them, stores them.
 
-Only clients with a certificate of the deployment's CA whose role is ``gateway`` and that is not
-revoked are served. Every tuple of a ``B`` (batch) frame is checked (:func:`invalid_tuples`:
-finite time on the cycle's grid, value within the configured domain, ID size, sequence
-numbers); a batch with an invalid tuple is stored not at all and answered with an ``N`` frame
-naming each invalid tuple and why (logged; the gateway sets those aside and sends the rest
-again). A valid batch is written in one transaction of the store (:mod:`.store`: SQLite or
-PostgreSQL), idempotent by ``(gateway, outbox incarnation, sequence)``, and the ``A`` (ack)
-frame carrying the batch's highest sequence number is sent only after the commit returned. The
-gateway deletes a tuple from its outbox only on that ack, so no acknowledged tuple is lost by a
-CE restart and no unacknowledged one by a gateway restart.
-
-A malformed or oversized frame, an over-long batch, or one of the wrong kind, closes that
-connection with an ``E`` frame and a logged reason; the daemon goes on serving the others.
-When the store cannot commit (database down), the connection is closed without an answer and
-the gateway retries later.
-
-Mix batches (``M`` frames, ``publication = "mix"``, needs ``mix_key``): one per cycle, from the
-cycle's last gateway. Every item is opened with the CE's private key; dummies are counted and
-dropped; every tuple is checked like a direct one; the valid ones are committed in one
-transaction keyed by their ``uid`` (a tuple re-sent in a later batch is stored once), and then
-the ``A`` frame carrying the cycle is sent. An item that does not open, or a tuple that fails a
-check, cannot be sent back to its gateway (the CE does not know it, which is the point): it is
-refused with its reason in the log (cycle, place in the batch, the tuple when it opened) and
-counted (``dezent_ce_tuples_refused``), and the rest of the batch is stored and acknowledged.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

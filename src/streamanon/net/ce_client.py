@@ -1,21 +1,6 @@
 """Delivery of a gateway's outbox to the central entity (mutual TLS, batches, acks).
 
-One batch at a time, in sequence order, with the outbox's incarnation. The CE's answer decides:
-
-* ``A`` (ack, after its commit): the covered tuples leave the outbox;
-* ``N`` (refused: tuples that fail the CE's validation, each with a reason): those tuples move
-  to the outbox's ``refused`` table (kept, counted, logged) and the rest is sent again;
-* ``E`` (error, then the CE closes: e.g. a frame over its size limit): the batch size is halved
-  and the batch sent again; a single tuple the CE still answers with an error is set aside
-  like a refused one. So a bad batch costs a handful of round trips, never a retry storm;
-* no answer (CE down, connection lost, timeout, a CE whose certificate is revoked): retried
-  with exponential backoff (0.1 s doubling to 2 s); the tuples stay in the outbox.
-
-Mix batches this gateway delivers (``mix_out``, ``publication = "mix"``) go first, one ``M``
-frame each; the CE's ``A`` carrying the batch's cycle removes it and calls
-``on_mix_committed(cycle)`` (the daemon then starts the acknowledgement around the ring). Any
-other answer keeps the batch and is retried with the same backoff (it is logged: a CE without
-a mix key, for instance).
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """Length-prefixed binary frames between the daemons (gateway <-> gateway, gateway -> CE).
 
-A frame is a 4-byte big-endian body length ``L`` followed by the body; the body's first byte
-is the frame kind. ``L`` must be in ``1..max_frame`` (default 1 MiB): a reader that sees a
-larger or empty length, an unknown kind or a body that does not parse raises
-:class:`FrameError` naming what is wrong, and the daemon closes that connection (after
-logging the reason) and goes on serving the others.
-
-Kinds:
-
-* ``H`` hello: 32 bytes, SHA-256 of the canonical protocol parameters (both ends must agree).
-* ``R`` ring: the cycle's session (its coordinator and members, u16 each) and one encoded
-  protocol message (:func:`streamanon.dezent.protocol.encode_message`).
-* ``B`` batch: published tuples for the central entity: the outbox's 16-byte incarnation,
-  then the tuples, each with its sequence number (unique per gateway and incarnation).
-* ``M`` mix batch (``publication = "mix"``): the cycle and its sealed, fixed-size items
-  (:mod:`streamanon.dezent.mix`), delivered by the cycle's last gateway; answered with ``A``
-  carrying the cycle once the CE committed every tuple of it.
-* ``A`` ack: the highest sequence number the central entity has committed.
-* ``N`` refused: a batch the central entity stored nothing of, with the sequence numbers of
-  its invalid tuples and why each is invalid (the connection stays open; the gateway sets
-  those tuples aside and sends the rest again).
-* ``E`` error: a UTF-8 reason, sent before the sender closes the connection.
-
-Overhead of a ring frame over the counting structure (what the simulation counts per message):
-``4`` (length) ``+ 1`` (kind) ``+ 4 + 2 n`` (session of ``n`` members) ``+`` the protocol
-message header (9 bytes for a collection, 23 for a publication, 15 for a mix batch, 9 for a
-mix acknowledgement): see :func:`ring_overhead`.
-
 >>> f = encode_ring(3, (0, 3, 4), b"C" + bytes(8) + b"payload")
 >>> decode_frame(f[4:])
 RingFrame(ccc=3, members=(0, 3, 4), message=b'C\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00payload')
 >>> len(f) - len(b"payload") == ring_overhead(3, collect=True)
 True
+
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,39 +1,7 @@
 """The gateway daemon: the clock and the wiring around the sans-I/O protocol core
 (:class:`streamanon.dezent.protocol.Gateway`).
 
-The parts, each in its own module:
-
-* :mod:`.session`: ring sessions and the admission rule for ring messages (pure);
-* :mod:`.intake`: the authenticated sensor port and the per-cycle reading buffer;
-* :mod:`.peers`: the mutual-TLS links to the ring peers and the ring server;
-* :mod:`.ce_client`: delivery of the on-disk outbox (:mod:`.outbox`) to the central entity;
-* :mod:`.metrics`: the Prometheus metrics.
-
-Clock: cycle ``c`` runs from ``t0 + c x period`` (wall clock, semi-synchronized); at
-``close`` of the period the gateway closes the cycle's readings (gives them to the core, in
-sensor-ID order) and the cycle's acting coordinator starts the collection round, provided at
-least ``min_members`` gateways are reachable; otherwise every gateway logs why the cycle is
-skipped. A gateway that receives a ring message for a cycle it has not closed yet closes it
-then (its clock is late). Published tuples go to the outbox (on disk) first, then to the CE.
-
-With ``publication = "mix"`` a published tuple goes to the outbox's ``mix_pending`` table
-instead; when the cycle's mix batch passes, the core seals it (and any earlier tuple whose batch
-was never acknowledged) into the batch; the cycle's last gateway keeps the batch in ``mix_out``
-until the CE acknowledges it, then sends the acknowledgement around the ring, and each gateway
-forgets the tuples that batch carried. What a death does (tested with real kills in
-``tests/net/test_cluster.py``):
-
-* a gateway dies holding the batch (or the batch is lost on a link): the batch never reaches
-  the CE, no acknowledgement comes, and every gateway's tuples of it (durable in its
-  ``mix_pending``) are sealed afresh into a batch two cycles later; the dead gateway's own
-  tuples go out in the first batch it joins after its restart. None is lost;
-* the deliverer dies after the CE committed but before the acknowledgement went round (or the
-  acknowledgement is lost): the tuples are sent again and the CE, which stores by ``uid``,
-  keeps one copy. None is duplicated. (The tuples sent again tell the CE which segment of the
-  ring missed the acknowledgement: a failure case narrows their anonymity set to it.)
-
-``STREAMANON_FAILPOINT=mix_hold:<cycle>`` in a gateway's environment makes it take the mix batch
-of that cycle and never pass it on (for the tests that kill a gateway holding a batch).
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """Authenticated sensor intake: who may report what to a gateway, and the sensor port.
 
-The sensor protocol: TLS 1.3 on the gateway's ``sensors`` address, the sensor node presenting
-its own certificate (role ``sensor@gw<i>``, issued by ``streamanon pki init --sensors``).
-A connection is served only if the certificate is bound to *this* gateway, its ID is in the
-gateway's registry (``[sensors] registry``) and it is not revoked. Then one reading per line,
-UTF-8: CSV ``t,a`` or ``t,u,a`` (data time in seconds, [sensor ID,] value), or JSON
-``{"t": 900, "a": 230}`` (``"u"`` optional). **The reading's sensor ID is the certificate's**,
-never the line's: a line naming another ID is refused. The gateway answers every line with
-``ok <cycle>`` or ``err <reason>``: malformed, another sensor's ID, value outside the exact
-counter's domain, late (its cycle is closed), early (more than ``ahead`` cycles in the future),
-duplicate (this sensor already reported that cycle: one reading per sensor per cycle), buffer
-full. A line longer than ``max_line`` bytes, or ``idle_timeout`` seconds of silence, closes the
-connection; at most ``max_connections`` sensor connections are served at once.
-
-So an attacker who reaches the port without a sensor's key cannot send anything; one who stole
-one sensor's key can report as that sensor only, once per cycle; and no one can squat another
-sensor's ID (the real sensor's reading is never refused as a duplicate of someone else's).
-
-``insecure_plaintext_sensors = true`` keeps the old plain-TCP mode, where the ID is taken from
-the line (``t,u,a``) and any registered ID is accepted (all IDs when no registry is given):
-anyone who can reach the port can then inject readings under invented IDs and defeat the
-z-anonymity guarantee. It exists for trials on an isolated host; the gateway logs a warning
-at start-up and ``cluster up`` prints one.
-
-:class:`SensorIntake` is the pure part (lines in, replies and closed cycles out, no I/O);
-:class:`SensorServer` serves it on a socket.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """Prometheus metrics of the daemons (library ``prometheus-client``), and reading them back.
 
-Each daemon keeps its metrics in a registry of its own and, with ``metrics = "host:port"`` in
-its config, serves them at ``https://host:port/metrics`` over **mutual TLS with the site's CA**
-(TLS 1.3). Only a scraper presenting an unrevoked certificate of the site's CA with the role
-``monitor`` (the ``monitor`` certificate that ``pki init`` writes) is served; a stranger, a
-gateway's, the CE's or a sensor's certificate, or a revoked monitor certificate gets ``403``
-(threat model: metrics reveal a site's activity, e.g. readings per cycle). Prometheus
-scrapes it with ``scheme: https`` and a ``tls_config`` of ``ca_file``, ``cert_file``,
-``key_file`` and ``server_name`` (``gw3``, ``ce``). ``streamanon cluster status`` reads them.
-
-Gateway: ``dezent_cycles_completed_total``, ``dezent_cycles_skipped_total{reason}``,
-``dezent_ring_size`` (members of the last session this gateway took part in),
-``dezent_peers_up``, ``dezent_readings_total{outcome}`` (``ok`` or why refused),
-``dezent_tuples_published_total``, ``dezent_outbox_depth``, ``dezent_tuples_refused_total``
-(set aside after the CE refused them), ``dezent_ce_commit_seconds`` (batch sent -> ack),
-``dezent_last_cycle``. CE: ``dezent_ce_batches_total{outcome}``,
-``dezent_ce_tuples_stored_total``, ``dezent_ce_tuples_refused_total``,
-``dezent_ce_connections_refused_total``, ``dezent_ce_commit_seconds``, ``dezent_ce_rows``,
-``dezent_ce_mix_dummies_total`` (dummies dropped from mix batches). Gateway, with the mix:
-``dezent_mix_pending`` (own tuples waiting for a mix acknowledgement).
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
 """The gateway's outbox: published tuples kept on disk (SQLite) until the CE acknowledges them.
 
-Two kinds of delivery share the file: direct (``outbox``/``refused`` below) and the mix
-(``mix_pending``/``mix_out``, see :class:`Outbox` ``mix_*`` and the end of this docstring).
-
-Every tuple gets the next sequence number of this outbox (never reused: the counter lives in
-the same transaction as the tuples). An outbox also has an **incarnation**: 16 random bytes
-drawn when its database is created. The central entity stores idempotently by
-``(gateway, incarnation, sequence)``: a retried batch is harmless, and if the outbox's file is
-lost (disk replaced, state folder wiped) the new outbox starts again at sequence 1 under a new
-incarnation, so its tuples are new to the CE instead of being taken for duplicates.
-
-A tuple leaves the outbox only when an acknowledgement covering its sequence number arrives,
-which the CE sends after its commit. A tuple the CE refuses as invalid (an ``N`` frame naming
-it) moves to the ``refused`` table with the CE's reason: it is kept, counted and logged, never
-silently dropped, and never sent again (no retry storm).
-
 >>> import tempfile, os
 >>> d = tempfile.mkdtemp()
 >>> box = Outbox(os.path.join(d, "outbox.sqlite"))
@@ -30,13 +15,7 @@ silently dropped, and never sent again (no retry storm).
 >>> box.incarnation == inc
 True
 
-The mix (``publication = "mix"``): this gateway's published tuples wait in ``mix_pending``
-(each with its random ``uid``) until an acknowledgement of a mix batch that carried them comes
-around the ring (:meth:`Outbox.mix_acked`); a tuple whose batch never got one (a gateway died
-mid-mix, the CE was down) becomes due again (:meth:`Outbox.mix_due`: two cycles after its
-last batch, then after 4, 8, ... up to 64 cycles) and is sealed afresh into a later batch. The
-CE stores by ``uid``, so a tuple that reached it twice is stored once. The batch this gateway
-*delivers* as the cycle's last gateway waits in ``mix_out`` until the CE's ack.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,35 +1,6 @@
 """A private certificate authority for a deZent deployment (library ``cryptography``).
 
-Two folders, kept apart on purpose (threat model: "the CA's private key never lives on a
-gateway or the CE"):
-
-* the **CA folder** (``ca_dir``, default ``<deployment>-ca`` beside the deployment folder):
-  ``ca.key`` and ``ca.crt``, and ``revoked.txt`` (the serials revoked so far). It is needed
-  only to issue, re-issue or revoke certificates: move it off the site's hosts (an offline
-  machine, an encrypted stick) once the deployment folder is written. :func:`init_pki`
-  refuses to put it inside the deployment folder, where every config points.
-* the **deployment folder**: ``ca.crt`` (the trust anchor), ``crl.pem`` (the certificate
-  revocation list, signed by the CA), ``gw<i>.crt``/``.key`` per gateway, ``ce.crt``/``.key``,
-  ``monitor.crt``/``.key`` (for scraping the daemons' metrics: ``cluster status``,
-  Prometheus), and per sensor node ``sensors/gw<i>/<id>.crt``/``.key`` with the registry
-  ``sensors/gw<i>.txt`` (the IDs registered to gateway ``i``, one per line); and the CE's
-  X25519 key pair for the mix (``publication = "mix"``): ``ce-mix.key`` (the CE's host only)
-  and ``ce-mix.pub`` (every gateway; all must hold the same, which their hello checks). Each
-  host gets ``ca.crt``, ``crl.pem`` and its own certificate and key only.
-
-Keys are ECDSA P-256, written with mode ``0600`` in folders of mode ``0700``; certificates
-``0644``. Every certificate carries a **role** in its organizational unit: ``gateway``, ``ce``,
-``monitor`` or ``sensor@gw<i>`` (a sensor node bound to exactly one gateway), and its identity
-in the common name (``gw3``, ``ce``, the sensor ID). Servers check the role, so a sensor whose ID
-happens to be ``gw3`` is still only a sensor. Gateways and the CE also carry their name as a DNS
-subject alternative name, so a TLS client checks whom it dialled by ordinary hostname
-verification; sensor certificates carry none and are valid for client authentication only.
-
-Rotation (documented in the README): a leaf is rotated with :func:`issue` (new key, new serial;
-the old certificate stays valid until revoked with :func:`revoke`, so hosts can be switched one
-by one); a compromised leaf is revoked at once and the new ``crl.pem`` copied to every host
-(the daemons reload it when it changes). The CA itself is rotated by a new ``init_pki`` into
-a new deployment folder, with ``ca.crt`` holding both CA certificates while hosts move over.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

@@ -1,39 +1,6 @@
 """The gateway's ring sessions and the admission rule for ring messages (sans-I/O).
 
-Nothing here opens a socket, sleeps or reads a clock: the daemon (:mod:`.gateway`) passes the
-wall-clock cycle and the set of peers it holds live links to, and acts on the answers. So the
-rule the failure-safety argument rests on is testable with plain function calls.
-
-Membership. The ring order of an epoch comes from the shared seed (:class:`Ring`); a cycle's
-ring is that order restricted to its *members* (:class:`SessionRing`). The coordinator of
-cycle ``c`` is ``Ring.ccc(c)``, or, if that gateway is down in the view of the others, the next
-gateway in ring order that is up (:meth:`Sessions.acting_ccc`). It puts into the cycle's session
-(carried by every ring frame of the cycle) itself and every peer it holds a live mutual-TLS
-connection to (:meth:`Sessions.start`). So a dead gateway is skipped from the next cycle on and
-rejoins as soon as the coordinators can reach it again. A session smaller than the protocol's
-``min_members`` is never started nor admitted (the privacy argument is in
-:mod:`streamanon.dezent.protocol`).
-
-Why no failure leaks (proof sketch): a gateway processes a ring message only if
-(:func:`admit`) its cycle is within one of the wall clock's, the session holds this gateway and
-only known gateways and at least ``min_members`` of them, the session does not name this gateway
-coordinator of a cycle it did not start, it is the first session this gateway saw for that
-cycle, the message comes from the gateway that must send it (identity from the peer's
-certificate: the ring predecessor in that session, or for a publication pass the position the
-publication order names, :func:`~streamanon.dezent.order.sender_position`), and this gateway
-has not processed the same (cycle, kind, pass, turn) before. So every member adds its counts at
-most once, and a count is at most the true number of distinct sensor nodes of the members (<=
-the district's). The coordinator subtracts ``z - 1`` only from a structure that came back
-around the whole ring. Hence a value is published only if at least ``z`` distinct sensor nodes
-reported it within Δt. When a member dies or is too slow, the round stalls: what was published
-before is proven, nothing after it is published.
-
-The mix (``publication = "mix"``): the batch (``M``) goes from the coordinator around the ring,
-each message from the ring predecessor, never to the coordinator; the acknowledgement (``K``)
-from the deliverer (the coordinator's predecessor) around the ring, never back to the deliverer.
-
-Errors of the protocol core (:data:`CORE_ERRORS`) are caught in one place, the daemon's
-``GatewayDaemon.call_core``.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

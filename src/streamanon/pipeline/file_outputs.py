@@ -1,34 +1,5 @@
 """Outputs that never destroy data: refuse to overwrite an input, replace files only on success.
 
-Every file a run writes goes through one :class:`OutputSet`:
-
-* :meth:`OutputSet.add` refuses a target that is the same file as one of the run's inputs
-  (compared after resolving symbolic links, and by device and inode, so hard links count too),
-  a target named twice, a target that is a folder, and a target whose folder does not exist
-  or cannot be written, all before any work is done;
-* it returns a temporary path *beside* the target (same folder, so the final rename is atomic
-  on every POSIX file system; hidden, named ``.NAME.XXXX.partial.EXT`` so that its extension
-  still tells its format), which the run writes to as if it were the target;
-* leaving the ``with`` block normally renames every temporary file onto its target
-  (:func:`os.replace`); leaving it by any exception, Ctrl-C or SIGTERM removes the temporary
-  files, so every target keeps its previous content (or stays absent), and
-  :attr:`OutputSet.not_written` says which targets those were.
-
-``-`` means standard output: rows go there directly (a pipe cannot be taken back), so after a
-failure :meth:`OutputSet.describe_failure` says that what stdout received is incomplete.
-
-The cost is one ``mkstemp`` and one ``rename`` per file, none per row. What this does not give:
-durability against a power cut (no ``fsync``), and atomicity *across* several targets (each
-rename is atomic; a crash between two renames leaves the first one replaced).
-
-Adopt it in any command that writes files::
-
-    with OutputSet(inputs=[source, rules_path]) as outs:
-        out = outs.add(output, "--output")          # a temporary path, or "-"
-        rejects = outs.add(rejects_path, "--rejects")
-        run(source, out, rejects)                   # writes the temporary files
-    # here every target has its new content; on error none has changed
-
 >>> import pathlib, tempfile
 >>> d = pathlib.Path(tempfile.mkdtemp())
 >>> _ = (d / "in.csv").write_text("old input")
@@ -44,6 +15,8 @@ Adopt it in any command that writes files::
 -o .../in.csv: is the input file itself; writing it would destroy the input (choose another name)
 >>> (d / "in.csv").read_text()
 'old input'
+
+Design: docs/design/pipeline.md
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def lean_gc(young: int = 100_000) -> Iterator[None]:
 
     A Kafka run makes a few objects per message (its value, its header); the cyclic
     collector would run every 700 allocations and, every tenth time, scan everything alive,
-    which cost more than the work itself (measured: 1 s of 5 s for 300,000 messages). Here
+    which cost more than the work itself (docs/design/pipeline.md). Here
     the objects that exist at the start are frozen (never scanned) and the young generation
     is collected every ``young`` allocations; both are undone at the end.
     """
@@ -155,6 +155,19 @@ def run_z(
     replaces nothing). ``rejects_name`` is the rejects file's name in messages (when
     ``rejects_path`` is a temporary file). ``details["users_seen"]`` counts distinct users up
     to ``z`` (enough to tell whether z could ever be reached) for the batch engine.
+
+    Args:
+        source: a file, ``-`` (stdin), an open stream or ``kafka://HOST:PORT/TOPIC``.
+        output: a file, ``-`` (stdout) or ``kafka://`` for the released tuples.
+        operator: the :class:`~streamanon.zanon.ZAnonymizer` or adaptive operator.
+        in_format: the input format (``csv`` or ``jsonl``; ``None``: from the name).
+        out_format: the output format (``None``: from the name).
+        on_error: ``fail`` raises at the first bad record; ``skip`` rejects it and goes on.
+        rejects_path: where rejected records go (a file, ``-`` or ``kafka://``; ``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        time_tolerance: seconds a time may go back before the record is rejected.
+        progress: called with the bytes consumed by each read.
+        kafka: the options of ``kafka://`` endpoints (:class:`KafkaOptions`).
     """
     in_fmt, out_fmt = _formats(source, output, in_format, out_format)
     outputs: dict[str, tuple[Any, str]] = {PUBLISHED: (output, "--output")}
@@ -204,6 +217,22 @@ def run_castle(
     values of each sensitive attribute up to l: enough to tell whether k and l could be
     reached. On bad input under ``fail`` it raises after writing what came before: wrap the
     call in an :class:`~streamanon.pipeline.file_outputs.OutputSet`, as the CLI does.
+
+    Args:
+        source: a file, ``-`` (stdin), an open stream or ``kafka://HOST:PORT/TOPIC``.
+        output: a file, ``-`` (stdout) or ``kafka://`` for the released rows.
+        operator: the :class:`~streamanon.castle.CastleAnonymizer`.
+        in_format: the input format (``csv`` or ``jsonl``; ``None``: from the name).
+        out_format: the output format (``None``: from the name).
+        on_error: ``fail`` raises at the first bad row; ``skip`` rejects it and goes on.
+        rejects_path: where rejected rows go (``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        suppressed_path: where suppressed tuples go (``None``: only counted).
+        suppressed_format: the format of ``suppressed_path`` (``None``: from the name).
+        columns: the CSV header of a ``kafka://`` source whose messages carry none.
+        latency: measure the mean wall-clock time from feeding a tuple to its release.
+        progress: called with the bytes consumed by each read.
+        kafka: the options of ``kafka://`` endpoints (:class:`KafkaOptions`).
     """
     if operator.rules is None:
         raise ValueError("the operator has no rules")

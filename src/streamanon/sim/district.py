@@ -1,23 +1,6 @@
 """A smart-metering district from the BDEW standard load profiles (the paper's Sec. VI data).
 
-Sensor nodes (smart meters) hang off gateways (``normal(max/2, 2)`` per gateway, rounded and
-clipped to ``1..max``); each gets a client type from the Berlin mix of the spec; its reading in
-cycle ``c`` (15 min) is its type's standard load profile value at ``c`` scaled to the type's
-annual consumption, times ``1 + noise`` with noise uniform in ``[-10 %, +10 %]``, in watts,
-rounded to a bucket (:func:`~streamanon.dezent.grid.bucket`). One seed drives everything:
-
-* ``default_rng([seed, 0])``: sensors per gateway and client types;
-* ``default_rng([seed, 1, day])``: the noise of day ``day`` (so any range of cycles is
-  generated identically, whatever the chunking);
-* ``default_rng([seed, 2, day])``: the publication coins of day ``day`` (see ``scenarios``);
-* ``default_rng([seed, 3, day])``: the draws placing the publication passes' starts
-  (``publication_order = "random"``) of day ``day``;
-* ``default_rng([seed, 4, day])``: the simulation's model of the secret mix shuffle (the order
-  in which the CE receives a mix batch; the daemons draw it from the OS).
-
-The profiles come from ``demandlib`` (BDEW ``h0_dyn`` for households, ``g1/g2/g4/g5`` for
-businesses), computed offline once per year and kept as numpy arrays (pandas stays out of the
-hot path).
+Design: docs/design/simulation.md
 """
 
 from __future__ import annotations

@@ -1,29 +1,5 @@
 """Gateway linkability: how well the central entity (CE) guesses which gateway sent a tuple.
 
-The CE's view of a published tuple: the sender of the frame that carried it (its TLS identity:
-the gateway itself when sending directly, the cycle's deliverer with the mix), the tuple's
-position in that frame (as a decile of the frame), and its value. Sender and position are one
-joint feature (the *channel*): a CE that knows the ring's order reads a position differently
-for every deliverer. The ID is left out: with
-``id_mode = "gateway"`` it *is* the gateway (the mix refuses that mode), sensor IDs link the
-tuple to its sensor and so to its gateway, and rotating pseudonyms (the mode the mix is meant
-for) are new every epoch, so a pseudonym seen in training says nothing about a later epoch.
-
-The adversary (:func:`gateway_linkability`) is a naive Bayes classifier with add-one smoothing
-and a uniform prior, trained on tuples *with* their true gateway (the worst case: the CE learnt
-the mapping, e.g. from a period of direct sending) and scored on other tuples: two folds of
-cycles (:func:`fold_of`: a fixed pseudo-random half of the cycles, so that both folds hold
-every coordinator and neighbouring cycles), each scored by the classifier trained on the
-other. Reported:
-
-* ``balanced_accuracy``: the mean over gateways (that published) of the share of its tuples
-  attributed to it.
-  A guess that ignores the tuple (a constant, a coin) scores exactly ``1 / n`` whatever the
-  gateways' sizes: the floor the mix is measured against;
-* ``accuracy``: the share of tuples attributed to their true gateway;
-* ``floor`` (``1 / n``) and ``majority_share`` (the largest gateway's share of the tuples: the
-  plain accuracy of always guessing it, which no mixing can take away).
-
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> gw = rng.integers(0, 4, 4000)
@@ -34,6 +10,8 @@ other. Reported:
 >>> r = gateway_linkability(gw, blind, [4], 4, rng.integers(0, 2, 4000))
 >>> abs(r["balanced_accuracy"] - 0.25) < 0.03
 True
+
+Design: docs/design/simulation.md
 """
 
 from __future__ import annotations

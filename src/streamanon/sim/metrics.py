@@ -1,19 +1,7 @@
 """Per-scenario metrics: publication ratios, messages and bytes on each link, violations,
 position bias and (deZent) gateway linkability.
 
-Wire sizes (a choice; the paper counts messages): a reading SN->GW and a published tuple
-GW->CE sent directly are ``(u32 sensor or pseudonym id, u32 value, u64 timestamp)`` = 16
-bytes; a ring message GW<->GW is the encoded counting structure (header + ``m * b`` bits);
-with the mix, a batch on the ring or to the CE is its sealed items (``padding + 48`` bytes
-each) and an acknowledgement carries no payload (the framing of every message is counted by
-the daemons, not here). ``bytes_per_day`` divides the totals by the simulated days.
-
-*Position bias*: the publication ratio of the records of the gateway ``p`` hops after the
-coordinator, for each ``p`` (``per_ring_position``), and its max/min over ``p``.
-
-A *violation* is a published tuple whose true number of distinct sensor nodes reporting its
-value within Δt (current cycle included) is below ``z``: the same test as the independent
-checker :func:`streamanon.verify.z.check_z` with ``exact=False``.
+Design: docs/design/simulation.md
 """
 
 from __future__ import annotations

@@ -1,33 +1,6 @@
 """The three scenarios of the paper on identical measurements, vectorized across cycles.
 
-* ``centralized``: the central entity receives every reading and applies the publication rule
-  (:func:`~streamanon.dezent.rules.publishable`) with exact district-wide counts.
-* ``fully_decentralized``: every gateway applies the same rule to its own sensor nodes only.
-* ``dezent``: the ring protocol (:mod:`streamanon.dezent.protocol`) with a counting Bloom filter
-  or the exact counter; publication passes in the publication order
-  (:mod:`streamanon.dezent.order`: from the CCC's successor, or from a random position per
-  pass), first with ``p_pub``, then with ``p_pub = 1``; tuples sent to the CE directly or
-  through the mix (:mod:`streamanon.dezent.mix`: its bytes, and the order in which the CE
-  receives a batch, modelled by a seeded uniform permutation, for the linkability metric).
-
-All three share one count: ``D[c, v]``, the distinct sensor nodes with a reading of ``v`` in the
-window of cycle ``c`` (``W`` cycles, current included), computed for a whole chunk of cycles at
-once. A reading at cycle ``r`` of sensor ``s`` keeps ``s`` counted for ``v`` during cycles
-``r .. r + L - 1`` where ``L`` is the distance to ``s``'s next reading of the same value (at
-most ``W``): the intervals of one (sensor, value) tile its live span without overlap, so a
-difference array summed over cycles gives the distinct count. Per gateway the same with
-(gateway, value) bins.
-
-Which records of a value are published is decided by their rank in the order in which the
-scenario visits them (centralized: arrival order = sensor order; deZent: pass 1 records (coin
-``< p_pub``) before pass 2 records, each in ring order from the pass's start, sensors in
-order within a gateway). Proof sketch (fast deZent == protocol core): when no counter of the
-cleaned CBF is *contested* (its value is at least the publications the rule allows for all
-values hashed to it), no value's count ever reaches 0 through another value's decrements, so
-the records published are exactly the first ``publishable(est, n)`` in visiting order, where
-``est`` is the CBF's count; a contested cycle is replayed record by record with the protocol's
-own :func:`~streamanon.dezent.protocol.publish_records`. The test suite compares both engines
-on small districts, message for message.
+Design: docs/design/simulation.md
 """
 
 from __future__ import annotations

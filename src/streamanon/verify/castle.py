@@ -1,43 +1,5 @@
 """Independent checker of CASTLE's guarantee, recomputed from the files alone.
 
-It imports nothing of the operator (:mod:`streamanon.castle`) nor of the readers
-(:mod:`streamanon.io`): it reads the rules TOML, hierarchy outlines, the input and the
-released rows with its own few lines (and :mod:`streamanon.verify._read`), so one bug cannot
-hide in both (a test asserts the import graph).
-
-**What the rules say** (:func:`load_rules`): the id column, and per attribute its generalizer
-kind (``range`` with an optional ``domain``, ``reduction``, ``hierarchy`` with root-first
-``paths`` or a ``tree`` outline file and an optional ``root``/``grow``, ``none``, or a plug-in
-kind), and whether it is sensitive. Quasi-identifiers are the attributes with a generalizer
-other than ``none``; every other column passes through.
-
-**Checks.**
-
-* Classes: released rows with equal quasi-identifier values (as written) form an equivalence
-  class; each holds ``>= k`` distinct individuals and, per sensitive attribute, ``>= l``
-  distinct values (``l <= 1``: not checked). A missing sensitive value (empty) is never a value.
-* Given the input, every released row is matched one-to-one to an input row of the same
-  individual (maximum bipartite matching), where every pass-through column equals the input's
-  and every quasi-identifier *covers* the input's value: a numeric ``[lo,hi]`` contains it and
-  lies within the domain (the configured one widened by the input's own extremes, as the
-  operator's domains are); a hierarchy node is the input's leaf or one of its ancestors in the
-  declared tree (grown by the paths that input rows carry, and by unknown leaves when
-  ``grow = true``); a ``*`` mask agrees with the input on every unmasked character and is not
-  shorter. A row without such an input row is ``unmatched`` (no input row of that individual
-  with those pass-through values) or ``not_covered`` (there is one, but a generalization does
-  not contain its value). Values of plug-in generalizers are ``unverified`` (counted).
-* Without rules (:func:`columns_spec`), hierarchy nodes cannot be checked against a tree and
-  count as ``unverified`` when they differ from the input.
-* Given the suppressed rows too, every input row (minus the rejected lines) is released or
-  suppressed exactly once: ``lost`` counts input rows in neither, ``extra_suppressed`` rows of
-  the suppressed file that stand for no input row.
-* An empty release of a non-empty (or unknown) input is not ``ok`` (``empty``) unless
-  ``allow_empty``: nothing released usually means that k or l cannot be met on this input,
-  and ``why_empty`` says which.
-
-Identity of individuals and sensitive values: text without surrounding whitespace, JSON
-numbers by value.
-
 >>> spec = columns_spec("u", ["age"], ["dx"])
 >>> out = [{"u": "a", "age": "[30,34]", "dx": "flu"}, {"u": "b", "age": "[30,34]", "dx": "cold"}]
 >>> check_castle(out, spec, k=2, l=2).ok
@@ -49,6 +11,8 @@ True
 >>> r = check_castle([{"u": "a", "age": "99"}], rules, k=1, inputs=[{"u": "a", "age": 30}])
 >>> r.ok, r.not_covered, r.first_problem
 (False, 1, "released row 1: age '99' does not contain the input value 30 (input row 1)")
+
+Design: docs/design/verify.md
 """
 
 from __future__ import annotations
@@ -405,6 +369,19 @@ def check_castle(
     ``spec`` is a :class:`CastleSpec` (:func:`load_rules`), or, as before rules could be
     read here, the id column name with ``qi`` and ``sa`` (:func:`columns_spec`). ``inputs``
     and ``suppressed`` are mappings or ``(line, mapping)`` pairs.
+
+    Args:
+        rows: the released rows (mappings).
+        spec: a :class:`CastleSpec`, or the id column's name (with ``qi`` and ``sa``).
+        qi: the quasi-identifier columns when ``spec`` is a column name.
+        sa: the sensitive columns when ``spec`` is a column name.
+        k: distinct individuals every released cluster must hold.
+        l: distinct sensitive values every released cluster must hold (``0``: not checked).
+        inputs: the input rows (mappings or ``(line, mapping)`` pairs), to check coverage and
+            accounting.
+        suppressed: the suppressed rows, for the accounting.
+        rejected_lines: input lines the run rejected (left out of the accounting).
+        allow_empty: accept an output with no released row.
     """
     if isinstance(spec, str):
         spec = columns_spec(spec, qi, sa)
@@ -721,6 +698,18 @@ def check_castle_files(
 
     ``rejects`` is the JSON Lines rejects file of the run (its ``line`` fields are excluded
     from the accounting).
+
+    Args:
+        output: the released rows' file.
+        spec: the :class:`CastleSpec` (:func:`load_rules`).
+        k: distinct individuals every released cluster must hold.
+        l: distinct sensitive values every released cluster must hold (``0``: not checked).
+        source: the input file, to check coverage and accounting.
+        suppressed: the suppressed rows' file.
+        rejects: the run's JSON Lines rejects file.
+        allow_empty: accept an output with no released row.
+        out_format: the output's format (``None``: from the name).
+        in_format: the input's format (``None``: from the name).
     """
     released, _ = read_released(output, out_format)
     inputs, bad = (read_released(source, in_format, strict=False) if source is not None

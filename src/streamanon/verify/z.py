@@ -1,42 +1,5 @@
 """Independent checker for z-anonymity: recomputes the guarantee from the input alone.
 
-It shares no code with the operator (:mod:`streamanon.zanon.operator`) nor with the readers
-(:mod:`streamanon.io`): it reads both files itself and counts with its own algorithm, so one
-bug cannot hide in both (a test asserts that importing and running it loads neither).
-
-**Counting.** ``count(i, v)`` is the number of distinct users with an exposure of ``v`` at a
-stream position ``j <= i`` whose time is within Δt of ``t_i`` (``t_i - t_j <= Δt``). With times
-non-decreasing those positions form a window ``[lo_i, i]``, and a user counts once in it, at
-its *first* exposure inside. An exposure ``e`` (at position ``p``, with the previous exposure of
-the same user and value at ``q``, or none) is that first one exactly for the windows with
-``lo > q`` and ``lo <= p <= hi``; as ``lo`` and ``hi`` only grow along a value's windows these
-form one run of consecutive windows, so every count is a prefix sum of run starts minus run
-ends, computed for all values of a hierarchy level at once with numpy sorts and binary
-searches; the run of an exposure starts where the previous exposure's run ended. (The
-operator counts the other way round, by each user's *latest* exposure.)
-
-**Modes.**
-
-* exact (default): the output must be exactly what the rule publishes: same tuples, same order,
-  each at its most specific level whose count reaches ``z``, nothing the rule suppresses.
-  Counts follow stream order (the current tuple included, later ones excluded).
-* privacy only (``exact=False``): every published ``(t, u, a')`` must stand for its own input
-  tuple of ``u`` at ``t`` whose value is ``a'`` or below it (one output per input), and at least
-  ``z`` distinct users exposed ``a'`` (or a value below it) at times in ``[t - Δt, t]`` of the
-  input. For other publishers of the guarantee (deZent, the Flink job).
-
-**Reading files** (:func:`check_z_files`), the input contract of ``streamanon z`` restated and
-applied independently: CSV with a header naming ``t``, ``u``, ``a`` (any order, other columns
-ignored) or three headerless columns, or JSON Lines objects with ``t``, ``u``, ``a``. Blank
-lines are skipped; surrounding whitespace of ``u`` and ``a`` is not part of them. A time is a
-number of seconds or ISO 8601 (naive = UTC). An input line is refused (skipped and counted, as
-``--on-error skip`` does) when it has the wrong number of fields or is not a JSON object, when
-``u`` or ``a`` is empty or longer than 4,096 characters, or when its time is missing, not finite
-or more than the tolerance behind the latest accepted time. **Re-stamping:** an accepted time
-behind the latest accepted time (by at most the tolerance) counts at that latest time, as the
-operator's clock does; the output then carries the re-stamped time. Output lines are read the
-same way, in any time order, and a bad output line stops the check (an input error).
-
 >>> from streamanon.records import Record
 >>> inp = [Record(0, "a", "x"), Record(1, "b", "x"), Record(2, "c", "y")]
 >>> check_z(inp, [Record(1, "b", "x")], z=2, delta_t=10).ok
@@ -44,6 +7,8 @@ True
 >>> report = check_z(inp, [Record(2, "c", "y")], z=2, delta_t=10)
 >>> report.ok, report.privacy_violations
 (False, 1)
+
+Design: docs/design/verify.md
 """
 
 from __future__ import annotations
@@ -228,6 +193,14 @@ def read_tuples(
     ``in_stream_order=False`` reads an output (times in any order, nothing re-stamped);
     ``strict`` raises :class:`~streamanon.errors.InputError` at the first bad line instead of
     skipping and counting it.
+
+    Args:
+        source: a path, ``-`` or an open text stream.
+        fmt: ``csv`` or ``jsonl`` (``None``: from the name).
+        time_tolerance: seconds a time may go back before the line is refused.
+        in_stream_order: ``False`` reads an output (times in any order, nothing re-stamped).
+        strict: raise at the first bad line instead of skipping and counting it.
+        name: the source's name in messages.
     """
     name = source_name(source, name)
     kind = _format_of(source, fmt)
@@ -468,6 +441,14 @@ def check_z(
 
     Both are records with ``t``, ``u``, ``a`` (and optionally ``line``); the inputs in stream
     order, as the operator saw them. Values are compared without surrounding whitespace.
+
+    Args:
+        inputs: the input records, in stream order.
+        outputs: the released records.
+        z: distinct users that must have exposed a value within Δt.
+        delta_t: the window Δt in seconds.
+        exact: the output must be exactly what the rule releases (``False``: privacy only).
+        separator: the separator of hierarchical values.
     """
     src, out = _table_of(inputs), _table_of(outputs)
     for table in (src, out):
@@ -495,6 +476,17 @@ def check_z_files(
     CSV output whose text is, byte for byte, the rule's output written plainly (header
     ``t,u,a``, times as the input wrote them, three unquoted fields per line) is accepted
     without being parsed; any other output is parsed and compared by value.
+
+    Args:
+        source: the input file.
+        output: the released tuples' file.
+        z: distinct users that must have exposed a value within Δt.
+        delta_t: the window Δt in seconds.
+        exact: the output must be exactly what the rule releases (``False``: privacy only).
+        separator: the separator of hierarchical values.
+        time_tolerance: as the run's ``--time-tolerance``.
+        in_format: the input's format (``None``: from the name).
+        out_format: the output's format (``None``: from the name).
     """
     src = read_tuples(source, in_format, time_tolerance=time_tolerance)
     as_written: str | None = None

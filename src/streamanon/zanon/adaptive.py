@@ -1,28 +1,10 @@
 """Adaptive z, as in the authors' ``zanon`` 0.3.4 release: re-tune z towards a target share pk.
 
-Procedure (documented in the spec, reimplemented, not copied):
-
-1. ``z`` starts at ``z0`` (10). The operator remembers every input tuple of the last Δt with
-   the per-level counts it had at arrival.
-2. When a tuple arrives at ``t`` with ``t - t_start >= Δt`` and ``t - last_update >= rate``
-   (``last_update`` starts at 0, ``t_start`` is the first tuple's time), it binary-searches z in
-   ``[0, z_max]`` *before* processing the tuple:
-
-   * for a candidate z, each remembered tuple keeps its most specific level whose count is
-     ``>= z`` (or nothing); each user gets the set of kept values; users with identical sets
-     form a group; the share is the fraction of users in groups of size ``>= k``
-     (2 when no user kept anything, so the search moves to lower z);
-   * the candidate is accepted when ``pk <= share <= pk + 0.01``; a larger share searches lower
-     z, a smaller one higher z; when the search fails z is left unchanged.
-
-3. The tuple is then processed by the fixed-z rule with the current z.
-
-One deliberate difference: the release groups users by ``str(set)``, whose element order can
-depend on insertion history; here groups are formed by the set itself (``frozenset``).
-
 >>> op = AdaptiveZAnonymizer(delta_t=60, k=2, pk=0.8, rate=30)
 >>> op.z
 10
+
+Design: docs/design/zanon.md
 """
 
 from __future__ import annotations
@@ -50,6 +32,15 @@ class AdaptiveZAnonymizer(OperatorBase):
     ['Suppressed', 'Record']
     >>> op.summary()["z"], op.summary()["released"]
     (2, 1)
+
+    Args:
+        delta_t: the window Δt in seconds.
+        k: the k of the target: output that is k-anonymous with probability ``pk``.
+        pk: the target probability of k-anonymous output.
+        rate: seconds of data time between two re-tunings of z.
+        z0: the starting z.
+        z_max: the largest z the re-tuning may choose.
+        separator: the separator of hierarchical values (``EU*FR*Paris``).
     """
 
     @classmethod

@@ -1,30 +1,5 @@
 """z-anonymity: publish a value only when at least ``z`` distinct users exposed it within Δt.
 
-The rule (spec ``z-anonymity.md``, after Jha et al. and the authors' ``zanon`` release): for a
-tuple ``(t, u, a)`` and every hierarchy level ``v`` of ``a`` (``*``-separated, coarsest first),
-record that ``u`` exposed ``v`` at ``t`` (a repeat only refreshes the time), then count the
-distinct users whose latest exposure of ``v`` is within Δt (dropped only when ``t - last > Δt``),
-the current tuple included. Publish at the most specific level whose count reaches ``z``,
-otherwise suppress. Nothing is buffered, so the delay is zero.
-
-Values are text with surrounding whitespace removed, decided once in :func:`clean_text`: the
-authors' ``zanon`` strips the value (``' x '`` and ``'x'`` are one value), and streamanon strips
-the user as well, as its file readers always did (the one difference from ``zanon``, which keeps
-spaces around user names). An empty user or value is refused. Empty levels are kept as
-written: ``EU**Paris`` has the levels ``EU``, ``EU*`` and ``EU**Paris``, as in ``zanon``.
-
-Proof sketch of the guarantee: a tuple is published at level ``v`` only when the count of ``v``
-at its arrival is ``>= z``; that count is the number of distinct users with an exposure of ``v``
-in ``[t - Δt, t]``, so ``v`` was shown by at least ``z`` individuals within the window, which is
-exactly what the independent checker (:mod:`streamanon.verify.z`) recomputes from the input.
-
-Two equivalent engines share one state: :meth:`ZAnonymizer.process` (one record, dicts) and
-:meth:`ZAnonymizer.process_batch` (numpy, for files). For a user ``u`` and value ``v``, an
-exposure at position ``q`` is the latest one and within Δt exactly for the positions
-``p in [q, min(next_q, hi_q))`` where ``next_q`` is the next exposure of ``(v, u)`` and ``hi_q``
-the first position with ``t_p - t_q > Δt``; counts are then a prefix sum of interval starts
-minus ends, which numpy computes for a whole batch at once.
-
 >>> op = ZAnonymizer(z=2, delta_t=10)
 >>> op.process(Record(0, "alice", "EU*FR*Paris"))
 [Suppressed(record=Record(t=0, u='alice', a='EU*FR*Paris'), reason='below threshold')]
@@ -32,6 +7,8 @@ minus ends, which numpy computes for a whole batch at once.
 'EU*FR'
 >>> op.process(Record(20, "carol", "EU*FR*Lyon"))   # alice and bob expired (20 - 1 > 10)
 [Suppressed(record=Record(t=20, u='carol', a='EU*FR*Lyon'), reason='below threshold')]
+
+Design: docs/design/zanon.md
 """
 
 from __future__ import annotations
@@ -355,6 +332,13 @@ class ZAnonymizer(OperatorBase):
         Returns the indices of published tuples, their published values as codes, and the
         names those codes index (``a_names`` when nothing was generalized). A bad row refuses
         the whole batch (:class:`~streamanon.errors.BadRecordError`), changing nothing.
+
+        Args:
+            t: the times.
+            u_codes: the users, as codes into ``u_names``.
+            u_names: the user names the codes index.
+            a_codes: the values, as codes into ``a_names``.
+            a_names: the values the codes index.
         """
         t = np.asarray(t, dtype=np.float64)
         n = len(t)

@@ -1,20 +1,6 @@
 """The central entity's store: one interface, a module per backend.
 
-* :mod:`.sqlite` (default; ``store = "ce.sqlite"``, a file path): WAL with
-  ``synchronous=FULL``, one ``BEGIN IMMEDIATE`` transaction per batch;
-* :mod:`.postgres` (``store = "postgresql://user@host:port/db"``, libpq's URI form,
-  driver psycopg 3): one transaction per batch, committed with PostgreSQL's default
-  ``synchronous_commit = on`` (the commit returns once its WAL record is flushed).
-
-Both give the same two guarantees the gateways rely on: :meth:`Store.store` returns only after
-the batch is durable (the CE acks after that), and storing the same ``(gateway, incarnation,
-sequence)`` again changes nothing (a retried batch is harmless). A store that fails (the
-database is down) raises :class:`~streamanon.errors.StoreUnavailable`: the CE then closes the
-gateway's connection without an ack, and the gateway retries later from its outbox.
-
-Tuples of a mix batch (:meth:`Store.store_mix`) have no sending gateway: they are stored under
-the gateway name ``mix`` with their random 16-byte ``uid`` as the incarnation and sequence 1,
-so the same tuple delivered twice (a batch re-sent after a failure) is stored once.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations

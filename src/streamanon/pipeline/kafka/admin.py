@@ -42,7 +42,8 @@ def topic_partitions(url: str, config: Mapping[str, Any] | None = None,
 
     bootstrap, topic = parse_kafka_url(url)
     try:
-        # all topics: a metadata request naming the topic makes Tansu create it (4 partitions)
+        # all topics: a metadata request naming the topic may make the broker create it
+        # (docs/design/kafka.md)
         md = admin_client(bootstrap, config).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise EndpointError(f"{url}: no answer from the broker at {bootstrap} within "

@@ -1,41 +1,6 @@
 """``kafka://`` endpoints: a source of raw messages and a sink of text messages.
 
-The clients :mod:`streamanon.pipeline` drives (its Kafka source and sink wrap these; URLs
-are parsed by :func:`~streamanon.pipeline.kafka.options.parse_kafka_url`, topics listed and
-created by :mod:`streamanon.pipeline.kafka.admin`):
-
-* :class:`KafkaSource` — ``KafkaSource(bootstrap, topic, group=..., start="committed"|
-  "earliest", until_end=...)``; :meth:`~KafkaSource.seek` sets exact start positions (a
-  restart hands over the positions of its checkpoint), :meth:`~KafkaSource.poll` returns
-  :class:`MessageChunk` s — one per partition, messages in offset order, each message as its
-  ``(partition, offset, timestamp)`` and its raw bytes — and :attr:`~KafkaSource.done` turns
-  true under ``until_end`` once every partition reached the end offsets found at start.
-  :meth:`~KafkaSource.commit` stores positions in the consumer group (assign mode: no group
-  join, which takes ~23 s on Tansu; the group's offsets are what ``--from committed`` and lag
-  monitors read).
-* :func:`check_messages` — the message-level rules (empty, oversized, not UTF-8, more than one
-  line) that turn a message into a reject naming its partition and offset before the readers'
-  line rules (:mod:`streamanon.io.readers`, :mod:`streamanon.io.rows`) see the text.
-* :class:`KafkaSink` — ``write(partition, values, headers)`` produces text messages to one
-  partition in order (the pipeline's sink adds a header ``streamanon-in: PARTITION@OFFSET``
-  naming the input record each stands for, and checks where each batch lands);
-  :meth:`~KafkaSink.flush` waits until the broker has every message (retrying, with backoff,
-  while the broker is gone).
-* :class:`StopFlag` — SIGTERM/SIGINT set a flag; the pipeline finishes its batch, writes its
-  checkpoint and exits 0.
-* :func:`end_offsets` — the true end of partitions (see below).
-
-Broker outages: librdkafka reconnects by itself with exponential backoff
-(``reconnect.backoff.ms`` 100 ms doubling to 5 s); messages never time out
-(``message.timeout.ms = 0``), so a produce waits for the broker instead of failing, and
-:class:`BrokerWatch` prints one line on stderr when a client stalls (a flush or a due read
-without progress for a second), repeats it with the time waited (at growing intervals), and
-one when the broker answers again.
-
-End offsets: ListOffsets(latest) is wrong on Tansu (see :mod:`streamanon.harness.kafka_broker`), the
-high watermark of a Fetch response is right on every broker, so :func:`end_offsets` assigns
-each partition at ``max(low, listoffsets_end - 1)`` and reads until librdkafka reports
-partition EOF, whose offset is the fetch's high watermark.
+Design: docs/design/kafka.md
 """
 
 from __future__ import annotations
@@ -82,8 +47,9 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
     ends: dict[int, int] = {}
     c.assign([tp(topic, p, o) for p, o in start.items()])
     deadline = time.monotonic() + timeout
-    # Tansu on S3 storage, after a restart, answers nothing to a fetch that starts inside an
-    # old record batch: when the short cut stays silent, read such partitions from the start
+    # a broker may answer nothing to a fetch that starts inside an old record batch (seen
+    # after a restart: docs/design/kafka.md): when the short cut stays silent, read such
+    # partitions from the start
     fallback = time.monotonic() + 3.0
     while len(ends) < len(start):
         if fallback and time.monotonic() > fallback:
@@ -443,7 +409,7 @@ class KafkaSink:
     def flush(self) -> None:
         """Return once the broker holds every message written so far (waits out outages)."""
         if not len(self._producer):  # nothing queued or in flight (a new producer's flush
-            return                   # would wait ~0.5 s for its id)
+            return                   # would wait for its id)
         while True:
             left = self._producer.flush(1.0)
             if self.watch.fatal:

@@ -1,89 +1,5 @@
 """Exactly-once from a topic to topics, on any Kafka-compatible broker, without transactions.
 
-The claim. Run a pipeline (source topic -> operator -> output topics) and kill it at any
-moment, as often as you like; run it again with the same progress topic. Then every output
-partition holds exactly the messages, in the same order, that one uninterrupted run writes:
-no loss, no duplicate; the run's accounting (read = published + suppressed + rejected) is the
-uninterrupted run's.
-
-Assumptions (each is checked where it can be, and refused loudly when it fails):
-
-A1. Determinism: the outputs are a function of the input records in merge order (below) and of
-    the state at the start. The operators are pure (no clock, no randomness), the readers'
-    rules are per record, and the z batch engine equals record-at-a-time processing (tested),
-    so where batches are cut does not matter.
-A2. One writer per output partition: only this pipeline writes its output partitions, with an
-    idempotent producer (no duplicates from its own retries, order kept per partition).
-A3. The broker keeps what it acknowledged (a broker that loses acknowledged data loses
-    output, which a restart detects: an output partition shorter than the checkpoint says).
-A4. The progress topic is trusted with the resume point only, never with code: every entry
-    is signed (HMAC-SHA256 under the user's checkpoint key, bound to the topic's name and the
-    entry's kind) and checked before anything of it is used; the operator state (a pickle) is
-    unpickled only after its digest, inside the signed commit entry, matched. A writer of the
-    topic without the key can make a restart refuse (:class:`CheckpointRefusedError`) or
-    resume from an older checkpoint of the same topic (whose replay re-confirms the same
-    outputs), nothing else. See :func:`checkpoint_key` for where the key comes from.
-
-The algorithm.
-
-*Merge order.* The source's partitions are merged by the key (running maximum of the
-messages' Kafka timestamps within the partition, partition, offset): the k-way merge of the
-partitions' sequences, like Kafka Streams. A record is released into a batch only when no
-partition can still deliver a smaller key: every partition that is not exhausted has a
-buffered record with a larger key. Under ``until_end`` (ends known at start) every partition
-is exhausted eventually, so the merge order is a function of the topic's contents alone; with
-one partition it is offset order. In live mode an idle partition would hold the merge back
-forever, so a partition that has been caught up and empty for ``idle_ms`` is passed over.
-That choice depends on timing, so with more than one partition in live mode each batch's
-frontier (per partition, the offset after its last record) is written to the progress log
-*before* any output of the batch, and a restart cuts the same batches from the log.
-
-*Checkpoint.* Every ``checkpoint_every`` seconds (and at a clean stop or the end) the run
-(1) waits until the broker has acknowledged every output message produced so far, then
-(2) writes a snapshot to the progress topic: the source frontier, the merge keys, for every
-output partition the offset after our last message (JSON, in the commit entry), and the pickled
-stage (readers' state, operator state: z's window of live exposures, CASTLE's open clusters, τ
-history and Ω, and the accounting; in parts before the commit entry, whose SHA-256 the commit
-entry holds). A snapshot is several messages (parts, then a commit entry); only a commit entry
-makes it count, and every message of the log names the offset of the latest commit entry, so
-the latest snapshot is found by reading the last message of the log, whatever it is. Commit
-entries and batch entries carry an ``hmac`` header (:func:`entry_mac`); a restart verifies it,
-then the parts' digest, and only then unpickles the stage.
-
-*Restart.* Load the latest snapshot; for every output partition read the messages after the
-snapshot's offset (what the killed run produced after its last checkpoint: a prefix of what it
-would have produced, by A2's per-partition order). Re-run the input from the snapshot's
-frontier with the snapshot's state. The j-th output for a partition after the snapshot is
-compared with the j-th message found there (value and input-position header): equal
--> not produced again; different -> the run stops (A1 or A2 is broken); past the found
-messages -> produced. Suppressed records produce no message, so stretches of suppression need
-no marker: the replay simply re-decides them. Rejects go to their own topic by the same rule.
-
-*Why exactly once.* Outputs before the snapshot are in their partitions (step 1 precedes step
-2). Outputs after it are regenerated identically (A1) in the same order; those found are
-skipped, the rest produced once (A2: nobody else adds messages), so each partition ends equal
-to the uninterrupted run's, message for message. The accounting is part of the state, and the
-replay recomputes it from the same records, so it is the uninterrupted run's.
-
-*Checked, not assumed.* A1: the outputs do not depend on where batches are cut (tested), and a
-restart whose parameters differ from the checkpoint's (:meth:`ExactlyOnceRun.identity`) is
-refused. A2 and A3: in the run, the delivery report of each batch's last message must show
-the offset the run's count predicts (:class:`streamanon.pipeline.sinks.KafkaTopicSink`); at a
-restart, an output shorter than its checkpoint is refused, and a message the replay would not
-write stops the run. The first checkpoint of a fresh run is confirmed before its first output.
-
-*Cost.* A checkpoint waits for outstanding acknowledgements (pipelining stops for one round
-trip) and pickles the state; a restart re-reads at most ``checkpoint_every`` seconds of input
-and output. Kafka transactions would let consumers with ``read_committed`` skip the messages
-of a crashed run's last interval before the restart re-confirms them; the broker here accepts
-transactions but does not hide aborted messages, so a transactional mode could not be shown
-to work and none is offered.
-
-*Files.* Outputs need not be topics: a sink only has to say where it stands
-(:class:`~streamanon.pipeline.sinks.ResumableSink`); a file output
-(:class:`streamanon.pipeline.sinks.JournalFileSink`) records its length and is cut back to it
-on a restart. A plain sink (standard output) cannot be taken back: it has no position.
-
 >>> m = PartitionMerge([0, 1])
 >>> m.add(0, np.array([0, 1]), np.array([10, 30]), [b"a", b"c"])
 >>> m.add(1, np.array([0]), np.array([20]), [b"b"])
@@ -92,6 +8,8 @@ on a restart. A plain sink (standard output) cannot be taken back: it has no pos
 [b'a']
 >>> [bytes(v) for v in m.take(exhausted=lambda p: True).values]   # both partitions ended
 [b'b', b'c']
+
+Design: docs/design/kafka.md
 """
 
 from __future__ import annotations
@@ -615,7 +533,7 @@ class ExactlyOnceRun:
                 if isinstance(sink, ResumableSink):
                     sink.start()
             # a crash before the first checkpoint resumes here; the first outputs wait for it
-            # (the producer's id takes ~0.5 s, which the first batch's work then hides)
+            # (the producer's id takes a while, which the first batch's work then hides)
             self._snapshot(finished=False, wait=False)
             return []
         self.resumed_from = snap.seq

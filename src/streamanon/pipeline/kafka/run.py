@@ -51,7 +51,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Stage],
     progress_url = f"kafka://{bootstrap}/{group}.progress"
     ensure_topic(progress_url, 1, config, options.say)
     # one watch reports outages for every client of the run; producers first: an idempotent
-    # producer needs ~0.5 s for its id, which the rest of the start-up then hides
+    # producer waits for its id, which the rest of the start-up then hides
     watch = BrokerWatch("kafka")
     progress = ProgressLog(bootstrap, f"{group}.progress", config=config, watch=watch,
                            key=key)
