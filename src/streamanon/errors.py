@@ -14,12 +14,28 @@ Callers decide by type, never by message:
   :class:`UnreadableInputError` an input that cannot be read at all, :class:`BadInputError`
   and :class:`UnreadableMessagesError` the same named by a record's position (line, or
   partition and offset).
+* :class:`OutputError`, :class:`EndpointError`, :class:`ResumeError` (and its kinds): an
+  output, an endpoint or a checkpoint a run cannot use; nothing was processed.
+  :class:`CredentialError`: a key, certificate or CRL that cannot be used.
+* :class:`BrokerError`, :class:`BrokerTimeout`, :class:`ForeignOutputError`: a Kafka broker
+  that failed a read or a write during a run (or a local test broker that did not start), and
+  an output topic holding messages this pipeline would not write there.
+* :class:`PublicationError`, :class:`MixError`: deZent's publication step; the daemons' and
+  harnesses' states of the world: :class:`StoreUnavailable`, :class:`WorkdirInUse`,
+  :class:`SiteStartError`, :class:`NoServer`; :class:`CheckerFailure` when an independent
+  checker finds a violation in streamanon's own output.
 * :class:`JobError` (and its kinds): a Flink job that could not run or broke a promise of its
   own while running (a lost split, part files that are not one outcome per input line).
 
 Anything else escaping an operator is a bug and deserves its traceback. Every class here
-also derives from :class:`ValueError`, so code written before these types existed keeps
-catching them.
+derives from :class:`StreamanonError` and so from :class:`ValueError` (code written before
+these types existed keeps catching them); those that report a state of the world rather
+than a bad value also derive from :class:`RuntimeError` (or :class:`TimeoutError`). Two stand
+apart: :class:`ConformanceError` is an :class:`AssertionError` (a failed contract test), and
+:class:`Terminated` a :class:`BaseException` (SIGTERM, handled like Ctrl-C).
+
+This module imports nothing of the package but :mod:`streamanon.records`, so every module can
+import it.
 
 >>> err = MissingFieldError("age", record={"u": "a"})
 >>> isinstance(err, BadRecordError), err.kind, err.field, str(err)
@@ -220,6 +236,27 @@ class CheckpointRefusedError(ResumeError):
     topic, partition and offset; nothing of it was executed."""
 
 
+class CredentialError(StreamanonError):
+    """A key, certificate or CRL of a deZent deployment that cannot be used (not PEM, not an EC
+    key, not issued or signed by this CA, a CA certificate to revoke); the message names the
+    file."""
+
+
+class BrokerError(StreamanonError, RuntimeError):
+    """A Kafka broker failed a run's read or write (a fatal client error, a topic that cannot
+    be created or did not appear), or a local test broker could not be found or started."""
+
+
+class BrokerTimeout(StreamanonError, TimeoutError):
+    """A Kafka broker did not answer a read in time (end offsets, a topic's tail, a progress
+    log); an :class:`OSError` like every timeout."""
+
+
+class ForeignOutputError(StreamanonError, RuntimeError):
+    """An output topic holds, past the checkpoint, a message this pipeline would not write
+    there: another writer, or a changed pipeline. Nothing more was written to it."""
+
+
 class CheckpointKeyError(EndpointError):
     """The checkpoint key file cannot be used (missing, unreadable, too short, readable by
     other users); the message names the file and says what to do."""
@@ -259,8 +296,10 @@ class CheckerFailure(StreamanonError, RuntimeError):
     """An independent checker found a violation in streamanon's own output: a bug."""
 
 
-__all__ += ["CheckerFailure", "MixError", "NoServer", "PublicationError", "SiteStartError",
-            "StoreUnavailable", "WorkdirInUse"]
+__all__ += ["BrokerError", "BrokerTimeout", "CheckerFailure", "CheckpointKeyError",
+            "CheckpointRefusedError", "ConformanceError", "CredentialError",
+            "ForeignOutputError", "MixError", "NoServer", "PublicationError", "SiteStartError",
+            "StoreUnavailable", "Terminated", "WorkdirInUse"]
 
 
 # -- Flink jobs ---------------------------------------------------------------------------------
@@ -285,3 +324,19 @@ class HelperGone(JobError):
 class KafkaJarsError(JobError):
     """The Flink Kafka connector jars could not be fetched, checked or built; the message says
     why."""
+
+
+# -- outside the ValueError family --------------------------------------------------------------
+class ConformanceError(AssertionError):
+    """An operator broke its contract; the message says which rule and where
+    (:mod:`streamanon.conformance`)."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when the process receives SIGTERM inside an
+    :class:`~streamanon.pipeline.file_outputs.OutputSet`, so that the temporary files are
+    removed as on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum

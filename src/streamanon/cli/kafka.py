@@ -386,6 +386,7 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
     from rich.console import Console
     from rich.table import Table
 
+    from streamanon.errors import CheckerFailure
     from streamanon.harness.kafka_broker import Broker
     from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.pipeline.kafka.admin import create_topics
@@ -421,7 +422,7 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
         broker.stop(kill=True)  # memory storage: nothing to keep
     same = got == expected_file.read_bytes().splitlines()[1:]
     if not same:
-        raise RuntimeError("the Kafka pipeline's output differs from the file path's")
+        raise CheckerFailure("the Kafka pipeline's output differs from the file path's")
     det = stats.details
     table = Table(title=f"Kafka: readings -> streamanon z (z={z}, Δt={delta_t:g} s) -> "
                         "published, exactly once (vendored Tansu broker)")
