@@ -54,7 +54,7 @@ from streamanon.cli.kafka import (
     until_end_option,
 )
 from streamanon.data import ashrae
-from streamanon.errors import CheckerFailure
+from streamanon.errors import CheckerFailure, StreamanonError
 from streamanon.io import OnError, detect_format
 from streamanon.pipeline.file_outputs import OutputSet
 from streamanon.pipeline.kafka.options import is_kafka
@@ -164,7 +164,7 @@ def castle_command(
     require_input(rules_path, "--rules")
     try:
         rules = RuleSet.load(rules_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, StreamanonError) as exc:
         fail(f"--rules {rules_path}: {exc}")
     if not is_kafka(source):
         require_input(source)

@@ -91,10 +91,10 @@ def check_sensor_id(sensor_id: str) -> str:
 
     >>> check_sensor_id("gw000-sn017")
     'gw000-sn017'
-    >>> check_sensor_id("a,b")
+    >>> check_sensor_id("a,b")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    streamanon.errors.ConfigError: sensor ID 'a,b' must be 1-128 of A-Z a-z 0-9 . _ - (not starting with . or -)
+    streamanon.errors.ConfigError: sensor ID 'a,b' must be 1-128 of A-Z a-z 0-9 . _ - (not ...)
     """
     if not _SENSOR_ID.match(sensor_id):
         raise ConfigError(f"sensor ID {sensor_id!r} must be 1-128 of A-Z a-z 0-9 . _ - "
@@ -309,8 +309,14 @@ def _load_ca(ca_dir: str | Path) -> tuple[x509.Certificate, ec.EllipticCurvePriv
     ca = Path(ca_dir)
     if not (ca / "ca.key").exists():
         raise FileNotFoundError(f"no CA key in {ca} (the CA folder that `pki init` wrote)")
-    cert = x509.load_pem_x509_certificate((ca / "ca.crt").read_bytes())
-    key = serialization.load_pem_private_key((ca / "ca.key").read_bytes(), password=None)
+    try:
+        cert = x509.load_pem_x509_certificate((ca / "ca.crt").read_bytes())
+    except ValueError as exc:  # cryptography's word for bytes that are not a certificate
+        raise CredentialError(f"{ca / 'ca.crt'}: {exc}") from None
+    try:
+        key = serialization.load_pem_private_key((ca / "ca.key").read_bytes(), password=None)
+    except ValueError as exc:
+        raise CredentialError(f"{ca / 'ca.key'}: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise CredentialError(f"{ca / 'ca.key'} is not an EC key")
     return cert, key
@@ -380,8 +386,9 @@ def revoke(directory: str | Path, certificate: str | Path, ca_dir: str | Path) -
         is_ca = False
     if cert == ca_cert or is_ca:
         raise CredentialError(f"{certificate} is a CA certificate "
-                              f"({cert.subject.rfc4514_string()}): a CRL cannot revoke it; if the CA key is compromised, make a new "
-                              "CA (pki init --force) and redistribute every certificate")
+                              f"({cert.subject.rfc4514_string()}): a CRL cannot revoke it; "
+                              "if the CA key is compromised, make a new CA (pki init --force) "
+                              "and redistribute every certificate")
     try:
         cert.verify_directly_issued_by(ca_cert)
     except (ValueError, TypeError, InvalidSignature):
@@ -423,10 +430,16 @@ def write_crl(directory: str | Path, ca_dir: str | Path) -> Path:
 
 
 def load_crl(crl_path: str | Path, ca_path: str | Path) -> frozenset[int]:
-    """The revoked serials of a CRL, after checking that the CA signed it (ValueError if not).
-    """
-    crl = x509.load_pem_x509_crl(Path(crl_path).read_bytes())
-    ca = x509.load_pem_x509_certificate(Path(ca_path).read_bytes())
+    """The revoked serials of a CRL, after checking that the CA signed it (CredentialError if
+    not, or if a file is not PEM)."""
+    try:
+        crl = x509.load_pem_x509_crl(Path(crl_path).read_bytes())
+    except ValueError as exc:  # cryptography's word for bytes that are not a CRL
+        raise CredentialError(f"{crl_path}: {exc}") from None
+    try:
+        ca = x509.load_pem_x509_certificate(Path(ca_path).read_bytes())
+    except ValueError as exc:
+        raise CredentialError(f"{ca_path}: {exc}") from None
     pub = ca.public_key()
     if crl.issuer != ca.subject or not crl.is_signature_valid(pub):  # type: ignore[arg-type]
         raise CredentialError(f"{crl_path} is not signed by the CA in {ca_path}")
