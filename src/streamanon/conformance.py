@@ -24,12 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from streamanon.base import SUMMARY_KEYS, StreamOperator
-from streamanon.errors import BadRecordError
+from streamanon.errors import BadRecordError, ConformanceError
 from streamanon.records import Record, Suppressed
-
-
-class ConformanceError(AssertionError):
-    """An operator broke its contract; the message says which rule and where."""
 
 
 def _fail(case: Case, rule: str, text: str) -> NoReturn:

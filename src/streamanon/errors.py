@@ -201,6 +201,27 @@ class CheckpointRefusedError(ResumeError):
     topic, partition and offset; nothing of it was executed."""
 
 
+class CredentialError(StreamanonError):
+    """A key, certificate or CRL of a deZent deployment that cannot be used (not PEM, not an EC
+    key, not issued or signed by this CA, a CA certificate to revoke); the message names the
+    file."""
+
+
+class BrokerError(StreamanonError, RuntimeError):
+    """A Kafka broker failed a run's read or write (a fatal client error, a topic that cannot
+    be created or did not appear), or a local test broker could not be found or started."""
+
+
+class BrokerTimeout(StreamanonError, TimeoutError):
+    """A Kafka broker did not answer a read in time (end offsets, a topic's tail, a progress
+    log); an :class:`OSError` like every timeout."""
+
+
+class ForeignOutputError(StreamanonError, RuntimeError):
+    """An output topic holds, past the checkpoint, a message this pipeline would not write
+    there: another writer, or a changed pipeline. Nothing more was written to it."""
+
+
 class CheckpointKeyError(EndpointError):
     """The checkpoint key file cannot be used (missing, unreadable, too short, readable by
     other users); the message names the file and says what to do."""
@@ -240,8 +261,10 @@ class CheckerFailure(StreamanonError, RuntimeError):
     """An independent checker found a violation in streamanon's own output: a bug."""
 
 
-__all__ += ["CheckerFailure", "MixError", "NoServer", "PublicationError", "SiteStartError",
-            "StoreUnavailable", "WorkdirInUse"]
+__all__ += ["BrokerError", "BrokerTimeout", "CheckerFailure", "CheckpointKeyError",
+            "CheckpointRefusedError", "ConformanceError", "CredentialError",
+            "ForeignOutputError", "MixError", "NoServer", "PublicationError", "SiteStartError",
+            "StoreUnavailable", "Terminated", "WorkdirInUse"]
 
 
 # -- Flink jobs ---------------------------------------------------------------------------------
@@ -266,3 +289,19 @@ class HelperGone(JobError):
 class KafkaJarsError(JobError):
     """The Flink Kafka connector jars could not be fetched, checked or built; the message says
     why."""
+
+
+# -- outside the ValueError family --------------------------------------------------------------
+class ConformanceError(AssertionError):
+    """An operator broke its contract; the message says which rule and where
+    (:mod:`streamanon.conformance`)."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when the process receives SIGTERM inside an
+    :class:`~streamanon.pipeline.file_outputs.OutputSet`, so that the temporary files are
+    removed as on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum

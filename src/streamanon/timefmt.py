@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
+from streamanon.errors import BadValueError
+
 
 def parse_time(text: str) -> float:
     """Seconds since the epoch from ``text``; raises ``ValueError`` with the reason."""
@@ -26,10 +28,10 @@ def parse_time(text: str) -> float:
         try:
             dt = datetime.fromisoformat(s)
         except ValueError:
-            raise ValueError("time is neither seconds nor ISO 8601") from None
+            raise BadValueError(None, "time is neither seconds nor ISO 8601") from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
         return dt.timestamp()
     if not math.isfinite(value):
-        raise ValueError("time is not a finite number")
+        raise BadValueError(None, "time is not a finite number")
     return value

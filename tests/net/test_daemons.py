@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from streamanon.errors import ConfigError
 from streamanon.harness.local_site import free_ports
 from streamanon.net import framing
 from streamanon.net.ce_client import CEClient
@@ -154,7 +155,7 @@ def test_pki_keeps_the_ca_key_apart_and_files_private(tmp_path):
     assert m1.issuer == cacert.subject
     ou = m1.subject.get_attributes_for_oid(x509.oid.NameOID.ORGANIZATIONAL_UNIT_NAME)
     assert [a.value for a in ou] == [sensor_role(1)]
-    with pytest.raises(ValueError, match="must not be inside the deployment folder"):
+    with pytest.raises(ConfigError, match="must not be inside the deployment folder"):
         init_pki(tmp_path / "other", 1, ca_dir=tmp_path / "other" / "ca")
     with pytest.raises(FileExistsError):
         init_pki(pki, 2)
@@ -163,7 +164,7 @@ def test_pki_keeps_the_ca_key_apart_and_files_private(tmp_path):
     other = tmp_path / "rogue"
     init_pki(other, 1)
     shutil.copy(other / "crl.pem", tmp_path / "rogue-crl.pem")
-    with pytest.raises(ValueError, match="not signed by the CA"):
+    with pytest.raises(ConfigError, match="not signed by the CA"):
         Revocations(tmp_path / "rogue-crl.pem", pki / "ca.crt")
 
 

@@ -130,7 +130,11 @@ class RangeGeneralizer(Generalizer):
     def __init__(self, name: str, domain: Sequence[float] | None = None) -> None:
         super().__init__(name)
         if domain is not None:
-            lo, hi = (float(v) for v in domain)
+            try:
+                lo, hi = (float(v) for v in domain)
+            except (TypeError, ValueError):  # not two numbers
+                raise ConfigError(f"attribute {name!r}: domain must be [lo, hi] with lo <= hi"
+                                  ) from None
             if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
                 raise ConfigError(f"attribute {name!r}: domain must be [lo, hi] with lo <= hi")
             self.lo, self.hi = lo, hi
@@ -252,9 +256,12 @@ class HierarchyGeneralizer(Generalizer):
     ) -> None:
         super().__init__(name)
         self.tree = hierarchy
-        self.metric = Metric(metric)
-        self.grow = grow
-        self.prl_reset = max(1, int(prl_reset))
+        try:
+            self.metric = Metric(metric)
+            self.grow = grow
+            self.prl_reset = max(1, int(prl_reset))
+        except ValueError as exc:  # an unknown metric, a prl_reset that is not a number
+            raise ConfigError(f"attribute {name!r}: {exc}") from None
         self.seen: set[str] = set()
         self.requests: dict[str, int] = {}
         self._requests_total = 0

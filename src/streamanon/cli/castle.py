@@ -54,6 +54,7 @@ from streamanon.cli.kafka import (
     until_end_option,
 )
 from streamanon.data import ashrae
+from streamanon.errors import CheckerFailure, StreamanonError
 from streamanon.io import OnError, detect_format
 from streamanon.pipeline.file_outputs import OutputSet
 from streamanon.pipeline.kafka.options import is_kafka
@@ -163,7 +164,7 @@ def castle_command(
     require_input(rules_path, "--rules")
     try:
         rules = RuleSet.load(rules_path)
-    except (OSError, ValueError) as exc:
+    except (OSError, StreamanonError) as exc:
         fail(f"--rules {rules_path}: {exc}")
     if not is_kafka(source):
         require_input(source)
@@ -377,7 +378,7 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
         stats = run_castle(data, outs.add(out), CastleAnonymizer(rules, k=k, l=l, delta=delta))
     report = check_castle_files(out, load_rules(rules_file), k=k, l=l, source=data)
     if not report.ok:
-        raise RuntimeError(f"CASTLE checker failed: {report.first_problem}")
+        raise CheckerFailure(f"CASTLE checker failed: {report.first_problem}")
     det = stats.details
     p = stats.params
     table = Table(title=f"CASTLE on {data.name} (k={k}, l={l}, δ={delta}, β={p['beta']}, "

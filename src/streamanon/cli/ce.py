@@ -39,11 +39,11 @@ def ce_run(
     except ConfigError as exc:
         fail(str(exc))
     setup_logging("ce", verbose)
-    from streamanon.errors import StoreUnavailable
+    from streamanon.errors import StreamanonError
 
     try:
         run_ce(cfg)
-    except (OSError, StoreUnavailable, ValueError) as exc:
+    except (OSError, StreamanonError) as exc:  # StoreUnavailable among them
         fail(f"central entity: {exc}")
 
 

@@ -106,7 +106,7 @@ def cluster_init(
     gateway, the CE, monitor and every sensor node), ce.toml, gw<i>.toml (loopback ports;
     the clock starts when clock.t0 is written) and cluster.toml (for `sensors replay
     --cluster`). Then start each daemon yourself."""
-    from streamanon.errors import WorkdirInUse
+    from streamanon.errors import StreamanonError
     from streamanon.harness.local_site import LocalSite
 
     spec = _spec(gateways, period, cycles, z, max_sn, seed, start_day, delta_t, p_pub,
@@ -114,7 +114,7 @@ def cluster_init(
     cluster = LocalSite(spec, workdir, mode="force" if force else "new")
     try:
         cluster.prepare()
-    except (WorkdirInUse, ValueError, OSError) as exc:
+    except (StreamanonError, OSError) as exc:  # WorkdirInUse among them
         fail(str(exc))
     files = ["ce.toml", *[f"gw{i}.toml" for i in range(gateways)], "cluster.toml", "pki/",
              "ca/"]
@@ -158,7 +158,7 @@ def cluster_up(
 
     Example: streamanon cluster up --gateways 5 --period 1 --cycles 20 --z 3 --workdir run1
     """
-    from streamanon.errors import WorkdirInUse
+    from streamanon.errors import StreamanonError, WorkdirInUse
     from streamanon.harness.local_site import LocalSite, check_run
 
     if force and resume:
@@ -178,7 +178,7 @@ def cluster_up(
         fail(str(exc))
     except (RuntimeError, OSError) as exc:  # a daemon that did not start, a store not reachable
         fail(str(exc), 1)
-    except ValueError as exc:  # parameters the site refuses
+    except StreamanonError as exc:  # parameters the site refuses
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted while starting; every process was stopped", 130)

@@ -27,6 +27,7 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     from rich.table import Table
 
     from streamanon.data.traces import write_trace, zipf_trace
+    from streamanon.errors import CheckerFailure
     from streamanon.io import read_records
     from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.pipeline.run import run_z
@@ -56,7 +57,7 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
         results.append({"z": z, "delta_t": delta_t, "output": str(out), **stats.to_dict(),
                         "checker_ok": report.ok})
         if not report.ok:
-            raise RuntimeError(f"checker failed for z={z}: {report.first_problem}")
+            raise CheckerFailure(f"checker failed for z={z}: {report.first_problem}")
     console.print(table)
     plot = workdir / f"z-publication-ratio-vs-z_dt{delta_t:g}.png"
     with OutputSet() as outs:

@@ -23,6 +23,7 @@ from streamanon.cli.common import (
     warn,
     writing,
 )
+from streamanon.errors import StreamanonError
 
 if TYPE_CHECKING:  # the engine loads when a command runs, not for its --help
     from rich.table import Table
@@ -66,7 +67,7 @@ def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str,
         return SimConfig(z=z, delta_t=delta_t, p_pub=p_pub, rule=rule, structure=structure,
                          fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys,
                          publication=publication, publication_order=publication_order)
-    except ValueError as exc:
+    except StreamanonError as exc:
         fail(cli_wording(str(exc), OPTION_NAMES))
 
 
@@ -245,7 +246,7 @@ def simulate_command(
                 result = simulate(district, n_cycles, cfg, start=start,
                                   keep_published=export is not None, on_chunk=progress)
             seconds = time.perf_counter() - began
-        except (ValueError, OverflowError) as exc:
+        except (StreamanonError, OverflowError) as exc:
             fail(cli_wording(str(exc), OPTION_NAMES))
         summary = result.to_dict()
         summary["seconds"] = round(seconds, 3)

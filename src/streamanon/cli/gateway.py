@@ -27,6 +27,7 @@ def gateway_command(
     published tuples to the CE. Stops on SIGTERM/Ctrl-C (flushing its outbox) or after
     clock.last_cycle.
     """
+    from streamanon.errors import StreamanonError
     from streamanon.net.config import ConfigError, load_gateway_config
     from streamanon.net.gateway import run_gateway
 
@@ -37,7 +38,7 @@ def gateway_command(
     setup_logging(cfg.name, verbose)
     try:
         code = run_gateway(cfg)
-    except (OSError, ValueError) as exc:  # ports in use, an unusable CRL or registry
+    except (OSError, StreamanonError) as exc:  # ports in use, an unusable CRL or registry
         fail(f"gateway {cfg.name}: {exc}")
     if code:
         raise typer.Exit(code)

@@ -56,6 +56,7 @@ checkpoint_key_option = typer.Option(None, "--checkpoint-key", metavar="FILE",
 
 def check_url(spec: str, option: str) -> None:
     """Fail (exit 2) unless a ``kafka://`` endpoint is ``kafka://HOST:PORT/TOPIC``."""
+    from streamanon.errors import ConfigError
     from streamanon.pipeline.kafka.options import is_kafka, parse_kafka_url
 
     if not is_kafka(spec):
@@ -63,7 +64,7 @@ def check_url(spec: str, option: str) -> None:
 
     try:
         parse_kafka_url(spec)
-    except ValueError as exc:
+    except ConfigError as exc:
         fail(f"{option} {spec}: {exc}")
     try:
         import confluent_kafka  # noqa: F401
@@ -194,6 +195,7 @@ def broker_command(
 
         streamanon kafka broker --port 9092 &
     """
+    from streamanon.errors import BrokerError
     from streamanon.harness.kafka_broker import Broker
 
     if storage not in ("memory", "s3"):
@@ -204,7 +206,7 @@ def broker_command(
     broker.port = port
     try:
         broker.start()
-    except RuntimeError as exc:
+    except BrokerError as exc:
         fail(f"--port {port}: {exc}")
     print(f"broker on kafka://127.0.0.1:{port} ({storage} storage; log in "
           f"{workdir / 'broker.log'}); Ctrl-C stops it", file=sys.stderr, flush=True)
@@ -393,6 +395,7 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
     from rich.console import Console
     from rich.table import Table
 
+    from streamanon.errors import CheckerFailure
     from streamanon.harness.kafka_broker import Broker
     from streamanon.pipeline.file_outputs import OutputSet
     from streamanon.pipeline.kafka.admin import create_topics
@@ -428,7 +431,7 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
         broker.stop(kill=True)  # memory storage: nothing to keep
     same = got == expected_file.read_bytes().splitlines()[1:]
     if not same:
-        raise RuntimeError("the Kafka pipeline's output differs from the file path's")
+        raise CheckerFailure("the Kafka pipeline's output differs from the file path's")
     det = stats.details
     table = Table(title=f"Kafka: readings -> streamanon z (z={z}, Δt={delta_t:g} s) -> "
                         "published, exactly once (vendored Tansu broker)")

@@ -8,6 +8,7 @@ import typer
 
 from streamanon.cli.app import app
 from streamanon.cli.common import JSON_HELP, fail, print_summary
+from streamanon.errors import CredentialError, StreamanonError
 
 pki_app = typer.Typer(help="Certificates for the deZent daemons and sensor nodes (a private "
                       "CA whose key is kept apart from the deployment folder).",
@@ -72,7 +73,7 @@ def pki_init(
              else {f"gw{g}-sn{j}": g for g in range(gateways) for j in range(sensors)})
     try:
         files = init_pki(directory, gateways, sensors=bound, ca_dir=ca_dir, force=force)
-    except (FileExistsError, ValueError) as exc:
+    except (FileExistsError, StreamanonError) as exc:
         fail(str(exc))
     print_summary(f"PKI in {directory}", {
         "certificates": files, "sensor_nodes": len(bound),
@@ -101,7 +102,7 @@ def pki_issue(
         if sensor_of is None and (directory / f"{name}.crt").exists():
             old = _serial(directory / f"{name}.crt")
         path = issue(directory, name, ca_dir, sensor_of=sensor_of)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, StreamanonError) as exc:
         fail(str(exc))
     print_summary(f"issued {name}", {"certificate": str(path), "serial": f"{_serial(path):x}",
                                      "replaced_serial": f"{old:x}" if old else "-"}, as_json)
@@ -110,7 +111,10 @@ def pki_issue(
 def _serial(path: Path) -> int:
     from cryptography import x509
 
-    return x509.load_pem_x509_certificate(path.read_bytes()).serial_number
+    try:
+        return x509.load_pem_x509_certificate(path.read_bytes()).serial_number
+    except ValueError as exc:  # cryptography's word for bytes that are not a certificate
+        raise CredentialError(f"{path}: {exc}") from None
 
 
 @pki_app.command("revoke")
@@ -130,7 +134,7 @@ def pki_revoke(
 
     try:
         serial = revoke(directory, certificate, ca_dir)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, StreamanonError) as exc:
         fail(str(exc))
     print_summary("revoked", {"certificate": str(certificate), "serial": f"{serial:x}",
                               "crl": str(directory / "crl.pem")}, as_json)

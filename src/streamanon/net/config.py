@@ -18,7 +18,7 @@ from streamanon.dezent.mix import load_public_key
 from streamanon.dezent.protocol import ProtocolConfig, StructureSpec, window_cycles
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.securesum import bits_for, max_true_count
-from streamanon.errors import ConfigError, MixError
+from streamanon.errors import ConfigError, MixError, StreamanonError
 from streamanon.net.framing import MAX_FRAME
 from streamanon.net.pki import parse_gateway_name
 
@@ -80,7 +80,7 @@ class ProtocolSection:
                                   publication=self.publication,
                                   publication_order=self.publication_order,
                                   mix_key=mix_key, mix_padding=self.mix_padding)
-        except (ValueError, OverflowError) as exc:
+        except (StreamanonError, OverflowError) as exc:
             raise ConfigError(f"[protocol]: {exc}") from None
 
     def ring(self, n: int) -> Ring:

@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from streamanon.errors import ConfigError, CredentialError
+
 CA_NAME = "streamanon deZent CA"
 VALID_DAYS = 825
 CRL_DAYS = 825  # the CRL's nextUpdate: OpenSSL tools refuse an expired CRL
@@ -60,14 +62,14 @@ def check_sensor_id(sensor_id: str) -> str:
 
     >>> check_sensor_id("gw000-sn017")
     'gw000-sn017'
-    >>> check_sensor_id("a,b")
+    >>> check_sensor_id("a,b")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: sensor ID 'a,b' must be 1-128 of A-Z a-z 0-9 . _ - (not starting with . or -)
+    streamanon.errors.ConfigError: sensor ID 'a,b' must be 1-128 of A-Z a-z 0-9 . _ - (not ...)
     """
     if not _SENSOR_ID.match(sensor_id):
-        raise ValueError(f"sensor ID {sensor_id!r} must be 1-128 of A-Z a-z 0-9 . _ - "
-                         "(not starting with . or -)")
+        raise ConfigError(f"sensor ID {sensor_id!r} must be 1-128 of A-Z a-z 0-9 . _ - "
+                          "(not starting with . or -)")
     return sensor_id
 
 
@@ -207,19 +209,19 @@ def init_pki(directory: str | Path, gateways: int, *,
     are summarized as ``sensors`` -> their folder).
     """
     if gateways < 1:
-        raise ValueError(f"gateways must be >= 1, got {gateways}")
+        raise ConfigError(f"gateways must be >= 1, got {gateways}")
     d = Path(directory).resolve()
     ca = Path(ca_dir).resolve() if ca_dir is not None else default_ca_dir(d)
     if _inside(ca, d) or _inside(d, ca):
-        raise ValueError(f"the CA folder {ca} must not be inside the deployment folder {d} "
-                         "(or hold it): every host gets a copy of the deployment folder's "
-                         "files, and the CA key can mint any identity")
+        raise ConfigError(f"the CA folder {ca} must not be inside the deployment folder {d} "
+                          "(or hold it): every host gets a copy of the deployment folder's "
+                          "files, and the CA key can mint any identity")
     sensors = dict(sensors or {})
     for sid, g in sensors.items():
         check_sensor_id(sid)
         if not 0 <= g < gateways:
-            raise ValueError(f"sensor {sid!r} is bound to gateway {g}, not one of "
-                             f"0..{gateways - 1}")
+            raise ConfigError(f"sensor {sid!r} is bound to gateway {g}, not one of "
+                              f"0..{gateways - 1}")
     for existing in (ca / "ca.key", d / "ca.key"):
         if existing.exists() and not force:
             raise FileExistsError(f"{existing} exists (use --force to make a new CA)")
@@ -278,10 +280,16 @@ def _load_ca(ca_dir: str | Path) -> tuple[x509.Certificate, ec.EllipticCurvePriv
     ca = Path(ca_dir)
     if not (ca / "ca.key").exists():
         raise FileNotFoundError(f"no CA key in {ca} (the CA folder that `pki init` wrote)")
-    cert = x509.load_pem_x509_certificate((ca / "ca.crt").read_bytes())
-    key = serialization.load_pem_private_key((ca / "ca.key").read_bytes(), password=None)
+    try:
+        cert = x509.load_pem_x509_certificate((ca / "ca.crt").read_bytes())
+    except ValueError as exc:  # cryptography's word for bytes that are not a certificate
+        raise CredentialError(f"{ca / 'ca.crt'}: {exc}") from None
+    try:
+        key = serialization.load_pem_private_key((ca / "ca.key").read_bytes(), password=None)
+    except ValueError as exc:
+        raise CredentialError(f"{ca / 'ca.key'}: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{ca / 'ca.key'} is not an EC key")
+        raise CredentialError(f"{ca / 'ca.key'} is not an EC key")
     return cert, key
 
 
@@ -298,12 +306,12 @@ def issue(directory: str | Path, name: str, ca_dir: str | Path, *,
         site = site_gateways(d)
         if sensor_of not in site:
             have = f"gw0..gw{max(site)}" if site else "none"
-            raise ValueError(f"--sensor-of {sensor_of}: {d} has no gateway gw{sensor_of} "
-                             f"(its gateways: {have})")
+            raise ConfigError(f"--sensor-of {sensor_of}: {d} has no gateway gw{sensor_of} "
+                              f"(its gateways: {have})")
         for g in site:
             reg = registry_path(d, g)
             if g != sensor_of and reg.exists() and name in reg.read_text().split():
-                raise ValueError(
+                raise ConfigError(
                     f"sensor {name!r} is registered to {gateway_name(g)}: one identity counts "
                     f"at one gateway only (re-issue it with --sensor-of {g}, or revoke its "
                     f"certificate and remove it from {reg} before moving it)")
@@ -316,7 +324,7 @@ def issue(directory: str | Path, name: str, ca_dir: str | Path, *,
             reg.write_text("".join(f"{s}\n" for s in sorted(ids | {name})))
     else:
         if name != "ce" and parse_gateway_name(name) is None:
-            raise ValueError(f"{name!r} is neither gw<N> nor ce (give sensor_of for a sensor)")
+            raise ConfigError(f"{name!r} is neither gw<N> nor ce (give sensor_of for a sensor)")
         crt_path, key_path = d / f"{name}.crt", d / f"{name}.key"
         cert, key = make_leaf(name, ca_cert, ca_key)
     _write_key(key_path, key)
@@ -340,7 +348,7 @@ def revoke(directory: str | Path, certificate: str | Path, ca_dir: str | Path) -
     try:
         cert = x509.load_pem_x509_certificate(Path(certificate).read_bytes())
     except ValueError:
-        raise ValueError(f"{certificate}: not a PEM certificate") from None
+        raise CredentialError(f"{certificate}: not a PEM certificate") from None
     ca = Path(ca_dir)
     ca_cert, _ = _load_ca(ca)
     try:
@@ -348,15 +356,16 @@ def revoke(directory: str | Path, certificate: str | Path, ca_dir: str | Path) -
     except x509.ExtensionNotFound:
         is_ca = False
     if cert == ca_cert or is_ca:
-        raise ValueError(f"{certificate} is a CA certificate ({cert.subject.rfc4514_string()}): "
-                         "a CRL cannot revoke it; if the CA key is compromised, make a new "
-                         "CA (pki init --force) and redistribute every certificate")
+        raise CredentialError(f"{certificate} is a CA certificate "
+                              f"({cert.subject.rfc4514_string()}): a CRL cannot revoke it; "
+                              "if the CA key is compromised, make a new CA (pki init --force) "
+                              "and redistribute every certificate")
     try:
         cert.verify_directly_issued_by(ca_cert)
     except (ValueError, TypeError, InvalidSignature):
-        raise ValueError(f"{certificate} was not issued by this CA ({ca / 'ca.crt'}; it is "
-                         f"issued by {cert.issuer.rfc4514_string()}): revoking it here would "
-                         "change nothing; revoke it with the CA that issued it") from None
+        raise CredentialError(f"{certificate} was not issued by this CA ({ca / 'ca.crt'}; it is "
+                              f"issued by {cert.issuer.rfc4514_string()}): revoking it here would "
+                              "change nothing; revoke it with the CA that issued it") from None
     listed = _revoked_serials(ca)
     if cert.serial_number not in listed:
         with open(ca / "revoked.txt", "a", encoding="utf-8") as fh:
@@ -392,13 +401,19 @@ def write_crl(directory: str | Path, ca_dir: str | Path) -> Path:
 
 
 def load_crl(crl_path: str | Path, ca_path: str | Path) -> frozenset[int]:
-    """The revoked serials of a CRL, after checking that the CA signed it (ValueError if not).
-    """
-    crl = x509.load_pem_x509_crl(Path(crl_path).read_bytes())
-    ca = x509.load_pem_x509_certificate(Path(ca_path).read_bytes())
+    """The revoked serials of a CRL, after checking that the CA signed it (CredentialError if
+    not, or if a file is not PEM)."""
+    try:
+        crl = x509.load_pem_x509_crl(Path(crl_path).read_bytes())
+    except ValueError as exc:  # cryptography's word for bytes that are not a CRL
+        raise CredentialError(f"{crl_path}: {exc}") from None
+    try:
+        ca = x509.load_pem_x509_certificate(Path(ca_path).read_bytes())
+    except ValueError as exc:
+        raise CredentialError(f"{ca_path}: {exc}") from None
     pub = ca.public_key()
     if crl.issuer != ca.subject or not crl.is_signature_valid(pub):  # type: ignore[arg-type]
-        raise ValueError(f"{crl_path} is not signed by the CA in {ca_path}")
+        raise CredentialError(f"{crl_path} is not signed by the CA in {ca_path}")
     return frozenset(r.serial_number for r in crl)
 
 

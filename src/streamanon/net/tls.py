@@ -20,7 +20,7 @@ import os
 import ssl
 from pathlib import Path
 
-from streamanon.errors import ConfigError
+from streamanon.errors import ConfigError, CredentialError
 from streamanon.net.pki import Identity, load_crl
 
 log = logging.getLogger("streamanon.tls")
@@ -98,7 +98,7 @@ class Revocations:
             if stamp == self._stamp:
                 return
             serials = load_crl(self.path, self.ca)
-        except (OSError, ValueError) as exc:
+        except (OSError, CredentialError) as exc:
             if strict:
                 raise ConfigError(f"revocation list {self.path}: {exc}") from None
             log.error("revocation list %s unusable, keeping the previous one: %s", self.path,

@@ -31,20 +31,11 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self
 
-from streamanon.errors import OutputError
+from streamanon.errors import OutputError, Terminated
 
 STDOUT = "-"
 
 
-
-
-class Terminated(BaseException):
-    """Raised in the main thread when the process receives SIGTERM inside an
-    :class:`OutputSet`, so that the temporary files are removed as on Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"terminated by signal {signum}")
-        self.signum = signum
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
+from streamanon.errors import ConfigError
 from streamanon.io.policy import OnError
 from streamanon.io.readers import detect_format
 from streamanon.pipeline.chunks import PUBLISHED, REJECTS, SUPPRESSED, Outputs
@@ -235,7 +236,7 @@ def run_castle(
         kafka: the options of ``kafka://`` endpoints (:class:`KafkaOptions`).
     """
     if operator.rules is None:
-        raise ValueError("the operator has no rules")
+        raise ConfigError("the operator has no rules")
     in_fmt, out_fmt = _formats(source, output, in_format, out_format)
     outputs: dict[str, tuple[Any, str]] = {PUBLISHED: (output, "--output")}
     sup_fmt = None

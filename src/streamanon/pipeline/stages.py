@@ -21,6 +21,7 @@ import numpy as np
 from streamanon.errors import (
     BadInputError,
     BadRecordError,
+    ConfigError,
     InputError,
     UnreadableInputError,
     UnreadableMessagesError,
@@ -268,7 +269,7 @@ class CastleStage:
                  latency: bool = False) -> None:
         rules = operator.rules
         if rules is None:
-            raise ValueError("the operator has no rules")
+            raise ConfigError("the operator has no rules")
         self.op = operator
         self.positions = positions
         self.in_format, self.out_format = in_format, out_format

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamanon.errors import EndpointError
+from streamanon.errors import BrokerError, EndpointError
 from streamanon.pipeline.kafka.connection import client_config, quiet_logs
 from streamanon.pipeline.kafka.options import parse_kafka_url
 
@@ -59,7 +59,7 @@ def partitions_of(bootstrap: str, topic: str, config: Mapping[str, Any] | None =
     """The partition ids of ``topic`` (an error when it does not exist)."""
     parts = topic_partitions(f"kafka://{bootstrap}/{topic}", config, timeout)
     if parts is None:
-        raise RuntimeError(f"topic {topic!r} is not available (create it first)")
+        raise BrokerError(f"topic {topic!r} is not available (create it first)")
     return parts
 
 
@@ -94,14 +94,14 @@ def create_topics(bootstrap: str, topics: Mapping[str, int],
             fut.result(timeout)
         except KafkaException as exc:
             if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
-                raise RuntimeError(f"cannot create topic {name}: {exc.args[0].str()}") from exc
+                raise BrokerError(f"cannot create topic {name}: {exc.args[0].str()}") from exc
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         md = admin.list_topics(timeout=timeout)
         if all(n in md.topics and len(md.topics[n].partitions) == p for n, p in topics.items()):
             return
         time.sleep(0.05)
-    raise RuntimeError(f"topics {sorted(topics)} did not appear within {timeout:g} s")
+    raise BrokerError(f"topics {sorted(topics)} did not appear within {timeout:g} s")
 
 
 __all__ = ["admin_client", "create_topics", "ensure_topic", "partitions_of", "topic_partitions"]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from streamanon.errors import BrokerError, BrokerTimeout, ConfigError
 from streamanon.pipeline.kafka.admin import partitions_of
 from streamanon.pipeline.kafka.connection import BrokerWatch, client_config
 from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
@@ -59,8 +60,8 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
                     start[p] = c.get_watermark_offsets(tp(topic, p), timeout=timeout)[0]
             c.assign([tp(topic, q, start[q]) for q in start if q not in ends])
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no end offset for {topic} partitions "
-                               f"{sorted(set(start) - set(ends))} within {timeout:g} s")
+            raise BrokerTimeout(f"no end offset for {topic} partitions "
+                                f"{sorted(set(start) - set(ends))} within {timeout:g} s")
         m = c.poll(0.05)
         if m is None:
             continue
@@ -79,7 +80,7 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
                 start[p] = lo
             c.assign([tp(topic, q, start[q]) for q in start if q not in ends])
         elif not err.retriable() and err.code() != kafka_error._TRANSPORT:
-            raise RuntimeError(f"reading the end of {topic}[{m.partition()}]: {err.str()}")
+            raise BrokerError(f"reading the end of {topic}[{m.partition()}]: {err.str()}")
     return ends
 
 
@@ -116,7 +117,7 @@ class KafkaSource:
                  until_end: bool = False, config: Mapping[str, Any] | None = None,
                  watch: BrokerWatch | None = None, fetch_batch: int = 20_000) -> None:
         if start not in ("earliest", "committed"):
-            raise ValueError("start must be 'earliest' or 'committed'")
+            raise ConfigError("start must be 'earliest' or 'committed'")
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.start, self.until_end = start, until_end
         self.config = dict(config or {})
@@ -207,7 +208,7 @@ class KafkaSource:
             for m in msgs:
                 err = m.error()
                 if err is not None and (err.fatal() or not (err.retriable() or err.code() < 0)):
-                    raise RuntimeError(f"reading {self.topic}: {err.str()}")
+                    raise BrokerError(f"reading {self.topic}: {err.str()}")
             msgs = [m for m in msgs if m.error() is None]
             if not msgs:
                 return []
@@ -413,7 +414,7 @@ class KafkaSink:
         while True:
             left = self._producer.flush(1.0)
             if self.watch.fatal:
-                raise RuntimeError(f"producer for {self.topic} failed: {self.watch.fatal}")
+                raise BrokerError(f"producer for {self.topic} failed: {self.watch.fatal}")
             if left == 0:
                 self.watch.alive()
                 return

@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamanon.errors import CheckpointKeyError, CheckpointRefusedError, ResumeError
+from streamanon.errors import (
+    BrokerError,
+    BrokerTimeout,
+    CheckpointKeyError,
+    CheckpointRefusedError,
+    ResumeError,
+)
 from streamanon.pipeline.kafka.client import (
     BrokerWatch,
     KafkaSource,
@@ -304,7 +310,7 @@ class ProgressLog:
     def _flush(self) -> None:
         while self._producer.flush(1.0):
             if self.watch.fatal:
-                raise RuntimeError(f"progress log {self.topic} failed: {self.watch.fatal}")
+                raise BrokerError(f"progress log {self.topic} failed: {self.watch.fatal}")
             self.watch.stalled(f"writing a checkpoint to {self.topic}")
         self.watch.alive()
 
@@ -357,7 +363,7 @@ class ProgressLog:
             deadline = time.monotonic() + 120
             while len(out) < end - start:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {self.topic} offsets {start}..{end}")
+                    raise BrokerTimeout(f"reading {self.topic} offsets {start}..{end}")
                 m = c.poll(0.1)
                 if m is None or m.error() is not None:
                     continue

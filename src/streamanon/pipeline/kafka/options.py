@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamanon.errors import ConfigError
+
 KAFKA_PREFIX = "kafka://"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
@@ -36,11 +38,11 @@ def parse_kafka_url(url: str) -> tuple[str, str]:
     """
     prefix = KAFKA_PREFIX
     if not url.startswith(prefix):
-        raise ValueError(f"not a kafka:// URL: {url!r}")
+        raise ConfigError(f"not a kafka:// URL: {url!r}")
     rest = url[len(prefix):]
     servers, _, topic = rest.partition("/")
     if not servers or not topic or "/" in topic:
-        raise ValueError(f"expected kafka://HOST:PORT/TOPIC, got {url!r}")
+        raise ConfigError(f"expected kafka://HOST:PORT/TOPIC, got {url!r}")
     return servers, topic
 
 

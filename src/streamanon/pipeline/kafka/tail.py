@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from streamanon.errors import BrokerTimeout, ForeignOutputError
 from streamanon.pipeline.kafka.connection import client_config
 
 
@@ -45,7 +46,7 @@ class OutputGate:
                 break
             fv, ft = stack.pop()
             if fv != v or ft != t:
-                raise RuntimeError(
+                raise ForeignOutputError(
                     f"{self.topic}[{q}] holds a message this pipeline would not write there "
                     f"(found input {ft.decode()} {fv[:60]!r}, expected input {t.decode()} "
                     f"{v[:60]!r}): another writer, or a changed pipeline (operator "
@@ -77,7 +78,7 @@ def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mappi
         left = {q: e - s for q, (s, e) in want.items()}
         while any(left.values()):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading the tail of {topic}")
+                raise BrokerTimeout(f"reading the tail of {topic}")
             for m in c.consume(10_000, 0.1):
                 if m.error() is not None:
                     continue
