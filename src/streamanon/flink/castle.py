@@ -19,7 +19,7 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow
-from streamanon.errors import ConfigError
+from streamanon.errors import BadRecordError, ConfigError
 from streamanon.flink.castle_rows import RulesInbox, outcome_items, refused_line, rows_of
 from streamanon.flink.functions import END_OF_INPUT, META
 from streamanon.flink.outcomes import castle_batch_line, note_line
@@ -207,7 +207,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         for seq, values in batch:
             try:
                 out += op.process(CastleRow(values, seq))
-            except ValueError as exc:
+            except BadRecordError as exc:  # the pure path's rule (pipeline.stages)
                 lines.append(refused_line(seq, values, self.fmt, self.columns, str(exc)))
         self._log_event(live, ("rows", data), len(batch))
         if out:

@@ -19,7 +19,7 @@ import numpy as np
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow, Released, canonical
-from streamanon.errors import ConfigError
+from streamanon.errors import ConfigError, StreamanonError
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -131,7 +131,7 @@ class RulesInbox:
         try:
             rules = check_rules(text, self.id_field, self.params,
                                 self.columns if origin == "--rules-from" else ())
-        except ValueError as exc:
+        except StreamanonError as exc:
             return {**note, "event": "refused", "reason": str(exc)}, None
         self.version += 1
         return {**note, "event": "accepted", "version": self.version,
