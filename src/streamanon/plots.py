@@ -347,7 +347,7 @@ def prink_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     series = sorted({(int(r["delta"]), int(r["l"])) for r in runs})  # type: ignore[call-overload]
     styles = ["-", "--", ":", "-."]
-    ls_ = sorted({l for _, l in series})
+    ls_ = sorted({lv for _, lv in series})
     colors = plt.get_cmap("tab10").colors
     deltas = sorted({d for d, _ in series})
     for d, l in series:  # noqa: E741

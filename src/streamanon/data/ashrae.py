@@ -304,7 +304,7 @@ def _paper_buildings(rng: np.random.Generator) -> dict[str, np.ndarray]:
     ids = np.sort(np.concatenate(([lo_id, hi_id], inner_ids)))
     sq: set[int] = {387, 420885}
     while len(sq) < n:
-        v = int(round(float(rng.lognormal(np.log(40_000), 1.0))))
+        v = round(float(rng.lognormal(np.log(40_000), 1.0)))
         if 387 < v < 420885:
             sq.add(v)
     b = _buildings(rng, n)
