@@ -287,3 +287,111 @@ def bytes_per_day_tradeoff(points: Sequence[tuple[str, float, float]], path: str
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
     return _save(fig, path)
+
+
+def _err(runs: Sequence[Mapping[str, object]], key: str) -> list[float]:
+    return [float(r.get(f"{key}_sd", 0.0) or 0.0) for r in runs]  # type: ignore[arg-type]
+
+
+def prink_info_loss_vs_k(
+    runs: Sequence[Mapping[str, object]], attributes: Sequence[str], path: str | Path,
+    title: str, basis: str = "cluster",
+) -> Path:
+    """Prink's Fig. 3: mean information loss of every attribute against k, one panel per δ
+    (the paper: δ = 1,250 left, 20,000 right), error bars over the repeats.
+
+    ``runs`` are aggregated experiment rows with ``k``, ``delta`` and
+    ``loss_<basis>_<attribute>`` (and ``..._sd``) keys; ``basis`` is ``cluster`` (the paper's
+    mean over released clusters) or ``tuple`` (streamanon's mean over released tuples).
+    Attributes whose loss falls as k grows are named in a caption line.
+    """
+    deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
+    fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.8),
+                             squeeze=False, sharey=True)
+    cmap = plt.get_cmap("tab20").colors
+    markers = "os^Dv<>pP*hX"
+    falling: set[str] = set()
+    for ax, delta in zip(axes[0], deltas, strict=True):
+        sel = sorted((r for r in runs if int(r["delta"]) == delta),  # type: ignore[call-overload]
+                     key=lambda r: float(r["k"]))  # type: ignore[arg-type]
+        ks = [float(r["k"]) for r in sel]  # type: ignore[arg-type]
+        for i, a in enumerate(attributes):
+            key = f"loss_{basis}_{a}"
+            ys = [float(r[key]) for r in sel]  # type: ignore[arg-type]
+            ax.errorbar(ks, ys, yerr=_err(sel, key), marker=markers[i % len(markers)],
+                        markersize=4, capsize=2, color=cmap[i % len(cmap)], label=a)
+            if not_monotone(ks, ys):
+                falling.add(a)
+        ax.set_xscale("log")
+        _plain_axis(ax, "x", ks)
+        ax.set_xlabel("k")
+        ax.set_title(f"δ = {delta:,}")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"mean information loss (per released {basis})")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(title, fontsize=10)
+    if falling:
+        caption = ("Not monotone in k: " + ", ".join(sorted(falling)) + ". A cluster is "
+                   "chosen by its loss over all attributes, so a larger k can widen one "
+                   "attribute and narrow another.")
+        lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 15))
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.03 * len(lines) + 0.02, 1, 1))
+    return _save(fig, path, layout=not falling)
+
+
+def prink_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
+    """Prink's Fig. 4: mean end-to-end latency per tuple (client side, through the socket)
+    against k, one line per (δ, l), error bars over the repeats."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    series = sorted({(int(r["delta"]), int(r["l"])) for r in runs})  # type: ignore[call-overload]
+    styles = ["-", "--", ":", "-."]
+    ls_ = sorted({lv for _, lv in series})
+    colors = plt.get_cmap("tab10").colors
+    deltas = sorted({d for d, _ in series})
+    for d, l in series:  # noqa: E741
+        sel = sorted((r for r in runs if int(r["delta"]) == d  # type: ignore[call-overload]
+                      and int(r["l"]) == l), key=lambda r: float(r["k"]))  # type: ignore[call-overload, arg-type]
+        ax.errorbar([float(r["k"]) for r in sel],  # type: ignore[arg-type]
+                    [float(r["latency_ms_mean"]) for r in sel],  # type: ignore[arg-type]
+                    yerr=_err(sel, "latency_ms_mean"), marker="o", capsize=2,
+                    linestyle=styles[ls_.index(l) % len(styles)],
+                    color=colors[deltas.index(d) % len(colors)], label=f"δ = {d:,}, l = {l}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_axis(ax, "x", [float(r["k"]) for r in runs])  # type: ignore[arg-type]
+    _plain_axis(ax, "y")
+    ax.set_xlabel("k")
+    ax.set_ylabel("end-to-end latency per tuple (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(fig, path)
+
+
+def prink_internal_times(runs: Sequence[Mapping[str, object]], path: str | Path,
+                         title: str) -> Path:
+    """Prink's Fig. 5: bestSelection, delayConstraint and waitTime (ms, log scale) per
+    configuration (δ, k, l), error bars over the repeats."""
+    sel = sorted(runs, key=lambda r: (int(r["delta"]), int(r["k"]), int(r["l"])))  # type: ignore[call-overload]
+    keys = (("best_selection_ms", "bestSelection (per tuple)"),
+            ("delay_constraint_ms", "delayConstraint (per release)"),
+            ("wait_time_ms", "waitTime (per released tuple)"))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(sel) + 3), 4.8))
+    width = 0.27
+    xs = list(range(len(sel)))
+    for j, (key, label) in enumerate(keys):
+        ys = [max(1e-4, float(r[key])) for r in sel]  # type: ignore[arg-type]
+        ax.bar([x + (j - 1) * width for x in xs], ys, width, yerr=_err(sel, key), capsize=1.5,
+               label=label)
+    ax.set_yscale("log")
+    _plain_axis(ax, "y")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"δ={plain_number(float(r['delta']))} k={r['k']} l={r['l']}"  # type: ignore[arg-type]
+                        for r in sel], rotation=70, fontsize=7)
+    ax.set_ylabel("time (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

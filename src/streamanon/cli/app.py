@@ -249,6 +249,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "experiment": (None, "Parameter grids: run many configurations (in parallel processes), "
                    "write one CSV row per run with every parameter, and draw the PNG plots of "
                    "each trade-off."),
+    "data": ("streamanon.cli.data", "Input data sets: the real files of the papers' "
+             "evaluations, turned into streams."),
     "kafka": ("streamanon.cli.kafka", "Try kafka:// pipelines on this machine: a "
               "Kafka-compatible broker (the Tansu binary of the kafka extra), and topic tools to "
               "load a file into a topic and print one."),
@@ -281,6 +283,8 @@ EXPERIMENT_COMMANDS: dict[str, tuple[str | None, str]] = {
                "ASHRAE-shaped stream."),
     "dezent": ("streamanon.cli.dezent", "Grid gateways x z x seeds: one CSV row per run, "
                "progress bar, PNG plots."),
+    "prink": ("streamanon.cli.prink", "Prink's evaluation: its grid with β = tuples, μ = 100, "
+              "ζ = 0, Figs. 3-5 and a CSV."),
 }
 
 

@@ -199,12 +199,18 @@ def _num(text: str) -> float | None:
     return float(text) if text.strip() else None
 
 
-def load_real(directory: str | Path, buildings: Iterable[int] | None = None
+def load_real(directory: str | Path, buildings: Iterable[int] | None = None, *,
+              paper_filter: bool = False, drop_missing: bool = False
               ) -> list[dict[str, Any]]:
     """The same stream from the real files (``train.csv``, ``building_metadata.csv``,
     ``weather_train.csv``), electricity meter (0) only, ordered by time then building.
 
-    Missing values stay ``None`` (the reader then rejects or the rules skip them).
+    ``paper_filter`` applies Prink's selection (Sect. 4.2): only buildings with both a
+    ``year_built`` and a ``floor_count``, and only readings of 2016 that have a weather row
+    for their site and hour (the merge of the three files is an inner join; on the real
+    files the paper reports 321,728 tuples of 89 buildings). ``drop_missing`` also drops
+    rows with an empty quasi-identifier. Otherwise missing values stay ``None`` (the reader
+    then rejects or the rules skip them).
     """
     d = Path(directory)
     wanted = set(buildings) if buildings is not None else None
@@ -212,6 +218,8 @@ def load_real(directory: str | Path, buildings: Iterable[int] | None = None
     with (d / "building_metadata.csv").open(encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
             bid = int(r["building_id"])
+            if paper_filter and not (r["year_built"].strip() and r["floor_count"].strip()):
+                continue
             if wanted is None or bid in wanted:
                 meta[bid] = {
                     "site_id": int(r["site_id"]), "primary_use": r["primary_use"],
@@ -233,8 +241,138 @@ def load_real(directory: str | Path, buildings: Iterable[int] | None = None
                 continue
             m = meta[bid]
             ts = int(datetime.fromisoformat(r["timestamp"]).replace(tzinfo=UTC).timestamp())
-            wx = weather.get((m["site_id"], r["timestamp"]), dict.fromkeys(names))
-            rows.append({"building_id": bid, "timestamp": ts, **m, **wx,
-                         "meter_reading": float(r["meter_reading"])})
+            wx = weather.get((m["site_id"], r["timestamp"]))
+            if wx is None:
+                if paper_filter:
+                    continue
+                wx = dict.fromkeys(names)
+            if paper_filter and not r["timestamp"].startswith("2016"):
+                continue
+            row = {"building_id": bid, "timestamp": ts, **m, **wx,
+                   "meter_reading": float(r["meter_reading"])}
+            if drop_missing and any(row[c] is None for c in COLUMNS):
+                continue
+            rows.append(row)
     rows.sort(key=lambda r: (r["timestamp"], r["building_id"]))
     return rows
+
+
+# -- the paper's data set (Prink, Table 1) ------------------------------------------------------
+
+#: Rows of the paper's data set: electricity readings of the buildings with a year and a floor
+#: count, 2016 (Prink, Sect. 4.2).
+PAPER_ROWS = 321_728
+#: The building IDs of the paper's data set span 565..655 (91 IDs, 89 of them used).
+PAPER_ID_RANGE = (565, 655)
+#: Distinct hours of the paper's data set, from 2016-01-01 01:00 to 2016-12-31 23:00.
+PAPER_HOURS = 8_736
+#: The paper's quasi-identifiers (Table 1): every numeric column, the time, and primary_use.
+PAPER_NUMERIC_QI = [*NUMERIC_QI[:-1], "precip_depth_1_hr", "timestamp"]
+
+
+def paper_rules_toml() -> str:
+    """The rules of Prink's evaluation on Table 1: every numeric QI (``precip_depth_1_hr``
+    included) as a range, ``primary_use`` as a DGH, ``meter_reading`` sensitive, no weights."""
+    lines = ['id = "building_id"', 'time = "timestamp"', ""]
+    for name in PAPER_NUMERIC_QI:
+        lines += ["[[attribute]]", f'name = "{name}"', 'generalizer = "range"', ""]
+    paths = ", ".join("[" + ", ".join(f'"{p}"' for p in path) + "]"
+                      for path in PRIMARY_USE_PATHS)
+    lines += ["[[attribute]]", 'name = "primary_use"', 'generalizer = "hierarchy"',
+              f"paths = [{paths}]", "", "[[attribute]]", 'name = "meter_reading"',
+              "sensitive = true", ""]
+    return "\n".join(lines)
+
+
+def _paper_hours(rng: np.random.Generator) -> np.ndarray:
+    """The 8,736 hours (offsets from 2016-01-01 00:00) of the paper's data set: 01:00 on Jan 1
+    to 23:00 on Dec 31, with the 23 hours between missing at random (as gaps in the real
+    weather file are)."""
+    span = np.arange(1, HOURS_2016)  # 01:00 .. 23:00 on the last day: 8,783 hours
+    inner = span[1:-1]
+    missing = rng.choice(inner, size=len(span) - PAPER_HOURS, replace=False)
+    return np.setdiff1d(span, missing)
+
+
+def _paper_buildings(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """89 buildings with IDs in 565..655 and Table 1's ranges and distinct counts; floor area
+    log-normal (median ~40,000 sq ft: most buildings are mid-sized, a few very large), as
+    floor areas of real building stocks are, not uniform."""
+    n = N_BUILDINGS
+    lo_id, hi_id = PAPER_ID_RANGE
+    inner_ids = rng.choice(np.arange(lo_id + 1, hi_id), size=n - 2, replace=False)
+    ids = np.sort(np.concatenate(([lo_id, hi_id], inner_ids)))
+    sq: set[int] = {387, 420885}
+    while len(sq) < n:
+        v = round(float(rng.lognormal(np.log(40_000), 1.0)))
+        if 387 < v < 420885:
+            sq.add(v)
+    b = _buildings(rng, n)
+    b["square_feet"] = rng.permutation(np.array(sorted(sq)))
+    b["id"] = ids
+    return b
+
+
+def generate_paper(n: int | None = None, *, seed: int = 1) -> Iterator[dict[str, Any]]:
+    """A stand-in for Prink's data set (Table 1): 321,728 rows over 2016 (``n`` of them, the
+    first by time), building IDs 565..655, one site, ``precip_depth_1_hr`` among the columns.
+
+    Each building reports over one contiguous stretch of the year (the real readings of a
+    building start and stop), the stretches' lengths summing to :data:`PAPER_ROWS`: 36.8
+    buildings report in a mean hour, not 89. Ranges and distinct counts are Table 1's.
+    """
+    rng = np.random.default_rng(seed)
+    hours = _paper_hours(rng)
+    weather = _weather(rng, HOURS_2016)
+    for name, col in weather.items():  # the ranges are reached within the paper's hours
+        col[hours[0]] = _RANGES[name][0]
+    b = _paper_buildings(rng)
+    nb, nh = N_BUILDINGS, len(hours)
+    share = rng.dirichlet(np.full(nb, 2.0))
+    counts = np.minimum(np.maximum(1, np.floor(share * PAPER_ROWS)), nh).astype(int)
+    while counts.sum() != PAPER_ROWS:  # exact total, none above the year
+        i = int(rng.integers(nb))
+        step = 1 if counts.sum() < PAPER_ROWS else -1
+        if 1 <= counts[i] + step <= nh:
+            counts[i] += step
+    # a third of the buildings report from the start of the year, a third until its end, a
+    # third over a stretch within it: every hour has buildings reporting (36.8 on average)
+    anchor = rng.integers(0, 3, nb)
+    starts = np.array([0 if a == 0 else nh - c if a == 1 else int(rng.integers(0, nh - c + 1))
+                       for a, c in zip(anchor.tolist(), counts.tolist(), strict=True)])
+    first, last = int(np.argmax(counts)), int(np.argsort(counts)[-2])
+    starts[first], starts[last] = 0, nh - counts[last]  # the first and last hour are reached
+    peak = 2293.88
+    base = b["square_feet"] / 420885 * b["scale"]
+    total = PAPER_ROWS if n is None else min(n, PAPER_ROWS)
+    count = 0
+    hi_hour = nh // 2
+    big = int(np.argmax(base * ((starts <= hi_hour) & (hi_hour < starts + counts))))
+    for j, hour in enumerate(hours.tolist()):
+        active = np.flatnonzero((starts <= j) & (j < starts + counts))
+        if not len(active):
+            continue
+        temp = weather["air_temperature"][hour]
+        load = base[active] * (0.6 + 0.25 * np.sin(np.pi * ((hour % 24) - 6) / 12) ** 2
+                               + 0.15 * (temp - 1.1) / 33.9)
+        reading = np.round(np.clip(load * peak * rng.lognormal(0, 0.08, len(active)), 0,
+                                   peak), 2)
+        if j == 0:
+            reading[0] = 0.0  # Table 1's range 0..2293.88 is reached
+        if j == hi_hour:
+            reading[np.flatnonzero(active == big)] = peak
+        ts = T0 + 3600 * hour
+        wx = {name: float(col[hour]) for name, col in weather.items()}
+        for pos, i in enumerate(active.tolist()):
+            if count >= total:
+                return
+            count += 1
+            yield {
+                "building_id": int(b["id"][i]), "timestamp": ts, "site_id": 5,
+                "primary_use": USES[int(b["use"][i])],
+                "square_feet": int(b["square_feet"][i]),
+                "year_built": int(b["year_built"][i]),
+                "floor_count": int(b["floor_count"][i]),
+                **wx,
+                "meter_reading": float(reading[pos]),
+            }

@@ -1,0 +1,63 @@
+"""``streamanon experiment prink`` writes the CSV of every run and Prink's three figures;
+``streamanon data ashrae`` turns files in the Kaggle layout into the paper's stream."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from typer.testing import CliRunner
+
+from streamanon.cli import app
+from tests.data.test_ashrae_paper import write_real_layout
+
+runner = CliRunner()
+
+
+def test_experiment_prink_small_grid(tmp_path) -> None:
+    res = runner.invoke(app, ["experiment", "prink", "--n", "600", "--k", "3,5",
+                              "--delta", "100", "--l", "0,2", "--repeat", "2", "--rate", "0",
+                              "--workdir", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    with open(summary["csv"], encoding="utf-8") as fh:
+        runs = list(csv.DictReader(fh))
+    assert len(runs) == 2 * 2 * 2 and summary["runs"] == 8
+    assert {(r["k"], r["l"], r["repeat"]) for r in runs} == {
+        (k, lv, rep) for k in ("3", "5") for lv in ("0", "2") for rep in ("1", "2")}
+    assert {r["beta"] for r in runs} == {"600"} and {r["mu"] for r in runs} == {"100"}
+    assert {r["zeta"] for r in runs} == {"0"}
+    assert all(int(r["released"]) + int(r["suppressed"]) == 600 for r in runs)
+    assert {"loss_cluster_precip_depth_1_hr", "loss_tuple_square_feet",
+            "latency_ms_mean"} <= set(runs[0])
+    names = sorted(p.rsplit("/", 1)[-1] for p in summary["plots"])
+    assert names == ["prink-fig3-info-loss-vs-k-per-tuple.png", "prink-fig3-info-loss-vs-k.png",
+                     "prink-fig4-latency.png", "prink-fig5-internal-times.png"]
+    assert all((tmp_path / n).stat().st_size > 10_000 for n in names)
+    configs = summary["configs"]
+    assert len(configs) == 4 and all(c["repeats"] == 2 for c in configs)
+
+
+def test_experiment_prink_warns_when_delta_is_below_k(tmp_path) -> None:
+    res = runner.invoke(app, ["experiment", "prink", "--n", "80", "--k", "10",
+                              "--delta", "5", "--l", "0", "--repeat", "1", "--rate", "0",
+                              "--workdir", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "Prink requires δ >= k" in res.stderr
+
+
+def test_data_ashrae_writes_the_filtered_stream(tmp_path) -> None:
+    src = tmp_path / "kaggle"
+    src.mkdir()
+    write_real_layout(src)
+    out, rules = tmp_path / "in.csv", tmp_path / "rules.toml"
+    res = runner.invoke(app, ["data", "ashrae", str(src), "-o", str(out), "--rules",
+                              str(rules), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"] == 3
+    with out.open(encoding="utf-8") as fh:
+        got = [(r["building_id"], r["meter_reading"]) for r in csv.DictReader(fh)]
+    assert got == [("565", "10.5"), ("565", "11.5"), ("568", "6.0")]
+    assert "precip_depth_1_hr" in rules.read_text()
+    missing = runner.invoke(app, ["data", "ashrae", str(tmp_path), "-o", str(out)])
+    assert missing.exit_code == 2 and "train.csv" in missing.stderr
