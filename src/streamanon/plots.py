@@ -304,6 +304,13 @@ def prink_info_loss_vs_k(
     ``loss_<basis>_<attribute>`` (and ``..._sd``) keys; ``basis`` is ``cluster`` (the paper's
     mean over released clusters) or ``tuple`` (streamanon's mean over released tuples).
     Attributes whose loss falls as k grows are named in a caption line.
+
+    Args:
+        runs: aggregated experiment rows (one per configuration).
+        attributes: the quasi-identifiers to plot, one line each.
+        path: the PNG file to write.
+        title: the figure's title.
+        basis: ``cluster`` (the paper's mean) or ``tuple`` (streamanon's).
     """
     deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
     fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.8),

@@ -30,7 +30,21 @@ def _ints(text: str, option: str) -> list[int]:
 def run_prink(workdir: Path, *, ks: list[int], deltas: list[int], ls: list[int], n: int | None,
               repeat: int, rate: float | None, data: Path | None, seed: int,
               beta: int | None = None, show_progress: bool = False) -> dict[str, Any]:
-    """Run the grid, write the CSV of every run and the three figures; returns a summary."""
+    """Run the grid, write the CSV of every run and the three figures; returns a summary.
+
+    Args:
+        workdir: the folder the CSVs, the rules and the figures are written to.
+        ks: the values of k of the grid.
+        deltas: the values of δ of the grid.
+        ls: the values of l of the grid.
+        n: how many tuples of the stream to use (``None``: all).
+        repeat: runs per configuration.
+        rate: tuples per second the load client sends (``None``: as fast as possible).
+        data: a folder of the real ASHRAE files, else the Table-1 stand-in is generated.
+        seed: the stand-in's seed.
+        beta: CASTLE's β (default: the number of tuples, as Prink's evaluation).
+        show_progress: a progress bar on stderr.
+    """
     from rich.console import Console
     from rich.progress import Progress
 

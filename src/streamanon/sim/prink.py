@@ -1,23 +1,13 @@
 """Prink's evaluation (ARES'25, Sect. 4) on streamanon's CASTLE: the grid k x δ x l with
 Prink's β (= the number of tuples), μ = 100 and ζ = 0, each configuration repeated.
 
-Each run is one pass of the stream through a socket, as Prink's benchmark client drives it:
-the operator runs in a server process on loopback; the client sends each tuple (with its
-message number) at a paced arrival rate from one thread and logs each returned tuple's
-arrival from another, so that the end-to-end latency ``t_e - t_s`` (Fig. 4) includes the
-socket. Inside the server, with Prink's definitions (Fig. 5):
+Each run sends the stream through a loopback socket to the operator in a server process at a
+paced rate, so the end-to-end latency (Fig. 4) includes the socket; the server times
+bestSelection, delayConstraint and waitTime with Prink's definitions (Fig. 5). Information
+loss is reported per released cluster (the paper) and per released tuple (``streamanon
+castle``).
 
-* ``bestSelection``: the time to place one tuple in its cluster (mean per tuple);
-* ``delayConstraint``: from the start of a delay-constraint call to the release of the last
-  tuple of the cluster it releases (mean per call that released something);
-* ``waitTime``: from the end of a tuple's best selection to the start of the delay
-  constraint that releases it (mean per released tuple).
-
-Information loss (GLM for the hierarchy, interval share for ranges) is reported both ways:
-averaged over released clusters per attribute, as the paper does ("the average information
-loss across all clusters per attribute"), and over released tuples, as ``streamanon castle``
-reports it. A cluster's loss counts once in the first; a large cluster counts once per tuple
-in the second.
+Design: docs/design/simulation.md
 """
 
 from __future__ import annotations
@@ -215,7 +205,21 @@ def run_grid(rows: Sequence[Mapping[str, Any]], rules_text: str, *, ks: Iterable
              beta: int | None = None, mu: int = PAPER_MU, zeta: int = PAPER_ZETA,
              rate: float | None = 2000.0,
              on_run: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Every configuration ``repeat`` times (``beta`` default: the number of tuples)."""
+    """Every configuration ``repeat`` times, one socket run each; returns one row per run.
+
+    Args:
+        rows: the input stream, in arrival order.
+        rules_text: the CASTLE rules (TOML) every run uses.
+        ks: the values of k of the grid.
+        deltas: the values of δ of the grid (a δ below k is warned about).
+        ls: the values of l of the grid.
+        repeat: runs per configuration.
+        beta: CASTLE's β; default the number of tuples, as Prink's evaluation.
+        mu: CASTLE's μ (Prink: 100).
+        zeta: CASTLE's ζ (Prink: 0).
+        rate: tuples per second the client sends; ``None`` or 0 as fast as possible.
+        on_run: called with each run's row as soon as it is measured (progress displays).
+    """
     out = []
     for d in deltas:
         for k in ks:
