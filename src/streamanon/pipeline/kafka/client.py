@@ -485,7 +485,8 @@ class StopFlag:
     def __init__(self, install: bool = True) -> None:
         self.signal: int | None = None
         #: before the run reads (connecting, loading the checkpoint) there is nothing to
-        #: checkpoint: the first signal stops at once (the runner clears it once it reads)
+        #: checkpoint: a first signal then stops the process 3 s later if the run has not
+        #: started reading by then (the runner clears it once it reads)
         self.starting = install
         self._old: dict[int, Any] = {}
         if install:
@@ -493,10 +494,20 @@ class StopFlag:
                 self._old[sig] = signal.signal(sig, lambda s, f: self._handle(s))
 
     def _handle(self, sig: int) -> None:
-        if self.starting:
-            print("streamanon: stopped before the run started reading (nothing to "
-                  "checkpoint)", file=sys.stderr, flush=True)
-            os._exit(128 + sig)
+        if self.starting and self.signal is None:
+            # the run checkpoints and stops as soon as it reads; if starting takes longer (a
+            # broker that does not answer), it stops without one: there is nothing to keep
+            import threading
+
+            def late() -> None:
+                if self.starting:
+                    print("streamanon: stopped before the run started reading (nothing to "
+                          "checkpoint)", file=sys.stderr, flush=True)
+                    os._exit(128 + sig)
+
+            timer = threading.Timer(3.0, late)
+            timer.daemon = True
+            timer.start()
         if self.signal is not None:
             print("streamanon: stopping now, without a checkpoint; the next run resumes from "
                   "the last one", file=sys.stderr, flush=True)
