@@ -1,6 +1,7 @@
 """Shared test fixtures: hypothesis profiles (CI runs fewer examples per property)."""
 
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,13 @@ settings.register_profile(
     "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# Kafka runs sign their checkpoints with a key created on first use under $XDG_STATE_HOME:
+# every test (and every process a test starts: they inherit the environment) uses a temporary
+# one, never the real home's
+_STATE = tempfile.mkdtemp(prefix="streamanon-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+os.environ.pop("STREAMANON_CHECKPOINT_KEY_FILE", None)
 
 
 @pytest.fixture(scope="session")

@@ -305,3 +305,15 @@ class Terminated(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(f"terminated by signal {signum}")
         self.signum = signum
+
+
+class StoppedInOutage(EndpointError):
+    """A stop signal arrived while the broker did not answer: the run stops without a
+    checkpoint (``signal``: the signal's number); the next run resumes from the last one."""
+
+    def __init__(self, text: str, signal: int) -> None:
+        super().__init__(text)
+        self.signal = signal
+
+
+__all__ += ["StoppedInOutage"]

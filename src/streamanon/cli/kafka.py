@@ -136,18 +136,23 @@ def kafka_run(until_end: bool) -> Iterator[Any]:
     after the block, a signal that stopped an ``--until-end`` run before its end exits 130 or
     143.
     """
-    from streamanon.errors import BadInputError, UnreadableMessagesError
+    from streamanon.errors import BadInputError, StoppedInOutage, UnreadableMessagesError
     from streamanon.pipeline.kafka.client import StopFlag
 
     stop = StopFlag()
     try:
         with endpoint_errors():
-            yield stop
+            try:
+                yield stop
+            except StoppedInOutage as exc:
+                print(f"streamanon: {exc}", file=sys.stderr)
+                raise typer.Exit(128 + exc.signal) from None
     except UnreadableMessagesError as exc:
         fail(f"{exc} (give --columns, or produce the CSV header first)")
     except BadInputError as exc:
-        fail(f"{exc} (give --on-error skip to set bad messages aside; the outputs hold what "
-             "came before it, and a rerun stops here again)")
+        fail(f"{exc} (rerun the same command with --on-error skip to set bad messages aside "
+             "and go on from the last checkpoint; the outputs hold what came before it, and a "
+             "rerun under --on-error fail stops here again)")
     finally:
         stop.restore()
     if until_end and stop.signal is not None:
@@ -250,9 +255,11 @@ def produce_command(
 
         streamanon kafka produce trace.csv kafka://127.0.0.1:9092/readings
     """
+    from confluent_kafka import KafkaException
+
     from streamanon.cli.common import require_input
     from streamanon.errors import EndpointError
-    from streamanon.pipeline.kafka.admin import ensure_topic
+    from streamanon.pipeline.kafka.admin import ensure_topic, topic_partitions
     from streamanon.pipeline.kafka.client import KafkaSink
     from streamanon.pipeline.kafka.connection import BrokerWatch
     from streamanon.timefmt import parse_time
@@ -263,14 +270,39 @@ def produce_command(
         parts = ensure_topic(url, partitions, say=lambda s: print(s, file=sys.stderr))
     except EndpointError as exc:
         fail(str(exc))
-    sink = KafkaSink(bootstrap, topic, watch=BrokerWatch(f"produce {topic}"))
+    acked = [0]
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+
+    watch = BrokerWatch(f"produce {topic}")
+    sink = KafkaSink(bootstrap, topic, watch=watch, on_delivery=delivered)
+
+    def check_topic() -> None:  # during an outage: does the broker still hold the topic?
+        try:
+            now = topic_partitions(url, timeout=2.0)
+        except EndpointError:
+            return
+        if now != parts:
+            raise EndpointError(f"the broker answers but its topic {topic} "
+                                f"{'is gone' if now is None else f'has partitions {now}'} "
+                                f"(it had {parts}): it restarted and lost it (memory storage)"
+                                " or the topic was recreated")
+
+    watch.check = check_topic
     fh = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     key_i = time_i = None
     header: bytes | None = None
+    last_ts: dict[int, int] = {}
     n = 0
+    first = True
     try:
         for raw in fh:
             line = raw.rstrip(b"\r\n")
+            if first:  # a UTF-8 byte order mark is not part of the first record
+                line = line.removeprefix(b"\xef\xbb\xbf")
+                first = False
             if not line.strip():
                 continue
             if header is None and (key_column or time_column):
@@ -281,8 +313,11 @@ def produce_command(
                         fail(f"{opt} {col}: the header has no such column ({', '.join(names)})")
                 key_i = names.index(key_column) if key_column else None
                 time_i = names.index(time_column) if time_column else None
+                # the header's timestamp is the earliest there is (1 ms: 0 would mean "now"),
+                # so that a pipeline merging partitions by timestamp takes every partition's
+                # header first instead of reading the partitions one after another
                 for q in parts if key_i is not None else parts[:1]:
-                    sink.write(q, [line])
+                    sink.write(q, [line], timestamps=[1] if time_i is not None else None)
                 n += 1
                 continue
             q = parts[0]
@@ -291,14 +326,26 @@ def produce_command(
                 fields = line.decode("utf-8", "replace").split(",")
                 if key_i is not None and key_i < len(fields):
                     q = parts[_stable_hash(fields[key_i].strip()) % len(parts)]
-                if time_i is not None and time_i < len(fields):
+                if time_i is not None:
                     try:
-                        ts = int(parse_time(fields[time_i].strip()) * 1000)
-                    except ValueError:
+                        ts = max(1, int(parse_time(fields[time_i].strip()) * 1000))
+                    except (ValueError, IndexError):
                         ts = None
-            sink.write(q, [line], timestamps=None if ts is None else [max(0, ts)])
+                    # a record without a readable time keeps its partition's last timestamp
+                    # (the time of producing would put it after every record of the file)
+                    ts = last_ts[q] = ts if ts is not None else last_ts.get(q, 1)
+            sink.write(q, [line], timestamps=None if ts is None else [ts])
             n += 1
         sink.flush()
+    except (KafkaException, RuntimeError, EndpointError) as exc:
+        why = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        fail(f"{url}: producing stopped: {why}; {acked[0]:,} of the {n:,} message(s) read so far "
+             "were acknowledged by the broker (its topic holds them); the others may be lost: "
+             "check the topic before producing again")
+    except KeyboardInterrupt:
+        print(f"interrupted: {acked[0]:,} of the {n:,} message(s) read so far were "
+              "acknowledged by the broker", file=sys.stderr)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()

@@ -482,7 +482,8 @@ class _Reader:
                 cols.rejects.append(Rejected(ln, text, "field t must be a number or a string"))
                 continue
             if not isinstance(u, str | int) or not isinstance(a, str | int | float):
-                cols.rejects.append(Rejected(ln, text, "fields u and a must be strings"))
+                cols.rejects.append(Rejected(ln, text, "field u must be a string or an integer, "
+                                             "field a a string or a number"))
                 continue
             cols.t_text.append(t if isinstance(t, str) else repr(t))
             cols.u.append(str(u).strip())

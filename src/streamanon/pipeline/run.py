@@ -171,6 +171,8 @@ def run_z(
         kafka: the options of ``kafka://`` endpoints (:class:`KafkaOptions`).
     """
     in_fmt, out_fmt = _formats(source, output, in_format, out_format)
+    if is_kafka(source) and in_format is None:
+        in_fmt = "auto"  # JSON objects or CSV, as the first message says
     outputs: dict[str, tuple[Any, str]] = {PUBLISHED: (output, "--output")}
     if rejects_path is not None:
         outputs[REJECTS] = (rejects_path, "--rejects")

@@ -131,6 +131,7 @@ class JournalFileSink:
         self.count = 0
         self.reconfirmed = 0
         self._fh: BinaryIO | None = None
+        self._created = False
         folder = self.path.parent
         if self.path.is_dir():
             raise EndpointError(f"{option} {path}: is a folder; give a file name")
@@ -145,6 +146,7 @@ class JournalFileSink:
                 "wrote it; a Kafka run appends to its file outputs across restarts, so give "
                 "a new file (or remove this one)")
         self._fh = open(self.path, "wb")  # noqa: SIM115 - kept open for the run
+        self._created = True
 
     def position(self) -> Any:
         assert self._fh is not None
@@ -153,6 +155,9 @@ class JournalFileSink:
     def resume(self, position: Any) -> None:
         size = int(position["bytes"])
         have = self.path.stat().st_size if self.path.exists() else -1
+        if have < 0 and size == 0:  # a run that wrote nothing removed it (discard_if_empty)
+            self.path.touch()
+            have = 0
         if have < size:
             raise EndpointError(
                 f"{self.option} {self.name}: holds {max(have, 0):,} bytes but the checkpoint "
@@ -179,6 +184,14 @@ class JournalFileSink:
             self.flush()
             self._fh.close()
             self._fh = None
+
+    def discard_if_empty(self) -> None:
+        """A run that stops with an error removes the file if it created it and wrote nothing
+        (a header error, a bad first message): exit 2 leaves no empty output behind. A file
+        with rows is kept: it is the journal its checkpoint counts on (a rerun continues it)."""
+        self.close()
+        if self._created and self.path.exists() and not self.path.stat().st_size:
+            self.path.unlink()
 
 
 class KafkaTopicSink:

@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # the CASTLE stage loads them when it runs (a z run does not)
     from streamanon.castle.records import CastleRow
     from streamanon.io.rows import RowWriter
 
+BOM = b"\xef\xbb\xbf"
+
 #: What an operator raises for a record it cannot take (only such a record becomes a
 #: rejected row; anything else is a bug and propagates).
 BAD_RECORD_ERRORS: tuple[type[Exception], ...] = (BadRecordError,)
@@ -132,13 +134,19 @@ class ZStage:
         self.op = operator
         self.core = operator.core if isinstance(operator, AdaptiveZAnonymizer) else operator
         self.positions = positions
+        #: "auto" (messages only): JSON Lines when the first message is a JSON object, else
+        #: CSV (decided once, at the first message in merge order, and kept in the state)
+        self.auto = in_format == "auto"
+        if self.auto and positions.kind != "message":
+            in_format = "csv"
         self.in_format, self.out_format = in_format, out_format
         self.on_error = OnError(on_error)
         self.time_tolerance = time_tolerance
         self.max_bytes = max_message_bytes
-        self.parser = RecordParser(in_format, time_tolerance=time_tolerance,
-                                   max_value_len=max_value_len, source_name=positions.name,
-                                   header=(0, 1, 2) if positions.kind == "message" else None)
+        self.max_value_len = max_value_len
+        self.parser: RecordParser | None = None
+        if in_format != "auto":
+            self._make_parser(in_format)
         self.records = 0
         self.rejects = _RejectCount()
         self.restamped = 0
@@ -153,12 +161,30 @@ class ZStage:
         self._header_sent = True
         return "t,u,a\n" if self.out_format == "csv" else ""
 
+    def _make_parser(self, in_format: str) -> None:
+        self.in_format = in_format
+        self.parser = RecordParser(in_format, time_tolerance=self.time_tolerance,
+                                   max_value_len=self.max_value_len,
+                                   source_name=self.positions.name,
+                                   header=(0, 1, 2) if self.positions.kind == "message" else None)
+
     def process_messages(self, values: Sequence[bytes], codes: np.ndarray
                          ) -> tuple[Outputs, InputError | None]:
+        if self.parser is None:  # "auto": the first message tells
+            first = next((v.lstrip() for v in values if v.strip()), b"")
+            self._make_parser("jsonl" if first.removeprefix(BOM).startswith(b"{") else "csv")
+        starts = np.flatnonzero((np.asarray(codes) >> 16) == 0)  # offset 0 of a partition
+        if len(starts):  # a byte order mark there is a producer's file's, not the record's
+            values = list(values)
+            for i in starts.tolist():
+                values[i] = values[i].removeprefix(BOM)
         header = b"t,u,a" if self.in_format == "csv" else None
         return self.process(message_chunk(values, codes, self.max_bytes, header))
 
     def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
+        if self.parser is None:
+            self._make_parser("csv")
+        assert self.parser is not None
         out = Outputs()
         self.headers += chunk.headers
         batch, bad = self.parser.parse(chunk.first, chunk.data, chunk.rejected)
@@ -243,7 +269,8 @@ class ZStage:
         op = self.op
         return {"operator": "z", "z": self.core.z, "delta_t": self.core.delta_t,
                 "adaptive": isinstance(op, AdaptiveZAnonymizer),
-                "input_format": self.in_format, "output_format": self.out_format,
+                "input_format": "csv" if getattr(self, "auto", False) else self.in_format,
+                "output_format": self.out_format,
                 "on_error": str(self.on_error), "time_tolerance": self.time_tolerance}
 
 

@@ -73,7 +73,9 @@ def _first_run(b, tmp_path: Path, key: Path | None, env: dict[str, str] | None =
             "--json", *(["--checkpoint-key", str(key)] if key is not None else [])]
     first = summary_of(cli(*args, env=env))
     produce(b.bootstrap, inp, trace[400:])  # more input: the next run resumes
-    return args, f"streamanon-z-{out}", first
+    from streamanon.pipeline.kafka.options import default_group
+
+    return args, default_group("z", b.url(out)), first
 
 
 def _assert_refused(proc, progress: str, offset: int, marker: Path) -> None:

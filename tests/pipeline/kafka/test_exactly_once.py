@@ -190,6 +190,7 @@ def test_the_broker_stopped_and_restarted_mid_run(tmp_path):
     from streamanon.harness.kafka_broker import Broker
     from streamanon.pipeline import run_z
     from streamanon.pipeline.kafka.admin import create_topics
+    from streamanon.pipeline.kafka.options import default_group
     from streamanon.zanon import ZAnonymizer
 
     with Broker(tmp_path / "broker", storage="s3") as broker:
@@ -207,7 +208,7 @@ def test_the_broker_stopped_and_restarted_mid_run(tmp_path):
 
         def wait_committed(n: int) -> None:
             deadline = time.monotonic() + 90
-            while _committed(bs, "streamanon-z-out", "in") < n:
+            while _committed(bs, default_group("z", f"kafka://{bs}/out"), "in") < n:
                 assert time.monotonic() < deadline and p.poll() is None
                 time.sleep(0.1)
 

@@ -19,16 +19,31 @@ from streamanon.pipeline.kafka.connection import client_config, quiet_logs
 from streamanon.pipeline.kafka.options import parse_kafka_url
 
 _ADMINS: dict[tuple[str, str], Any] = {}
+_REFUSED: dict[int, list[str]] = {}  # id(admin) -> its latest connection errors
+
+#: seconds a broker that refuses connections is given before a run stops (it may be starting)
+REFUSED_GRACE = 3.0
 
 
 def admin_client(bootstrap: str, config: Mapping[str, Any] | None = None) -> Any:
     """One admin client per broker and settings, kept for the process (a connection each)."""
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
     key = (bootstrap, repr(sorted((config or {}).items())))
     admin = _ADMINS.get(key)
     if admin is None:
-        admin = _ADMINS[key] = AdminClient(client_config(bootstrap, None, config))
+        errors: list[str] = []
+
+        def seen(err: Any) -> None:
+            if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                              KafkaError._RESOLVE):
+                errors.append(err.str())
+                del errors[:-5]
+
+        admin = _ADMINS[key] = AdminClient({**client_config(bootstrap, None, config),
+                                            "error_cb": seen})
+        _REFUSED[id(admin)] = errors
     return admin
 
 
@@ -36,18 +51,34 @@ def topic_partitions(url: str, config: Mapping[str, Any] | None = None,
                      timeout: float = 30.0) -> list[int] | None:
     """The partitions of the topic of ``url``; ``None`` when it does not exist.
 
-    Raises :class:`EndpointError` when the broker does not answer within ``timeout``.
+    Raises :class:`EndpointError` when the broker does not answer within ``timeout``, or
+    within :data:`REFUSED_GRACE` seconds when librdkafka reports that it refuses connections
+    or cannot be resolved (nothing listens there: waiting longer would not help).
     """
     from confluent_kafka import KafkaException
 
     bootstrap, topic = parse_kafka_url(url)
-    try:
-        # all topics: a metadata request naming the topic may make the broker create it
-        # (docs/design/kafka.md)
-        md = admin_client(bootstrap, config).list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise EndpointError(f"{url}: no answer from the broker at {bootstrap} within "
-                            f"{timeout:g} s ({exc.args[0].str()}); is it running?") from None
+    admin = admin_client(bootstrap, config)
+    errors = _REFUSED.get(id(admin), [])
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        try:
+            # all topics: a metadata request naming the topic may make the broker create it
+            # (docs/design/kafka.md)
+            md = admin.list_topics(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+            break
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb
+            now = time.monotonic()
+            down = [e for e in errors if "refused" in e.lower() or "resolve" in e.lower()]
+            if now >= deadline or (down and now - start >= REFUSED_GRACE):
+                why = down[-1] if down else exc.args[0].str()
+                within = now - start
+                raise EndpointError(f"{url}: no answer from the broker at {bootstrap} "
+                                    f"within {within:.0f} s ({why}); is it running?"
+                                    ) from None
+    errors.clear()
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
         return None

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from streamanon.errors import BrokerError, BrokerTimeout, ConfigError
+from streamanon.errors import BrokerError, BrokerTimeout, ConfigError, EndpointError
 from streamanon.pipeline.kafka.admin import partitions_of
 from streamanon.pipeline.kafka.connection import BrokerWatch, client_config
 from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
@@ -223,6 +223,13 @@ class KafkaSource:
         ended = False
         for p, ms in sorted(groups.items()):
             lo, hi = ms[0].offset(), ms[-1].offset()
+            if lo < self.positions.get(p, 0):
+                raise EndpointError(
+                    f"{self.topic}[{p}]: the broker delivered offset {lo} after this run had "
+                    f"read up to {self.positions.get(p, 0)}: the input topic was deleted and "
+                    "created again (or a broker with memory storage restarted, losing it); "
+                    "stopping (a pipeline's positions mean nothing in a new topic: start a new "
+                    "pipeline with another --group and outputs)")
             if hi - lo + 1 == len(ms):
                 offs = np.arange(lo, hi + 1, dtype=np.int64)
             else:  # gaps (transaction markers, compaction)
@@ -326,10 +333,19 @@ class KafkaSink:
     One writer per output partition is assumed (exactly-once relies on it: see
     :mod:`streamanon.pipeline.kafka.exactly_once`). The producer is idempotent (no duplicates
     from its own retries, order kept per partition) and never times a message out.
+
+    Args:
+        bootstrap: the broker list (``host:port,...``).
+        topic: the output topic (it must exist).
+        config: librdkafka settings of the user (TLS, SASL, ...); they win over the sink's
+            own batching settings, never over idempotence and the infinite message timeout.
+        watch: the run's broker watch (one per run reports outages once).
+        on_delivery: called by librdkafka with ``(error, message)`` per acknowledged message.
     """
 
     def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
-                 watch: BrokerWatch | None = None) -> None:
+                 watch: BrokerWatch | None = None,
+                 on_delivery: Callable[[Any, Any], None] | None = None) -> None:
         from confluent_kafka import Producer
 
         self.bootstrap, self.topic = bootstrap, topic
@@ -343,6 +359,7 @@ class KafkaSink:
             "queue.buffering.max.kbytes": 1 << 20, "message.max.bytes": 32 << 20,
             **client_config(bootstrap, self.watch, config),  # the user's settings win...
             "enable.idempotence": True, "message.timeout.ms": 0,  # ...but not over these
+            **({"on_delivery": on_delivery} if on_delivery is not None else {}),
         })
 
     def write(self, partition: int, values: Sequence[bytes],
@@ -391,12 +408,16 @@ class KafkaSink:
         """Produce one message, serving the local queue while it is full."""
         if kw.get("headers") is None:
             kw.pop("headers", None)
+        since = time.monotonic()
         while True:
             try:
                 self._producer.produce(self.topic, value, **kw)
                 return
             except BufferError:
                 self._producer.poll(0.05)
+                if time.monotonic() - since >= 1.0:  # the queue stays full: an outage
+                    since = time.monotonic()
+                    self.watch.stalled(f"queueing messages for {self.topic}")
 
     def _produce_one(self, partition: int, value: bytes, headers: Any, timestamp: int | None,
                      on_delivery: Callable[[Any, Any], None]) -> None:
@@ -437,12 +458,30 @@ class StopFlag:
 
     def __init__(self, install: bool = True) -> None:
         self.signal: int | None = None
+        #: before the run reads (connecting, loading the checkpoint) there is nothing to
+        #: checkpoint: a first signal then stops the process 3 s later if the run has not
+        #: started reading by then (the runner clears it once it reads)
+        self.starting = install
         self._old: dict[int, Any] = {}
         if install:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._old[sig] = signal.signal(sig, lambda s, f: self._handle(s))
 
     def _handle(self, sig: int) -> None:
+        if self.starting and self.signal is None:
+            # the run checkpoints and stops as soon as it reads; if starting takes longer (a
+            # broker that does not answer), it stops without one: there is nothing to keep
+            import threading
+
+            def late() -> None:
+                if self.starting:
+                    print("streamanon: stopped before the run started reading (nothing to "
+                          "checkpoint)", file=sys.stderr, flush=True)
+                    os._exit(128 + sig)
+
+            timer = threading.Timer(3.0, late)
+            timer.daemon = True
+            timer.start()
         if self.signal is not None:
             print("streamanon: stopping now, without a checkpoint; the next run resumes from "
                   "the last one", file=sys.stderr, flush=True)

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from streamanon.errors import StoppedInOutage
+
+#: seconds a stop signal waits for a broker that does not answer before the run gives up
+STOP_GRACE = 2.0
+#: seconds between checks that the broker still holds the run's topics, during an outage
+CHECK_EVERY = 5.0
 
 
 class BrokerWatch:
@@ -25,9 +32,16 @@ class BrokerWatch:
     a client succeeds again (:meth:`alive`). One watch serves every client of a run.
     """
 
-    def __init__(self, what: str, stream: Any = None) -> None:
+    def __init__(self, what: str, stream: Any = None, stop: Any = None) -> None:
         self.what = what
         self.stream = stream
+        #: the run's stop flag: once set, a stall longer than :data:`STOP_GRACE` ends the run
+        self.stop = stop
+        #: called every :data:`CHECK_EVERY` seconds of an outage (raises to end the run, e.g.
+        #: when the broker answers but no longer has the run's input topic)
+        self.check: Callable[[], None] | None = None
+        self._stop_seen: float | None = None
+        self._next_check = 0.0
         self.last_error: tuple[float, str] | None = None
         self.stalled_since: float | None = None
         self.reported = False
@@ -53,9 +67,22 @@ class BrokerWatch:
     def stalled(self, doing: str) -> None:
         """A client waited without progress (call it about once a second while it waits)."""
         now = time.monotonic()
+        if self.stop is not None and self.stop:
+            if self._stop_seen is None:
+                self._stop_seen = now
+            elif now - self._stop_seen >= STOP_GRACE:
+                why = self.last_error[1] if self.last_error is not None else "no answer"
+                raise StoppedInOutage(
+                    f"stopped while {doing}: the broker did not answer ({why}); no checkpoint "
+                    "was written, the next run resumes from the last one",
+                    int(self.stop.signal or 15))
         if self.stalled_since is None:
             self.stalled_since = now
+            self._next_check = now + CHECK_EVERY
             return
+        if self.check is not None and now >= self._next_check:
+            self._next_check = now + CHECK_EVERY
+            self.check()
         waited = now - self.stalled_since
         if not self.reported and waited >= 1.0:
             why = "no answer"

@@ -37,6 +37,7 @@ from streamanon.errors import (
     CheckpointRefusedError,
     ResumeError,
 )
+from streamanon.pipeline.chunks import REJECTS
 from streamanon.pipeline.kafka.client import (
     BrokerWatch,
     KafkaSource,
@@ -544,22 +545,40 @@ class ExactlyOnceRun:
             return []
         self.resumed_from = snap.seq
         self.seq = snap.seq
-        self.stage = self.make_stage()  # this run's parameters, to compare
+        fresh = self.stage = self.make_stage()  # this run's parameters, to compare
         mine = self.identity()
         self.stage, self.merge = snap.stage, snap.merge
-        if snap.identity and snap.identity != mine:
-            diff = sorted(k for k in {*mine, *snap.identity}
-                          if mine.get(k) != snap.identity.get(k))
+        then = dict(snap.identity)
+        # the policy for bad records may change on a restart: it decides only what happens to
+        # records from here on (what was released stays), and a run stopped by a bad record
+        # under "fail" wrote no rejects, so it may gain a rejects output
+        added = [d for d in mine.get("outputs", {})
+                 if d == REJECTS and d not in then.get("outputs", {d: None})
+                 and then.get("on_error") == "fail"]
+        if then:
+            then["on_error"] = mine.get("on_error")
+            then["outputs"] = {**then.get("outputs", {}),
+                               **{d: mine["outputs"][d] for d in added}}
+        if then and then != mine:
+            diff = sorted(k for k in {*mine, *then} if mine.get(k) != then.get(k))
             raise ResumeError(
                 f"the progress topic {self.progress.topic} holds a checkpoint of a pipeline "
                 "with other " + ", ".join(
-                    f"{k} (then {snap.identity.get(k)!r}, now {mine.get(k)!r})" for k in diff)
+                    f"{k} (then {then.get(k)!r}, now {mine.get(k)!r})" for k in diff)
                 + ": run it with the same parameters, or start a new pipeline (another "
                 "--group and outputs)")
         self.merge.reset_buffers()
         self.source.seek(snap.positions)
         self.source.open()
+        if getattr(fresh, "on_error", None) != getattr(self.stage, "on_error", None):
+            self.log(f"--on-error {fresh.on_error} from here on (the checkpoint's run had "
+                     f"{self.stage.on_error}; what it released stays)")
+            self.stage.on_error = fresh.on_error
         for name, sink in self.sinks.items():
+            if name not in snap.outputs and name in added:
+                if isinstance(sink, ResumableSink):
+                    sink.start()
+                continue
             if name not in snap.outputs:
                 raise ResumeError(f"the checkpoint in {self.progress.topic} has no position "
                                   f"for the {name} output")
@@ -612,18 +631,62 @@ class ExactlyOnceRun:
         since = self._empty_since.setdefault(p, now)
         return (now - since) * 1000 >= self.idle_ms
 
+    def check_broker(self) -> None:
+        """Stop with a clear message when the broker answers but no longer holds the input
+        as this run read it: the topic is gone, has other partitions, or ends before the
+        positions read (deleted and created again; a broker with memory storage that
+        restarted has lost every topic). Else return (an unreachable broker is waited for)."""
+        from streamanon.errors import EndpointError
+        from streamanon.pipeline.kafka.admin import topic_partitions
+
+        src = self.source
+        url = f"kafka://{src.bootstrap}/{src.topic}"
+        try:
+            parts = topic_partitions(url, src.config, timeout=2.0)
+            if parts is not None and parts == src.partitions:
+                ends = end_offsets(src.bootstrap, src.topic, parts, config=src.config,
+                                   timeout=3.0)
+        except (EndpointError, TimeoutError, RuntimeError):
+            return  # no clear answer: keep waiting (and reporting)
+        if parts is None:
+            what = "no longer exists"
+        elif parts != src.partitions:
+            what = f"has partitions {parts}, not {src.partitions} as when this run began"
+        else:
+            behind = {p: (src.positions.get(p, 0), e) for p, e in ends.items()
+                      if e < src.positions.get(p, 0)}
+            if not behind:
+                return
+            what = ("ends before the positions this run read (partition: (read, end) "
+                    f"{behind})")
+        raise EndpointError(
+            f"{url}: the input topic {what}: it was deleted or created again, or a broker "
+            "with memory storage restarted and lost it; stopping (this pipeline's checkpoints "
+            "refer to the old topic: start a new pipeline with another --group and outputs)")
+
     def run(self) -> dict[str, Any]:
         """Run until the end (``until_end``) or a stop signal; returns the delivery facts."""
         logged = self._recover()
+        if hasattr(self.stop, "starting"):
+            self.stop.starting = False  # from here a signal stops after a checkpoint
         assert self.merge is not None
         merge, source = self.merge, self.source
+        quiet_since = next_check = time.monotonic()
         live_multi = source.ends is None and len(merge.partitions) > 1
         last_cp = time.monotonic()
         batches_at_cp = 0
         error: Exception | None = None
         while True:
-            for ch in source.poll(0.2):
+            chunks = source.poll(0.2)
+            for ch in chunks:
                 merge.add(ch.partition, ch.offsets, ch.timestamps, ch.values)
+            if chunks:
+                quiet_since = time.monotonic()
+            elif not source.done and time.monotonic() - quiet_since >= 5.0 and (
+                    time.monotonic() >= next_check):
+                # nothing for a while: is the input still the topic this run was reading?
+                self.check_broker()
+                next_check = time.monotonic() + 10.0
             if logged:
                 if not merge.covers(logged[0], source.positions):
                     if self.stop:

@@ -52,9 +52,9 @@ class KafkaOptions:
 
     ``group``: the consumer group (its committed offsets are what ``start="committed"`` and
     lag monitors read) and the name of the run's progress topic, ``GROUP.progress`` on the
-    input's broker; default ``streamanon-COMMAND-OUTPUT`` (the output topic, or the output
-    file's name and a hash of its path). ``start``: where a pipeline without a checkpoint
-    begins, ``"committed"`` (the group's offsets, else the earliest) or ``"earliest"``; a
+    input's broker; default ``streamanon-COMMAND-OUTPUT`` (the output topic and its broker,
+    or the output file's name and a hash of its path). ``start``: where a pipeline without a
+    checkpoint begins, ``"committed"`` (the group's offsets, else the earliest) or ``"earliest"``; a
     pipeline with a checkpoint always resumes from it. ``until_end``: stop at the end
     offsets found at start (else run until ``stop`` is set: SIGTERM, Ctrl-C).
     ``checkpoint_every``: seconds between checkpoints (what a restart re-reads at most).
@@ -82,18 +82,28 @@ class KafkaOptions:
         (self.log or (lambda s: print(f"streamanon kafka: {s}", file=sys.stderr)))(text)
 
 
+def _broker_name(servers: str) -> str:
+    """A broker list as part of a topic name (``127.0.0.1:9092`` -> ``127.0.0.1_9092``)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", servers)
+    if len(name) > 60:
+        name = name[:49] + "-" + hashlib.sha256(servers.encode()).hexdigest()[:10]
+    return name
+
+
 def default_group(command: str, output: str | Path, source_topic: str = "") -> str:
-    """``streamanon-COMMAND-NAME``: NAME is the output topic, or the output file's name and a
-    hash of its absolute path, or for standard output the input topic and ``stdout`` (a Kafka
-    group and topic name: letters, digits, ``._-``).
+    """``streamanon-COMMAND-NAME``: NAME is the output topic and its broker, or the output
+    file's name and a hash of its absolute path, or for standard output the input topic and
+    ``stdout`` (a Kafka group and topic name: letters, digits, ``._-``). The broker is part of
+    the name: the same topic name on two brokers is two pipelines, with two progress topics.
 
     >>> default_group("z", "kafka://127.0.0.1:9092/published")
-    'streamanon-z-published'
+    'streamanon-z-published-127.0.0.1_9092'
     >>> default_group("z", "-", "readings")
     'streamanon-z-readings-stdout'
     """
     if is_kafka(output):
-        name = str(output).rsplit("/", 1)[1]
+        servers, topic = parse_kafka_url(str(output))
+        name = f"{topic}-{_broker_name(servers)}"
     elif str(output) == "-":
         name = f"{source_topic}-stdout" if source_topic else "stdout"
     else:

@@ -19,9 +19,14 @@ from streamanon.pipeline.kafka.exactly_once import (
     ProgressLog,
     checkpoint_key,
 )
-from streamanon.pipeline.kafka.options import KafkaOptions, default_group, parse_kafka_url
+from streamanon.pipeline.kafka.options import (
+    KafkaOptions,
+    default_group,
+    is_kafka,
+    parse_kafka_url,
+)
 from streamanon.pipeline.positions import MessagePositions
-from streamanon.pipeline.sinks import open_sinks
+from streamanon.pipeline.sinks import JournalFileSink, open_sinks
 
 if TYPE_CHECKING:
     from streamanon.pipeline.stages import Stage
@@ -41,6 +46,14 @@ def run_kafka(source_url: str, make_stage: Callable[[], Stage],
     parts = topic_partitions(source_url, config)
     if parts is None:
         raise EndpointError(f"{source_url}: no such topic (create it, or check the name)")
+    # every output broker answers before anything is created (the progress topic on the
+    # input's broker would otherwise be made for a run that cannot start)
+    for target, option in outputs.values():
+        if isinstance(target, str) and is_kafka(target):
+            try:
+                topic_partitions(target, config)
+            except EndpointError as exc:
+                raise EndpointError(f"{option} {exc}") from None
     positions = MessagePositions(source_url)
     out_target = outputs[PUBLISHED][0]
     group = options.group or default_group(command, out_target, topic)
@@ -52,22 +65,28 @@ def run_kafka(source_url: str, make_stage: Callable[[], Stage],
     ensure_topic(progress_url, 1, config, options.say)
     # one watch reports outages for every client of the run; producers first: an idempotent
     # producer waits for its id, which the rest of the start-up then hides
-    watch = BrokerWatch("kafka")
+    stop = options.stop if options.stop is not None else StopFlag(install=False)
+    watch = BrokerWatch("kafka", stop=stop)
     progress = ProgressLog(bootstrap, f"{group}.progress", config=config, watch=watch,
                            key=key)
     sinks = open_sinks(outputs, positions, len(parts), options, journal=True, watch=watch)
     source = KafkaSource(bootstrap, topic, group=group, start=options.start,
                          until_end=options.until_end, config=config,
                          fetch_batch=options.fetch_batch, watch=watch)
-    stop = options.stop if options.stop is not None else StopFlag(install=False)
     runner = ExactlyOnceRun(source, sinks, progress, make_stage,
                             checkpoint_every=options.checkpoint_every, stop=stop,
                             identity={"input": topic, **options.identity,
                                       **(identity or {})},
                             after_batch=options.after_batch, log=options.say,
                             on_batch=options.on_batch)
+    watch.check = runner.check_broker
     try:
         delivery = runner.run()
+    except BaseException:
+        for sink in sinks.values():  # a file this run created and left empty goes again
+            if isinstance(sink, JournalFileSink):
+                sink.discard_if_empty()
+        raise
     finally:
         runner.source.close()
     delivery["group"] = group
