@@ -137,8 +137,8 @@ def test_flink_z_kafka_killed_and_restored_repeats_only_the_tail_and_loses_nothi
             "--until-end", "-p", "2", "--checkpoint-interval", "300", "--batch-ms", "20",
             "--batch-size", "500", "--work-dir", str(work)]
     # small batches (a backlog is otherwise read in batches of up to a second's records, and
-    # the whole topic here would be one batch), slowed down (a barrier waits behind the records queued before the reading step: the
-    # network buffers hold thousands), so that a kill lands mid-run after a checkpoint
+    # the whole topic here would be one batch), slowed down (a barrier waits behind the
+    # records queued before the reading step), so that a kill lands mid-run after a checkpoint
     proc = subprocess.Popen([*STREAMANON, *args, "--pace", "0.0005"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)

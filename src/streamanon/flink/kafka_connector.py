@@ -118,7 +118,9 @@ class KafkaInput:
     partitions: list[int] = field(default_factory=list)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     columns: list[str] | None = None  # CASTLE CSV: the header (else the first message)
-    config: dict[str, str] = field(default_factory=dict)  # Kafka client properties
+    #: librdkafka settings (``--kafka-config``; the Java clients get them translated); never
+    #: shown (not in the repr)
+    config: dict[str, str] = field(default_factory=dict, repr=False)
     on_error: str = "fail"  # "skip": bad messages go to the rejects topic
 
     def __str__(self) -> str:
@@ -154,7 +156,7 @@ class KafkaOutput:
     delivery: str = "at-least-once"
     source_name: str = "input"
     stats_path: str | None = None  # the accounting, written at the end of a bounded input
-    config: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict, repr=False)  # as KafkaInput's
 
     @property
     def bootstrap(self) -> str:
@@ -198,7 +200,9 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
     else:
         builder.setProperty("commit.offsets.on.checkpoint", "false")
     builder.setProperty("partition.discovery.interval.ms", "-1")
-    for key, value in source.config.items():
+    from streamanon.pipeline.kafka.options import java_kafka_config
+
+    for key, value in java_kafka_config(source.config).items():
         builder.setProperty(key, value)
     if source.until_end:
         from pyflink.util.java_utils import get_java_class
@@ -657,7 +661,9 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     # answered nothing within a consumer's 10 ms fetch wait, so readers stalled
     builder.setProperty("linger.ms", "5")
     builder.setProperty("batch.size", str(1 << 20))
-    for key, value in out.config.items():
+    from streamanon.pipeline.kafka.options import java_kafka_config
+
+    for key, value in java_kafka_config(out.config).items():
         builder.setProperty(key, value)
     messages.sink_to(PyKafkaSink(builder.build())).name("kafka sink").uid(
         "kafka-sink").set_parallelism(1)
