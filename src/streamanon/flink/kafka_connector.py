@@ -2,9 +2,11 @@
 
 ::
 
-    KafkaSource (TaggedRecords: Row(0, Row(partition, offset, value)), parallelism 1,
-                 offsets in Flink's checkpoints; bounded at the end offsets for --until-end)
-      -> BatchMessages (one key, parallelism 1): messages gathered like BatchLines, checked
+    KafkaSource (TaggedRecords: Row(0, Row(partition, offset, value)), up to -p readers,
+                 bounded at the end offsets for --until-end)
+      -> GatherRecords (JVM, keyed by partition, as many tasks as readers): a partition's
+         records in batches (batch_size, or batch_ms after the first; a backlog up to 1 s)
+      -> BatchMessages (one key, parallelism 1): one element per batch, checked
          by the pure path's message rules (message_chunk), parsed by the same chunk parser
          as a file's splits -> the same keyed operators (z key groups, CASTLE partitions)
       -> outcome lines (+ meta, + the input positions of each batch)

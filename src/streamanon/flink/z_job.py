@@ -4,7 +4,7 @@
 
     file: split numbers (NumberSequenceSource, parallelism 1) -> ReadSplits (one key, p=1)
     tcp:  lines (socket, parallelism 1)                       -> BatchLines (one key, p=1)
-    kafka: records (KafkaSource, parallelism 1)               -> BatchMessages (one key, p=1)
+    kafka: records (KafkaSource, <= p) -> GatherRecords (JVM)  -> BatchMessages (one key, p=1)
       -- rejects, header, blanks -> meta (text)
       -> (key group, Arrow batch) keyed by key group -> ZKeyGroups (parallelism p)
       -> outcome batches (+ meta) -> FileSink (exactly-once part files), optionally a TCP sink
