@@ -618,7 +618,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
     from streamanon.pipeline.kafka.connection import quiet_logs
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
                   "queue.buffering.max.messages": 2_000_000, **quiet_logs()})
     for v in values:
         while True:

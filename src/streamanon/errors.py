@@ -317,3 +317,10 @@ class StoppedInOutage(EndpointError):
 
 
 __all__ += ["StoppedInOutage"]
+
+
+class KafkaConfigError(ConfigError):
+    """A ``--kafka-config`` file that cannot be read or holds a line that is no setting."""
+
+
+__all__ += ["KafkaConfigError"]

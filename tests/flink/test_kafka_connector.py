@@ -135,9 +135,10 @@ def test_flink_z_kafka_killed_and_restored_repeats_only_the_tail_and_loses_nothi
     work = tmp_path / "work"
     args = ["flink", "z", b.url(inp), "-o", b.url(out), "--z", "3", "--delta-t", "30",
             "--until-end", "-p", "2", "--checkpoint-interval", "300", "--batch-ms", "20",
-            "--work-dir", str(work)]
-    # slowed down (a barrier waits behind the records queued before the reading step: the
-    # network buffers hold thousands), so that a kill lands mid-run after a checkpoint
+            "--batch-size", "500", "--work-dir", str(work)]
+    # small batches (a backlog is otherwise read in batches of up to a second's records, and
+    # the whole topic here would be one batch), slowed down (a barrier waits behind the
+    # records queued before the reading step), so that a kill lands mid-run after a checkpoint
     proc = subprocess.Popen([*STREAMANON, *args, "--pace", "0.0005"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)

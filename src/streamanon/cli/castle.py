@@ -47,6 +47,8 @@ from streamanon.cli.kafka import (
     endpoint_errors,
     from_option,
     group_option,
+    kafka_config,
+    kafka_config_option,
     kafka_progress,
     kafka_run,
     max_message_option,
@@ -143,6 +145,7 @@ def castle_command(
     max_message_bytes: int = max_message_option,
     batch_size: int = batch_option,
     checkpoint_key: Path = checkpoint_key_option,
+    config_file: Path = kafka_config_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
@@ -179,7 +182,8 @@ def castle_command(
     title = f"streamanon castle (k={k}, l={l}, δ={delta})"
     kafka_args = dict(group=group, start=start, until_end=until_end,
                       checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                      batch_size=batch_size, checkpoint_key=checkpoint_key)
+                      batch_size=batch_size, checkpoint_key=checkpoint_key,
+                      config=kafka_config(config_file))
     if is_kafka(source):
         import hashlib
 

@@ -104,8 +104,9 @@ def parse_source(source: str, what: str = "INPUT") -> str | Endpoint:
     """An :class:`~streamanon.flink.runtime.Endpoint` for ``tcp://HOST:PORT``, a
     ``kafka://`` URL as it is, else a readable file (exit 2 otherwise; ``-``, stdin, is not
     a Flink source)."""
-    from streamanon.cli.kafka import check_url, is_kafka
+    from streamanon.cli.kafka import check_url
     from streamanon.flink.runtime import Endpoint
+    from streamanon.pipeline.kafka.options import is_kafka
 
     if is_kafka(source):
         check_url(source, what)
@@ -234,6 +235,10 @@ MaxMessageBytes = Annotated[int, typer.Option(
     "--max-message-bytes", min=1, help="kafka:// INPUT: a longer message is rejected "
     "(bytes).")]
 # the job
+KafkaConfigFile = Annotated[Path | None, typer.Option(
+    "--kafka-config", metavar="FILE", help="Kafka: a properties file of client settings "
+    "(security.protocol, ssl.*, sasl.*: librdkafka's names) for the job's Kafka clients, "
+    "translated for Flink's Java clients. Its values are never printed.")]
 Parallelism = Annotated[int, typer.Option("-p", "--parallelism", min=1, help=PARALLELISM_HELP)]
 Mode = Annotated[ExecutionMode, typer.Option("--mode", help=MODE_HELP)]
 CheckpointInterval = Annotated[int, typer.Option("--checkpoint-interval", min=1,
@@ -284,13 +289,14 @@ def _default_rejects(on_error: OnError, rejects: str | None, output: str) -> Pat
 def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: str | None,
                      on_error: OnError, group: str | None, start: str, until_end: bool,
                      max_message_bytes: int, columns: str | None, command: str,
-                     out_format: str | None) -> tuple[KafkaInput, KafkaOutput]:
+                     out_format: str | None, config_file: Path | None = None
+                     ) -> tuple[KafkaInput, KafkaOutput]:
     """The :class:`~streamanon.flink.kafka_connector.KafkaInput` and ``KafkaOutput`` of a run
     from a topic (exit 2 for an output that is not a topic: the job writes through
     KafkaSink)."""
-    from streamanon.cli.kafka import check_url, default_rejects, is_kafka
+    from streamanon.cli.kafka import check_url, default_rejects, kafka_config
     from streamanon.flink.kafka_connector import KafkaInput, KafkaOutput
-    from streamanon.pipeline.kafka.options import default_group
+    from streamanon.pipeline.kafka.options import default_group, is_kafka
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: give committed or earliest")
@@ -305,14 +311,15 @@ def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: 
                  "kafka://HOST:PORT/TOPIC")
         check_url(spec, option)
     topic = source.rsplit("/", 1)[1]
+    config = kafka_config(config_file)
     source_in = KafkaInput(source, start=start, until_end=until_end,
                            group=group or default_group(f"flink-{command}", output, topic),
                            max_message_bytes=max_message_bytes, on_error=str(on_error),
                            columns=[c.strip() for c in columns.split(",")] if columns
-                           else None)
+                           else None, config=dict(config))
     out = KafkaOutput(output, rejects=rejects if on_error is OnError.skip else None,
                       suppressed=suppressed, out_format=out_format or "csv",
-                      on_error=str(on_error))
+                      on_error=str(on_error), config=dict(config))
     return source_in, out
 
 
@@ -361,6 +368,7 @@ def flink_z(
     start: Start = "committed",
     until_end: UntilEnd = False,
     max_message_bytes: MaxMessageBytes = 1 << 20,
+    kafka_config_file: KafkaConfigFile = None,
     time_tolerance: float = typer.Option(0.0, "--time-tolerance", min=0, help=TOLERANCE_HELP),
     parallelism: Parallelism = 2,
     mode: Mode = ExecutionMode.thread,
@@ -409,7 +417,8 @@ def flink_z(
         from streamanon.flink.z_job import run_z_kafka_job
 
         k_in, k_out = _kafka_endpoints(src, output, rejects, None, on_error, group, start,
-                                       until_end, max_message_bytes, None, "z", out_format)
+                                       until_end, max_message_bytes, None, "z", out_format,
+                                       kafka_config_file)
         _run_kafka(lambda: run_z_kafka_job(k_in, k_out, z=z, delta_t=delta_t, options=options,
                                            in_format=in_format or "csv",
                                            time_tolerance=time_tolerance,
@@ -574,6 +583,7 @@ def flink_castle(
     start: Start = "committed",
     until_end: UntilEnd = False,
     max_message_bytes: MaxMessageBytes = 1 << 20,
+    kafka_config_file: KafkaConfigFile = None,
     parallelism: Parallelism = 2,
     mode: Mode = ExecutionMode.thread,
     checkpoint_interval: CheckpointInterval = 2000,
@@ -630,7 +640,7 @@ def flink_castle(
 
         k_in, k_out = _kafka_endpoints(src, output, rejects, suppressed, on_error, group,
                                        start, until_end, max_message_bytes, columns, "castle",
-                                       out_format)
+                                       out_format, kafka_config_file)
         _run_kafka(lambda: run_castle_kafka_job(k_in, k_out, rules_paths=list(rules_paths),
                                                 params=params, options=options,
                                                 partitions=partitions,

@@ -52,6 +52,27 @@ max_message_option = typer.Option(1 << 20, "--max-message-bytes", min=1, help=MA
 batch_option = typer.Option(20_000, "--batch-size", min=1, help=BATCH_HELP)
 checkpoint_key_option = typer.Option(None, "--checkpoint-key", metavar="FILE",
                                      help=CHECKPOINT_KEY_HELP)
+KAFKA_CONFIG_HELP = ("Kafka: a properties file of client settings for every connection "
+                     "(security.protocol, ssl.ca.location, ssl.certificate.location, "
+                     "ssl.key.location, sasl.mechanisms, sasl.username, sasl.password, ...; "
+                     "librdkafka's names, translated for Flink's Java clients). Its values "
+                     "are never printed.")
+kafka_config_option = typer.Option(None, "--kafka-config", metavar="FILE",
+                                   help=KAFKA_CONFIG_HELP)
+
+
+def kafka_config(path: Path | None) -> dict[str, str]:
+    """The settings of a ``--kafka-config`` file (exit 2 when it cannot be read)."""
+    from streamanon.errors import KafkaConfigError
+    from streamanon.pipeline.kafka.options import read_kafka_config
+
+    if path is None:
+        return {}
+    try:
+        return read_kafka_config(path)
+    except KafkaConfigError as exc:
+        fail(str(exc))
+    raise AssertionError("unreachable")
 
 
 def check_url(spec: str, option: str) -> None:
@@ -83,7 +104,7 @@ def default_rejects(output: str) -> str:
 def options(*, group: str | None, start: str, until_end: bool, checkpoint_every: float,
             max_message_bytes: int, batch_size: int, stop: Any = None,
             on_batch: Any = None, identity: dict[str, Any] | None = None,
-            checkpoint_key: Path | None = None) -> Any:
+            checkpoint_key: Path | None = None, config: dict[str, str] | None = None) -> Any:
     from streamanon.pipeline.kafka.options import KafkaOptions
 
     if start not in ("committed", "earliest"):
@@ -91,7 +112,8 @@ def options(*, group: str | None, start: str, until_end: bool, checkpoint_every:
     return KafkaOptions(group=group, start=start, until_end=until_end,
                         checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
                         fetch_batch=batch_size, stop=stop, on_batch=on_batch,
-                        identity=dict(identity or {}), checkpoint_key=checkpoint_key)
+                        identity=dict(identity or {}), checkpoint_key=checkpoint_key,
+                        config=dict(config or {}))
 
 
 @contextmanager
@@ -246,6 +268,7 @@ def produce_command(
     time_column: str = typer.Option(None, "--time-column", help="CSV: the column whose time "
                                     "(seconds or ISO 8601) becomes the message timestamp, by "
                                     "which a pipeline merges partitions."),
+    config_file: Path = kafka_config_option,
 ) -> None:
     """Load a file into a topic, one message per line (blank lines skipped), in order.
 
@@ -266,8 +289,10 @@ def produce_command(
 
     bootstrap, topic = _url(url)
     require_input(source)
+    config = kafka_config(config_file)
     try:
-        parts = ensure_topic(url, partitions, say=lambda s: print(s, file=sys.stderr))
+        parts = ensure_topic(url, partitions, config or None,
+                             say=lambda s: print(s, file=sys.stderr))
     except EndpointError as exc:
         fail(str(exc))
     acked = [0]
@@ -277,11 +302,12 @@ def produce_command(
             acked[0] += 1
 
     watch = BrokerWatch(f"produce {topic}")
-    sink = KafkaSink(bootstrap, topic, watch=watch, on_delivery=delivered)
+    sink = KafkaSink(bootstrap, topic, config=config or None, watch=watch,
+                     on_delivery=delivered)
 
     def check_topic() -> None:  # during an outage: does the broker still hold the topic?
         try:
-            now = topic_partitions(url, timeout=2.0)
+            now = topic_partitions(url, config or None, timeout=2.0)
         except EndpointError:
             return
         if now != parts:
@@ -366,6 +392,7 @@ def consume_command(
                                 "Ctrl-C (default: stop at the end found at start)."),
     header: str = typer.Option(None, "--header", help="Print this line first (e.g. the CSV "
                                "header of the rows, which messages do not carry)."),
+    config_file: Path = kafka_config_option,
 ) -> None:
     """Print a topic's messages to stdout, one per line (each partition's in order).
 
@@ -381,14 +408,15 @@ def consume_command(
     from streamanon.pipeline.kafka.connection import client_config
 
     bootstrap, topic = _url(url)
+    config = kafka_config(config_file)
     try:
-        parts = topic_partitions(url)
+        parts = topic_partitions(url, config or None)
     except EndpointError as exc:
         fail(str(exc))
     if parts is None:
         fail(f"{url}: no such topic")
-    ends = None if follow else end_offsets(bootstrap, topic, parts)
-    c = Consumer({**client_config(bootstrap), "group.id": "streamanon-consume",
+    ends = None if follow else end_offsets(bootstrap, topic, parts, config=config or None)
+    c = Consumer({**client_config(bootstrap, extra=config), "group.id": "streamanon-consume",
                   "enable.auto.commit": False, "fetch.wait.max.ms": 50})
     out = sys.stdout.buffer
     if header is not None:

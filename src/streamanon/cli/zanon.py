@@ -39,6 +39,8 @@ from streamanon.cli.kafka import (
     endpoint_errors,
     from_option,
     group_option,
+    kafka_config,
+    kafka_config_option,
     kafka_progress,
     kafka_run,
     max_message_option,
@@ -114,6 +116,7 @@ def z_command(
     max_message_bytes: int = max_message_option,
     batch_size: int = batch_option,
     checkpoint_key: Path = checkpoint_key_option,
+    config_file: Path = kafka_config_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
 ) -> None:
@@ -150,7 +153,8 @@ def z_command(
     title = f"streamanon z (z={z}, Δt={delta_t:g} s)"
     kafka_args = dict(group=group, start=start, until_end=until_end,
                       checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
-                      batch_size=batch_size, checkpoint_key=checkpoint_key)
+                      batch_size=batch_size, checkpoint_key=checkpoint_key,
+                      config=kafka_config(config_file))
     if is_kafka(source):
         with writing([], skip_hint=False) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction
-from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from pyflink.datastream.state import ValueStateDescriptor
 
 from streamanon.errors import BadInputError, ConfigError, JobError
 from streamanon.flink.functions import END_OF_INPUT, _ChunkStage
@@ -70,7 +70,9 @@ class KafkaInput:
     partitions: list[int] = field(default_factory=list)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     columns: list[str] | None = None  # CASTLE CSV: the header (else the first message)
-    config: dict[str, str] = field(default_factory=dict)  # Kafka client properties
+    #: librdkafka settings (``--kafka-config``; the Java clients get them translated); never
+    #: shown (not in the repr)
+    config: dict[str, str] = field(default_factory=dict, repr=False)
     on_error: str = "fail"  # "skip": bad messages go to the rejects topic
 
     def __str__(self) -> str:
@@ -106,7 +108,7 @@ class KafkaOutput:
     delivery: str = "at-least-once"
     source_name: str = "input"
     stats_path: str | None = None  # the accounting, written at the end of a bounded input
-    config: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict, repr=False)  # as KafkaInput's
 
     @property
     def bootstrap(self) -> str:
@@ -122,10 +124,10 @@ class KafkaOutput:
 
 # -- the source and the reading step -----------------------------------------------------------
 
-def kafka_source(env: Any, source: KafkaInput, restoring: bool = False) -> Any:
-    """The records of ``source`` as ``Row(0, Row(partition, offset, value))``, parallelism 1
-    (the reading step after it is one task anyway, and one reader keeps each partition's
-    order on one channel)."""
+def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
+                 parallelism: int = 1) -> Any:
+    """The records of ``source`` as ``Row(0, Row(partition, offset, value))``, read by
+    ``parallelism`` readers (each partition by one reader: its order on one channel)."""
     from pyflink.common import WatermarkStrategy
     from pyflink.datastream.connectors.kafka import KafkaSource as PyKafkaSource
     from pyflink.java_gateway import get_gateway
@@ -150,7 +152,9 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False) -> Any:
     else:
         builder.setProperty("commit.offsets.on.checkpoint", "false")
     builder.setProperty("partition.discovery.interval.ms", "-1")
-    for key, value in source.config.items():
+    from streamanon.pipeline.kafka.options import java_kafka_config
+
+    for key, value in java_kafka_config(source.config).items():
         builder.setProperty(key, value)
     if source.until_end:
         from pyflink.util.java_utils import get_java_class
@@ -164,7 +168,7 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False) -> Any:
     # "Restores" in the module docstring
     return (env.from_source(PyKafkaSource(builder.build()), WatermarkStrategy.no_watermarks(),
                             f"kafka {source.topic}", type_info=record_type())
-            .uid(f"kafka-source-{uuid.uuid4().hex}").set_parallelism(1))
+            .uid(f"kafka-source-{uuid.uuid4().hex}").set_parallelism(parallelism))
 
 
 def position_line(first: int, codes: np.ndarray) -> str:
@@ -184,30 +188,27 @@ def parse_position_line(line: str) -> tuple[int, np.ndarray]:
 
 
 class BatchMessages(_ChunkStage):
-    """Kafka records in (``Row(partition, offset, value)``); a batch closes on
-    ``batch_size`` records or ``batch_ms`` after its first, then its messages pass the pure
-    path's message checks (:func:`~streamanon.pipeline.message_chunk`: empty, oversized,
-    not UTF-8, several lines; a repeated header skipped) and the file job's chunk parser.
+    """Batches of Kafka records in, gathered in the JVM (``GatherRecords``: ``batch_size``
+    records or ``batch_ms`` after the first, per partition) as ``Row(partition, offsets,
+    sizes, data)``; a batch's messages pass the pure path's message checks
+    (:func:`~streamanon.pipeline.message_chunk`: empty, oversized, not UTF-8, several lines;
+    a repeated header skipped) and the file job's chunk parser.
 
     Out: the keyed batches, and on the side (META) the batch's position map and its
     rejected / header / blank outcome lines. Under ``on_error="fail"`` a bad message fails
     the job, named by ``partition@offset`` (:class:`~streamanon.pipeline.BadInputError`).
     """
 
-    def __init__(self, parser: Any, routing: list[int], *, batch_size: int, batch_ms: float,
-                 source_name: str, max_bytes: int, header: str | None,
-                 header_given: bool, on_error: str, pace: float = 0.0) -> None:
+    def __init__(self, parser: Any, routing: list[int], *, source_name: str, max_bytes: int,
+                 header: str | None, header_given: bool, on_error: str,
+                 pace: float = 0.0) -> None:
         super().__init__(parser, routing, pace)
-        self.batch_size, self.batch_ms = int(batch_size), float(batch_ms)
         self.source_name, self.max_bytes = source_name, int(max_bytes)
         self.header, self.header_given = header, header_given
         self.on_error = on_error
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
-        self._pending_state = runtime_context.get_list_state(
-            ListStateDescriptor("pending", Types.PICKLED_BYTE_ARRAY()))
-        self._pending: list[tuple[int, int, bytes]] | None = None
         self._position: Any = {}  # partition -> the next offset this step takes
 
     def _load(self) -> Any:
@@ -221,44 +222,29 @@ class BatchMessages(_ChunkStage):
                 parser.feed_header(self.header)
         return parser
 
-    def _load_pending(self, ctx: Any) -> list[tuple[int, int, bytes]]:
-        pending = self._pending
-        if pending is None:
-            pending = self._pending = list(self._pending_state.get() or ())
-            for p, o, _ in pending:  # (the position saved with the parser predates them)
-                self._position[p] = max(self._position.get(p, 0), o + 1)
-            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        return pending
-
-    def process_element(self, record: Any, ctx: Any):  # type: ignore[override]
+    def process_element(self, batch: Any, ctx: Any):  # type: ignore[override]
         self._load()
-        pending = self._load_pending(ctx)
-        item = (int(record[0]), int(record[1]), bytes(record[2]))
-        if item[1] < self._position.get(item[0], 0):
-            return  # taken before the checkpoint this run was restored from
-        self._position[item[0]] = item[1] + 1
-        if not pending:
-            timers = ctx.timer_service()
-            timers.register_processing_time_timer(
-                timers.current_processing_time() + int(self.batch_ms))
-        pending.append(item)
-        if len(pending) >= self.batch_size:
-            yield from self._flush()
-        else:
-            self._pending_state.add(item)
+        partition = int(batch[0])
+        offsets = np.frombuffer(bytes(batch[1]), dtype="<i8")
+        sizes = np.frombuffer(bytes(batch[2]), dtype="<i4")
+        data = bytes(batch[3])
+        ends = np.cumsum(sizes, dtype=np.int64)
+        starts = (ends - sizes).tolist()
+        taken = self._position.get(partition, 0)
+        keep = offsets >= taken  # (the JVM step drops these already; a restore's guard)
+        if not keep.all():
+            offsets = offsets[keep]
+            starts = [s for s, k in zip(starts, keep.tolist(), strict=True) if k]
+            ends = ends[keep]
+        if not len(offsets):
+            return
+        self._position[partition] = int(offsets[-1]) + 1
+        values = [data[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
+        yield from self._flush(partition, offsets, values)
 
-    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
-        self._load()
-        if self._load_pending(ctx):
-            yield from self._flush()
-
-    def _flush(self) -> Any:
-        items = self._pending or []
-        self._pending = []
-        self._pending_state.clear()
+    def _flush(self, partition: int, offsets: np.ndarray, values: list[bytes]) -> Any:
         parser = self._parser
-        codes = np.fromiter(((o << 16) | p for p, o, _ in items), np.int64, len(items))
-        values = [v for _, _, v in items]
+        codes = (offsets.astype(np.int64) << 16) | partition
         first = parser.line + 1
         meta: list[str] = []
         batches: list[tuple[int, Any]] = []
@@ -287,7 +273,7 @@ class BatchMessages(_ChunkStage):
                 raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
                                     MessagePositions(self.source_name))
         meta.insert(0, position_line(first, codes))
-        yield from self._emit(meta, batches, len(items))
+        yield from self._emit(meta, batches, len(values))
 
 
 class KafkaHeaderParser:
@@ -347,17 +333,49 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
     z = hasattr(parser, "reader")
     header = "t,u,a" if z else (",".join(source.columns) if source.columns else None)
     step = BatchMessages(KafkaHeaderParser(parser, parser.fmt), record.routing,
-                         batch_size=options.batch_size, batch_ms=options.batch_ms,
                          source_name=source.url, max_bytes=source.max_message_bytes,
                          header=header, header_given=header is not None,
-                         on_error=source.on_error,
-                         pace=options.pace)
-    records = kafka_source(env, source, options.restore_from is not None)
-    return (keyed_rows(records, Types.ROW([Types.INT(), Types.LONG(),
-                                           Types.PRIMITIVE_ARRAY(Types.BYTE())]))
+                         on_error=source.on_error, pace=options.pace)
+    readers = max(1, min(options.parallelism, len(source.partitions) or 1))
+    records = kafka_source(env, source, options.restore_from is not None, parallelism=readers)
+    batches = gather_records(records, batch_size=options.batch_size, batch_ms=options.batch_ms,
+                             parallelism=readers)
+    return (keyed_rows(batches, gathered_type())
             .process(step, output_type=batch_rows_type())
-            .name(f"batch messages (≤ {options.batch_size}, ≤ {options.batch_ms:g} ms)")
-            .uid("read").set_parallelism(1))
+            .name("messages to record batches").uid("read").set_parallelism(1))
+
+
+def gathered_type() -> Any:
+    """``Row(partition, offsets, sizes, data)`` (GatherRecords: little-endian int64 offsets,
+    int32 sizes, the values one after another)."""
+    return Types.ROW([Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                      Types.PRIMITIVE_ARRAY(Types.BYTE()), Types.PRIMITIVE_ARRAY(Types.BYTE())])
+
+
+def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelism: int,
+                   key_by_partition: bool = False) -> Any:
+    """Records of each partition gathered in the JVM (``GatherRecords``, keyed by partition):
+    one element per batch of ``batch_size`` records or ``batch_ms`` after its first.
+
+    Args:
+        records: the Kafka source's stream of tagged records.
+        batch_size: records per batch at most.
+        batch_ms: milliseconds after a batch's first record at which it is due (a backlog
+            may keep a due batch open up to 1 s, so that it arrives in large batches).
+        parallelism: the gathering tasks (as many as the source's readers).
+        key_by_partition: key each batch by its partition for the next step.
+    """
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    kafka = jvm.streamanon.kafka
+    j = (records._j_data_stream.keyBy(kafka.ByPartition())
+         .process(kafka.GatherRecords(int(batch_size), int(max(0, round(batch_ms))),
+                                      key_by_partition))
+         .name(f"gather records (≤ {batch_size}, ≤ {batch_ms:g} ms)").uid("gather-records")
+         .setParallelism(parallelism))
+    return DataStream(j)
 
 
 # -- outcomes to messages ------------------------------------------------------------------------
@@ -603,7 +621,9 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     # tiny batches can stall its readers (a broker behaviour: docs/design/kafka.md)
     builder.setProperty("linger.ms", "5")
     builder.setProperty("batch.size", str(1 << 20))
-    for key, value in out.config.items():
+    from streamanon.pipeline.kafka.options import java_kafka_config
+
+    for key, value in java_kafka_config(out.config).items():
         builder.setProperty(key, value)
     messages.sink_to(PyKafkaSink(builder.build())).name("kafka sink").uid(
         "kafka-sink").set_parallelism(1)

@@ -3,6 +3,9 @@
 * :func:`is_kafka`, :func:`parse_kafka_url` — ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``.
 * :class:`KafkaOptions` — how a run with a ``kafka://`` source reads and keeps its progress.
 * :func:`default_group` — the consumer group (and progress topic) a run uses by default.
+* :func:`read_kafka_config` — a ``--kafka-config`` properties file (TLS, SASL, ...) as the
+  librdkafka settings of every client; :func:`java_kafka_config` — the same settings for the
+  Java clients of the Flink jobs; :func:`redacted` — settings fit to be shown.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamanon.errors import ConfigError
+from streamanon.errors import ConfigError, KafkaConfigError
 
 KAFKA_PREFIX = "kafka://"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -113,5 +116,129 @@ def default_group(command: str, output: str | Path, source_topic: str = "") -> s
     return f"streamanon-{command}-{name}"
 
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "KAFKA_PREFIX", "KafkaOptions", "default_group",
-           "is_kafka", "parse_kafka_url"]
+#: setting names whose values are never shown (summaries, logs, --json, progress topics)
+SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "keystore.key",
+                "certificate.pem", "oauthbearer.config", "credentials")
+
+
+def read_kafka_config(path: str | Path) -> dict[str, str]:
+    r"""The settings of a properties file: ``name=value`` (or ``name: value``) per line,
+    ``#`` / ``!`` comments, blank lines ignored, a trailing ``\`` continues a line. The
+    names are librdkafka's (``security.protocol``, ``ssl.ca.location``,
+    ``sasl.mechanisms``, ``sasl.username``, ...); the Flink jobs translate them for the Java
+    clients (:func:`java_kafka_config`). Values are never echoed in errors.
+
+    >>> import tempfile, os
+    >>> f = tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False)
+    >>> _ = f.write("# TLS\nsecurity.protocol=SSL\nssl.ca.location = /etc/ca.pem\n"); f.close()
+    >>> read_kafka_config(f.name)
+    {'security.protocol': 'SSL', 'ssl.ca.location': '/etc/ca.pem'}
+    >>> os.unlink(f.name)
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KafkaConfigError(f"--kafka-config {path}: cannot read it ({exc.__class__.__name__})"
+                               ) from None
+    out: dict[str, str] = {}
+    pending = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        cut = [i for i in (line.find("="), line.find(":")) if i > 0]
+        if not cut:
+            raise KafkaConfigError(f"--kafka-config {path}, line {number}: expected "
+                                   "name=value")
+        name, value = line[: min(cut)].strip(), line[min(cut) + 1:].strip()
+        out[name] = value
+    return out
+
+
+def is_secret(name: str) -> bool:
+    """True for a setting whose value must not be shown (passwords, keys, JAAS lines)."""
+    low = name.lower()
+    return any(word in low for word in SECRET_WORDS)
+
+
+def redacted(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` fit to be shown: secret values replaced by ``***``.
+
+    >>> redacted({"security.protocol": "SASL_SSL", "sasl.password": "hunter2"})
+    {'security.protocol': 'SASL_SSL', 'sasl.password': '***'}
+    """
+    return {k: ("***" if is_secret(k) else v) for k, v in config.items()}
+
+
+#: librdkafka names that the Java clients spell the same way
+_SAME_IN_JAVA = ("security.protocol", "ssl.endpoint.identification.algorithm",
+                 "ssl.key.password", "ssl.cipher.suites", "sasl.kerberos.service.name",
+                 "client.id", "client.rack")
+
+
+def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
+    """librdkafka settings (:func:`read_kafka_config`) as the Java clients' properties.
+
+    Translated: ``sasl.mechanisms`` -> ``sasl.mechanism``; ``sasl.username`` /
+    ``sasl.password`` -> a ``sasl.jaas.config`` line (PLAIN or SCRAM); ``ssl.ca.location``
+    -> a PEM trust store (``ssl.truststore.type=PEM``, ``ssl.truststore.certificates``: the
+    file's content); ``ssl.certificate.location`` + ``ssl.key.location`` -> a PEM key store
+    (``ssl.keystore.type=PEM``, its chain and key: the files' content);
+    ``ssl.endpoint.identification.algorithm=none`` -> empty (Java's "off"). Names that are
+    already Java's (``ssl.truststore.*``, ``ssl.keystore.*``, ``sasl.jaas.config``, ...)
+    pass as they are; librdkafka-only names (``ssl.*.location`` once translated,
+    ``enable.ssl.certificate.verification``...) are left out.
+
+    >>> java_kafka_config({"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
+    ...                    "sasl.username": "u", "sasl.password": "p"})["sasl.jaas.config"]
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
+    """
+    conf = {str(k): str(v) for k, v in config.items() if not callable(v)}
+    out: dict[str, str] = {}
+    for name in _SAME_IN_JAVA:
+        if name in conf:
+            out[name] = conf[name]
+    if out.get("ssl.endpoint.identification.algorithm", "").lower() == "none":
+        out["ssl.endpoint.identification.algorithm"] = ""
+    mechanism = conf.get("sasl.mechanisms") or conf.get("sasl.mechanism")
+    if mechanism:
+        out["sasl.mechanism"] = mechanism
+    if "sasl.username" in conf and "sasl.jaas.config" not in conf:
+        module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
+                  if (mechanism or "").upper().startswith("SCRAM") else
+                  "org.apache.kafka.common.security.plain.PlainLoginModule")
+
+        def quoted(text: str) -> str:
+            return text.replace("\\", "\\\\").replace('"', '\\"')
+
+        out["sasl.jaas.config"] = (f'{module} required username="{quoted(conf["sasl.username"])}"'
+                                   f' password="{quoted(conf.get("sasl.password", ""))}";')
+
+    def content(name: str) -> str:
+        try:
+            return Path(conf[name]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise KafkaConfigError(f"{name}: cannot read {conf[name]} ({exc.strerror})"
+                                   ) from None
+
+    if "ssl.ca.location" in conf:
+        out["ssl.truststore.type"] = "PEM"
+        out["ssl.truststore.certificates"] = content("ssl.ca.location")
+    if "ssl.certificate.location" in conf and "ssl.key.location" in conf:
+        out["ssl.keystore.type"] = "PEM"
+        out["ssl.keystore.certificate.chain"] = content("ssl.certificate.location")
+        out["ssl.keystore.key"] = content("ssl.key.location")
+    for name, value in conf.items():
+        if name.startswith(("ssl.truststore.", "ssl.keystore.", "sasl.jaas.", "sasl.login.",
+                            "sasl.client.", "sasl.oauthbearer.")) and name not in out:
+            out[name] = value
+    return out
+
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "KAFKA_PREFIX", "KafkaConfigError", "KafkaOptions",
+           "default_group", "is_kafka", "is_secret", "java_kafka_config", "parse_kafka_url",
+           "read_kafka_config", "redacted"]
