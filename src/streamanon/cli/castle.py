@@ -69,6 +69,10 @@ def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> N
     """Say when k or l cannot be reached on this input (the run released nothing for it)."""
     if not summary["read"]:
         return
+    for name, (lo, hi) in summary.get("domains_widened", {}).items():
+        warn(f"attribute {name}: the data lies outside its rules' domain, widened to "
+             f"[{lo:g}, {hi:g}] (losses are measured on it; fix the domain in the rules)",
+             summary)
     seen = summary["individuals_seen"]["at_least"]
     if seen < k:
         warn(f"--k {k}: the input has only {seen} distinct individual(s) ({id_field}), so no "

@@ -294,7 +294,11 @@ class CastleStage:
         self._found: list[Rejected] = []
         self.reader = RowReader(io.StringIO(""), in_format, on_error=OnError.skip,
                                 rejects=self._found.append, numeric=numeric,
-                                required=[rules.id_field], max_value_len=max_value_len,
+                                # the time column is checked even without max_delay: a
+                                # misspelt one would pass until a run gives max_delay
+                                required=[rules.id_field, *([rules.time_field]
+                                                            if rules.time_field else [])],
+                                max_value_len=max_value_len,
                                 source_name=positions.name, columns=columns,
                                 repeated_header=positions.kind == "message")
         self.extra = [operator.loss_field] if operator.loss_field else []
@@ -492,6 +496,8 @@ class CastleStage:
         if op.l > 1 and self.sensitive:
             stats.details["sensitive_values_seen"] = {
                 name: seen_up_to(len(v), op.l) for name, v in self.sensitive.items()}
+        if s["domains_widened"]:
+            stats.details["domains_widened"] = s["domains_widened"]
         if self.reader.headers_skipped:
             stats.details["headers_skipped"] = self.reader.headers_skipped
         if self.latency:
