@@ -25,7 +25,18 @@ from typing import Any, ClassVar
 
 import typer
 import typer.main
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+_typed = TyperOption.display_type_rich
+
+
+def _flag_or_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag (``--json``, ``--help``) takes no value: shown without a type, where typer
+    would write ``<bool>`` (and ``--json true`` is refused)."""
+    return None if self.is_flag and not self.count else _typed(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_or_type  # type: ignore[method-assign]
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
 _EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")
@@ -317,14 +328,31 @@ app = typer.Typer(
         "suppressed + rejected); add --json for one JSON object instead of the table. "
         "Rows go to stdout only with -o -, and then nothing else does.\n\n"
         "Exit codes: 0 ok, 1 a check found a problem, 2 usage or input error (nothing "
-        "written), 70 internal error, 130 interrupted (143 terminated).\n\n"
+        "written), 70 internal error, 130 interrupted (143 terminated); a run reading a Kafka "
+        "topic stops on Ctrl-C/SIGTERM after checkpointing and exits 0 (130/143 with "
+        "--until-end, before the end).\n\n"
         "Start with `streamanon demo`: it writes trace.csv, in.csv and rules.toml for the "
         "README's quick tour."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, pwsh)
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import streamanon
+
+        print(f"streamanon {streamanon.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version,
+                                       is_eager=True, help="Print the version and exit.")
+          ) -> None:
+    """The root's options (``--version``); every command is a sub-command."""
 
 verify_app = typer.Typer(
     cls=_VerifyGroup,

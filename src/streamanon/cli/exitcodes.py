@@ -14,6 +14,10 @@ code   meaning
 143    terminated (SIGTERM); as 130
 =====  ==============================================================================
 
+A run reading a Kafka topic is the exception: Ctrl-C or SIGTERM is how a live pipeline
+stops, so it checkpoints what it read and exits 0; under ``--until-end`` a run stopped before
+the end exits 130 or 143 (checkpointed too). docs/reference/exit-codes.md has the details.
+
 >>> int(ExitCode.USAGE), ExitCode(130).name
 (2, 'INTERRUPTED')
 """
