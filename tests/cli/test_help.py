@@ -121,12 +121,23 @@ def test_cluster_help_promises_no_report_that_only_simulate_makes() -> None:
 
 
 def test_version_and_completion() -> None:
+    import os
+    import subprocess
+    import sys
+
     import streamanon
 
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0 and res.stdout.strip() == f"streamanon {streamanon.__version__}"
-    res = runner.invoke(app, ["--show-completion", "bash"], env={"SHELL": "/bin/bash"})
-    assert res.exit_code == 0 and "complete" in res.stdout
+    script = [sys.executable, "-c", "import sys; sys.argv[0] = 'streamanon'; "
+              "from streamanon.cli import main; main()"]
+    env = {**os.environ, "_STREAMANON_COMPLETE": "source_bash"}
+    done = subprocess.run(script, env=env, capture_output=True, text=True, timeout=60)
+    assert "complete" in done.stdout and "_streamanon_completion" in done.stdout, done.stderr
+    env.update(_STREAMANON_COMPLETE="complete_bash", COMP_WORDS="streamanon ca",
+               COMP_CWORD="1")
+    done = subprocess.run(script, env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["castle"], done.stderr
 
 
 def test_the_root_exit_table_names_the_kafka_exception() -> None:

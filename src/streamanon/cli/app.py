@@ -309,6 +309,16 @@ EXPERIMENT_COMMANDS: dict[str, tuple[str | None, str]] = {
 class _RootGroup(LazyHelpGroup):
     table = COMMANDS
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``streamanon --version`` (read here: an option of the root group would make every
+        command's parsing import typer's value coercion)."""
+        if args[:1] == ["--version"]:
+            import streamanon
+
+            print(f"streamanon {streamanon.__version__}")
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
 
 class _VerifyGroup(LazyHelpGroup):
     table = VERIFY_COMMANDS
@@ -332,27 +342,13 @@ app = typer.Typer(
         "topic stops on Ctrl-C/SIGTERM after checkpointing and exits 0 (130/143 with "
         "--until-end, before the end).\n\n"
         "Start with `streamanon demo`: it writes trace.csv, in.csv and rules.toml for the "
-        "README's quick tour."
+        "README's quick tour. `streamanon --version` prints the version; shell completion: "
+        "eval \"$(_STREAMANON_COMPLETE=source_bash streamanon)\" (source_zsh, source_fish)."
     ),
     no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, pwsh)
+    add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        import streamanon
-
-        print(f"streamanon {streamanon.__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_print_version,
-                                       is_eager=True, help="Print the version and exit.")
-          ) -> None:
-    """The root's options (``--version``); every command is a sub-command."""
 
 verify_app = typer.Typer(
     cls=_VerifyGroup,
