@@ -100,3 +100,52 @@ def test_progress_only_on_a_terminal(tmp_path, monkeypatch) -> None:
     assert "reading" in screen.getvalue()
     with common.file_progress(big, "reading") as progress:
         assert progress is None  # a small file: no bar even on a terminal
+
+
+@pytest.mark.parametrize(("path", "command"), commands(), ids=lambda x: " ".join(x)
+                         if isinstance(x, tuple) else "")
+def test_flags_are_shown_as_flags_not_as_bool_values(path, command) -> None:
+    res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "<bool>" not in res.output
+
+
+def test_cluster_help_promises_no_report_that_only_simulate_makes() -> None:
+    for path in (["cluster", "up"], ["cluster", "init"]):
+        text = flat(runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output)
+        assert "Reported:" not in text and "linkability" not in text, path
+        assert "position bias" not in text
+    text = flat(runner.invoke(app, ["simulate", "--help"], env={"COLUMNS": "200"}).output)
+    assert "Reported: gateway linkability" in text and "position bias" in text
+
+
+def test_version_and_completion() -> None:
+    import os
+    import subprocess
+    import sys
+
+    import streamanon
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.strip() == f"streamanon {streamanon.__version__}"
+    script = [sys.executable, "-c", "import sys; sys.argv[0] = 'streamanon'; "
+              "from streamanon.cli import main; main()"]
+    env = {**os.environ, "_STREAMANON_COMPLETE": "source_bash"}
+    done = subprocess.run(script, env=env, capture_output=True, text=True, timeout=60)
+    assert "complete" in done.stdout and "_streamanon_completion" in done.stdout, done.stderr
+    env.update(_STREAMANON_COMPLETE="complete_bash", COMP_WORDS="streamanon ca",
+               COMP_CWORD="1")
+    done = subprocess.run(script, env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["castle"], done.stderr
+
+
+def test_the_root_exit_table_names_the_kafka_exception() -> None:
+    text = flat(runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output)
+    assert "130 interrupted" in text and "Kafka topic" in text and "exits 0" in text
+
+
+def test_ce_export_of_a_missing_store_writes_nothing_to_stdout(tmp_path) -> None:
+    res = runner.invoke(app, ["ce", "export", "--store", str(tmp_path / "nosuch.sqlite")])
+    assert res.exit_code == 2
+    assert res.stdout == "" and "no such SQLite file" in res.stderr
+    assert not (tmp_path / "nosuch.sqlite").exists()

@@ -259,3 +259,14 @@ def test_the_outbox_keeps_mixed_tuples_until_their_batch_is_acknowledged(tmp_pat
     box.mix_out_done(12)
     assert box.mix_out_pending() == []
     box.close()
+
+
+def test_times_before_the_clock_and_far_ahead_are_refused_in_one_short_line():
+    intake = _intake()
+    reply, outcome = intake.offer("m1", "-900,40", 1)  # cycle -1 never opens
+    assert outcome == "late" and "before the data clock's start" in reply
+    assert "m1" not in intake.buffer.get(-1, {})
+    for t in ("1e308", "1.7e308"):
+        reply, outcome = intake.offer("m1", f"{t},40", 1)
+        assert outcome == "early" and len(reply) < 80, reply
+    assert intake.offer("m1", "0,40", 0) == ("ok 0", "ok")  # the clock's first instant

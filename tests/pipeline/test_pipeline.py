@@ -197,3 +197,33 @@ def test_run_z_reads_a_text_stream_and_writes_one(tmp_path):
     out = io.StringIO()
     stats = run_z(io.StringIO("t,u,a\n1,a,x\n2,b,x\n"), out, ZAnonymizer(z=2, delta_t=10))
     assert out.getvalue() == "t,u,a\n2,b,x\n" and stats.published == 1 and stats.balanced
+
+
+@pytest.mark.parametrize("sizes", [[1200], [1] * 40, [7, 300, 2]])
+def test_distinct_counts_are_lower_bounds_named_so_and_equal_however_cut(tmp_path, sizes):
+    """users_seen stops counting at z (batches decide how far past z a count goes: a file
+    and a topic gave 2,000 and 1,618): the summary gives at_least, capped, the same for every
+    cut, and the cap it was counted up to."""
+    lines = ["t,u,a", *_trace(1200)]
+    src = tmp_path / "in.csv"
+    src.write_text("\n".join(lines) + "\n")
+    stage = ZStage(ZAnonymizer(z=3, delta_t=10), LinePositions(str(src)))
+    _drive(stage, _cuts(lines, sizes))
+    assert stage.stats().details["users_seen"] == {"at_least": 3, "counted_up_to": 3}
+    few = ZStage(ZAnonymizer(z=100, delta_t=10), LinePositions(str(src)))
+    _drive(few, _cuts(lines, sizes))
+    assert few.stats().details["users_seen"] == {"at_least": 30, "counted_up_to": 100}
+
+
+def test_castle_counts_individuals_and_sensitive_values_up_to_k_and_l(tmp_path):
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=4))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    stats = run_castle(data, tmp_path / "out.csv",
+                       CastleAnonymizer(RuleSet.load(rules), k=4, l=2, delta=100, beta=10))
+    assert stats.details["individuals_seen"] == {"at_least": 4, "counted_up_to": 4}
+    assert stats.details["sensitive_values_seen"] == {
+        "meter_reading": {"at_least": 2, "counted_up_to": 2}}
+    stats = run_castle(data, tmp_path / "out.csv",
+                       CastleAnonymizer(RuleSet.load(rules), k=4, l=1, delta=100, beta=10))
+    assert "sensitive_values_seen" not in stats.details  # not counted without l-diversity

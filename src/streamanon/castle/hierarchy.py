@@ -58,36 +58,97 @@ class Hierarchy:
         """A tree from an indented outline: one node per line, children indented deeper.
 
         A single top-level line names the root; several top-level lines hang below ``*``.
+        Siblings share one indentation; a line that goes back to an indentation no
+        ancestor has, or indents with tabs, is refused (naming its line). ARX's hierarchy
+        CSV (one line per leaf, ``leaf;parent;...;top``) is read as such: see
+        :meth:`from_arx`.
 
         >>> t = Hierarchy.from_text("*\\n  public\\n    Education\\n  private\\n    Lodging\\n")
         >>> t.lca("Education", "Lodging"), t.n_leaves
         ('*', 2)
         """
-        entries: list[tuple[int, str]] = []
+        entries: list[tuple[int, int, str]] = []
         for number, raw in enumerate(text.splitlines(), start=1):
             if not raw.strip() or raw.lstrip().startswith("#"):
                 continue
             if "\t" in raw[: len(raw) - len(raw.lstrip())]:
                 raise ConfigError(f"hierarchy line {number}: indent with spaces, not tabs")
-            entries.append((len(raw) - len(raw.lstrip()), raw.strip()))
+            entries.append((number, len(raw) - len(raw.lstrip()), raw.strip()))
         if not entries:
             raise ConfigError("hierarchy outline is empty")
-        top = [name for indent, name in entries if indent == entries[0][0]]
+        arx = [number for number, _, name in entries if ";" in name]
+        if arx:
+            if len(arx) != len(entries):
+                plain = next(n for n, _, name in entries if ";" not in name)
+                raise ConfigError(f"hierarchy line {plain}: an outline line in an ARX-style "
+                                  f"CSV (line {arx[0]} is leaf;parent;...): use one form")
+            return cls.from_arx(text, root)
+        first = entries[0][1]
+        top = [name for _, indent, name in entries if indent == first]
         if root is None:
             root = top[0] if len(top) == 1 else DEFAULT_ROOT
         h = cls(root)
         stack: list[tuple[int, str]] = []
-        for indent, name in entries:
+        for number, indent, name in entries:
+            if indent < first:
+                raise ConfigError(f"hierarchy line {number}: indented less than the first "
+                                  f"line ({indent} spaces, not {first})")
+            popped = False
             while stack and stack[-1][0] >= indent:
-                stack.pop()
+                popped = popped or stack[-1][0] > indent
+                sibling = stack.pop()
+                if sibling[0] == indent:
+                    popped = False
+                    break
+            if popped and (stack[-1][0] if stack else first) != indent:
+                raise ConfigError(f"hierarchy line {number}: inconsistent indentation "
+                                  f"({indent} spaces match no enclosing level)")
             path = [s for _, s in stack] + [name]
             h.add_path(path)
             stack.append((indent, name))
         return h
 
     @classmethod
+    def from_arx(cls, text: str, root: str | None = None) -> Hierarchy:
+        """A tree from ARX's hierarchy CSV: one line per leaf, ``leaf;parent;...;top``
+        (semicolons; every line as many levels). The last column is the root when all lines
+        share it, else the tops hang below ``root`` (default ``*``).
+
+        >>> t = Hierarchy.from_arx("Paris;FR;EU\\nLyon;FR;EU\\nBerlin;DE;EU\\n")
+        >>> t.root, t.lca("Paris", "Berlin"), t.n_leaves
+        ('EU', 'EU', 3)
+        """
+        rows: list[tuple[int, list[str]]] = []
+        for number, raw in enumerate(text.splitlines(), start=1):
+            if raw.strip() and not raw.lstrip().startswith("#"):
+                rows.append((number, [f.strip() for f in raw.strip().split(";")]))
+        if not rows:
+            raise ConfigError("hierarchy outline is empty")
+        width = len(rows[0][1])
+        for number, fields in rows:
+            if len(fields) != width:
+                raise ConfigError(f"hierarchy line {number}: {len(fields)} levels, the first "
+                                  f"line has {width} (ARX CSV: every leaf as many levels)")
+            if "" in fields:
+                raise ConfigError(f"hierarchy line {number}: an empty level")
+        tops = {fields[-1] for _, fields in rows}
+        if root is None:
+            root = tops.pop() if len(tops) == 1 else DEFAULT_ROOT
+        h = cls(root)
+        for number, fields in rows:
+            try:
+                h.add_path(list(reversed(fields)))
+            except ConfigError as exc:
+                raise ConfigError(f"hierarchy line {number}: {exc}") from None
+        return h
+
+    @classmethod
     def from_file(cls, path: str | Path, root: str | None = None) -> Hierarchy:
-        return cls.from_text(Path(path).read_text(encoding="utf-8"), root)
+        """A tree from an outline or ARX CSV file; an error names the file and its line."""
+        try:
+            return cls.from_text(Path(path).read_text(encoding="utf-8"), root)
+        except ConfigError as exc:
+            raise ConfigError(f"tree file {path}: {exc}") from None
 
     def add_path(self, path: Sequence[str]) -> bool:
         """Insert a root-first path; returns True when the tree grew.

@@ -467,6 +467,9 @@ class CastleAnonymizer(OperatorBase):
         """Accounting and mean information loss per attribute over released tuples."""
         n = max(1, self.released)
         per_attr = {name: round(v / n, 6) for name, v in self.loss_sum.items()}
+        widened: dict[str, list[float]] = {}
+        for cset in self._sets:
+            widened.update(cset.rules.widened())
         return {
             "read": self.read,
             "released": self.released,
@@ -478,4 +481,5 @@ class CastleAnonymizer(OperatorBase):
             "info_loss": per_attr,
             "mean_info_loss": round(sum(per_attr.values()) / len(per_attr), 6) if per_attr
             else 0.0,
+            "domains_widened": widened,
         }

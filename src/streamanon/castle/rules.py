@@ -10,6 +10,8 @@ Design: docs/design/castle.md
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,6 +67,69 @@ def _hierarchy_factory(
 register_generalizer("hierarchy", _hierarchy_factory)
 
 
+def _domain(name: str, domain: Any) -> tuple[float, float]:
+    """A range attribute's ``domain = [lo, hi]``: two finite numbers, lo <= hi."""
+    if (not isinstance(domain, list) or len(domain) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int | float) for v in domain)):
+        raise ConfigError(f"attribute {name!r}: domain must be [lo, hi], two numbers, not "
+                          f"{domain!r}")
+    lo, hi = float(domain[0]), float(domain[1])
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ConfigError(f"attribute {name!r}: domain must be [lo, hi] with lo <= hi, not "
+                          f"{domain!r}")
+    return lo, hi
+
+
+_ATTRIBUTE_TABLE = re.compile(r"^\s*\[\[\s*attribute\s*\]\]")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
+_NAME = re.compile(r"""^\s*name\s*=\s*["']([^"']*)["']""")
+
+
+def rules_line(text: str, message: str) -> int | None:
+    """The line of a rules file that ``message`` (an error about it) is about: the key it
+    names in the attribute table it names (by name or number), else that table's header;
+    a top-level key (``id``, ``time``); None when the message names neither.
+
+    >>> text = 'id = "u"\\n[[attribute]]\\nname = "age"\\ndomain = [1, 2, 3]\\n'
+    >>> rules_line(text, "attribute 'age': domain must be [lo, hi]"), rules_line(text, "x")
+    (4, None)
+    """
+    lines = text.splitlines()
+    tables: list[tuple[int, str | None, dict[str, int]]] = []  # header line, name, key lines
+    top: dict[str, int] = {}
+    for number, raw in enumerate(lines, start=1):
+        if _ATTRIBUTE_TABLE.match(raw):
+            tables.append((number, None, {}))
+            continue
+        key = _KEY.match(raw)
+        if key is None:
+            continue
+        if not tables:
+            top.setdefault(key.group(1), number)
+            continue
+        header, name, keys = tables[-1]
+        keys.setdefault(key.group(1), number)
+        named = _NAME.match(raw)
+        if named is not None and name is None:
+            tables[-1] = (header, named.group(1), keys)
+    table = None
+    by_name = re.match(r"attribute\(?s?\)? '([^']*)'", message) or re.search(
+        r"attribute '([^']*)'", message)
+    by_number = re.match(r"attribute #(\d+)", message)
+    if by_number is not None and 0 < int(by_number.group(1)) <= len(tables):
+        table = tables[int(by_number.group(1)) - 1]
+    elif by_name is not None:
+        table = next((t for t in tables if t[1] == by_name.group(1)), None)
+    if table is not None:
+        header, _, keys = table
+        words = set(re.findall(r"[a-z_]+", message.split(":", 1)[-1]))
+        return next((keys[k] for k in keys if k in words and k != "name"), header)
+    for key in ("time", "id"):
+        if re.search(rf"\b{key}\b", message) and key in top:
+            return top[key]
+    return None
+
+
 @dataclass(frozen=True)
 class AttributeRule:
     """One attribute: its generalizer, whether it is sensitive, its weight in the loss."""
@@ -104,6 +169,22 @@ class RuleSet:
         self.attributes = list(attributes)
         self.qi_rules = [a for a in attributes if a.generalizer.quasi_identifier]
         self.sensitive = [a.name for a in attributes if a.sensitive]
+        #: the configured domain of each range attribute that has one: values outside it
+        #: widen the generalizer's domain (:meth:`widened` tells how far)
+        self.domains = {a.name: (a.generalizer.lo, a.generalizer.hi) for a in self.qi_rules
+                        if getattr(a.generalizer, "configured", False)}
+
+    def widened(self) -> dict[str, list[float]]:
+        """The range attributes whose data went beyond the configured domain: the domain the
+        loss is now measured on (a generalizer widens it so the loss stays within [0, 1]; a
+        domain too narrow for the data makes every loss relative to the wider one)."""
+        out = {}
+        for a in self.qi_rules:
+            if a.name in getattr(self, "domains", {}):
+                now = (a.generalizer.lo, a.generalizer.hi)  # type: ignore[attr-defined]
+                if now != self.domains[a.name]:
+                    out[a.name] = [now[0], now[1]]
+        return out
 
     @property
     def quasi_identifiers(self) -> list[str]:
@@ -125,7 +206,10 @@ class RuleSet:
             if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
                 raise ConfigError(f"attribute #{i} needs a name")
             name = spec["name"]
-            sensitive = bool(spec.get("sensitive", False))
+            sensitive = spec.get("sensitive", False)
+            if not isinstance(sensitive, bool):
+                raise ConfigError(f"attribute {name!r}: sensitive must be true or false "
+                                 f"(unquoted), not {sensitive!r}")
             kind = spec.get("generalizer", "none" if sensitive else None)
             if kind is None:
                 raise ConfigError(f"attribute {name!r} needs a generalizer (range, reduction, "
@@ -138,6 +222,8 @@ class RuleSet:
                                      f"{', '.join(sorted(extra))}")
             if kind == "hierarchy":
                 options["base_dir"] = base_dir
+            if kind == "range" and options.get("domain") is not None:
+                options["domain"] = _domain(name, options["domain"])
             weight = spec.get("weight", 1.0)
             if isinstance(weight, bool) or not isinstance(weight, int | float):
                 raise ConfigError(f"attribute {name!r}: weight must be a number")
@@ -150,11 +236,18 @@ class RuleSet:
 
     @classmethod
     def from_toml(cls, text: str, base_dir: Path | None = None) -> RuleSet:
+        """Rules from TOML text; an error names the line of the table (or key) it is about."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"rules are not valid TOML: {exc}") from None
-        return cls.from_dict(data, base_dir)
+        try:
+            return cls.from_dict(data, base_dir)
+        except ConfigError as exc:
+            line = rules_line(text, str(exc))
+            if line is None:
+                raise
+            raise ConfigError(f"line {line}: {exc}") from None
 
     @classmethod
     def load(cls, path: str | Path) -> RuleSet:

@@ -30,6 +30,10 @@ def main() -> None:
     (:func:`~streamanon.cli.exitcodes.skip_teardown`): the process then ends with its exit
     code as soon as stdout and stderr are flushed.
     """
+    if "_STREAMANON_COMPLETE" in os.environ:  # shell completion (docs/reference/cli.md)
+        from typer._completion_classes import completion_init
+
+        completion_init()
     try:
         app()
     except SystemExit as exc:

@@ -13,7 +13,18 @@ from typing import Any, ClassVar
 
 import typer
 import typer.main
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+_typed = TyperOption.display_type_rich
+
+
+def _flag_or_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag (``--json``, ``--help``) takes no value: shown without a type, where typer
+    would write ``<bool>`` (and ``--json true`` is refused)."""
+    return None if self.is_flag and not self.count else _typed(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_or_type  # type: ignore[method-assign]
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
 _EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")
@@ -291,6 +302,16 @@ EXPERIMENT_COMMANDS: dict[str, tuple[str | None, str]] = {
 class _RootGroup(LazyHelpGroup):
     table = COMMANDS
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``streamanon --version`` (read here: an option of the root group would make every
+        command's parsing import typer's value coercion)."""
+        if args[:1] == ["--version"]:
+            import streamanon
+
+            print(f"streamanon {streamanon.__version__}")
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
 
 class _VerifyGroup(LazyHelpGroup):
     table = VERIFY_COMMANDS
@@ -310,9 +331,12 @@ app = typer.Typer(
         "suppressed + rejected); add --json for one JSON object instead of the table. "
         "Rows go to stdout only with -o -, and then nothing else does.\n\n"
         "Exit codes: 0 ok, 1 a check found a problem, 2 usage or input error (nothing "
-        "written), 70 internal error, 130 interrupted (143 terminated).\n\n"
+        "written), 70 internal error, 130 interrupted (143 terminated); a run reading a Kafka "
+        "topic stops on Ctrl-C/SIGTERM after checkpointing and exits 0 (130/143 with "
+        "--until-end, before the end).\n\n"
         "Start with `streamanon demo`: it writes trace.csv, in.csv and rules.toml for the "
-        "README's quick tour."
+        "README's quick tour. `streamanon --version` prints the version; shell completion: "
+        "eval \"$(_STREAMANON_COMPLETE=source_bash streamanon)\" (source_zsh, source_fish)."
     ),
     no_args_is_help=True,
     add_completion=False,

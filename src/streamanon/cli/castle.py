@@ -72,12 +72,17 @@ def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> N
     """Say when k or l cannot be reached on this input (the run released nothing for it)."""
     if not summary["read"]:
         return
-    seen = summary["individuals_seen"]
+    for name, (lo, hi) in summary.get("domains_widened", {}).items():
+        warn(f"attribute {name}: the data lies outside its rules' domain, widened to "
+             f"[{lo:g}, {hi:g}] (losses are measured on it; fix the domain in the rules)",
+             summary)
+    seen = summary["individuals_seen"]["at_least"]
     if seen < k:
         warn(f"--k {k}: the input has only {seen} distinct individual(s) ({id_field}), so no "
              "cluster can reach k and nothing was released", summary)
     if l > 1:
-        for name, n in summary["sensitive_values_seen"].items():
+        for name, counted in summary.get("sensitive_values_seen", {}).items():
+            n = counted["at_least"]
             if n < l:
                 warn(f"--l {l}: the sensitive attribute {name} has only {n} distinct "
                      "value(s), so no cluster can be l-diverse and nothing was released",

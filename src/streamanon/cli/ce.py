@@ -69,6 +69,10 @@ def ce_export(
             store = load_ce_config(config).store
         except ConfigError as exc:
             fail(str(exc))
+    from streamanon.net.store import is_postgres
+
+    if not is_postgres(store) and not Path(store).is_file():
+        fail(f"--store {store}: no such SQLite file")  # before the CSV header is written
     try:
         n = export_csv(store, output)
     except (FileNotFoundError, StoreUnavailable) as exc:

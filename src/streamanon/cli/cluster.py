@@ -16,8 +16,8 @@ import typer
 from streamanon.cli.app import app
 from streamanon.cli.common import (
     JSON_HELP,
-    ORDER_HELP,
-    PUBLICATION_HELP,
+    ORDER_CHOICE,
+    PUBLICATION_CHOICE,
     err_console,
     fail,
     print_summary,
@@ -52,8 +52,8 @@ STORE = typer.Option(None, "--store", help="The CE's store: a PostgreSQL DSN "
 INSECURE = typer.Option(False, "--insecure-plaintext-sensors", help="Plain TCP sensor ports "
                         "that take the sensor ID from the line: anyone who reaches a port can "
                         "inject readings. For comparisons only.")
-PUBLICATION = typer.Option("direct", "--publication", help=PUBLICATION_HELP)
-ORDER = typer.Option("paper", "--publication-order", help=ORDER_HELP)
+PUBLICATION = typer.Option("direct", "--publication", help=PUBLICATION_CHOICE)
+ORDER = typer.Option("paper", "--publication-order", help=ORDER_CHOICE)
 WORKDIR = typer.Option(Path("streamanon-cluster"), "--workdir", help="Configs, PKI (pki/, the "
                        "CA's key in ca/), CE database, outboxes (state/), logs/, CSV files.")
 

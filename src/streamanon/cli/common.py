@@ -34,14 +34,18 @@ TOLERANCE_HELP = (
     "re-stamped to the latest time and counted; later: rejected."
 )
 # deZent publication options, shared by `simulate`, `experiment dezent` and `cluster up|init`
-PUBLICATION_HELP = ("How gateways hand tuples to the CE: 'direct' (each sends its own: the CE "
-                    "knows every tuple's gateway) or 'mix' (sealed to the CE, padded, shuffled "
-                    "by every gateway around the ring, one batch per cycle: the CE cannot tell "
-                    "the gateway; costs ring bytes). Reported: gateway linkability, bytes/day.")
-ORDER_HELP = ("Publication order: 'paper' (every pass from the coordinator's successor: the "
-              "gateways right after it are favoured) or 'random' (every pass from a random "
-              "gateway: no ring position favoured, same publications per value). Reported: "
-              "position bias (max/min publication ratio over ring positions).")
+# (only the simulations report what they measure: the *_HELP texts say it, the *_CHOICE ones,
+# for a live cluster, do not)
+PUBLICATION_CHOICE = ("How gateways hand tuples to the CE: 'direct' (each sends its own: the "
+                      "CE knows every tuple's gateway) or 'mix' (sealed to the CE, padded, "
+                      "shuffled by every gateway around the ring, one batch per cycle: the CE "
+                      "cannot tell the gateway; costs ring bytes).")
+PUBLICATION_HELP = PUBLICATION_CHOICE + " Reported: gateway linkability, bytes/day."
+ORDER_CHOICE = ("Publication order: 'paper' (every pass from the coordinator's successor: "
+                "the gateways right after it are favoured) or 'random' (every pass from a "
+                "random gateway: no ring position favoured, same publications per value).")
+ORDER_HELP = ORDER_CHOICE + (" Reported: position bias (max/min publication ratio over ring "
+                             "positions).")
 JSON_HELP = "Print the summary as one JSON object on stdout instead of a table."
 JSON_DATA_HELP = (
     "Print the summary as one JSON object instead of a table: on stdout, or on stderr when "

@@ -165,17 +165,21 @@ def job_options(*, parallelism: int, mode: str, checkpoint_interval: int,
 
 @contextmanager
 def job_errors() -> Iterator[None]:
-    """Failures of a job as :class:`~streamanon.errors.JobFailed` (bad input and unusable
-    outputs pass through to :func:`~streamanon.cli.common.writing`, which reports them like
-    every command; anything else is a bug and keeps its traceback)."""
+    """The job's temporary files in one private folder removed on every way out
+    (:func:`~streamanon.flink.runtime.private_temp`); failures of a job as
+    :class:`~streamanon.errors.JobFailed` (bad input and unusable outputs pass through to
+    :func:`~streamanon.cli.common.writing`, which reports them like every command; anything
+    else is a bug and keeps its traceback)."""
     from py4j.protocol import Py4JError
 
     from streamanon.errors import InputError, OutcomeGap, OutputError
+    from streamanon.flink.runtime import private_temp
 
     root = logging.getLogger()
     root.addFilter(_not_py4j)
     try:
-        yield
+        with private_temp():
+            yield
     except (InputError, OutputError, OSError):
         raise
     except OutcomeGap as exc:

@@ -6,12 +6,14 @@ Design: docs/design/flink.md
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -364,7 +366,7 @@ class JobRun:
 
 @contextmanager
 def work_folder(options: JobOptions) -> Iterator[Path]:
-    """``options.work_dir``, or a temporary folder removed afterwards."""
+    """``options.work_dir``, or a private temporary folder (mode 0700) removed afterwards."""
     if options.work_dir is not None:
         yield Path(options.work_dir)
         return
@@ -373,6 +375,74 @@ def work_folder(options: JobOptions) -> Iterator[Path]:
         yield work
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def private_temp() -> Iterator[Path | None]:
+    """Everything temporary of this process's Flink jobs in one private folder (mode 0700),
+    removed on every way out (the end, an error, Ctrl-C, SIGTERM raised as an exception).
+
+    Inside it go the job's work folder (its part files hold released and suppressed rows),
+    PyFlink's own temporary files (Python's :mod:`tempfile`) and, when the JVM gateway is
+    started inside the block, the JVM's ``java.io.tmpdir``: the mini-cluster's folders and
+    the blob store it copies the jars into. A JVM started here is stopped before the folder
+    is removed, so no job writes into it afterwards. Yields the folder, or None when the
+    gateway already runs (then nothing is redirected: its temporary folder is fixed).
+    """
+    import pyflink.java_gateway as java_gateway
+
+    if java_gateway._gateway is not None or "PYFLINK_GATEWAY_PORT" in os.environ:
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix="streamanon-flink-tmp-"))
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "JVM_ARGS")}
+    saved_tempdir = tempfile.tempdir
+    os.environ["TMPDIR"] = str(root)
+    os.environ["JVM_ARGS"] = f"{saved['JVM_ARGS'] or ''} -Djava.io.tmpdir={root}".strip()
+    tempfile.tempdir = str(root)
+    try:
+        yield root
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if java_gateway._gateway is not None:
+            _stop_gateway(java_gateway)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_gateway(java_gateway: Any) -> None:
+    """Stop the JVM gateway this process started (a child running PythonGatewayServer), so
+    that a later job of this process starts one with its own temporary folder."""
+    import logging
+
+    gateway, java_gateway._gateway = java_gateway._gateway, None
+    # py4j logs a traceback for every call still made to the JVM gone (objects of the job
+    # freed later, each trying to reach it): nothing a user can act on
+    for name in ("py4j", "py4j.java_gateway", "py4j.clientserver"):
+        logging.getLogger(name).disabled = True
+    for pid in _gateway_children():
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    with suppress(Exception):
+        gateway.shutdown()
+
+
+def _gateway_children() -> list[int]:
+    """The PIDs of this process's children that run Flink's PythonGatewayServer (Linux)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and b"PythonGatewayServer" in (
+                    entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
 
 
 def execute(env: Any, name: str, progress: Callable[[], tuple[int, int] | None] | None = None,
@@ -422,7 +492,25 @@ def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
             and Path(source).stat().st_size >= PROGRESS_BYTES)
 
 
-__all__ = ["CASTLE_BATCH_SIZE", "DEFAULT_BATCH_MS", "Z_BATCH_SIZE", "Endpoint", "JobOptions",
-           "JobRun", "RunRecord", "batch_source", "execute", "file_head", "file_record",
-           "head_lines", "keyed_rows", "murmur", "outcome_sink", "route_keys", "side_output",
-           "socket_lines", "work_folder"]
+__all__ = [
+    "CASTLE_BATCH_SIZE",
+    "DEFAULT_BATCH_MS",
+    "Z_BATCH_SIZE",
+    "Endpoint",
+    "JobOptions",
+    "JobRun",
+    "RunRecord",
+    "batch_source",
+    "execute",
+    "file_head",
+    "file_record",
+    "head_lines",
+    "keyed_rows",
+    "murmur",
+    "outcome_sink",
+    "private_temp",
+    "route_keys",
+    "side_output",
+    "socket_lines",
+    "work_folder",
+]

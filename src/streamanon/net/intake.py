@@ -85,11 +85,16 @@ class SensorIntake:
         value: Key = int(a_raw) if isinstance(a_raw, int) or _INT.match(str(a_raw)) else str(a_raw)
         if self.domain is not None and value not in self.domain:
             return f"err value {value!r} is outside the exact counter's domain", "domain"
-        cycle = math.floor((t - self.data_t0) / self.data_period)
+        if t < self.data_t0:  # cycle -1 and before never open: the clock starts at t0
+            return (f"err late: time {t:g} is before the data clock's start "
+                    f"({self.data_t0:g})", "late")
+        position = (t - self.data_t0) / self.data_period
+        if position >= wall_cycle + self.ahead + 1:  # also what is too large to be a cycle
+            return (f"err early: time {t:g} is more than {self.ahead} cycle(s) ahead of "
+                    f"cycle {wall_cycle}", "early")
+        cycle = math.floor(position)
         if self.closed_upto is not None and cycle <= self.closed_upto:
             return f"err late: cycle {cycle} is closed", "late"
-        if cycle > wall_cycle + self.ahead:
-            return f"err early: cycle {cycle} is more than {self.ahead} ahead", "early"
         buf = self.buffer.setdefault(cycle, {})
         if sensor in buf:
             return f"err duplicate: {sensor} already reported cycle {cycle}", "duplicate"

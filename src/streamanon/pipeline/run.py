@@ -155,7 +155,8 @@ def run_z(
     :class:`~streamanon.pipeline.file_outputs.OutputSet`, as the CLI does, so that a partial output
     replaces nothing). ``rejects_name`` is the rejects file's name in messages (when
     ``rejects_path`` is a temporary file). ``details["users_seen"]`` counts distinct users up
-    to ``z`` (enough to tell whether z could ever be reached) for the batch engine.
+    to ``z`` (enough to tell whether z could ever be reached) for the batch engine:
+    ``{"at_least": n, "counted_up_to": z}``, n exact when below z.
 
     Args:
         source: a file, ``-`` (stdin), an open stream or ``kafka://HOST:PORT/TOPIC``.
@@ -216,9 +217,10 @@ def run_castle(
     ``kafka://`` source whose messages carry none (default: the first message is the
     header). With ``latency`` the mean wall-clock time from feeding a tuple to its release is
     measured (``details["latency_ms"]``). ``details["individuals_seen"]`` and
-    ``details["sensitive_values_seen"]`` count distinct individuals up to k and distinct
-    values of each sensitive attribute up to l: enough to tell whether k and l could be
-    reached. On bad input under ``fail`` it raises after writing what came before: wrap the
+    ``details["sensitive_values_seen"]`` (with l > 1) count distinct individuals up to k and
+    distinct values of each sensitive attribute up to l: enough to tell whether k and l
+    could be reached; each is ``{"at_least": n, "counted_up_to": cap}``, n exact below the
+    cap. On bad input under ``fail`` it raises after writing what came before: wrap the
     call in an :class:`~streamanon.pipeline.file_outputs.OutputSet`, as the CLI does.
 
     Args:

@@ -68,6 +68,17 @@ def _as_list(result: Any) -> list[Any]:
     return result if isinstance(result, list) else [result]
 
 
+def seen_up_to(count: int, cap: int) -> dict[str, int]:
+    """A distinct count the run keeps only until it reaches ``cap`` (z, k or l: enough to
+    tell whether the parameter can be reached, at no cost afterwards), as the summary gives
+    it: ``at_least`` is exact when it is below ``counted_up_to``.
+
+    >>> seen_up_to(2000, 5), seen_up_to(3, 5)
+    ({'at_least': 5, 'counted_up_to': 5}, {'at_least': 3, 'counted_up_to': 5})
+    """
+    return {"at_least": min(count, cap), "counted_up_to": cap}
+
+
 class Stage(Protocol):
     """An operator behind the readers' rules, as every driver runs it: :func:`run_lines` (a
     file or stdin), :class:`~streamanon.pipeline.kafka.exactly_once.ExactlyOnceRun` (a topic)
@@ -259,7 +270,7 @@ class ZStage:
         if self.headers:
             stats.details["headers_skipped"] = self.headers
         if isinstance(op, ZAnonymizer):
-            stats.details["users_seen"] = len(self.users)
+            stats.details["users_seen"] = seen_up_to(len(self.users), core.z)
         else:
             stats.details["final_z"] = op.z
             stats.details["z_updates"] = len(op.history)
@@ -311,7 +322,11 @@ class CastleStage:
         self._found: list[Rejected] = []
         self.reader = RowReader(io.StringIO(""), in_format, on_error=OnError.skip,
                                 rejects=self._found.append, numeric=numeric,
-                                required=[rules.id_field], max_value_len=max_value_len,
+                                # the time column is checked even without max_delay: a
+                                # misspelt one would pass until a run gives max_delay
+                                required=[rules.id_field, *([rules.time_field]
+                                                            if rules.time_field else [])],
+                                max_value_len=max_value_len,
                                 source_name=positions.name, columns=columns,
                                 repeated_header=positions.kind == "message")
         self.extra = [operator.loss_field] if operator.loss_field else []
@@ -420,12 +435,15 @@ class CastleStage:
         if self.latency:
             self._fed[code] = time.perf_counter()
         if self._need_ids:
-            self.ids.add(row.values.get(self.rules.id_field))
-            self._need_ids = len(self.ids) < self.op.k
+            individual = row.values.get(self.rules.id_field)
+            if individual is not None:
+                self.ids.add(individual)
+                self._need_ids = len(self.ids) < self.op.k
         if self._need_values:
             for name, seen in self.sensitive.items():
-                if len(seen) < self.op.l:
-                    seen.add(row.values.get(name))
+                value = row.values.get(name)
+                if len(seen) < self.op.l and value is not None:
+                    seen.add(value)
             self._need_values = any(len(v) < self.op.l for v in self.sensitive.values())
 
     def _emit(self, items: list[Any], out: Outputs) -> None:
@@ -501,9 +519,13 @@ class CastleStage:
             "mean_info_loss": s["mean_info_loss"],
             "best_selection_s": round(op.timing["best_selection"], 4),
             "delay_constraint_s": round(op.timing["delay_constraint"], 4),
-            "individuals_seen": len(self.ids - {None}),
-            "sensitive_values_seen": {k: len(v - {None}) for k, v in self.sensitive.items()},
+            "individuals_seen": seen_up_to(len(self.ids), op.k),
         }
+        if op.l > 1 and self.sensitive:
+            stats.details["sensitive_values_seen"] = {
+                name: seen_up_to(len(v), op.l) for name, v in self.sensitive.items()}
+        if s["domains_widened"]:
+            stats.details["domains_widened"] = s["domains_widened"]
         if self.reader.headers_skipped:
             stats.details["headers_skipped"] = self.reader.headers_skipped
         if self.latency:
@@ -520,4 +542,4 @@ class CastleStage:
                 "suppressed_format": self.suppressed_format, "on_error": str(self.on_error)}
 
 
-__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage"]
+__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "seen_up_to"]

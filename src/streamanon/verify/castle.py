@@ -112,22 +112,53 @@ class _Tree:
 
     @classmethod
     def from_outline(cls, text: str, root: str | None) -> _Tree:
-        """An indented outline: one node per line, children deeper; one top line = root."""
+        """An indented outline: one node per line, children deeper; one top line = root.
+        Siblings share one indentation (tabs and a return to an indentation no ancestor
+        has are refused); an ARX CSV (``leaf;parent;...;top`` per line) is read as such."""
         entries = []
-        for raw in text.splitlines():
+        for number, raw in enumerate(text.splitlines(), start=1):
             if raw.strip() and not raw.lstrip().startswith("#"):
-                entries.append((len(raw) - len(raw.lstrip(" ")), raw.strip()))
+                lead = raw[: len(raw) - len(raw.lstrip())]
+                if "\t" in lead:
+                    raise ConfigError(f"hierarchy line {number}: indent with spaces, not tabs")
+                entries.append((number, len(lead), raw.strip()))
         if not entries:
             raise ConfigError("hierarchy outline is empty")
-        top = [name for depth, name in entries if depth == entries[0][0]]
+        semis = [n for n, _, name in entries if ";" in name]
+        if semis and len(semis) == len(entries):
+            return cls._from_arx([(n, name.split(";")) for n, _, name in entries], root)
+        if semis:
+            raise ConfigError(f"hierarchy line {semis[0]}: an ARX-style CSV line among "
+                              "outline lines: use one form")
+        base = entries[0][1]
+        top = [name for _, depth, name in entries if depth == base]
         tree = cls(root or (top[0] if len(top) == 1 else DEFAULT_ROOT))
-        stack: list[tuple[int, str]] = []
-        for depth, name in entries:
-            while stack and stack[-1][0] >= depth:
-                stack.pop()
-            if not tree.add([*(n for _, n in stack), name]):
-                raise ConfigError(f"hierarchy outline: {name!r} has two parents")
-            stack.append((depth, name))
+        levels: list[tuple[int, str]] = []  # the lines still open: (depth, name)
+        for number, depth, name in entries:
+            back = bool(levels) and depth < levels[-1][0]
+            while levels and levels[-1][0] > depth:
+                levels.pop()
+            if levels and levels[-1][0] == depth:
+                levels.pop()  # a sibling
+            elif back or depth < base:
+                raise ConfigError(f"hierarchy line {number}: inconsistent indentation")
+            if not tree.add([*(n for _, n in levels), name]):
+                raise ConfigError(f"hierarchy line {number}: {name!r} has two parents")
+            levels.append((depth, name))
+        return tree
+
+    @classmethod
+    def _from_arx(cls, rows: list[tuple[int, list[str]]], root: str | None) -> _Tree:
+        width = len(rows[0][1])
+        tops = {fields[-1].strip() for _, fields in rows}
+        tree = cls(root or (next(iter(tops)) if len(tops) == 1 else DEFAULT_ROOT))
+        for number, fields in rows:
+            names = [f.strip() for f in fields]
+            if len(names) != width or "" in names:
+                raise ConfigError(f"hierarchy line {number}: every ARX line needs {width} "
+                                  "non-empty levels")
+            if not tree.add(names[::-1]):
+                raise ConfigError(f"hierarchy line {number}: {names[0]!r} has two parents")
         return tree
 
 
@@ -177,14 +208,22 @@ def rules_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> Ca
         if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
             raise ConfigError(f"attribute #{i} needs a name")
         name = spec["name"]
-        sensitive = spec.get("sensitive") is True
+        sensitive = spec.get("sensitive", False)
+        if not isinstance(sensitive, bool):
+            raise ConfigError(f"attribute {name!r}: sensitive must be true or false "
+                              f"(unquoted), not {sensitive!r}")
         kind = spec.get("generalizer", "none" if sensitive else None)
         if not isinstance(kind, str):
             raise ConfigError(f"attribute {name!r} needs a generalizer or sensitive = true")
         attr = AttributeSpec(name, kind, sensitive)
         if kind == "range" and spec.get("domain") is not None:
-            lo, hi = (float(x) for x in spec["domain"])
-            attr.domain = (lo, hi)
+            domain = spec["domain"]
+            if not (isinstance(domain, list) and len(domain) == 2 and all(
+                    type(x) in (int, float) and math.isfinite(x) for x in domain)
+                    and domain[0] <= domain[1]):
+                raise ConfigError(f"attribute {name!r}: domain must be [lo, hi], two numbers "
+                                  f"with lo <= hi, not {domain!r}")
+            attr.domain = (float(domain[0]), float(domain[1]))
         elif kind == "hierarchy":
             attr.grow = spec.get("grow") is True
             root = spec.get("root")
@@ -197,6 +236,8 @@ def rules_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> Ca
                 except OSError as exc:
                     raise ConfigError(f"attribute {name!r}: cannot read tree {file}: "
                                       f"{exc.strerror}") from None
+                except ConfigError as exc:
+                    raise ConfigError(f"tree file {file}: {exc}") from None
             else:
                 attr.tree = _Tree(root or DEFAULT_ROOT)
                 for path in spec.get("paths") or []:
@@ -208,10 +249,50 @@ def rules_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> Ca
 
 
 def rules_from_toml(text: str, base_dir: Path | None = None) -> CastleSpec:
+    """The checker's reading of rules TOML; an error about an attribute names its line."""
     try:
-        return rules_from_dict(tomllib.loads(text), base_dir)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"rules are not valid TOML: {exc}") from None
+    try:
+        return rules_from_dict(data, base_dir)
+    except ConfigError as exc:
+        line = _line_of(text, str(exc))
+        if line is None:
+            raise
+        raise ConfigError(f"line {line}: {exc}") from None
+
+
+def _line_of(text: str, message: str) -> int | None:
+    """The line of the attribute table ``message`` names (its key's line when it names
+    one), or of the top-level ``id``; None otherwise."""
+    named = re.match(r"attribute (?:'([^']*)'|#(\d+))", message)
+    tables: list[dict[str, int | str]] = []
+    top: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if re.fullmatch(r"\[\[\s*attribute\s*\]\]", stripped):
+            tables.append({"": number})
+        elif (key := re.match(r"([A-Za-z0-9_-]+)\s*=\s*(.*)", stripped)) is not None:
+            into = tables[-1] if tables else top
+            into.setdefault(key.group(1), number)
+            if tables and key.group(1) == "name":
+                tables[-1].setdefault("=name", key.group(2).strip().strip("\"'"))
+    if named is None:
+        return top.get("id") if message.startswith("rules need id") else None
+    if named.group(2) is not None:
+        index = int(named.group(2)) - 1
+        table = tables[index] if 0 <= index < len(tables) else None
+    else:
+        table = next((t for t in tables if t.get("=name") == named.group(1)), None)
+    if table is None:
+        return None
+    rest = message.split(":", 1)[-1]
+    for key, number in table.items():
+        if key and not key.startswith("=") and key != "name" and re.search(
+                rf"\b{key}\b", rest):
+            return int(number)
+    return int(table[""])
 
 
 def load_rules(path: str | Path) -> CastleSpec:
