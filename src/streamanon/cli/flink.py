@@ -495,9 +495,12 @@ def flink_merge(
                                           rejects_path=rejects_tmp, rejects_name=str(rejects),
                                           source=str(parts))
                     error, summary = zres.first_error, zres.stats.to_dict()
-                    summary["published_per_level"] = {
+                    summary["released_per_level"] = {
                         f"level_{i}": n for i, n in enumerate(zres.published_per_level)}
                     summary["restamped"] = zres.restamped
+                    from streamanon.records import with_deprecated_keys
+
+                    summary = with_deprecated_keys(summary)
             if error is not None:
                 raise error
             summary["outputs"] = outs.targets
@@ -624,7 +627,10 @@ def flink_castle(
                           python_executable=python_executable, buffer_timeout=buffer_timeout,
                           unaligned=unaligned, batch_size=batch_size, batch_ms=batch_ms,
                           read_ahead=read_ahead)
-    params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
+    from streamanon.castle import CastleAnonymizer
+    from streamanon.pipeline.stages import signature_params
+
+    params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job
 

@@ -72,11 +72,11 @@ def z_warnings(z: int, delta_t: float, summary: dict[str, Any]) -> None:
     """Say when the parameters made the run pointless (the output is still valid)."""
     if delta_t == 0:
         warn("--delta-t 0: only users exposing a value at the very same instant count "
-             "together, so almost nothing can be published", summary)
+             "together, so almost nothing can be released", summary)
     seen = summary.get("users_seen")
     if seen is not None and summary["read"] and seen < z:
         warn(f"--z {z}: the input has only {seen} distinct user(s), so no value can reach z "
-             "and nothing was published", summary)
+             "and nothing was released", summary)
 
 
 @app.command("z")
