@@ -352,7 +352,7 @@ def flink_z(
                           "users exposed it within Δt."),
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
     output: str = typer.Option("-", "-o", "--output",
-                               help=OUTPUT_HELP.format(what="published t,u,a rows")),
+                               help=OUTPUT_HELP.format(what="released t,u,a rows")),
     in_format: InFormat = None,
     out_format: OutFormat = None,
     on_error: OnError = on_error_option,
@@ -448,8 +448,7 @@ def flink_merge(
     parts: Path = typer.Argument(..., metavar="PARTS", help="The job's part-file folder "
                                  "(WORK/parts)."),
     output: str = typer.Option("-", "-o", "--output",
-                               help=OUTPUT_HELP.format(what="published (z) or released "
-                                                       "(CASTLE) rows")),
+                               help=OUTPUT_HELP.format(what="released rows (z or CASTLE)")),
     castle: bool = typer.Option(False, "--castle", help="The parts of a `flink castle` job "
                                 "(default: of a `flink z` job)."),
     out_format: OutFormat = None,

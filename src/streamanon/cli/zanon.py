@@ -88,7 +88,7 @@ def z_command(
     z: int = typer.Option(..., "--z", min=1, help="Publish a value only when >= z distinct "
                           "users exposed it within Δt."),
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
-    output: str = typer.Option("-", "-o", "--output", help="Where published t,u,a rows go "
+    output: str = typer.Option("-", "-o", "--output", help="Where released t,u,a rows go "
                                "(- = stdout); .jsonl writes JSON Lines; kafka://HOST:PORT/TOPIC "
                                "one message per row. A file is replaced only when the run "
                                "succeeds (with a Kafka INPUT: appended, exactly once); never "
