@@ -29,12 +29,12 @@ def test_castle_then_verify(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["balanced"] and summary["read"] == 900
-    assert summary["published"] + summary["suppressed"] == 900
+    assert summary["released"] + summary["suppressed"] == 900
     assert set(summary["info_loss"]) == {*ashrae.NUMERIC_QI, "primary_use"}
     assert all(0 <= v <= 1 for v in summary["info_loss"].values())
     with out.open() as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == summary["published"]
+    assert len(rows) == summary["released"]
     assert list(rows[0]) == ashrae.COLUMNS
     assert rows[0]["square_feet"].startswith("[")
     ok = runner.invoke(app, ["verify", "castle", str(out), "--id", "building_id", "--qi",
@@ -83,7 +83,7 @@ def test_bad_lines_fail_or_skip_with_line_numbers(tmp_path) -> None:
                               "--json"])
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
-    assert (s["read"], s["published"], s["rejected"]) == (5, 2, 3) and s["balanced"]
+    assert (s["read"], s["released"], s["rejected"]) == (5, 2, 3) and s["balanced"]
     rejected = [json.loads(x) for x in (tmp_path / "o.jsonl.rejects.jsonl").read_text()
                 .splitlines()]
     assert [r["line"] for r in rejected] == [2, 3, 5]

@@ -112,7 +112,7 @@ def test_stdout_carries_only_rows_with_dash_o(tmp_path) -> None:
                          text=True, check=True)
     assert res.stdout == "t,u,a\n2,b,x\n"
     from_stderr = json.loads(res.stderr.strip().splitlines()[-1])
-    assert from_stderr["published"] == 1
+    assert from_stderr["released"] == 1
     assert json.loads(summary.read_text()) == from_stderr
 
 
@@ -146,7 +146,7 @@ def test_k_and_l_that_cannot_be_reached_are_warned(tmp_path) -> None:
                               str(data), "-o", str(tmp_path / "o.csv"), "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
-    assert summary["published"] == 0
+    assert summary["released"] == 0
     warnings = " ".join(summary["warnings"])
     assert "--k 1000: the input has only 89 distinct individual(s)" in warnings
     assert "--l 5000: the sensitive attribute meter_reading has only" in warnings

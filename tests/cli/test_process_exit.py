@@ -32,12 +32,12 @@ def test_an_early_exit_keeps_every_output_and_the_summary(tmp_path) -> None:
                           check=False)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    assert summary["read"] == 20_000 and 0 < summary["published"] < 20_000
+    assert summary["read"] == 20_000 and 0 < summary["released"] < 20_000
     assert json.loads(summary_file.read_text()) == summary
     assert (tmp_path / "script.csv").read_bytes() == (tmp_path / "in-process.csv").read_bytes()
     rows = subprocess.run([str(EXE), *args, "-o", "-"], capture_output=True, check=True)
     assert rows.stdout == (tmp_path / "in-process.csv").read_bytes()
-    assert "published" in rows.stderr.decode()  # the summary table, flushed before the exit
+    assert "released" in rows.stderr.decode()  # the summary table, flushed before the exit
 
 
 def test_parameters_an_operator_refuses_are_a_usage_error_not_a_crash(tmp_path) -> None:

@@ -36,9 +36,9 @@ def test_z_writes_what_the_operator_publishes(tmp_path):
     got = [(r.t, r.u, r.a) for r in read_records(out)]
     assert got == expected
     assert summary["params"] == {"z": 4, "delta_t": 1800.0, "input": str(src)}
-    assert summary["read"] == 3000 == summary["published"] + summary["suppressed"]
-    assert summary["published"] == len(expected)
-    assert sum(summary["published_per_level"].values()) == len(expected)
+    assert summary["read"] == 3000 == summary["released"] + summary["suppressed"]
+    assert summary["released"] == len(expected)
+    assert sum(summary["released_per_level"].values()) == len(expected)
     assert summary["balanced"] is True
 
 
@@ -76,7 +76,7 @@ def test_on_error_skip_accounts_for_everything(tmp_path):
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     assert (s["read"], s["rejected"]) == (6, 3)
-    assert s["read"] == s["published"] + s["suppressed"] + s["rejected"]
+    assert s["read"] == s["released"] + s["suppressed"] + s["rejected"]
     rejects = [json.loads(x) for x in Path(f"{out}.rejects.jsonl").read_text().splitlines()]
     assert [r["line"] for r in rejects] == [3, 5, 6]
     assert "time goes backwards" in rejects[2]["reason"]
@@ -90,7 +90,7 @@ def test_adaptive_option_reports_its_z(tmp_path):
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     assert s["params"]["adaptive"] is True and s["z_updates"] >= 1
-    assert s["read"] == s["published"] + s["suppressed"]
+    assert s["read"] == s["released"] + s["suppressed"]
 
 
 def test_console_script_stdin_to_stdout(tmp_path):
@@ -99,7 +99,7 @@ def test_console_script_stdin_to_stdout(tmp_path):
     res = subprocess.run([str(exe), "z", "--z", "2", "--delta-t", "10", "-"], input=data,
                          capture_output=True, text=True, check=True)
     assert res.stdout == "t,u,a\n2,b,x\n"
-    assert "published" in res.stderr
+    assert "released" in res.stderr
 
 
 def test_help_teaches():
@@ -107,3 +107,23 @@ def test_help_teaches():
     assert res.exit_code == 0
     for word in ("--z", "--delta-t", "--on-error", "--json", "streamanon z --z 5"):
         assert word in res.stdout
+
+
+def test_json_summary_carries_the_old_keys_with_the_same_values(tmp_path):
+    """One release of deprecated aliases: ``published`` beside ``released`` (and the per-level
+    counts), same numbers, in ``--json`` and ``--summary FILE``; the table shows the new word
+    only."""
+    src = trace(tmp_path)
+    summary_file = tmp_path / "summary.json"
+    res = runner.invoke(app, ["z", "--z", "4", "--delta-t", "1800", str(src), "-o",
+                              str(tmp_path / "out.csv"), "--json", "--summary",
+                              str(summary_file)])
+    assert res.exit_code == 0, res.output
+    for summary in (json.loads(res.stdout), json.loads(summary_file.read_text())):
+        assert summary["released"] == summary["published"] > 0
+        assert summary["released_per_level"] == summary["published_per_level"]
+        assert summary["read"] == summary["released"] + summary["suppressed"]
+    table = subprocess.run([str(Path(sys.executable).with_name("streamanon")), "z", "--z", "4",
+                            "--delta-t", "1800", str(src), "-o", str(tmp_path / "out2.csv")],
+                           capture_output=True, text=True, check=True).stderr
+    assert "released" in table and "published" not in table

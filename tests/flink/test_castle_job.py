@@ -89,8 +89,8 @@ def test_flink_castle_is_castle_per_partition_and_passes_the_checker(data, unint
     pure = run_castle(path, tmp_path / "pure.csv", CastleAnonymizer(rs, **PARAMS),
                       on_error=OnError.skip)
     assert summary["read"] == pure.read and summary["rejected"] == pure.rejected == 2
-    assert summary["balanced"] and summary["published"] == report.rows > 0
-    assert summary["published"] + summary["suppressed"] == pure.published + pure.suppressed
+    assert summary["balanced"] and summary["released"] == report.rows > 0
+    assert summary["released"] + summary["suppressed"] == pure.released + pure.suppressed
     assert Path(f"{out}.rejects.jsonl").read_text().count("\n") == 2
 
 
@@ -110,5 +110,5 @@ def test_castle_kill_after_checkpoint_and_restore_at_another_parallelism_changes
     assert summary["params"]["parallelism"] == 2
     flink_out, flink_summary = uninterrupted
     assert out.read_bytes() == flink_out.read_bytes()
-    for key in ("read", "published", "suppressed", "rejected", "suppressed_by_reason"):
+    for key in ("read", "released", "suppressed", "rejected", "suppressed_by_reason"):
         assert summary[key] == flink_summary[key], key

@@ -111,7 +111,7 @@ def test_rules_replaced_while_running(tmp_path: Path) -> None:
 
     # accounting: every input line read is released, suppressed or rejected
     assert summary["read"] == len(rows) == N + 1 and summary["rejected"] == 1
-    assert summary["read"] == summary["published"] + summary["suppressed"] + summary["rejected"]
+    assert summary["read"] == summary["released"] + summary["suppressed"] + summary["rejected"]
     assert summary["balanced"]
 
     # guarantees: every equivalence class of the merged output has >= k individuals, is
@@ -120,12 +120,12 @@ def test_rules_replaced_while_running(tmp_path: Path) -> None:
     report = check_castle(read_rows(out), rs.id_field, rs.quasi_identifiers, rs.sensitive,
                           k=K, l=L, inputs=read_rows(data, on_error="skip"))
     assert report.ok, report.first_problem
-    assert report.rows == summary["published"] > 0
+    assert report.rows == summary["released"] > 0
 
     # the generalization each released tuple got, by input line (live outcome lines)
     published = {int(x.split("\t", 1)[0]): json.loads(x.split("\t", 3)[3])
                  for x in released.outcomes() if x.split("\t")[1] == "P"}
-    assert len(published) == summary["published"]
+    assert len(published) == summary["released"]
     old = {seq for seq, v in published.items() if v["square_feet"].startswith("[")}
     new = set(published) - old
     assert all(re.fullmatch(r"\d*\**", published[seq]["square_feet"]) for seq in new)

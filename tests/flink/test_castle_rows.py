@@ -119,7 +119,7 @@ def test_merge_of_batched_outcomes_equals_run_castle(tmp_path):
     merged = (tmp_path / "merged.csv").read_text().splitlines()
     assert merged[0] == pure[0] and Counter(merged[1:]) == Counter(pure[1:])
     assert result.stats.balanced and result.stats.rejected >= 3
-    assert result.stats.published + result.stats.suppressed + result.stats.rejected == \
+    assert result.stats.released + result.stats.suppressed + result.stats.rejected == \
         result.stats.read == len([x for x in lines if x.strip()]) - 1
 
 
@@ -156,7 +156,7 @@ def test_batch_lines_merge_as_their_text_lines(tmp_path):
     assert (tmp_path / "text.csv").read_text() == (tmp_path / "batched.csv").read_text()
     assert (tmp_path / "text.rej").read_text() == (tmp_path / "batched.rej").read_text()
     t, b = results["text"], results["batched"]
-    assert t.stats == b.stats and t.stats.published > 0 and t.stats.rejected >= 3
+    assert t.stats == b.stats and t.stats.released > 0 and t.stats.rejected >= 3
     assert t.suppressed_by_reason == b.suppressed_by_reason
     assert t.mean_cluster_loss == b.mean_cluster_loss > 0
 

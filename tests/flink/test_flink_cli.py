@@ -174,7 +174,7 @@ def test_dash_o_keeps_stdout_for_rows_and_the_summary_goes_elsewhere(tmp_path) -
     assert res.returncode == 0, res.stderr
     assert res.stdout == "t,u,a\n2,b,x\n"
     from_stderr = json.loads(res.stderr.strip().splitlines()[-1])
-    assert from_stderr["published"] == 1 and from_stderr["outputs"] == [str(summary)]
+    assert from_stderr["released"] == 1 and from_stderr["outputs"] == [str(summary)]
     assert json.loads(summary.read_text()) == from_stderr
 
 

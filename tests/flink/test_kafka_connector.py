@@ -61,12 +61,12 @@ def test_flink_z_kafka_equals_the_pure_command_per_record(kafka_broker):
                                     text=True, timeout=120))
     got, want = tagged(b.bootstrap, flink_out), tagged(b.bootstrap, pure_out)
     # byte-identical per record (same tag, same text), nothing twice, nothing missing
-    assert Counter(got) == Counter(want) and len(got) == len(set(got)) == ref["published"]
+    assert Counter(got) == Counter(want) and len(got) == len(set(got)) == ref["released"]
     # one user's records stay in input order (a user is in one key group: one channel)
     assert per_user(got) == per_user(want)
-    assert (s["read"], s["published"], s["suppressed"], s["rejected"]) == (
-        ref["read"], ref["published"], ref["suppressed"], ref["rejected"]) == (
-        3000, ref["published"], 3000 - 2 - ref["published"], 2)
+    assert (s["read"], s["released"], s["suppressed"], s["rejected"]) == (
+        ref["read"], ref["released"], ref["suppressed"], ref["rejected"]) == (
+        3000, ref["released"], 3000 - 2 - ref["released"], 2)
     rejects = tagged(b.bootstrap, f"{flink_out}.rejects")
     assert rejects == tagged(b.bootstrap, f"{pure_out}.rejects")
     assert [t for t, _ in rejects] == [b"0@700", b"0@1500"]
@@ -105,8 +105,8 @@ def test_flink_castle_kafka_equals_the_pure_command_and_verifies(kafka_broker, t
     # one partition: the same releases in the same order, each with its input record's tag
     assert tagged(b.bootstrap, flink_out) == tagged(b.bootstrap, pure_out)
     assert tagged(b.bootstrap, flink_sup) == tagged(b.bootstrap, pure_sup)
-    assert (s["read"], s["published"], s["suppressed"]) == (
-        ref["read"], ref["published"], ref["suppressed"]) and s["read"] == 1500
+    assert (s["read"], s["released"], s["suppressed"]) == (
+        ref["read"], ref["released"], ref["suppressed"]) and s["read"] == 1500
     # the topic's rows under the header pass the independent checker
     released = tmp_path / "released.csv"
     released.write_bytes(header + b"\n" + b"".join(
@@ -172,7 +172,7 @@ def test_flink_z_kafka_killed_and_restored_repeats_only_the_tail_and_loses_nothi
                                     timeout=120))
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
     repeats = len(got) - len(set(got))
-    assert set(got) == set(want) and len(set(got)) == ref["published"]  # no loss, no stranger
+    assert set(got) == set(want) and len(set(got)) == ref["released"]  # no loss, no stranger
     assert len({t for t, _ in got}) == len(set(got))  # a repeated tag repeats its text
     # restored, not restarted: what the checkpoint covered is not produced again
     assert 0 <= repeats <= at_kill - covered < len(want), (repeats, at_kill, covered)

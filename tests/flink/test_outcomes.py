@@ -47,7 +47,7 @@ def test_merge_writes_published_rows_in_input_order_with_accounting(tmp_path):
     rows = [(r.t, r.u, r.a) for r in read_records(out, monotone=False)]
     assert rows == [(1.0, "al\tice", "EU,x"), (2.0, "bob", "EU*FR"), (3.0, "carol", "EU*FR*Lyon")]
     stats = result.stats
-    assert (stats.read, stats.published, stats.suppressed, stats.rejected) == (5, 3, 1, 1)
+    assert (stats.read, stats.released, stats.suppressed, stats.rejected) == (5, 3, 1, 1)
     assert stats.balanced
     assert result.published_per_level == [1, 1, 1]
     assert result.restamped == 2
@@ -114,7 +114,7 @@ def test_outcome_batches_and_lines_merge_as_the_writer_writes(tmp_path, fmt):
             writer.write(Record(float(t), u, a, t))
     assert out.read_bytes() == expected.read_bytes()
     stats = result.stats
-    assert (stats.read, stats.published, stats.suppressed, stats.rejected) == (6, 3, 2, 1)
+    assert (stats.read, stats.released, stats.suppressed, stats.rejected) == (6, 3, 2, 1)
     assert result.published_per_level == [1, 1, 1] and result.restamped == 1
 
 

@@ -82,4 +82,4 @@ def test_castle_job_on_two_taskmanagers_is_castle_per_partition(cluster, tmp_pat
     report = check_castle(read_rows(out), rs.id_field, rs.quasi_identifiers, rs.sensitive,
                           k=PARAMS["k"], l=PARAMS["l"], inputs=read_rows(data))
     assert report.ok, report.first_problem
-    assert summary["read"] == 2000 and summary["published"] == report.rows > 0
+    assert summary["read"] == 2000 and summary["released"] == report.rows > 0

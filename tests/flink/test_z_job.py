@@ -49,7 +49,7 @@ def pure(trace, tmp_path_factory) -> tuple[Path, Path, dict]:
     stats = run_z(trace, out, ZAnonymizer(z=Z, delta_t=DELTA_T), on_error=OnError.skip,
                   rejects_path=rejects, time_tolerance=TOLERANCE)
     assert stats.rejected == 4 and stats.details["restamped"] == 1  # the trace is as meant
-    assert stats.suppressed > 0 and stats.details["published_per_level"]["level_0"] > 0
+    assert stats.suppressed > 0 and stats.details["released_per_level"]["level_0"] > 0
     return out, rejects, stats.to_dict()
 
 
@@ -70,7 +70,7 @@ def test_flink_z_output_equals_the_pure_python_path(pure, uninterrupted):
     (pure_out, pure_rejects, pure_stats), (out, rejects, summary) = pure, uninterrupted
     assert out.read_bytes() == pure_out.read_bytes()
     assert rejects.read_bytes() == pure_rejects.read_bytes()
-    for key in ("read", "published", "suppressed", "rejected", "published_per_level",
+    for key in ("read", "released", "suppressed", "rejected", "released_per_level",
                 "restamped"):
         assert summary[key] == pure_stats[key], key
     assert summary["balanced"]
@@ -90,7 +90,7 @@ def test_kill_after_checkpoint_and_restore_loses_and_duplicates_nothing(
     flink_out, flink_rejects, flink_summary = uninterrupted
     assert out.read_bytes() == flink_out.read_bytes()
     assert Path(f"{out}.rejects.jsonl").read_bytes() == flink_rejects.read_bytes()
-    for key in ("read", "published", "suppressed", "rejected", "published_per_level"):
+    for key in ("read", "released", "suppressed", "rejected", "released_per_level"):
         assert summary[key] == flink_summary[key], key
 
 
@@ -110,5 +110,5 @@ def test_restore_at_another_parallelism_changes_nothing(trace, uninterrupted, tm
     flink_out, _, flink_summary = uninterrupted
     assert summary["params"]["parallelism"] == 1
     assert out.read_bytes() == flink_out.read_bytes()
-    for key in ("read", "published", "suppressed", "rejected", "published_per_level"):
+    for key in ("read", "released", "suppressed", "rejected", "released_per_level"):
         assert summary[key] == flink_summary[key], key

@@ -70,9 +70,9 @@ def test_slow_stream_outcomes_come_back_before_the_input_ends(tmp_path: Path) ->
     pure = tmp_path / "pure.csv"
     stats = run_z(src, pure, ZAnonymizer(z=2, delta_t=600), on_error=OnError.skip)
     assert out.read_bytes() == pure.read_bytes()
-    assert (summary["read"], summary["published"], summary["rejected"]) == (
-        stats.read, stats.published, stats.rejected)
-    assert stats.read == 61 and stats.rejected == 1 and stats.published > 0
+    assert (summary["read"], summary["released"], summary["rejected"]) == (
+        stats.read, stats.released, stats.rejected)
+    assert stats.read == 61 and stats.rejected == 1 and stats.released > 0
     seqs = sorted(int(x.split("\t", 1)[0]) for x in released.outcomes())
     assert seqs == list(range(1, len(lines) + 1))
     assert len(waits) == len(rounds) and max(waits) < DEADLINE

@@ -197,7 +197,7 @@ def command_outcome(source: object, tmp: Path, on_error: str) -> tuple:
     try:
         stats = run_castle(source, out, op, in_format="csv", on_error=on_error,  # type: ignore[arg-type]
                            rejects_path=rej, rejects_name="in.csv")
-        summary: object = (stats.read, stats.rejected, stats.published, stats.suppressed)
+        summary: object = (stats.read, stats.rejected, stats.released, stats.suppressed)
     except Exception as exc:
         summary = (type(exc).__name__, str(exc).replace(str(source), "input"))
     name = json.dumps(str(source)).encode()

@@ -196,7 +196,7 @@ def test_a_pipe_is_read_as_data_arrives(tmp_path):
 def test_run_z_reads_a_text_stream_and_writes_one(tmp_path):
     out = io.StringIO()
     stats = run_z(io.StringIO("t,u,a\n1,a,x\n2,b,x\n"), out, ZAnonymizer(z=2, delta_t=10))
-    assert out.getvalue() == "t,u,a\n2,b,x\n" and stats.published == 1 and stats.balanced
+    assert out.getvalue() == "t,u,a\n2,b,x\n" and stats.released == 1 and stats.balanced
 
 
 @pytest.mark.parametrize("sizes", [[1200], [1] * 40, [7, 300, 2]])

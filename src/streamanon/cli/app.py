@@ -327,7 +327,7 @@ app = typer.Typer(
     help=(
         "Anonymize data streams before anyone untrusted sees them.\n\n"
         "z-anonymity (`z`), decentralized z-anonymity (deZent), and CASTLE k_s-anonymity with "
-        "l-diversity. Every command prints a summary that adds up (read = published + "
+        "l-diversity. Every command prints a summary that adds up (read = released + "
         "suppressed + rejected); add --json for one JSON object instead of the table. "
         "Rows go to stdout only with -o -, and then nothing else does.\n\n"
         "Exit codes: 0 ok, 1 a check found a problem, 2 usage or input error (nothing "

@@ -285,6 +285,8 @@ def print_summary(title: str, summary: Mapping[str, Any], as_json: bool, *,
     The JSON goes to stdout, unless ``stdout_has_data`` (the rows went to stdout with
     ``-o -``): then to stderr, so stdout stays rows only. Call it after the outputs are
     committed (after the :func:`writing` block), so a closed stdout cannot undo them.
+    The table leaves out the deprecated keys (:data:`~streamanon.records.DEPRECATED_KEYS`)
+    whose new key it shows; the JSON keeps them.
     """
     if as_json:
         try:
@@ -299,8 +301,12 @@ def print_summary(title: str, summary: Mapping[str, Any], as_json: bool, *,
     table = Table(title=title, show_header=False)
     table.add_column("", style="bold")
     table.add_column("", justify="right")
+    from streamanon.records import DEPRECATED_KEYS
+
+    shown = {k: v for k, v in summary.items()
+             if not (k in DEPRECATED_KEYS and DEPRECATED_KEYS[k] in summary)}
     rows: list[tuple[str, str]] = []
-    _flatten("", summary, rows)
+    _flatten("", shown, rows)
     for k, v in rows:
         table.add_row(Text(k), Text(v))  # Text: a value like [lo,hi] is not rich markup
     stderr_console().print(table)

@@ -41,7 +41,7 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
     shutil.copyfile(trace, workdir / "trace.csv")
     inputs = list(read_records(trace))
     table = Table(title=f"z-anonymity on {trace.name} (Δt = {delta_t:g} s)")
-    for col in ("z", "published", "ratio", "per level (coarse..fine)", "checker", "tuples/s"):
+    for col in ("z", "released", "ratio", "per level (coarse..fine)", "checker", "tuples/s"):
         table.add_column(col, justify="right")
     results = []
     for z in (2, 5, 10, 20, 50, 100):
@@ -49,8 +49,8 @@ def z_demo(workdir: Path, seed: int, n: int = 100_000) -> dict[str, Any]:
         with OutputSet([trace]) as outs:
             stats = run_z(trace, outs.add(out), ZAnonymizer(z=z, delta_t=delta_t))
         report = check_z(inputs, read_records(out, monotone=False), z, delta_t)
-        levels = stats.details["published_per_level"]
-        table.add_row(str(z), f"{stats.published:,}", f"{stats.details['publication_ratio']:.3f}",
+        levels = stats.details["released_per_level"]
+        table.add_row(str(z), f"{stats.released:,}", f"{stats.details['publication_ratio']:.3f}",
                       " / ".join(f"{v:,}" for v in levels.values()),
                       "ok" if report.ok else f"FAILED: {report.first_problem}",
                       f"{stats.details['tuples_per_second']:,}")

@@ -363,7 +363,7 @@ def flink_z(
                           "users exposed it within Δt."),
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
     output: str = typer.Option("-", "-o", "--output",
-                               help=OUTPUT_HELP.format(what="published t,u,a rows")),
+                               help=OUTPUT_HELP.format(what="released t,u,a rows")),
     in_format: InFormat = None,
     out_format: OutFormat = None,
     on_error: OnError = on_error_option,
@@ -461,8 +461,7 @@ def flink_merge(
     parts: Path = typer.Argument(..., metavar="PARTS", help="The job's part-file folder "
                                  "(WORK/parts)."),
     output: str = typer.Option("-", "-o", "--output",
-                               help=OUTPUT_HELP.format(what="published (z) or released "
-                                                       "(CASTLE) rows")),
+                               help=OUTPUT_HELP.format(what="released rows (z or CASTLE)")),
     castle: bool = typer.Option(False, "--castle", help="The parts of a `flink castle` job "
                                 "(default: of a `flink z` job)."),
     out_format: OutFormat = None,
@@ -508,9 +507,12 @@ def flink_merge(
                                           rejects_path=rejects_tmp, rejects_name=str(rejects),
                                           source=str(parts))
                     error, summary = zres.first_error, zres.stats.to_dict()
-                    summary["published_per_level"] = {
+                    summary["released_per_level"] = {
                         f"level_{i}": n for i, n in enumerate(zres.published_per_level)}
                     summary["restamped"] = zres.restamped
+                    from streamanon.records import with_deprecated_keys
+
+                    summary = with_deprecated_keys(summary)
             if error is not None:
                 raise error
             summary["outputs"] = outs.targets
@@ -638,7 +640,10 @@ def flink_castle(
                           python_executable=python_executable, buffer_timeout=buffer_timeout,
                           unaligned=unaligned, batch_size=batch_size, batch_ms=batch_ms,
                           read_ahead=read_ahead)
-    params = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu, "zeta": zeta}
+    from streamanon.castle import CastleAnonymizer
+    from streamanon.pipeline.stages import signature_params
+
+    params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job
 

@@ -25,6 +25,7 @@ import typer
 from streamanon.cli.app import app
 from streamanon.cli.common import fail
 from streamanon.cli.exitcodes import ExitCode
+from streamanon.records import with_deprecated_keys
 
 GROUP_HELP = ("Kafka source: the consumer group, which also names the pipeline's progress "
               "topic GROUP.progress (checkpoints). Default: streamanon-COMMAND-OUTPUT.")
@@ -510,10 +511,11 @@ def kafka_demo(workdir: Path, trace: Path, z: int = 5, delta_t: float = 3600.0,
     det = stats.details
     table = Table(title=f"Kafka: readings -> streamanon z (z={z}, Δt={delta_t:g} s) -> "
                         "published, exactly once (vendored Tansu broker)")
-    for col in ("messages", "published", "suppressed", "= file path", "seconds"):
+    for col in ("messages", "released", "suppressed", "= file path", "seconds"):
         table.add_column(col, justify="right")
-    table.add_row(f"{stats.read:,}", f"{stats.published:,}", f"{stats.suppressed:,}", "yes",
+    table.add_row(f"{stats.read:,}", f"{stats.released:,}", f"{stats.suppressed:,}", "yes",
                   f"{det['seconds']:.1f}")
     Console(stderr=True).print(table)
-    return {"input": str(part), "topics": ["readings", "published"], **stats.to_dict(),
-            "file_path_published": ref.published, "equal_to_file_path": same}
+    return with_deprecated_keys({"input": str(part), "topics": ["readings", "published"],
+                                 **stats.to_dict(), "file_path_released": ref.released,
+                                 "equal_to_file_path": same})

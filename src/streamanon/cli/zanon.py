@@ -74,11 +74,11 @@ def z_warnings(z: int, delta_t: float, summary: dict[str, Any]) -> None:
     """Say when the parameters made the run pointless (the output is still valid)."""
     if delta_t == 0:
         warn("--delta-t 0: only users exposing a value at the very same instant count "
-             "together, so almost nothing can be published", summary)
+             "together, so almost nothing can be released", summary)
     seen = summary.get("users_seen", {}).get("at_least")
     if seen is not None and summary["read"] and seen < z:
         warn(f"--z {z}: the input has only {seen} distinct user(s), so no value can reach z "
-             "and nothing was published", summary)
+             "and nothing was released", summary)
 
 
 @app.command("z")
@@ -90,7 +90,7 @@ def z_command(
     z: int = typer.Option(..., "--z", min=1, help="Publish a value only when >= z distinct "
                           "users exposed it within Δt."),
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
-    output: str = typer.Option("-", "-o", "--output", help="Where published t,u,a rows go "
+    output: str = typer.Option("-", "-o", "--output", help="Where released t,u,a rows go "
                                "(- = stdout); .jsonl writes JSON Lines; kafka://HOST:PORT/TOPIC "
                                "one message per row. A file is replaced only when the run "
                                "succeeds (with a Kafka INPUT: appended, exactly once); never "

@@ -326,7 +326,7 @@ def merge_castle_outcomes(
                     writer = RowWriter(output, out_format, columns or list(values))
                 writer.write(values)
                 loss_sum += float(parts[2])
-                stats.count_published()
+                stats.count_released()
             elif kind == SUPPRESSED:
                 reason = json.loads(parts[2]) if text_line else parts[2]
                 result.suppressed_by_reason[reason] = result.suppressed_by_reason.get(
@@ -349,7 +349,7 @@ def merge_castle_outcomes(
             writer.close()
         rejects.close()
         rejects.warn_summary()
-    result.mean_cluster_loss = loss_sum / max(1, stats.published)
+    result.mean_cluster_loss = loss_sum / max(1, stats.released)
     return result
 
 

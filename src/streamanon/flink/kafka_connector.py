@@ -699,7 +699,7 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
     path = work / "kafka-stats.json"
     counts = json.loads(path.read_text()) if path.is_file() else {}
     stats.count_read(counts.get("read", 0))
-    stats.count_published(counts.get("published", 0))
+    stats.count_released(counts.get("published", 0))  # the state's key (checkpoints keep it)
     stats.count_suppressed(counts.get("suppressed", 0))
     stats.count_rejected(counts.get("rejected", 0))
     stats.details = {"headers_skipped": counts.get("headers", 0),

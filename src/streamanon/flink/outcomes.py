@@ -310,7 +310,7 @@ def merge_rows(
     result.restamped = int(np.count_nonzero(table.column("restamped").to_numpy(
         zero_copy_only=False)))
     stats.count_read(table.num_rows + len(rejected))
-    stats.count_published(int(published.sum()))
+    stats.count_released(int(published.sum()))
     stats.count_suppressed(table.num_rows - int(published.sum()))
     stats.count_rejected(len(rejected))
     rows = table.filter(pa.array(published)).combine_chunks()

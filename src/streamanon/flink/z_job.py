@@ -46,8 +46,9 @@ from streamanon.flink.runtime import (
 from streamanon.flink.zbatch import Z_KEY_GROUPS, ZChunkParser
 from streamanon.io import OnError, detect_format
 from streamanon.io.readers import _Reader
+from streamanon.pipeline.stages import Z_UNLISTED, listed_params
 from streamanon.records import RunStats
-from streamanon.zanon.operator import SEPARATOR
+from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 
 
 def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, options: JobOptions,
@@ -135,18 +136,23 @@ def run_z_job(
                                 rejects_path=rejects_path, rejects_name=rejects_name,
                                 source=str(source))
     stats = result.stats
-    stats.params = {"z": z, "delta_t": float(delta_t), "input": str(source),
+    stats.params = {**_z_params(z, delta_t), "input": str(source),
                     "parallelism": options.parallelism, "mode": options.mode,
                     "batch_size": options.batch_size, "batch_ms": options.batch_ms}
     stats.details = {
-        "published_per_level": {f"level_{i}": n for i, n in enumerate(result.published_per_level)},
-        "publication_ratio": stats.published / max(1, stats.read - stats.rejected),
+        "released_per_level": {f"level_{i}": n for i, n in enumerate(result.published_per_level)},
+        "publication_ratio": stats.released / max(1, stats.read - stats.rejected),
         "restamped": result.restamped,
         **run.details(stats.read),
     }
     if result.first_error is not None:
         raise result.first_error
     return result
+
+
+def _z_params(z: int, delta_t: float) -> dict[str, Any]:
+    """The job's z parameters as the summaries list them (those of ``streamanon z``)."""
+    return listed_params(ZAnonymizer(z=z, delta_t=delta_t), omit=Z_UNLISTED)
 
 
 def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: float,
@@ -169,7 +175,7 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
                     delta_t=delta_t, snapshot_every=snapshot_every)
         run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())
-        stats = RunStats(params={"z": z, "delta_t": float(delta_t), "input": source.url,
+        stats = RunStats(params={**_z_params(z, delta_t), "input": source.url,
                                  "output": out.published, "parallelism": options.parallelism,
                                  "mode": options.mode, "delivery": out.delivery})
         return kafka_result(stats, work, run)

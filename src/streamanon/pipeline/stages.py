@@ -10,10 +10,12 @@ UTF-8, several lines).
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -77,6 +79,40 @@ def seen_up_to(count: int, cap: int) -> dict[str, int]:
     ({'at_least': 5, 'counted_up_to': 5}, {'at_least': 3, 'counted_up_to': 5})
     """
     return {"at_least": min(count, cap), "counted_up_to": cap}
+
+
+def listed_params(op: Any, *, omit: Collection[str] = ()) -> dict[str, Any]:
+    """The parameters of ``op`` as summaries and checkpoint identities list them: its
+    keyword-only parameters read back (``op.params()``), in the signature's order, but
+    ``omit``; an enum as its value's text.
+
+    >>> from streamanon.zanon import ZAnonymizer
+    >>> listed_params(ZAnonymizer(z=3, delta_t=60), omit=Z_UNLISTED)
+    {'z': 3, 'delta_t': 60.0}
+    """
+    return {name: str(value) if isinstance(value, Enum) else value
+            for name, value in op.params().items() if name not in omit}
+
+
+def signature_params(cls: type, arguments: Mapping[str, Any], *,
+                     omit: Collection[str] = ()) -> dict[str, Any]:
+    """The keyword-only parameters of ``cls`` found in ``arguments`` (e.g. a command's
+    options, before any operator exists), in the signature's order, but ``omit``.
+
+    >>> from streamanon.zanon import ZAnonymizer
+    >>> signature_params(ZAnonymizer, {"delta_t": 60, "z": 3, "output": "-"})
+    {'z': 3, 'delta_t': 60}
+    """
+    return {name: arguments[name] for name, p in inspect.signature(cls.__init__).parameters.items()
+            if p.kind is p.KEYWORD_ONLY and name in arguments and name not in omit}
+
+
+#: Parameters the summaries and identities of z runs do not list (they never did: the
+#: separator of generalized values; the adaptive operator's start and ceiling of z).
+Z_UNLISTED = ("separator",)
+ADAPTIVE_UNLISTED = ("z0", "z_max", "separator")
+#: CASTLE parameters a summary does not list (the checkpoint identity lists every one).
+CASTLE_UNLISTED = ("max_delay", "loss_field")
 
 
 class Stage(Protocol):
@@ -252,19 +288,20 @@ class ZStage:
 
     def stats(self) -> RunStats:
         core = self.core
-        stats = RunStats(params={"z": core.z, "delta_t": core.delta_t,
+        stats = RunStats(params={**listed_params(core, omit=Z_UNLISTED),
                                  "input": self.positions.name})
         op = self.op
         if isinstance(op, AdaptiveZAnonymizer):
-            stats.params.update(adaptive=True, k=op.k, pk=op.pk, rate=op.rate)
+            stats.params.update(adaptive=True,
+                                **listed_params(op, omit=("delta_t", *ADAPTIVE_UNLISTED)))
         stats.count_read(self.records + self.rejects.count)
         stats.count_rejected(self.rejects.count)
-        stats.count_published(core.published)
+        stats.count_released(core.released)
         stats.count_suppressed(core.suppressed)
         stats.details = {
-            "published_per_level": {f"level_{i}": n
-                                    for i, n in enumerate(core.published_per_level)},
-            "publication_ratio": core.published / max(1, self.records),
+            "released_per_level": {f"level_{i}": n
+                                   for i, n in enumerate(core.published_per_level)},
+            "publication_ratio": core.released / max(1, self.records),
             "restamped": self.restamped,
         }
         if self.headers:
@@ -278,7 +315,7 @@ class ZStage:
 
     def identity(self) -> dict[str, Any]:
         op = self.op
-        return {"operator": "z", "z": self.core.z, "delta_t": self.core.delta_t,
+        return {"operator": "z", **listed_params(self.core, omit=Z_UNLISTED),
                 "adaptive": isinstance(op, AdaptiveZAnonymizer),
                 "input_format": "csv" if getattr(self, "auto", False) else self.in_format,
                 "output_format": self.out_format,
@@ -502,13 +539,11 @@ class CastleStage:
     def stats(self) -> RunStats:
         op = self.op
         s = op.summary()
-        stats = RunStats(params={"k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta,
-                                 "mu": op.mu, "zeta": op.zeta,
-                                 "suppression": str(op.suppression),
+        stats = RunStats(params={**listed_params(op, omit=CASTLE_UNLISTED),
                                  "input": self.positions.name})
         stats.count_read(self.rows + self.rejects.count)
         stats.count_rejected(self.rejects.count)
-        stats.count_published(s["released"])
+        stats.count_released(s["released"])
         stats.count_suppressed(s["suppressed"])
         stats.held = s["held"]
         stats.details = {
@@ -534,12 +569,11 @@ class CastleStage:
 
     def identity(self) -> dict[str, Any]:
         op = self.op
-        return {"operator": "castle", "k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta,
-                "mu": op.mu, "zeta": op.zeta, "suppression": str(op.suppression),
-                "max_delay": op.max_delay, "loss_field": op.loss_field,
+        return {"operator": "castle", **listed_params(op),
                 "rules": self.rules.describe(),
                 "input_format": self.in_format, "output_format": self.out_format,
                 "suppressed_format": self.suppressed_format, "on_error": str(self.on_error)}
 
 
-__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "seen_up_to"]
+__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params", "seen_up_to",
+           "signature_params"]

@@ -104,10 +104,10 @@ def test_z_exactly_once_across_sigkills(kafka_broker, tmp_path):
     got, want = read_topic(b.bootstrap, out), read_topic(b.bootstrap, ref_out)
     assert set(got) == {0, 1} and got == want  # values and headers, same order per partition
     assert rejects.read_bytes() == (tmp_path / "ref-rejects.jsonl").read_bytes()
-    for key in ("read", "published", "suppressed", "rejected"):  # the accounting adds up
+    for key in ("read", "released", "suppressed", "rejected"):  # the accounting adds up
         assert final[key] == getattr(ref, key), key
     assert final["read"] == 30_000 and final["rejected"] == 3 and final["balanced"]
-    assert sum(len(v) for v in got.values()) == final["published"]
+    assert sum(len(v) for v in got.values()) == final["released"]
 
 
 def test_castle_exactly_once_across_sigkills(kafka_broker, tmp_path):
@@ -136,7 +136,7 @@ def test_castle_exactly_once_across_sigkills(kafka_broker, tmp_path):
     assert out.read_bytes() == (tmp_path / "ref.csv").read_bytes()
     want_sup = (tmp_path / "ref-sup.csv").read_bytes().splitlines()[1:]
     assert [v for v, _ in read_topic(b.bootstrap, sup)[0]] == want_sup and want_sup
-    for key in ("read", "published", "suppressed", "rejected", "clusters_released"):
+    for key in ("read", "released", "suppressed", "rejected", "clusters_released"):
         assert final[key] == (ref.details[key] if key == "clusters_released" else
                               getattr(ref, key)), key
     assert final["balanced"] and "held" not in final and final["read"] == 4000
@@ -224,5 +224,5 @@ def test_the_broker_stopped_and_restarted_mid_run(tmp_path):
         got = json.loads(out.strip().splitlines()[-1])
         assert [v for v, _ in _scan(bs, "out")] == Path(tmp_path / "ref.csv").read_bytes(
         ).splitlines()[1:]
-        assert (got["read"], got["published"], got["suppressed"]) == (
-            ref.read, ref.published, ref.suppressed)
+        assert (got["read"], got["released"], got["suppressed"]) == (
+            ref.read, ref.released, ref.suppressed)

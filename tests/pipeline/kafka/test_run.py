@@ -52,8 +52,8 @@ def test_z_kafka_to_kafka_equals_the_file_path_on_100k_tuples(kafka_broker, tmp_
     got = read_topic(k.bootstrap, out)
     assert list(got) == [0]  # created with the input's partition count
     assert [v for v, _ in got[0]] == expected  # byte-identical, record by record, in order
-    assert (s["read"], s["published"], s["suppressed"], s["rejected"]) == (
-        stats.read, stats.published, stats.suppressed, stats.rejected)
+    assert (s["read"], s["released"], s["suppressed"], s["rejected"]) == (
+        stats.read, stats.released, stats.suppressed, stats.rejected)
     assert s["balanced"] and 0 < s["suppressed"] < s["read"] and s["headers_skipped"] == 1
     assert s["delivery"]["resumed_from_checkpoint"] is None
     # every output names the input record it stands for (offset 0 is the header)
@@ -92,7 +92,7 @@ def test_z_kafka_equals_the_file_path_on_generated_streams(kafka_broker, tmp_pat
     ref = run_z(src, tmp_path / f"out-{out}.{fmt}", ZAnonymizer(z=z, delta_t=dt))
     expected = (tmp_path / f"out-{out}.{fmt}").read_bytes().splitlines()
     assert values_of(k.bootstrap, out) == (expected[1:] if fmt == "csv" else expected)
-    assert stats.to_dict()["published_per_level"] == ref.details["published_per_level"]
+    assert stats.to_dict()["released_per_level"] == ref.details["released_per_level"]
     assert (stats.read, stats.suppressed, stats.rejected) == (ref.read, ref.suppressed, 0)
 
 
@@ -139,8 +139,8 @@ def test_castle_kafka_equals_the_file_path_on_generated_streams(kafka_broker, tm
     )[1:]
     assert values_of(b.bootstrap, sup) == (tmp_path / f"{sup}.csv").read_bytes().splitlines(
     )[1:]
-    assert (stats.read, stats.published, stats.suppressed, stats.held) == (
-        ref.read, ref.published, ref.suppressed, 0)
+    assert (stats.read, stats.released, stats.suppressed, stats.held) == (
+        ref.read, ref.released, ref.suppressed, 0)
 
 
 @pytest.mark.slow
@@ -162,7 +162,7 @@ def test_castle_kafka_to_kafka_equals_the_file_path_on_100k_rows_and_verifies(ka
                      CastleAnonymizer(RuleSet.load(rules), k=5, l=2))
     got = values_of(b.bootstrap, out)
     assert got == (tmp_path / "pure.csv").read_bytes().splitlines()[1:]
-    assert (s["read"], s["published"], s["suppressed"]) == (ref.read, ref.published,
+    assert (s["read"], s["released"], s["suppressed"]) == (ref.read, ref.released,
                                                             ref.suppressed)
     assert s["balanced"] and s["read"] == 100_000
     # the topic's rows, under the header, pass the independent checker
@@ -277,7 +277,7 @@ def test_a_live_run_stops_cleanly_on_sigterm_and_the_next_run_continues(kafka_br
     second = summary_of(cli(*args[1:], "--until-end"))
     assert second["delivery"]["resumed_from_checkpoint"] is not None
     assert second["read"] == 3000 and second["balanced"]  # the accounting of the whole stream
-    assert len(values_of(b.bootstrap, out)) == second["published"]
+    assert len(values_of(b.bootstrap, out)) == second["released"]
 
 
 def _exists(b, topic: str) -> bool:
@@ -332,7 +332,7 @@ def test_a_file_source_to_a_topic(kafka_broker, tmp_path):
                        "--json"))
     expected, _ = _z_file(tmp_path, trace, 2, 10, "ref.csv")
     got = read_topic(b.bootstrap, out)[0]
-    assert [v for v, _ in got] == expected and s["published"] == len(expected)
+    assert [v for v, _ in got] == expected and s["released"] == len(expected)
     # a file source tags each message with its input line (the header is line 1)
     for value, headers in got[::101]:
         line = int(headers["streamanon-in-line"])
