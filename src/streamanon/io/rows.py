@@ -138,10 +138,11 @@ class RowReader:
 
     def refuse_row(self, row: CastleRow, reason: str) -> None:
         """Refuse a row that parsed but that a later stage (the operator) cannot take."""
-        self.refuse(row.line or 0, self._text_of_row(row), reason)
+        self.refuse(row.line or 0, self.text_of_row(row), reason)
 
-    def _text_of_row(self, row: CastleRow) -> str:
-        """The row's line as it was in the input when it is at hand, else rebuilt."""
+    def text_of_row(self, row: CastleRow) -> str:
+        """The row's line as it was in the input (the row just read, or one of the block the
+        fast lane read last), else rebuilt from its values."""
         line, text = self._last
         if line == row.line:
             return text
@@ -150,7 +151,7 @@ class RowReader:
             i = row.line - first
             if 0 <= i < len(starts):
                 end = int(starts[i + 1]) - 1 if i + 1 < len(starts) else len(data)
-                return data[int(starts[i]):end].decode("utf-8")
+                return data[int(starts[i]):end].decode("utf-8").removesuffix("\r")
         return self.text_of(row.values)
 
     def text_of(self, values: Mapping[str, Any]) -> str:
@@ -360,6 +361,7 @@ class RowReader:
         if not (self.repeated_header and all(h.encode() in block for h in header)):
             cols = self._clean_block(block)
         if cols is None:
+            self._block = None
             yield from self.parse_lines(enumerate(
                 block.decode("utf-8", "surrogateescape").split("\n"), first))
             return

@@ -361,7 +361,7 @@ class CastleStage:
                 try:
                     items = self.op.process(CastleRow(row.values, code, row.t))
                 except BAD_RECORD_ERRORS as exc:
-                    rejected.append(Rejected(line, reader.text_of(row.values), str(exc)))
+                    rejected.append(Rejected(line, reader.text_of_row(row), str(exc)))
                     if fail:
                         break
                     continue
