@@ -83,6 +83,8 @@ def _number_text(x: float) -> str:
 
 def _text(value: Any) -> str | None:
     """A cell as text (``None`` when missing): numbers without a needless ``.0``."""
+    if type(value) is str:  # the common case, first
+        return value.strip() or None
     if value is None:
         return None
     if value is True or value is False:
@@ -97,12 +99,20 @@ def _text(value: Any) -> str | None:
 
 def _identity(value: Any) -> str | None:
     """Identity of an individual or a sensitive value; ``None`` when missing."""
+    if type(value) is str:
+        return value.strip() or None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return repr(float(value))
     return _text(value)
 
 
 def _number(value: Any) -> float | None:
+    if type(value) is str:
+        try:
+            x = float(value)
+        except ValueError:
+            return None
+        return x if math.isfinite(x) else None
     if value is None or value is True or value is False:
         return None
     try:
