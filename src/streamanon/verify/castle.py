@@ -56,6 +56,7 @@ from __future__ import annotations
 import bisect
 import copy
 import csv
+import functools
 import io
 import json
 import math
@@ -74,6 +75,14 @@ from streamanon.verify._read import guess_format, json_objects, read_text, sourc
 DEFAULT_ROOT = "*"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
 _INTERVAL = re.compile(rf"^\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]$")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _interval(text: str | None) -> tuple[float, float] | None:
+    """``(lo, hi)`` of an interval ``[lo,hi]`` as written, else ``None`` (the rows of a
+    class share their intervals: each is parsed once)."""
+    m = _INTERVAL.match(text or "")
+    return (float(m.group(1)), float(m.group(2))) if m else None
 
 
 # -- values --------------------------------------------------------------------------------
@@ -515,9 +524,9 @@ class _Coverage:
             x = _number(original)
             if x is None:
                 return f"the input value {orig!r} is not a number", False
-            m = _INTERVAL.match(text or "")
-            if m:
-                lo, hi = float(m.group(1)), float(m.group(2))
+            bounds = _interval(text)
+            if bounds is not None:
+                lo, hi = bounds
             elif (y := _number(text)) is not None:
                 lo = hi = y
             else:
@@ -549,10 +558,10 @@ class _Coverage:
         # a plug-in generalizer, or no rules: equal values are fine, others unverifiable
         if text == orig:
             return None, False
-        m = _INTERVAL.match(text or "")
+        bounds = _interval(text)
         x = _number(original)
-        if m and x is not None:
-            ok = float(m.group(1)) <= x <= float(m.group(2))
+        if bounds is not None and x is not None:
+            ok = bounds[0] <= x <= bounds[1]
             return (None if ok else f"{name} {text!r} does not contain the input value "
                     f"{orig}"), False
         # a mask that agrees, or a hierarchy node, or a plug-in's output: cannot tell
