@@ -104,8 +104,9 @@ def parse_source(source: str, what: str = "INPUT") -> str | Endpoint:
     """An :class:`~streamanon.flink.runtime.Endpoint` for ``tcp://HOST:PORT``, a
     ``kafka://`` URL as it is, else a readable file (exit 2 otherwise; ``-``, stdin, is not
     a Flink source)."""
-    from streamanon.cli.kafka import check_url, is_kafka
+    from streamanon.cli.kafka import check_url
     from streamanon.flink.runtime import Endpoint
+    from streamanon.pipeline.kafka.options import is_kafka
 
     if is_kafka(source):
         check_url(source, what)
@@ -288,9 +289,9 @@ def _kafka_endpoints(source: str, output: str, rejects: str | None, suppressed: 
     """The :class:`~streamanon.flink.kafka_connector.KafkaInput` and ``KafkaOutput`` of a run
     from a topic (exit 2 for an output that is not a topic: the job writes through
     KafkaSink)."""
-    from streamanon.cli.kafka import check_url, default_rejects, is_kafka
+    from streamanon.cli.kafka import check_url, default_rejects
     from streamanon.flink.kafka_connector import KafkaInput, KafkaOutput
-    from streamanon.pipeline.kafka.options import default_group
+    from streamanon.pipeline.kafka.options import default_group, is_kafka
 
     if start not in ("committed", "earliest"):
         fail(f"--from {start}: give committed or earliest")
