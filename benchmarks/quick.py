@@ -6,6 +6,14 @@ Each pair is run side by side in the same run, alternating, best of ``--repeat``
 (``taskset -c 0`` when available); the machine may be shared, so read them as such. A missed
 target prints its ratio and ``MISS``; the script never fails on one. The generators and
 helpers are those of ``bench_zanon.py``, ``bench_castle.py`` and ``bench_flink.py``.
+
+What is measured: CPU seconds of whole processes (the kernel's accounting of the child:
+interpreter start, imports, reading, work, writing), for both sides of every pair, except
+Flink, whose job runs in a JVM beside Python: wall clock for both sides of that pair. The
+in-process CASTLE operator is CPU time of its ``process``/``flush`` loop (``bench_castle.py``).
+z against the original: the same measure as ``bench_zanon.py``'s CPU ratio (whole
+``streamanon z`` process against the whole process of the original's harness, its 1,000-tuple
+warm-up included), the original on ``--ref-n`` tuples (its rate is flat) scaled to ``--z-n``.
 """
 
 from __future__ import annotations
@@ -73,15 +81,15 @@ def main() -> None:
                              "-o", str(tmp / "z.csv"), "--json"])
             ours = min(ours, cpu)
             if have_ref:
-                _, out = cpu_of([sys.executable, str(HERE / "bench_zanon.py"), "--child",
-                                 "zanon", "--trace", str(ref_trace), "--out", str(ref_out),
-                                 "--z", str(Z), "--delta-t", str(DELTA_T)])
+                cpu, out = cpu_of([sys.executable, str(HERE / "bench_zanon.py"), "--child",
+                                   "zanon", "--trace", str(ref_trace), "--out", str(ref_out),
+                                   "--z", str(Z), "--delta-t", str(DELTA_T)])
                 got = json.loads(out.strip().splitlines()[-1])
-                ref = min(ref, got["seconds"] / got["tuples"] * args.z_n)
+                ref = min(ref, cpu / got["tuples"] * args.z_n)  # whole process, CPU
         n = args.z_n
         print(f"\nz on {n:,} tuples: whole command {n / ours:,.0f} tuples/s ({ours:.2f} s CPU)")
         if have_ref:
-            print(f"  original zanon (in process, on {args.ref_n:,} tuples): "
+            print(f"  original zanon (whole process, CPU, on {args.ref_n:,} tuples): "
                   f"{n / ref:,.0f} tuples/s")
             print(f"  z whole command / zanon   {verdict(ref / ours, 40, 'x')}")
         else:
@@ -101,7 +109,8 @@ def main() -> None:
             _, out = cpu_of([sys.executable, "-c", bench_castle.IN_PROCESS, str(cn), "2"])
             op = min(op, float(out.splitlines()[0].split()[1]))
         print(f"\nCASTLE l=2 on {cn:,} ASHRAE-shaped rows: whole command {cn / whole:,.0f} "
-              f"tuples/s ({whole:.2f} s CPU), in-process operator {cn / op:,.0f} tuples/s")
+              f"tuples/s ({whole:.2f} s CPU), in-process operator {cn / op:,.0f} tuples/s "
+              f"({op:.2f} s CPU)")
         print(f"  whole / operator          {verdict(op / whole, 0.9, 'x')}")
         print(f"  whole command             {verdict(cn / whole, 40_000, 'tuples/s')}")
 
@@ -114,7 +123,8 @@ def main() -> None:
         vz = min(cpu_of([*CLI, "verify", "z", "--z", str(Z), "--delta-t", str(DELTA_T),
                          str(vtrace), str(tmp / "vpub.csv"), "--json"])[0]
                  for _ in range(args.repeat))
-        print(f"\nverify z on {vn:,} tuples (2,500 users, 6,000 values)")
+        print(f"\nverify z on {vn:,} tuples (2,500 users, 6,000 values), verify castle on "
+              f"{cn:,} rows; whole commands, CPU")
         print(f"  verify z                  {verdict(vn / vz, 750_000, 'tuples/s')}")
         vc = min(cpu_of([*CLI, "verify", "castle", str(tmp / "castle.csv"), "--id",
                          "building_id", "--qi", ",".join([*ashrae.NUMERIC_QI, "primary_use"]),
@@ -137,16 +147,17 @@ def main() -> None:
             import bench_flink
 
             ftrace = bench_flink.z_trace(tmp / "ftrace.csv", 100_000)
-            pure = min(cpu_of([*CLI, "z", "--z", str(Z), "--delta-t", str(DELTA_T),
-                               str(ftrace), "-o", str(tmp / "fpure.csv"), "--json"])[0]
+            pure = min(bench_zanon.timed([*PIN, *CLI, "z", "--z", str(Z), "--delta-t",
+                                          str(DELTA_T), str(ftrace), "-o",
+                                          str(tmp / "fpure.csv"), "--json"])[0]
                        for _ in range(args.repeat))
             _, flink_s, _ = bench_flink.timed([*bench_flink.cli(), "flink", "z", "--z", str(Z),
                                                "--delta-t", str(DELTA_T), str(ftrace), "-o",
                                                str(tmp / "fflink.csv"), "--json"])
             same = (tmp / "fpure.csv").read_bytes() == (tmp / "fflink.csv").read_bytes()
-            print(f"Flink z on 100,000 tuples: {flink_s:.2f} s wall vs pure {pure:.2f} s CPU "
-                  f"({flink_s / pure:.1f}x the pure command's time; output identical: {same})")
-
+            print(f"Flink z on 100,000 tuples (wall clock, both): {flink_s:.2f} s vs pure "
+                  f"{pure:.2f} s ({flink_s / pure:.1f}x the pure command's time; output "
+                  f"identical: {same})")
 
 if __name__ == "__main__":
     try:

@@ -134,3 +134,14 @@ def test_rules_from_toml_with_tree_file(tmp_path) -> None:
 def test_bad_rules_say_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RuleSet.from_toml(text)
+
+
+def test_the_light_defaults_are_the_operators():
+    import inspect
+
+    from streamanon.castle import CastleAnonymizer
+    from streamanon.castle.defaults import DEFAULTS
+
+    sig = {name: p.default for name, p in inspect.signature(CastleAnonymizer).parameters.items()
+           if p.default is not inspect.Parameter.empty}
+    assert sig == DEFAULTS

@@ -23,7 +23,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from numbers import Integral
 from typing import Any
 
@@ -32,20 +31,13 @@ import numpy as np
 from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
+from streamanon.castle.defaults import Suppression
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.errors import BadRecordError, BadValueError, ConfigError, ProtocolError
 from streamanon.records import Suppressed
 
 _EPS = 1e-12
-
-
-class Suppression(StrEnum):
-    """What a suppressed tuple becomes (it is always counted, never lost silently)."""
-
-    drop = "drop"
-    null = "null"
-    generalize = "generalize"
 
 
 @dataclass

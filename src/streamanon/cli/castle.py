@@ -8,18 +8,17 @@ every endpoint (file, stdin, ``kafka://``).
 from __future__ import annotations
 
 import csv
-import inspect
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from streamanon.castle import CastleAnonymizer, RuleSet, Suppression
+from streamanon.castle.defaults import DEFAULTS, Suppression
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -55,18 +54,22 @@ from streamanon.cli.kafka import (
     options,
     until_end_option,
 )
-from streamanon.data import ashrae
-from streamanon.errors import CheckerFailure, StreamanonError
-from streamanon.io import OnError, detect_format
-from streamanon.pipeline.file_outputs import OutputSet
-from streamanon.pipeline.kafka.options import is_kafka
-from streamanon.pipeline.run import run_castle
-from streamanon.pipeline.stages import listed_params
-from streamanon.verify.castle import check_castle_files, load_rules
+from streamanon.errors import OnError
+
+if TYPE_CHECKING:
+    from streamanon.pipeline.run import run_castle
 
 __all__ = ["castle_command", "castle_demo", "castle_warnings", "run_castle", "run_experiment"]
 
 console = Console(stderr=True)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "run_castle":  # exported: the runner of the command, loaded when asked for
+        from streamanon.pipeline.run import run_castle
+
+        return run_castle
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> None:  # noqa: E741
@@ -90,9 +93,8 @@ def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> N
                      summary)
 
 
-#: The operator's own defaults, so that every CASTLE command defaults alike (one place).
-DEFAULTS = {name: p.default for name, p in inspect.signature(CastleAnonymizer).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+# DEFAULTS (streamanon.castle.defaults): the operator's own, so that every CASTLE command
+# defaults alike; the operator and its imports load when a command runs, not for --help
 K_HELP = "Distinct individuals (the rules' id column) per released cluster."
 L_HELP = ("Distinct values of each sensitive attribute per released cluster (0 or 1 = no "
           "l-diversity).")
@@ -164,6 +166,12 @@ def castle_command(
 
         streamanon castle --rules rules.toml --k 5 --l 2 in.csv -o out.csv
     """
+    from streamanon.castle import CastleAnonymizer, RuleSet
+    from streamanon.errors import StreamanonError
+    from streamanon.io import detect_format
+    from streamanon.pipeline.kafka.options import is_kafka
+    from streamanon.pipeline.run import run_castle
+
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
     for spec, option in ((source, "INPUT"), (output, "--output"), (rejects, "--rejects"),
@@ -264,6 +272,12 @@ def run_experiment(
     The data and the rules are written first (inputs of every run); the CSV of runs and the
     plots are replaced only when the whole grid has run (an :class:`OutputSet`).
     """
+    from streamanon.castle import CastleAnonymizer, RuleSet
+    from streamanon.data import ashrae
+    from streamanon.pipeline.file_outputs import OutputSet
+    from streamanon.pipeline.run import run_castle
+    from streamanon.pipeline.stages import listed_params
+
     workdir.mkdir(parents=True, exist_ok=True)
     data = ashrae.write_csv(workdir / f"castle-ashrae_n{n}_seed{seed}.csv",
                             ashrae.generate(n, seed=seed))
@@ -380,6 +394,13 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
 
     Also writes ``in.csv`` and ``rules.toml``, the files of the README's quick tour.
     """
+    from streamanon.castle import CastleAnonymizer, RuleSet
+    from streamanon.data import ashrae
+    from streamanon.errors import CheckerFailure
+    from streamanon.pipeline.file_outputs import OutputSet
+    from streamanon.pipeline.run import run_castle
+    from streamanon.verify.castle import check_castle_files, load_rules
+
     data = ashrae.write_csv(workdir / f"castle-ashrae_n{n}_seed{seed}.csv",
                             ashrae.generate(n, seed=seed))
     rules_file = workdir / "castle-ashrae-rules.toml"

@@ -138,10 +138,11 @@ class RowReader:
 
     def refuse_row(self, row: CastleRow, reason: str) -> None:
         """Refuse a row that parsed but that a later stage (the operator) cannot take."""
-        self.refuse(row.line or 0, self._text_of_row(row), reason)
+        self.refuse(row.line or 0, self.text_of_row(row), reason)
 
-    def _text_of_row(self, row: CastleRow) -> str:
-        """The row's line as it was in the input when it is at hand, else rebuilt."""
+    def text_of_row(self, row: CastleRow) -> str:
+        """The row's line as it was in the input (the row just read, or one of the block the
+        fast lane read last), else rebuilt from its values."""
         line, text = self._last
         if line == row.line:
             return text
@@ -150,7 +151,7 @@ class RowReader:
             i = row.line - first
             if 0 <= i < len(starts):
                 end = int(starts[i + 1]) - 1 if i + 1 < len(starts) else len(data)
-                return data[int(starts[i]):end].decode("utf-8")
+                return data[int(starts[i]):end].decode("utf-8").removesuffix("\r")
         return self.text_of(row.values)
 
     def text_of(self, values: Mapping[str, Any]) -> str:
@@ -360,6 +361,7 @@ class RowReader:
         if not (self.repeated_header and all(h.encode() in block for h in header)):
             cols = self._clean_block(block)
         if cols is None:
+            self._block = None
             yield from self.parse_lines(enumerate(
                 block.decode("utf-8", "surrogateescape").split("\n"), first))
             return
@@ -571,6 +573,39 @@ class RowWriter(TextSink):
             self._csv.writerow(row)
         else:
             self._csv.writerow(list(map(_cell, row)))
+
+    def write_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Write ``rows`` as :meth:`write` writes each, in order: the rows of plain text (no
+        quote, no line break, not None) joined and written at once (a released cluster)."""
+        if self.fmt != "csv" or not self._commas:
+            for values in rows:
+                self.write(values)
+            return
+        columns, commas, quoted = self.columns, self._commas, self._quoted
+        lines: list[str] = []
+        for values in rows:
+            row = list(map(values.get, columns))
+            try:
+                line = ",".join(row)
+            except TypeError:
+                line = '"'  # not all text: as write() does
+            if '"' in line or "\n" in line or "\r" in line:
+                if lines:
+                    self._fh.write("\n".join(lines) + "\n")
+                    lines.clear()
+                self.write(values)
+                continue
+            if line.count(",") != commas:  # some field has a comma: quote those fields
+                if len(quoted) > 4096:
+                    quoted.clear()
+                for v in row:
+                    if "," in v and v not in quoted:
+                        quoted[v] = f'"{v}"'
+                line = ",".join(map(quoted.get, row, row))
+            lines.append(line)
+            self.count += 1
+        if lines:
+            self._fh.write("\n".join(lines) + "\n")
 
     def _write_plain(self, row: list[str], line: str) -> bool:
         """Write a row of text of at least two fields (``line``: joined by commas) as the csv

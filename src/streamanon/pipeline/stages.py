@@ -438,10 +438,11 @@ class CastleStage:
                 if observe:
                     self._observe(row, code)
                     observe = self.latency or self._need_ids or self._need_values
-                try:
-                    items = self.op.process(CastleRow(row.values, code, row.t))
+                try:  # a file's row is numbered by its line already
+                    items = self.op.process(row if codes is None else
+                                            CastleRow(row.values, code, row.t))
                 except BAD_RECORD_ERRORS as exc:
-                    rejected.append(Rejected(line, reader.text_of(row.values), str(exc)))
+                    rejected.append(Rejected(line, reader.text_of_row(row), str(exc)))
                     if fail:
                         break
                     continue
@@ -490,6 +491,7 @@ class CastleStage:
         pub_codes: list[int] = []
         sup_codes: list[int] = []
         pub_header = sup_header = None
+        pub_rows: list[Any] = []  # written as a block, in order
         for x in items:
             if isinstance(x, Suppressed):
                 if self.suppressed_format is None:
@@ -507,11 +509,13 @@ class CastleStage:
             if self._pub is None:
                 self._pub, pub_header = self._writer(self.out_format,
                                                      [*self.reader.columns, *self.extra])
-            self._pub[1].write(x.values)
+            pub_rows.append(x.values)
             pub_codes.append(x.line or 0)
             if self.latency and x.line in self._fed:
                 self.lat_sum += now - self._fed.pop(x.line)
                 self.lat_n += 1
+        if pub_rows:
+            self._pub[1].write_many(pub_rows)  # type: ignore[index]
         for dest, pair, codes, header in ((PUBLISHED, self._pub, pub_codes, pub_header),
                                           (SUPPRESSED, self._sup, sup_codes, sup_header)):
             if pair is not None and (codes or header is not None):

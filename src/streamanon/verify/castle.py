@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import copy
 import csv
+import functools
 import io
 import json
 import math
@@ -40,6 +41,14 @@ _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
 _INTERVAL = re.compile(rf"^\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]$")
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _interval(text: str | None) -> tuple[float, float] | None:
+    """``(lo, hi)`` of an interval ``[lo,hi]`` as written, else ``None`` (the rows of a
+    class share their intervals: each is parsed once)."""
+    m = _INTERVAL.match(text or "")
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
 # -- values --------------------------------------------------------------------------------
 def _number_text(x: float) -> str:
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
@@ -47,6 +56,8 @@ def _number_text(x: float) -> str:
 
 def _text(value: Any) -> str | None:
     """A cell as text (``None`` when missing): numbers without a needless ``.0``."""
+    if type(value) is str:  # the common case, first
+        return value.strip() or None
     if value is None:
         return None
     if value is True or value is False:
@@ -61,12 +72,20 @@ def _text(value: Any) -> str | None:
 
 def _identity(value: Any) -> str | None:
     """Identity of an individual or a sensitive value; ``None`` when missing."""
+    if type(value) is str:
+        return value.strip() or None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return repr(float(value))
     return _text(value)
 
 
 def _number(value: Any) -> float | None:
+    if type(value) is str:
+        try:
+            x = float(value)
+        except ValueError:
+            return None
+        return x if math.isfinite(x) else None
     if value is None or value is True or value is False:
         return None
     try:
@@ -563,9 +582,9 @@ class _Coverage:
             x = _number(original)
             if x is None:
                 return f"the input value {orig!r} is not a number", False
-            m = _INTERVAL.match(text or "")
-            if m:
-                lo, hi = float(m.group(1)), float(m.group(2))
+            bounds = _interval(text)
+            if bounds is not None:
+                lo, hi = bounds
             elif (y := _number(text)) is not None:
                 lo = hi = y
             else:
@@ -597,10 +616,10 @@ class _Coverage:
         # a plug-in generalizer, or no rules: equal values are fine, others unverifiable
         if text == orig:
             return None, False
-        m = _INTERVAL.match(text or "")
+        bounds = _interval(text)
         x = _number(original)
-        if m and x is not None:
-            ok = float(m.group(1)) <= x <= float(m.group(2))
+        if bounds is not None and x is not None:
+            ok = bounds[0] <= x <= bounds[1]
             return (None if ok else f"{name} {text!r} does not contain the input value "
                     f"{orig}"), False
         # a mask that agrees, or a hierarchy node, or a plug-in's output: cannot tell

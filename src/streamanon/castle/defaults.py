@@ -1,0 +1,36 @@
+"""CASTLE's parameter defaults and the :class:`Suppression` modes, without the operator's
+imports (numpy, the generalizers): the command line reads them to show its options, and
+:class:`~streamanon.castle.operator.CastleAnonymizer` takes its defaults from here.
+
+>>> DEFAULTS["k"], DEFAULTS["suppression"]
+(5, <Suppression.drop: 'drop'>)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class Suppression(StrEnum):
+    """What a suppressed tuple becomes (it is always counted, never lost silently)."""
+
+    drop = "drop"
+    null = "null"
+    generalize = "generalize"
+
+
+#: The keyword parameters of the operator and their defaults (one place for every command).
+DEFAULTS: dict[str, Any] = {
+    "k": 5,
+    "l": 2,
+    "delta": 200,
+    "beta": 50,
+    "mu": 10,
+    "zeta": 10,
+    "suppression": Suppression.drop,
+    "max_delay": None,
+    "loss_field": None,
+}
+
+__all__ = ["DEFAULTS", "Suppression"]
