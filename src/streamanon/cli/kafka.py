@@ -116,7 +116,7 @@ def options(*, group: str | None, start: str, until_end: bool, checkpoint_every:
         checkpoint_every: seconds between checkpoints.
         max_message_bytes: the largest message value accepted (larger ones are rejected).
         batch_size: messages fetched per batch.
-        stop: the flag that stops the run (``None``: the run's own, set by SIGTERM and Ctrl-C).
+        stop: the flag that stops the run (``None``: a flag that nothing sets).
         on_batch: called with the number of messages of each batch (progress displays).
         identity: more parameters that a restart must not change.
         checkpoint_key: the file of the key that signs the checkpoints (``None``: the default).

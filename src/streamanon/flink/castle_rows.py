@@ -323,7 +323,8 @@ def merge_castle_outcomes(
         out_dir: the folder of the job's outcome part files.
         output: the file of the released rows (``-``: stdout).
         out_format: the output format (``csv`` or ``jsonl``).
-        on_error: ``fail`` raises at the first rejected row; ``skip`` writes it to ``rejects_path``.
+        on_error: ``fail`` stops at the first rejected row (the result carries its error);
+            ``skip`` writes it to ``rejects_path``.
         rejects_path: where rejected rows go (``None``: nowhere).
         rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
         source: the input's name in messages.

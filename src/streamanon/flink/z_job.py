@@ -59,7 +59,7 @@ def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, opti
     Args:
         source: the input (its name goes in messages).
         record: the run's record (its key groups).
-        options: how to run the job (its batch size; ``None``: ``Z_BATCH_SIZE``).
+        options: how to run the job (its ``batch_size``; unset: ``Z_BATCH_SIZE``).
         fmt: the input format (``csv`` or ``jsonl``).
         time_tolerance: seconds a time may go backwards before a record is refused.
         separator: the separator of hierarchical values.
