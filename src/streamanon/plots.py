@@ -179,6 +179,14 @@ def castle_info_loss_vs_k(
     in colour with their mean as a thick black line (``highlight_name`` names it); the other
     attributes are faded. The x axis shows the k values that were run. Curves that fall as k
     rises are named in a caption line, with the reason.
+
+    Args:
+        runs: experiment rows with ``k``, ``delta`` and ``info_loss_<attribute>`` keys.
+        attributes: the attributes to plot, one line each.
+        path: the PNG file to write.
+        title: the figure's title.
+        highlight: the attributes drawn in colour with their mean (empty: all, without a mean).
+        highlight_name: what the highlighted attributes are called in the mean's label.
     """
     deltas = sorted({int(r["delta"]) for r in runs})  # type: ignore[call-overload]
     fig, axes = plt.subplots(1, len(deltas), figsize=(5 * len(deltas) + 2.5, 4.8),

@@ -32,6 +32,18 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
     when a value lies outside its range's domain, which must first be widened;
     ``TIED - m`` when ``m`` candidates tie (``picks[:m]``), for the caller to pick the one
     with the fewest individuals and insert.
+
+    Args:
+        lh: the open clusters' bounds, one row ``(-lo, hi)`` each (rows ``0..n-1`` used).
+        nodes: the open clusters' hierarchy nodes, one row each.
+        n: the number of open clusters (n >= 1).
+        x: the tuple's numeric values (``d``).
+        cat: the tuple's hierarchy nodes (``h``).
+        tau: CASTLE's τ, the information loss a cluster may reach without a new one being opened.
+        fl: the float parameters and tables described above.
+        it: the hierarchy offsets, sizes and ``lca`` tables described above.
+        work: scratch, 4 x n (the losses without and with the tuple, then the plug-ins' parts).
+        picks: scratch, n (the tied candidates).
     """
     d = x.shape[0]
     nh = cat.shape[0]

@@ -47,7 +47,18 @@ def _missing(value: Any) -> bool:
 
 
 class Item:
-    """A tuple held by the operator, with its parsed values and its current cluster."""
+    """A tuple held by the operator, with its parsed values and its current cluster.
+
+    Args:
+        row: the input tuple.
+        pos: the tuple's position in the stream (arrival order, from 0).
+        individual: the id column's value, as its identity.
+        numbers: the numeric (range) attributes' values.
+        nodes: the node index of each hierarchy attribute's value.
+        plugin_values: each plug-in generalizer's observed value.
+        sensitive: the sensitive values, as their identities.
+        t: the arrival time in seconds (NaN when the tuple has none).
+    """
 
     __slots__ = ("cluster", "done", "individual", "nodes", "numbers", "plugin_values", "pos",
                  "row", "sensitive", "t")

@@ -243,6 +243,13 @@ class HierarchyGeneralizer(Generalizer):
     A record may carry its own path as a list, leaf first as in Prink (``["Paris", "France",
     "EU"]``): missing nodes are added. A plain value not in the tree is refused unless
     ``grow`` is set (then it becomes a new leaf below the root).
+
+    Args:
+        name: the attribute (column) name.
+        hierarchy: the DGH the values are generalized in.
+        metric: the loss of a node (a :class:`Metric` or its name).
+        grow: add a plain value not in the tree as a new leaf below the root (else refuse it).
+        prl_reset: observations after which the PRL request counts start again (at least 1).
     """
 
     def __init__(

@@ -271,6 +271,18 @@ def run_experiment(
 
     The data and the rules are written first (inputs of every run); the CSV of runs and the
     plots are replaced only when the whole grid has run (an :class:`OutputSet`).
+
+    Args:
+        workdir: the folder of the data, the rules, the CSV of runs and the plots.
+        ks: the values of k of the grid.
+        deltas: the values of δ of the grid.
+        ls: the values of l of the grid.
+        n: tuples in the generated ASHRAE-shaped stream.
+        beta: CASTLE's β.
+        mu: CASTLE's μ.
+        zeta: CASTLE's ζ.
+        seed: the seed of the generated stream.
+        show_progress: show a progress bar on the console.
     """
     from streamanon.castle import CastleAnonymizer, RuleSet
     from streamanon.data import ashrae

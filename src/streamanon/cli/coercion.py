@@ -38,7 +38,15 @@ def _plain_number(kind: type, value: Any, info: Any) -> Any:
 
 
 def plain_value(annotation: Any, info: Any, value: Any, param: Any, ctx: Any) -> Any:
-    """What typer makes of ``value`` for a plain option, or :data:`_UNSURE`."""
+    """What typer makes of ``value`` for a plain option, or :data:`_UNSURE`.
+
+    Args:
+        annotation: the option's type annotation.
+        info: typer's parameter info of the option (parser, bounds, choices, path settings).
+        value: the value given on the command line (or its default).
+        param: the click parameter (for typer's messages).
+        ctx: the click context.
+    """
     if info.parser is not None or get_origin(annotation) is not None:
         return _UNSURE
     if isinstance(annotation, type) and issubclass(annotation, Enum):

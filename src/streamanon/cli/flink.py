@@ -130,7 +130,27 @@ def job_options(*, parallelism: int, mode: str, checkpoint_interval: int,
                 unaligned: bool = False, batch_size: int | None = None,
                 batch_ms: float | None = None, read_ahead: bool = True) -> JobOptions:
     """The :class:`~streamanon.flink.runtime.JobOptions` of the command's options (exit 2 on
-    a --restore or --work-dir that cannot be used)."""
+    a --restore or --work-dir that cannot be used).
+
+    Args:
+        parallelism: the job's parallelism (--parallelism).
+        mode: the Python execution mode, ``thread`` or ``process`` (--mode).
+        checkpoint_interval: milliseconds between checkpoints (0: none).
+        checkpoint_dir: the checkpoint folder (``None``: ``checkpoints`` in the run's folder).
+        restore: ``latest`` (the newest completed checkpoint) or a checkpoint folder to resume from
+            (``None``: a fresh run).
+        work_dir: the run's folder (``None``: a temporary one).
+        release_to: ``HOST:PORT`` of a TCP server the outcomes are also sent to (``None``: none).
+        pace: seconds to wait per line read (slows a demo down; 0: none).
+        restarts: how often a failed job restarts from its latest checkpoint.
+        python_executable: the TaskManagers' Python interpreter (``None``: this one).
+        buffer_timeout: milliseconds a record may wait in a network buffer (``None``: the default).
+        unaligned: take unaligned checkpoints (barriers overtake buffered records).
+        batch_size: records per batch (``None``: the operator's default).
+        batch_ms: milliseconds after its first record at which a batch closes (``None``: the
+            default).
+        read_ahead: in thread mode, parse a file's splits ahead in a helper process.
+    """
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.runtime import Endpoint, JobOptions
 

@@ -106,6 +106,22 @@ def options(*, group: str | None, start: str, until_end: bool, checkpoint_every:
             max_message_bytes: int, batch_size: int, stop: Any = None,
             on_batch: Any = None, identity: dict[str, Any] | None = None,
             checkpoint_key: Path | None = None, config: dict[str, str] | None = None) -> Any:
+    """The :class:`~streamanon.pipeline.kafka.options.KafkaOptions` of a Kafka command's options
+    (exit 2 on an unknown --from).
+
+    Args:
+        group: the consumer group (``None``: ``streamanon-COMMAND-OUTPUT``).
+        start: where a run without a checkpoint begins, ``committed`` or ``earliest`` (else exit 2).
+        until_end: stop at the end offsets found at start.
+        checkpoint_every: seconds between checkpoints.
+        max_message_bytes: the largest message value accepted (larger ones are rejected).
+        batch_size: messages fetched per batch.
+        stop: the flag that stops the run (``None``: a flag that nothing sets).
+        on_batch: called with the number of messages of each batch (progress displays).
+        identity: more parameters that a restart must not change.
+        checkpoint_key: the file of the key that signs the checkpoints (``None``: the default).
+        config: librdkafka settings for every client (TLS, SASL, ...).
+    """
     from streamanon.pipeline.kafka.options import KafkaOptions
 
     if start not in ("committed", "earliest"):

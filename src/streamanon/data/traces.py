@@ -41,6 +41,16 @@ def zipf_trace(
     """``n`` rows ``(t, u, a)`` as text, times sorted over ``duration`` seconds from ``t0``.
 
     Value popularity follows ``p(rank) ~ 1 / rank**exponent``; users are uniform.
+
+    Args:
+        n: the number of rows.
+        n_users: the number of users.
+        n_values: the number of distinct values.
+        exponent: the Zipf exponent of value popularity.
+        levels: levels of the values' hierarchy (1: flat values; see :func:`value_name`).
+        duration: seconds the times spread over.
+        t0: the first possible time (Unix seconds).
+        seed: the seed of the random generator.
     """
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, n_values + 1) ** exponent

@@ -296,6 +296,14 @@ def publish_records(structure: CountingStructure, values: Sequence[Key], done: l
     Publishes record ``i`` (not ``done``) when its value counts ``> 0`` and ``coins[i] < p_pub``;
     under the ``paper`` rule it then decrements the count. Returns the published indices and
     whether a publishable record was left only because of the coin.
+
+    Args:
+        structure: the counting structure of the pass (the ring's counts of the values).
+        values: the gateway's current records' values, in order.
+        done: per record, whether it is already published (set here for those published now).
+        coins: per record, a uniform draw in [0, 1) for the publication coin.
+        p_pub: the probability that a publishable record is published in this pass.
+        rule: the publication rule (``paper`` or ``window``).
     """
     published: list[int] = []
     more = False
@@ -327,7 +335,15 @@ class _CycleState:
 
 
 class Gateway:
-    """One gateway: its sensors' recent readings and its part of the ring protocol."""
+    """One gateway: its sensors' recent readings and its part of the ring protocol.
+
+    Args:
+        gw_id: the gateway's index in the ring.
+        config: the protocol's parameters.
+        ring: the ring (the order of the gateways in each epoch).
+        rng: the generator of the publication coins and order draws (``None``: a fresh one).
+        pseudonymizer: the sensor pseudonyms under ``id_mode = "pseudonym"`` (``None``: a new one).
+    """
 
     def __init__(self, gw_id: int, config: ProtocolConfig, ring: Ring, *,
                  rng: np.random.Generator | None = None,

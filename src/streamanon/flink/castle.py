@@ -41,7 +41,16 @@ def subtask_index(runtime_context: Any) -> int:
 class ParseRules(KeyedProcessFunction):
     """``(RULES_FILE, text)`` / ``(RULES_LINE, line)`` in, ``(version, TOML)`` out for the
     broadcast; every judgement also goes to META as a note. One instance, so versions are
-    numbered once for all partitions."""
+    numbered once for all partitions.
+
+    Args:
+        files: how many ``--rules`` texts come first (versions 1..files).
+        id_field: the id column every rule set must name.
+        params: the CASTLE parameters of the run (k, l, delta, ...).
+        columns: the input's columns (empty when not known).
+        bad_rules: ``skip`` keeps the current rules when a rule set is refused; ``fail`` fails the
+            job.
+    """
 
     def __init__(self, files: int, id_field: str, params: dict[str, Any],
                  columns: list[str], bad_rules: str = "skip") -> None:

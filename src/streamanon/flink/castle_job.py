@@ -100,7 +100,21 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
     """Add the rules' broadcast and the keyed CASTLE step after the reading step ``rows``
     (its rows and its side output :data:`~streamanon.flink.functions.META`); ``sink`` takes
     the outcomes. ``rules_texts`` (TOML), then the rule sets read from ``rules_from``, go on
-    the broadcast stream; ``columns`` are the input's (empty when not known)."""
+    the broadcast stream; ``columns`` are the input's (empty when not known).
+
+    Args:
+        env: the Flink stream execution environment.
+        rows: the reading step's output (keyed batches, META on the side).
+        sink: called with the stream of outcome lines.
+        rules_texts: the TOML of the ``--rules`` files, in order.
+        params: the CASTLE parameters (k, l, delta, ...).
+        columns: the input's columns (empty when not known).
+        fmt: the input format (``csv`` or ``jsonl``).
+        snapshot_every: rows between snapshots of a partition's state (``None``: the default).
+        rules_from: a TCP server sending replacement rule sets (``None``: none).
+        bad_rules: ``skip`` keeps the current rules when a rule set is refused; ``fail`` fails the
+            job.
+    """
     first = RuleSet.from_toml(rules_texts[0])
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
     keyed_message = Types.ROW([Types.INT(), tagged])
@@ -165,7 +179,25 @@ def run_castle_job(
     ``partitions`` defaults to the parallelism; a restored run keeps the partitions of the
     run it resumes (another number is refused: it would change what CASTLE releases).
     ``rules_from``: a TCP server sending replacement rule sets while the job runs (each
-    ended by a line ``%%``); the job then also waits for it to close."""
+    ended by a line ``%%``); the job then also waits for it to close.
+
+    Args:
+        source: a file, or a TCP server (:class:`~streamanon.flink.runtime.Endpoint`) sending lines.
+        output: the file of the released rows (``-``: stdout).
+        rules_paths: the rules files (TOML), in order.
+        params: the CASTLE parameters (k, l, delta, ...).
+        options: how to run the job (``None``: the defaults).
+        partitions: the number of CASTLE partitions (``None``: the parallelism).
+        in_format: the input format (``csv`` or ``jsonl``; ``None``: from the name).
+        out_format: the output format (``None``: from the name).
+        on_error: ``fail`` raises at the first bad row; ``skip`` rejects it and goes on.
+        rejects_path: where rejected rows go (``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        snapshot_every: rows between snapshots of a partition's state (``None``: the default).
+        rules_from: a TCP server sending replacement rule sets (``None``: none).
+        bad_rules: ``skip`` keeps the current rules when a rule set is refused; ``fail`` fails the
+            job.
+    """
     options = (options or JobOptions()).batched(CASTLE_BATCH_SIZE)
     assert options.batch_size
     texts, first = read_rules(rules_paths, params)
@@ -224,7 +256,18 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
                          options: JobOptions | None = None, partitions: int | None = None,
                          in_format: str = "csv",
                          snapshot_every: int | None = None) -> KafkaRunResult:
-    """``streamanon flink castle`` from a topic to topics (see :mod:`.kafka_connector`)."""
+    """``streamanon flink castle`` from a topic to topics (see :mod:`.kafka_connector`).
+
+    Args:
+        source: the input topic and how to read it.
+        out: the output topics and how to write them.
+        rules_paths: the rules files (TOML), in order.
+        params: the CASTLE parameters (k, l, delta, ...).
+        options: how to run the job (``None``: the defaults).
+        partitions: the number of CASTLE partitions (``None``: the parallelism).
+        in_format: the messages' format (``csv`` or ``jsonl``).
+        snapshot_every: rows between snapshots of a partition's state (``None``: the default).
+    """
     options = (options or JobOptions()).batched(CASTLE_BATCH_SIZE)
     texts, _ = read_rules(rules_paths, params)
     out.operator = "castle"

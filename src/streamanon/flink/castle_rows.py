@@ -158,6 +158,13 @@ class CastleChunkParser:
     pickled list ``[(seq, values), ...]`` of one partition's rows in input order
     (:func:`rows_of`): values are heterogeneous dicts, which pickle carries as they are.
 
+    Args:
+        fmt: the input format (``csv`` or ``jsonl``).
+        id_field: the id column (it decides a row's partition).
+        numeric: the numeric columns (converted to float; a non-number is refused).
+        partitions: the number of partitions (at least 1).
+        source_name: the input's name in messages.
+
     >>> p = CastleChunkParser("csv", "id", ["age"], partitions=1)
     >>> meta, batches = p.feed(b"id,age\\n\\na,30\\nb,x")
     >>> meta
@@ -272,7 +279,15 @@ def outcome_lines(out: Iterable[Any]) -> list[str]:
 def refused_line(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[str],
                  reason: str) -> str:
     """A row the operator refused (ValueError), as the pure path's rejects file writes it
-    (as JSON when the CSV columns are unknown, e.g. for a socket source)."""
+    (as JSON when the CSV columns are unknown, e.g. for a socket source).
+
+    Args:
+        seq: the row's input line number.
+        values: the row's values.
+        fmt: the input format (``csv`` or ``jsonl``).
+        columns: the input's CSV columns (empty when not known).
+        reason: why the operator refused the row.
+    """
     if fmt == "jsonl" or not columns:
         text = json.dumps(values, default=str)
     else:
@@ -303,6 +318,16 @@ def merge_castle_outcomes(
     """Released rows in input order into ``output`` (the columns of ``streamanon castle``).
 
     Checks one outcome per input line (:func:`~streamanon.flink.outcomes.read_outcomes`).
+
+    Args:
+        out_dir: the folder of the job's outcome part files.
+        output: the file of the released rows (``-``: stdout).
+        out_format: the output format (``csv`` or ``jsonl``).
+        on_error: ``fail`` stops at the first rejected row (the result carries its error);
+            ``skip`` writes it to ``rejects_path``.
+        rejects_path: where rejected rows go (``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        source: the input's name in messages.
     """
     notes: list[dict] = []
     rows = read_outcomes(out_dir, notes).lines

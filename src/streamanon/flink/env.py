@@ -68,6 +68,19 @@ def flink_settings(
     barriers overtake buffered records (the in-flight records are stored in the checkpoint), so
     a checkpoint completes quickly even under backpressure. ``max_parallelism`` fixes how
     Flink spreads keys over subtasks; a job restored from a checkpoint must keep it.
+
+    Args:
+        parallelism: the job's parallelism (at least 1).
+        mode: the Python execution mode (one of ``EXECUTION_MODES``).
+        checkpoint_interval_ms: milliseconds between checkpoints (0: none).
+        checkpoint_dir: the checkpoint folder (``None``: Flink's default).
+        restore_from: the checkpoint to resume from (``None``: a fresh run).
+        restarts: how often a failed job restarts from its latest checkpoint.
+        python_executable: the TaskManagers' Python interpreter (``None``: this one).
+        buffer_timeout_ms: milliseconds a record may wait in a network buffer (``None``: Flink's).
+        unaligned_checkpoints: let checkpoint barriers overtake buffered records.
+        max_parallelism: Flink's maximum parallelism (``None``: Flink's default).
+        ignore_unclaimed_state: let a restore drop checkpointed state no operator claims.
     """
     if mode not in EXECUTION_MODES:
         raise ConfigError(f"execution mode must be one of {EXECUTION_MODES}, got {mode!r}")

@@ -91,6 +91,16 @@ class ReadSplits(_ChunkStage):
     With ``python`` (the interpreter of a helper process) the splits are parsed ahead in a
     :class:`~streamanon.flink.readahead.ReadAhead` helper, outside the interpreter lock that
     thread mode's Python functions share; without it, or when the helper is gone, here.
+
+    Args:
+        path: the input file.
+        split_bytes: the size of a split in bytes (a split ends at the end of a line).
+        splits: the number of splits of the file.
+        parser: the chunk parser (its state lives in Flink state).
+        routing: the Flink key of each key group.
+        pace: seconds to wait per line read (0: none).
+        progress_path: the file where the position is written for a progress bar (``None``: none).
+        python: the interpreter of a read-ahead helper process (``None``: no helper).
     """
 
     def __init__(self, path: str | Path, split_bytes: int, splits: int, parser: Any,
@@ -173,7 +183,15 @@ class ReadSplits(_ChunkStage):
 
 class BatchLines(_ChunkStage):
     """Lines in; a batch closes on ``batch_size`` lines or ``batch_ms`` after its first line,
-    then its outcome lines (META) and keyed batches go out."""
+    then its outcome lines (META) and keyed batches go out.
+
+    Args:
+        parser: the chunk parser (its state lives in Flink state).
+        routing: the Flink key of each key group.
+        batch_size: lines at which a batch closes (at least 1).
+        batch_ms: milliseconds after its first line at which a batch closes (at least 0).
+        pace: seconds to wait per line read (0: none).
+    """
 
     def __init__(self, parser: Any, routing: list[int], *, batch_size: int, batch_ms: float,
                  pace: float = 0.0) -> None:

@@ -197,6 +197,16 @@ class BatchMessages(_ChunkStage):
     Out: the keyed batches, and on the side (META) the batch's position map and its
     rejected / header / blank outcome lines. Under ``on_error="fail"`` a bad message fails
     the job, named by ``partition@offset`` (:class:`~streamanon.pipeline.BadInputError`).
+
+    Args:
+        parser: the chunk parser (its state lives in Flink state).
+        routing: the Flink key of each key group.
+        source_name: the input's name in messages (its ``kafka://`` URL).
+        max_bytes: the largest message value accepted (larger ones are rejected).
+        header: the header line a message may repeat (skipped; ``None``: none known).
+        header_given: whether ``header`` is fed to the parser before the first message.
+        on_error: ``fail`` fails the job at the first bad message; ``skip`` rejects it and goes on.
+        pace: seconds to wait per line read (0: none).
     """
 
     def __init__(self, parser: Any, routing: list[int], *, source_name: str, max_bytes: int,
@@ -328,7 +338,15 @@ class KafkaHeaderParser:
 def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
                   options: JobOptions) -> Any:
     """The reading step of a Kafka input (as :func:`streamanon.flink.runtime.batch_source`
-    is a file's or a TCP server's)."""
+    is a file's or a TCP server's).
+
+    Args:
+        env: the Flink stream execution environment.
+        source: the input topic and how to read it.
+        parser: the chunk parser of the operator.
+        record: the run's record (its key groups and their routing).
+        options: how to run the job (``batch_size`` resolved).
+    """
     assert options.batch_size, "resolved by the run functions"
     z = hasattr(parser, "reader")
     header = "t,u,a" if z else (",".join(source.columns) if source.columns else None)
@@ -671,7 +689,15 @@ class KafkaRunResult:
 def kafka_record(work: Path, operator: str, source: KafkaInput, groups: int,
                  options: JobOptions) -> RunRecord:
     """The :class:`~streamanon.flink.runtime.RunRecord` of a run from a topic (``groups``
-    key groups; the stored one for a restore)."""
+    key groups; the stored one for a restore).
+
+    Args:
+        work: the run's folder.
+        operator: the operator's name (``z`` or ``castle``).
+        source: the input topic.
+        groups: the number of key groups of a fresh run.
+        options: how to run the job (its parallelism, whether it restores).
+    """
     fresh = RunRecord(operator, source.url, key_groups=groups,
                       max_parallelism=max(128, options.parallelism))
     return RunRecord.settle(work, fresh, options.restore_from is not None)

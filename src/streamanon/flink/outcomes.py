@@ -40,6 +40,16 @@ _WRITE_ROWS = 1 << 17  # rows per write while merging (bounds the Python lists)
 
 
 def published_line(seq: int, level: int, restamped: bool, t_text: str, u: str, a: str) -> str:
+    """The outcome line of a published record.
+
+    Args:
+        seq: the record's input line number.
+        level: the hierarchy level at which the value was published.
+        restamped: whether the record's time was re-stamped.
+        t_text: the time as written in the input.
+        u: the user.
+        a: the published value.
+    """
     return f"{seq}\t{PUBLISHED}\t{level}\t{int(restamped)}\t{json.dumps([t_text, u, a])}"
 
 
@@ -254,6 +264,15 @@ def merge_outcomes(
     Under ``on_error=fail`` the rows before the first rejected line are written and the result
     carries that line's :class:`~streamanon.io.InputError` (the caller raises it), exactly as
     the pure-Python path stops; under ``skip`` rejected lines go to ``rejects_path``.
+
+    Args:
+        out_dir: the folder of the job's outcome part files.
+        output: the file of the published rows (``-``: stdout).
+        out_format: the output format (``csv`` or ``jsonl``).
+        on_error: ``fail`` stops at the first rejected line; ``skip`` writes it to ``rejects_path``.
+        rejects_path: where rejected lines go (``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        source: the input's name in messages.
     """
     found = read_outcomes(out_dir)
     return merge_rows((line for _, line in found.lines), output, out_format=out_format,
@@ -274,7 +293,18 @@ def merge_rows(
 ) -> MergeResult:
     """:func:`merge_outcomes` on outcome lines in input order (and outcome-batch rows sorted
     by input line, e.g. from :func:`read_outcomes`). ``rejects_name`` is the rejects file's
-    name in messages (when ``rejects_path`` is a temporary file)."""
+    name in messages (when ``rejects_path`` is a temporary file).
+
+    Args:
+        lines: the outcome lines, in input order.
+        output: the file of the published rows (``-``: stdout).
+        out_format: the output format (``csv`` or ``jsonl``).
+        on_error: ``fail`` stops at the first rejected line; ``skip`` writes it to ``rejects_path``.
+        rejects_path: where rejected lines go (``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        source: the input's name in messages.
+        batches: the outcome-batch rows, sorted by input line (``None``: none).
+    """
     text: dict[str, list] = {c: [] for c in _PLAIN.names}
     rejected: list[Rejected] = []
     for kind, fields in _parse(lines):

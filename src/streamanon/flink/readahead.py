@@ -73,6 +73,15 @@ class ReadAhead:
 
     :meth:`take` returns split ``index``'s :data:`SplitResult`; ``index`` must be the next
     one (the reading step asks in order). Raises what the parser raised for that split.
+
+    Args:
+        path: the input file.
+        split_bytes: the size of a split in bytes.
+        start: the first split to parse.
+        stop: the split after the last one to parse.
+        parser: the chunk parser (a copy goes to the helper).
+        python: the helper's interpreter (``None``: this one).
+        send_from: the first split to send (``None``: ``start``).
     """
 
     def __init__(self, path: str, split_bytes: int, start: int, stop: int, parser: Any,

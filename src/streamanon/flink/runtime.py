@@ -198,7 +198,16 @@ def route_keys(groups: int, max_parallelism: int) -> list[int]:
 def file_record(operator: str, source: str | Path | Endpoint, batch_size: int,
                 key_groups: int, parallelism: int = 1, **extra: Any) -> RunRecord:
     """A fresh :class:`RunRecord`: splits of about ``batch_size`` lines for a file; Flink's
-    maximum parallelism 128 (or the parallelism, if larger), kept by every restore."""
+    maximum parallelism 128 (or the parallelism, if larger), kept by every restore.
+
+    Args:
+        operator: the operator's name (``z`` or ``castle``).
+        source: a file, or a TCP server (no splits).
+        batch_size: lines per split, about.
+        key_groups: the number of key groups.
+        parallelism: the job's parallelism (the maximum parallelism is at least this).
+        extra: more that the record keeps (e.g. the operator's parameters).
+    """
     top = max(128, parallelism)
     if isinstance(source, Endpoint):
         return RunRecord(operator, str(source), key_groups=key_groups, max_parallelism=top,
@@ -255,6 +264,14 @@ def batch_source(env: Any, source: str | Path | Endpoint, parser: Any, record: R
     Another source plugs in beside it: any step that emits the same rows (e.g.
     :func:`~streamanon.flink.kafka_connector.kafka_batches`) feeds the keyed operators
     unchanged.
+
+    Args:
+        env: the Flink stream execution environment.
+        source: a file, or a TCP server sending lines.
+        parser: the chunk parser of the operator.
+        record: the run's record (its splits, key groups and their routing).
+        options: how to run the job (``batch_size`` resolved).
+        progress_path: the file where the reading step writes its position (``None``: none).
     """
     from pyflink.common import Row, Types
 

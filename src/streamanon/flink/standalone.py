@@ -37,7 +37,16 @@ def free_port() -> int:
 
 
 class StandaloneCluster:
-    """JobManager + TaskManagers on loopback; a context manager that always stops them."""
+    """JobManager + TaskManagers on loopback; a context manager that always stops them.
+
+    Args:
+        folder: the cluster's folder (configuration, logs).
+        taskmanagers: the number of TaskManagers.
+        slots: task slots per TaskManager.
+        taskmanager_memory: each TaskManager's total process memory (``1024m``).
+        jobmanager_memory: the JobManager's total process memory (``768m``).
+        start_timeout: seconds to wait for the cluster to be up.
+    """
 
     def __init__(self, folder: Path, *, taskmanagers: int = 2, slots: int = 1,
                  taskmanager_memory: str = "1024m", jobmanager_memory: str = "768m",

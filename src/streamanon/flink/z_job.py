@@ -54,7 +54,16 @@ from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, options: JobOptions,
              *, fmt: str = "csv", time_tolerance: float = 0.0,
              separator: str = SEPARATOR) -> ZChunkParser:
-    """The chunk parser of the reading step: one batch per key group of ``record``."""
+    """The chunk parser of the reading step: one batch per key group of ``record``.
+
+    Args:
+        source: the input (its name goes in messages).
+        record: the run's record (its key groups).
+        options: how to run the job (its ``batch_size``; unset: ``Z_BATCH_SIZE``).
+        fmt: the input format (``csv`` or ``jsonl``).
+        time_tolerance: seconds a time may go backwards before a record is refused.
+        separator: the separator of hierarchical values.
+    """
     return ZChunkParser(fmt, time_tolerance=time_tolerance, separator=separator,
                         source_name=str(source), key_groups=record.key_groups,
                         batch_size=options.batch_size or Z_BATCH_SIZE)
@@ -63,7 +72,16 @@ def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, opti
 def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: float,
                 separator: str = SEPARATOR, snapshot_every: int | None = None) -> None:
     """Add the keyed z-anonymity step after the reading step ``batches`` (its rows and its
-    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes."""
+    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes.
+
+    Args:
+        batches: the reading step's output (keyed batches, META on the side).
+        sink: called with the stream of outcome lines.
+        z: the z of z-anonymity.
+        delta_t: the window Δt in seconds.
+        separator: the separator of hierarchical values.
+        snapshot_every: records between snapshots of a key group's state (``None``: the default).
+    """
     outcomes = (
         keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
         .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
@@ -108,6 +126,20 @@ def run_z_job(
     :class:`~streamanon.pipeline.file_outputs.OutputSet`, as the CLI does, to keep such a
     partial output from replacing anything). ``rejects_name`` is the rejects file's name in
     messages.
+
+    Args:
+        source: a file, or a TCP server (:class:`~streamanon.flink.runtime.Endpoint`) sending lines.
+        output: the file of the published rows (``-``: stdout).
+        z: the z of z-anonymity.
+        delta_t: the window Δt in seconds.
+        options: how to run the job (``None``: the defaults).
+        in_format: the input format (``csv`` or ``jsonl``; ``None``: from the name).
+        out_format: the output format (``None``: from the name).
+        on_error: ``fail`` raises at the first bad record; ``skip`` rejects it and goes on.
+        rejects_path: where rejected records go (``None``: nowhere).
+        rejects_name: the rejects file's name in messages (when ``rejects_path`` is temporary).
+        time_tolerance: seconds a time may go backwards before a record is refused.
+        snapshot_every: records between snapshots of a key group's state (``None``: the default).
     """
     options = (options or JobOptions()).batched(Z_BATCH_SIZE)
     assert options.batch_size
@@ -159,7 +191,18 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
                     options: JobOptions | None = None, in_format: str = "csv",
                     time_tolerance: float = 0.0,
                     snapshot_every: int | None = None) -> KafkaRunResult:
-    """``streamanon flink z`` from a topic to topics (see :mod:`.kafka_connector`)."""
+    """``streamanon flink z`` from a topic to topics (see :mod:`.kafka_connector`).
+
+    Args:
+        source: the input topic and how to read it.
+        out: the output topics and how to write them.
+        z: the z of z-anonymity.
+        delta_t: the window Δt in seconds.
+        options: how to run the job (``None``: the defaults).
+        in_format: the messages' format (``csv`` or ``jsonl``).
+        time_tolerance: seconds a time may go backwards before a record is refused.
+        snapshot_every: records between snapshots of a key group's state (``None``: the default).
+    """
     options = (options or JobOptions()).batched(Z_BATCH_SIZE)
     out.operator = "z"
     prepare_endpoints(source, out)

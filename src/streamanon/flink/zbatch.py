@@ -77,6 +77,15 @@ class ZChunkParser:
     ``block`` is whole lines joined by ``\\n`` without the last line end (a block of
     :func:`streamanon.flink.splits.line_blocks`, or stream lines joined); bytes take the
     reader's Arrow fast lane when clean.
+
+    Args:
+        fmt: the input format (``csv`` or ``jsonl``).
+        time_tolerance: seconds a time may go backwards before a record is refused.
+        max_value_len: the longest value accepted, in characters.
+        separator: the separator of hierarchical values (the coarsest level picks the key group).
+        source_name: the input's name in messages.
+        key_groups: the number of key groups (at least 1).
+        batch_size: the most records in one batch (at least 1).
     """
 
     def __init__(

@@ -92,7 +92,25 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
     certificate; without it, plain TCP (gateways in insecure plaintext mode only).
     ``append``: add to an existing ``measurements`` file.
     With ``t0_file``: first connect to every gateway, touch ``ready_file``, then wait for
-    ``t0_file`` to hold the clock's t0 (how ``cluster up`` starts everyone together)."""
+    ``t0_file`` to hold the clock's t0 (how ``cluster up`` starts everyone together).
+
+    Args:
+        district: the district whose sensors' readings are sent.
+        addresses: each gateway's sensor port (``host:port``), by gateway index.
+        start: the first cycle sent.
+        cycles: the number of cycles sent.
+        t0: the gateways' clock: the wall time (Unix seconds) at which cycle 0 begins.
+        period: wall-clock seconds per cycle.
+        lead: seconds before its cycle begins that each cycle is sent.
+        measurements: the file of the accepted readings (``t,u,a``; ``None``: not written).
+        data_period: seconds of data time per cycle (the readings' ``t``).
+        data_t0: the data time of cycle 0.
+        timeout: seconds to wait for a gateway's connection and answers.
+        t0_file: the file to wait for that holds t0 (``None``: use ``t0``).
+        ready_file: the file touched once every gateway is connected (with ``t0_file``).
+        pki: the deployment folder with the sensors' certificates (``None``: plain TCP).
+        append: add to an existing ``measurements`` file.
+    """
     if len(addresses) != district.gateways:
         raise ConfigError(f"{district.gateways} gateways in the district, {len(addresses)} "
                           "addresses given")

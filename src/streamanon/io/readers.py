@@ -84,6 +84,15 @@ class RecordBatch:
 
     Columns are Python lists, or Arrow arrays when the chunk took the fast lane
     (:mod:`streamanon.io.fastcsv`); the list views are then built only when asked for.
+
+    Args:
+        t: the times, in seconds.
+        t_text: the times as written in the input (``None``: in ``arrow``).
+        u: the users (``None``: in ``arrow``).
+        a: the values (``None``: in ``arrow``).
+        line: each record's input line number.
+        restamped: how many of the records had their time re-stamped.
+        arrow: the Arrow columns of the fast lane (``None``: the lists hold the columns).
     """
 
     def __init__(
@@ -572,6 +581,14 @@ class RecordParser:
     ``header``: ``None`` finds the CSV header in the first lines (files: a header naming
     t,u,a in any order, or none when the first line is data); ``(0, 1, 2)`` fixes the columns
     (messages carry no header). State survives pickling (checkpoints).
+
+    Args:
+        fmt: the input format (``csv`` or ``jsonl``).
+        time_tolerance: seconds a time may go backwards before a record is refused.
+        max_value_len: the longest value accepted, in characters.
+        source_name: the input's name in messages.
+        monotone: apply the clock rule (a time behind the clock is re-stamped or refused).
+        header: the CSV column of t, u and a (``None``: found in the first lines).
 
     >>> p = RecordParser("csv", header=(0, 1, 2), time_tolerance=1)
     >>> batch, rejected = p.parse(1, b"5,alice,x\\n4.5,bob,y\\n1,carol,z")

@@ -78,6 +78,19 @@ class RowReader:
     by line through the rules below, which own every decision and message: both give the same
     rows, line numbers and rejections (tested on random inputs against text streams, which
     always go line by line).
+
+    Args:
+        source: a file, ``-`` (stdin) or an open text stream.
+        fmt: the input format (``csv`` or ``jsonl``; ``None``: from the name).
+        on_error: ``fail`` raises at the first bad row; ``skip`` rejects it and goes on.
+        rejects: called with each rejected row (``None``: they are kept in :attr:`rejected`).
+        numeric: the columns converted to float.
+        required: the columns that must be present and non-empty.
+        max_value_len: the longest value accepted, in characters.
+        source_name: the input's name in messages (``None``: from ``source``).
+        progress: called with the size in bytes of each block read (``None``: none).
+        columns: the CSV header, when the input has none (``None``: the first line).
+        repeated_header: skip (and count) a line that repeats the header.
     """
 
     def __init__(

@@ -156,6 +156,13 @@ def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
     """The lines :meth:`RecordWriter.write_selected` writes (no header), each ending in a
     newline: for sinks that take text per batch (files, Kafka messages).
 
+    Args:
+        batch: the batch the records are taken from.
+        idx: the indices in ``batch`` of the records written.
+        a_codes: per written record, the code of its published value into ``a_names``.
+        a_names: the published values the codes index.
+        fmt: the output format (``csv`` or ``jsonl``).
+
     >>> import io
     >>> from streamanon.io.readers import RecordParser
     >>> batch, _ = RecordParser(header=(0, 1, 2)).parse(1, "1,alice,x\\n2,bob,y")
@@ -178,6 +185,13 @@ def selected_data(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
     """:func:`selected_text`, except that the Arrow lane's CSV stays the UTF-8 bytes Arrow
     wrote: a file sink writes them as they are, without decoding 40 MB of output to a string
     and encoding it back (the pipeline's sinks take either).
+
+    Args:
+        batch: the batch the records are taken from.
+        idx: the indices in ``batch`` of the records written.
+        a_codes: per written record, the code of its published value into ``a_names``.
+        a_names: the published values the codes index.
+        fmt: the output format (``csv`` or ``jsonl``).
 
     >>> from streamanon.io.readers import RecordParser
     >>> batch, _ = RecordParser(header=(0, 1, 2)).parse(1, "1,alice,x\\n2,bob,y")

@@ -25,6 +25,22 @@ ACK_TIMEOUT = 10.0
 
 
 class CEClient:
+    """A gateway's connection to the CE: delivers the outbox's batches and reports what the CE
+    did with them.
+
+    Args:
+        outbox: the queue of batches waiting for the CE.
+        address: the CE's address (``host:port``).
+        ctx: the TLS client context (this gateway's certificate).
+        max_frame: the largest frame accepted, in bytes.
+        revocations: the revoked certificates (the CE's is checked at every connection).
+        on_commit: called with the number of tuples of each batch the CE acknowledged and the
+            seconds it took.
+        on_refused: called with the number of tuples the CE refused (set aside in the outbox).
+        on_mix_committed: called with the cycle of each mix batch the CE took and the seconds it
+            took.
+    """
+
     def __init__(self, outbox: Outbox, address: str, *, ctx: ssl.SSLContext, max_frame: int,
                  revocations: Revocations,
                  on_commit: Callable[[int, float], None] | None = None,

@@ -119,6 +119,17 @@ class SensorServer:
 
     ``wall_cycle`` tells the current cycle; ``count(outcome)`` is called once per line and
     per refused connection (for the metrics).
+
+    Args:
+        intake: the gateway's sensor intake (it judges each line).
+        gateway: the gateway's index.
+        tls: the TLS server context (``None``: plain TCP, explicitly insecure).
+        revocations: the revoked certificates (checked at every connection).
+        wall_cycle: tells the current cycle.
+        count: called with each line's and each refused connection's outcome.
+        idle_timeout: seconds a connection may stay silent before it is closed.
+        max_connections: the most connections open at once (more are refused).
+        max_line: the longest line accepted, in bytes.
     """
 
     def __init__(self, intake: SensorIntake, gateway: int, *, tls: ssl.SSLContext | None,

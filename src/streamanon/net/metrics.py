@@ -179,7 +179,17 @@ def serve(registry: CollectorRegistry, address: str, *, ca: Path, cert: Path, ke
     """Serve ``registry`` on ``address`` (mutual TLS, role ``monitor`` only, CRL checked at
     every request); returns the server (``shutdown()``, ``server_close()``). Refused
     connections are logged through ``refusals`` (default: at most 5 lines a minute, the rest
-    counted in one line)."""
+    counted in one line).
+
+    Args:
+        registry: the metrics served.
+        address: where to listen (``host:port``).
+        ca: the CA certificate the clients' certificates must chain to.
+        cert: the daemon's certificate.
+        key: the daemon's private key.
+        revocations: the revoked certificates (checked at every request).
+        refusals: where refused connections are logged (``None``: the default rate-limited log).
+    """
     base = MetricsHandler.factory(registry)
 
     class Handler(base):  # type: ignore[misc,valid-type]
@@ -208,7 +218,16 @@ def scrape(address: str, server_name: str, *, ca: Path, cert: Path, key: Path,
            timeout: float = 2.0) -> dict[str, float]:
     """One daemon's metrics as ``{"name{label=value}": value}`` (counters without
     ``_total``; histograms as ``_sum``/``_count``). The daemon must present the certificate
-    of ``server_name`` (``gw3``, ``ce``). Raises OSError when unreachable."""
+    of ``server_name`` (``gw3``, ``ce``). Raises OSError when unreachable.
+
+    Args:
+        address: the daemon's metrics address (``host:port``).
+        server_name: the name on the daemon's certificate (``gw3``, ``ce``).
+        ca: the CA certificate.
+        cert: the monitor certificate.
+        key: the monitor certificate's private key.
+        timeout: seconds to wait for the connection and each read.
+    """
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca))
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.load_cert_chain(str(cert), str(key))

@@ -31,7 +31,17 @@ CONNECT_TIMEOUT = 3.0
 
 
 class PeerLink:
-    """Our outgoing mutual-TLS connection to one peer; ``up`` is our view of its liveness."""
+    """Our outgoing mutual-TLS connection to one peer; ``up`` is our view of its liveness.
+
+    Args:
+        peer: the peer gateway's index.
+        address: the peer's ring port (``host:port``).
+        ctx: the TLS client context (this gateway's certificate).
+        fingerprint: the fingerprint of the protocol parameters (both sides must agree).
+        max_frame: the largest frame accepted, in bytes.
+        revocations: the revoked certificates (the peer's is checked at every connection).
+        spawn: starts a task of the gateway (so it is tracked and cancelled with it).
+    """
 
     def __init__(self, peer: int, address: str, *, ctx: ssl.SSLContext, fingerprint: bytes,
                  max_frame: int, revocations: Revocations,
@@ -134,7 +144,16 @@ class PeerLink:
 
 
 class PeerServer:
-    """Serves the ring port: hello, then ring frames handed to ``on_ring(sender, frame)``."""
+    """Serves the ring port: hello, then ring frames handed to ``on_ring(sender, frame)``.
+
+    Args:
+        me: this gateway's index.
+        peers: the indices of the ring's other gateways (the only ones accepted).
+        fingerprint: the fingerprint of the protocol parameters (both sides must agree).
+        max_frame: the largest frame accepted, in bytes.
+        revocations: the revoked certificates (checked at every connection).
+        on_ring: called with ``(sender, frame)`` for every ring frame.
+    """
 
     def __init__(self, me: int, peers: set[int] | frozenset[int], *, fingerprint: bytes,
                  max_frame: int, revocations: Revocations,

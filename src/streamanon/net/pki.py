@@ -154,6 +154,13 @@ def make_leaf(name: str, ca_cert: x509.Certificate | None,
     ``role`` defaults to ``gateway`` for ``gw<N>`` and ``ce`` for ``ce``; a sensor's role is
     :func:`sensor_role`. Gateways get server and client authentication and a DNS name, the CE
     server authentication and a DNS name, sensors client authentication only.
+
+    Args:
+        name: the entity's name (``gw<N>``, ``ce``, ``monitor`` or a sensor's).
+        ca_cert: the CA's certificate (``None``: self-signed).
+        ca_key: the CA's private key (``None``: self-signed).
+        days: days of validity.
+        role: the entity's role (``None``: from the name).
     """
     if role is None:
         role = ROLE_CE if name == "ce" else ROLE_GATEWAY
@@ -207,6 +214,13 @@ def init_pki(directory: str | Path, gateways: int, *,
     Refuses to overwrite an existing CA unless ``force``, and to put the CA's folder inside
     the deployment folder (or the other way round). Returns name -> certificate path (sensors
     are summarized as ``sensors`` -> their folder).
+
+    Args:
+        directory: the deployment folder.
+        gateways: the number of gateways (at least 1).
+        sensors: sensor ID -> the index of its gateway (``None``: no sensors).
+        ca_dir: the CA's folder (``None``: the default next to the deployment folder).
+        force: replace an existing CA.
     """
     if gateways < 1:
         raise ConfigError(f"gateways must be >= 1, got {gateways}")

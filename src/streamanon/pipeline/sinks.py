@@ -205,6 +205,13 @@ class KafkaTopicSink:
     reads what a killed run wrote after the checkpoint; the replay's messages are then
     checked against it (:class:`~streamanon.pipeline.kafka.exactly_once.OutputGate`) and
     produced only past it.
+
+    Args:
+        url: the output topic (``kafka://HOST:PORT/TOPIC``).
+        positions: the input positions (their header name tags each message).
+        config: librdkafka settings of the user (TLS, SASL, ...).
+        watch: the run's broker watch (``None``: one of its own).
+        exclusive: the run is the topic's only writer (exactly-once runs).
     """
 
     def __init__(self, url: str, positions: Positions, *,
@@ -320,7 +327,16 @@ def open_sinks(outputs: Mapping[str, tuple[str | Path, str]], positions: Positio
     """Sinks by destination from ``{dest: (target, option name)}``: a file (a
     :class:`JournalFileSink` when ``journal``: an exactly-once run), ``-`` or an open stream
     (:class:`FileSink`), or a ``kafka://`` topic (:class:`KafkaTopicSink`, created with
-    ``partitions`` when missing)."""
+    ``partitions`` when missing).
+
+    Args:
+        outputs: destination -> (target, the option that named it).
+        positions: the input positions.
+        partitions: the partitions of a topic created here.
+        options: the Kafka options (librdkafka settings, messages; ``None``: defaults).
+        journal: an exactly-once run (a file becomes a :class:`JournalFileSink`).
+        watch: the run's broker watch (``None``: each sink its own).
+    """
     config = options.config if options is not None else {}
     sinks: dict[str, Sink] = {}
     seen: dict[str, str] = {}

@@ -171,6 +171,16 @@ class ZStage:
     Files may start with a header naming t, u, a (in any order); messages are ``t,u,a`` in
     that order, and a message that is exactly the header ``t,u,a`` is skipped and counted.
     An :class:`~streamanon.zanon.AdaptiveZAnonymizer` runs record at a time.
+
+    Args:
+        operator: the :class:`~streamanon.zanon.ZAnonymizer` or adaptive operator.
+        positions: the input positions (file lines or Kafka messages).
+        in_format: the input format (``csv``, ``jsonl`` or, for messages, ``auto``).
+        out_format: the output format (``csv`` or ``jsonl``).
+        on_error: ``fail`` raises at the first bad record; ``skip`` rejects it and goes on.
+        time_tolerance: seconds a time may go backwards before a record is refused.
+        max_value_len: the longest value accepted, in characters.
+        max_message_bytes: the largest message accepted, in bytes.
     """
 
     def __init__(self, operator: ZAnonymizer | AdaptiveZAnonymizer, positions: Positions, *,
@@ -331,6 +341,18 @@ class CastleStage:
     the first message; a message repeating the header is skipped and counted.
     ``suppressed_format`` is the format of the suppressed rows (``None``: not written, only
     counted). ``latency``: measure the mean wall-clock time from feeding a row to its release.
+
+    Args:
+        operator: the :class:`~streamanon.castle.CastleAnonymizer` (with its rules).
+        positions: the input positions (file lines or Kafka messages).
+        in_format: the input format (``csv`` or ``jsonl``).
+        out_format: the output format (``csv`` or ``jsonl``).
+        suppressed_format: the format of the suppressed rows (``None``: not written, only counted).
+        on_error: ``fail`` raises at the first bad row; ``skip`` rejects it and goes on.
+        columns: the CSV header, when the input has none (``None``: the first line).
+        max_value_len: the longest value accepted, in characters.
+        max_message_bytes: the largest message accepted, in bytes.
+        latency: measure the mean wall-clock time from feeding a row to its release.
     """
 
     tagged = True  # rows carry their positions whatever the sinks (a class default: not pickled)

@@ -46,7 +46,22 @@ def grid(gateways: Sequence[int], zs: Sequence[int], seeds: Sequence[int], *, ma
     ``base.z`` (violations vs CBF bytes); for every ``fp_rates`` value a CBF of that rate, and
     the exact counter, at ``base.z`` (bytes per day vs violations); with ``order_z`` the paper
     and the random publication order at that z with ``p_pub = 1``; with ``linkability`` direct
-    sending and the mix at ``base.z``."""
+    sending and the mix at ``base.z``.
+
+    Args:
+        gateways: the numbers of gateways of the grid.
+        zs: the values of z of the grid.
+        seeds: the district seeds of the grid.
+        max_sn: the most sensors per gateway.
+        cycles: the cycles of each run.
+        base: the other anonymization parameters.
+        start: the first cycle of each run.
+        cbf_keys: the key counts of the CBF sweep (empty: none).
+        sweep_gateways: the number of gateways of the sweeps.
+        fp_rates: the false-positive rates of the trade-off sweep (empty: none).
+        order_z: the z of the publication-order sweep (``None``: none).
+        linkability: add the linkability sweep.
+    """
     specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s), replace(base, z=z),
                      cycles, start)
              for g, z, s in itertools.product(gateways, zs, seeds)]

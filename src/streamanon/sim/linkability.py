@@ -28,7 +28,16 @@ def gateway_linkability(labels: np.ndarray, features: np.ndarray, cardinality: S
                         n_gateways: int, fold: np.ndarray, seed: int = 0) -> dict[str, Any]:
     """Score the naive Bayes adversary on ``features`` (``(N, F)`` ints, column ``f`` in
     ``0 .. cardinality[f] - 1``) against the true ``labels`` (gateways ``0 .. n - 1``), two
-    folds by ``fold`` (0/1). Ties are broken at random (``seed``)."""
+    folds by ``fold`` (0/1). Ties are broken at random (``seed``).
+
+    Args:
+        labels: each tuple's true gateway.
+        features: the tuples' features, ``(N, F)`` ints.
+        cardinality: the number of values of each feature.
+        n_gateways: the number of gateways.
+        fold: each tuple's fold (0 or 1).
+        seed: the seed of the tie-breaking.
+    """
     labels = np.asarray(labels, dtype=np.int64)
     G = int(n_gateways)
     out: dict[str, Any] = {"tuples": len(labels), "floor": round(1.0 / G, 6)}

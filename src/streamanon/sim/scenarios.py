@@ -80,6 +80,15 @@ def simulate(district: District, cycles: int, config: SimConfig, *, start: int =
     """Run the three scenarios on cycles ``[start, start + cycles)`` of ``district``.
 
     ``on_chunk`` is told how many cycles each chunk (a day) simulated (for a progress bar).
+
+    Args:
+        district: the district simulated.
+        cycles: the number of cycles (at least 1).
+        config: the anonymization parameters.
+        start: the first cycle.
+        keep_published: keep what each scenario published, cycle by sensor.
+        chunk_days: days of cycles simulated per chunk.
+        on_chunk: called with the cycles of each chunk (``None``: none).
     """
     if cycles < 1:
         raise ConfigError(f"cycles must be >= 1, got {cycles}")
@@ -435,6 +444,13 @@ def run_protocol(district: District, cycles: int, config: SimConfig, *, start: i
     sealing to a fresh CE key, real secret shuffles, and a CE that opens every batch (what it
     sees is kept in ``ce_view``). Meant for small districts: it is the executable specification
     the vectorized engine is tested against.
+
+    Args:
+        district: the district simulated.
+        cycles: the number of cycles.
+        config: the anonymization parameters.
+        start: the first cycle.
+        id_mode: how sensors are named in the protocol (``sensor`` or ``pseudonym``).
     """
     from streamanon.dezent.mix import MixKeys, decode_plaintext, open_sealed
     from streamanon.dezent.protocol import Gateway, ProtocolConfig, run_cycle

@@ -111,7 +111,16 @@ def create_topics(bootstrap: str, topics: Mapping[str, int],
                   config: Mapping[str, str] | None = None, timeout: float = 30.0,
                   client_config: Mapping[str, Any] | None = None,
                   exist_ok: bool = False) -> None:
-    """Create topics ``{name: partitions}`` explicitly and wait until their metadata shows."""
+    """Create topics ``{name: partitions}`` explicitly and wait until their metadata shows.
+
+    Args:
+        bootstrap: the broker list (``host:port,...``).
+        topics: topic name -> its number of partitions.
+        config: the topics' configuration (``retention.ms``, ...; ``None``: the broker's defaults).
+        timeout: seconds to wait for the creation and the metadata.
+        client_config: librdkafka settings of the admin client (TLS, SASL, ...).
+        exist_ok: accept a topic that exists already.
+    """
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 

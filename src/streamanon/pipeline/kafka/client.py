@@ -25,7 +25,15 @@ from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
 def end_offsets(bootstrap: str, topic: str, partitions: Iterable[int] | None = None, *,
                 config: Mapping[str, Any] | None = None,
                 timeout: float = 60.0) -> dict[int, int]:
-    """The offset after the last message of each partition, from Fetch high watermarks."""
+    """The offset after the last message of each partition, from Fetch high watermarks.
+
+    Args:
+        bootstrap: the broker list (``host:port,...``).
+        topic: the topic.
+        partitions: the partitions asked about (``None``: all of the topic's).
+        config: librdkafka settings (TLS, SASL, ...).
+        timeout: seconds to wait for each answer.
+    """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     parts = list(partitions) if partitions is not None else partitions_of(
@@ -111,6 +119,16 @@ class KafkaSource:
     offsets found by :meth:`open` (then :attr:`done`). Message values larger than
     ``max_message_bytes`` are still delivered (the broker may not enforce a limit): the
     pipeline rejects them by the rules of :func:`check_messages`.
+
+    Args:
+        bootstrap: the broker list (``host:port,...``).
+        topic: the input topic.
+        group: the consumer group (its committed offsets).
+        start: ``earliest`` or ``committed``.
+        until_end: stop at the end offsets found by :meth:`open`.
+        config: librdkafka settings of the user (TLS, SASL, ...).
+        watch: the run's broker watch (``None``: one of its own).
+        fetch_batch: the most messages taken per fetch.
     """
 
     def __init__(self, bootstrap: str, topic: str, *, group: str, start: str = "committed",
@@ -371,6 +389,14 @@ class KafkaSink:
 
         ``on_last(err, msg)`` is the delivery report of the last message (one callback per
         call, not per message: its offset tells whether the partition grew as expected).
+
+        Args:
+            partition: the output partition.
+            values: the messages' values, in order.
+            headers: each message's headers (``None``: none).
+            timestamps: each message's Kafka timestamp in ms (``None``: the time of producing).
+            on_last: the delivery report of the last message, ``on_last(err, msg)`` (``None``:
+                none).
         """
         n = len(values)
         if not n:

@@ -280,6 +280,13 @@ class ProgressLog:
     Every commit and batch entry is signed with ``key`` (:func:`entry_mac`; default: the key
     of :func:`checkpoint_key`); :meth:`latest` loads nothing that is not signed with it, and
     unpickles the stage only once the signed commit entry's digest of the parts matched.
+
+    Args:
+        bootstrap: the broker list (``host:port,...``).
+        topic: the progress topic (one partition).
+        config: librdkafka settings of the user (TLS, SASL, ...).
+        watch: the run's broker watch (``None``: one of its own).
+        key: the key that signs the entries (``None``: :func:`checkpoint_key`'s).
     """
 
     def __init__(self, bootstrap: str, topic: str, *, config: Mapping[str, Any] | None = None,
@@ -327,7 +334,21 @@ class ProgressLog:
                        before_commit: Callable[[], None] | None = None,
                        wait: bool = True) -> None:
         """Write a snapshot; ``wait``: return once the broker has it (else call
-        :meth:`wait` before anything that must come after it)."""
+        :meth:`wait` before anything that must come after it).
+
+        Args:
+            seq: the snapshot's number.
+            positions: input partition -> the next offset to read.
+            outputs: each sink's position (what it has written).
+            stage: the stage (pickled into the parts).
+            merge: the merge of the input partitions.
+            finished: whether the run has read all its input.
+            stats: the accounting so far.
+            identity: the run's identity (a restart must match it).
+            before_commit: called after the parts are flushed, before the commit entry (``None``:
+                none).
+            wait: return once the broker has the snapshot.
+        """
         payload = pickle.dumps(stage, protocol=pickle.HIGHEST_PROTOCOL)
         first = self.next_offset
         parts = [payload[i:i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)] or [b""]
@@ -494,6 +515,20 @@ class ExactlyOnceRun:
     (tests) is called with the batch number after each batch's outputs were handed to the
     sinks; ``on_batch`` (progress displays) with the number of messages of each batch. ``run``
     returns the delivery facts; the accounting is ``self.stage.stats()``.
+
+    Args:
+        source: the input topic's reader.
+        sinks: the sinks by destination name.
+        progress: the progress topic (snapshots and batch frontiers).
+        make_stage: builds the stage of a fresh run.
+        checkpoint_every: seconds between checkpoints.
+        idle_ms: milliseconds a partition may stay empty before the merge goes on without it.
+        stop: the flag that stops the run (``None``: one that nothing sets).
+        identity: more that a restart must not change (added to the stage's).
+        after_batch: called with the batch number after each batch's outputs (tests; ``None``:
+            none).
+        log: where messages go (``None``: nowhere).
+        on_batch: called with the number of messages of each batch (``None``: none).
     """
 
     def __init__(self, source: KafkaSource, sinks: Mapping[str, Sink],

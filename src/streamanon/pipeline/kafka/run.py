@@ -40,6 +40,14 @@ def run_kafka(source_url: str, make_stage: Callable[[], Stage],
 
     ``outputs`` maps destinations (``published``, ``suppressed``, ``rejects``) to a target
     (``kafka://`` URL, file path, ``-``) and the option that named it (for messages).
+
+    Args:
+        source_url: the input topic (``kafka://HOST:PORT/TOPIC``).
+        make_stage: builds the stage of a fresh run.
+        outputs: destination -> (target, the option that named it).
+        options: how to read the topic and keep the progress.
+        command: the command's name (part of the default group name).
+        identity: more that a restart must not change (``None``: nothing more).
     """
     bootstrap, topic = parse_kafka_url(source_url)
     config = options.config

@@ -62,7 +62,17 @@ def read_tagged(bootstrap: str, topic: str, start: Mapping[int, int], end: Mappi
                 tag_name: str, config: Mapping[str, Any] | None = None,
                 timeout: float = 120.0) -> dict[int, list[tuple[bytes, bytes]]]:
     """Messages ``[start[q], end[q])`` of each partition as ``(value, header tag_name)``
-    (``b""`` where the header is missing)."""
+    (``b""`` where the header is missing).
+
+    Args:
+        bootstrap: the broker list (``host:port,...``).
+        topic: the topic.
+        start: partition -> the first offset read.
+        end: partition -> the offset after the last one read.
+        tag_name: the header returned with each value.
+        config: librdkafka settings (TLS, SASL, ...).
+        timeout: seconds to read it all (else :class:`BrokerTimeout`).
+    """
     from confluent_kafka import Consumer, TopicPartition
 
     want = {q: (s, end[q]) for q, s in start.items() if end.get(q, 0) > s}
