@@ -8,6 +8,11 @@ one ``t,u,a`` line per cycle answered ``ok <cycle>`` or ``err <reason>``. Agains
 carries all of its sensors' lines. Try a sensor by hand with
 ``openssl s_client -quiet -cert S.crt -key S.key -CAfile ca.crt -connect 127.0.0.1:7200``.
 
+With ``transport="mqtt"`` every sensor node is an MQTT client of its gateway's broker
+(:mod:`streamanon.net.mqtt_broker`) with its own certificate: MQTT 5, QoS 1, its reading as a
+``t,a`` payload on ``streamanon/gw<i>/<id>``; a reading counts as delivered when the broker
+acknowledged it (a refusal, e.g. "Not authorized", is counted with its reason code).
+
 ``replay`` sends a :class:`~streamanon.sim.district.District`'s bucketed readings, cycle by
 cycle, each sensor to its gateway, on the gateways' clock (``t0``, ``period``), ``lead``
 seconds before each cycle begins, and writes every reading a gateway acknowledged with ``ok``
@@ -87,7 +92,8 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
                        measurements: str | Path | None = None, data_period: float = 900.0,
                        data_t0: float = 0.0, timeout: float = 5.0,
                        t0_file: str | Path | None = None, ready_file: str | Path | None = None,
-                       pki: str | Path | None = None, append: bool = False) -> ReplayStats:
+                       pki: str | Path | None = None, append: bool = False,
+                       transport: str = "line") -> ReplayStats:
     """With ``pki`` (the deployment folder): every sensor node connects with its own
     certificate; without it, plain TCP (gateways in insecure plaintext mode only).
     ``append``: add to an existing ``measurements`` file.
@@ -99,7 +105,18 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
     values = district.readings(start, start + cycles)
     members = [[i for i in range(district.sensors) if district.sn_gateway[i] == g]
                for g in range(district.gateways)]
-    if pki is not None:
+    if transport == "mqtt":
+        if pki is None:
+            raise ConfigError("sensors over MQTT need the deployment folder (pki): the "
+                              "brokers take certificates only")
+        from streamanon.harness.mqtt_sensors import MqttSensor
+
+        groups = [[[i] for i in ix] for ix in members]
+        conns = [[MqttSensor(Path(pki), addresses[g], g, district.sensor_ids[i])
+                  for i in ix] for g, ix in enumerate(members)]
+    elif transport != "line":
+        raise ConfigError(f"transport must be 'line' or 'mqtt', got {transport!r}")
+    elif pki is not None:
         # one connection per sensor node, each with its own certificate
         groups = [[[i] for i in ix] for ix in members]
         conns = [[_sensor_conn(Path(pki), addresses[g], g, district.sensor_ids[i])
@@ -174,7 +191,7 @@ def _sensor_conn(pki: Path, address: str, gateway: int, sensor_id: str) -> _Conn
     return _Conn(address, ctx, f"gw{gateway}")
 
 
-async def _wait_start(conns: list[_Conn], t0_file: Path, ready_file: str | Path | None,
+async def _wait_start(conns: list[Any], t0_file: Path, ready_file: str | Path | None,
                       timeout: float) -> float:
     end = time.time() + 60
 
