@@ -405,6 +405,14 @@ class GatewayDaemon:
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), every)
+            if self.broker is not None and self.broker.proc is not None \
+                    and not self.broker.alive() and not self.stopping.is_set():
+                log.error("the MQTT broker exited (%s); starting it again on its database",
+                          self.broker.proc.returncode)
+                try:
+                    await asyncio.to_thread(self.broker.restart)
+                except StreamanonError as exc:
+                    log.error("%s", exc)
             now = (stamp(reg), stamp(crl))
             if now == seen:
                 continue

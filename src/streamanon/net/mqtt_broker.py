@@ -89,7 +89,7 @@ def acl_text(gateway: int, sensors: Iterable[str], device_topics: Iterable[str] 
 
 
 def broker_conf(*, listen: str, ca: Path, cert: Path, key: Path, crl: Path | None,
-                acl: Path, persistence_dir: Path) -> str:
+                acl: Path, persistence_dir: Path, pid_file: Path | None = None) -> str:
     """mosquitto.conf of a gateway's broker (the gateway's own certificate is the server's)."""
     host, port = split_address(listen)
     lines = [
@@ -100,6 +100,7 @@ def broker_conf(*, listen: str, ca: Path, cert: Path, key: Path, crl: Path | Non
         f"user {pwd.getpwuid(os.getuid()).pw_name}",
         "allow_anonymous false",
         f"acl_file {acl}",
+        *([f"pid_file {pid_file}"] if pid_file is not None else []),
         "persistence true",
         f"persistence_location {persistence_dir}/",
         "autosave_on_changes true",
@@ -139,7 +140,7 @@ _REFUSALS: list[tuple[re.Pattern[str], str]] = [
 ]
 # ... and what is worth an info line (everything else, e.g. each PUBLISH, is dropped)
 _INFO = re.compile(r"mosquitto version|Opening|listen socket|New client connected|"
-                   r"disconnected|Saving in-memory|Error|Warning|Reloading", re.I)
+                   r"disconnected|Error|Warning|Reloading", re.I)
 
 
 def classify(line: str) -> str | None:
@@ -180,7 +181,8 @@ class Broker:
                                          cert=Path(cert).resolve(), key=Path(key).resolve(),
                                          crl=Path(crl).resolve() if crl is not None else None,
                                          acl=self.acl.resolve(),
-                                         persistence_dir=(self.dir / "db").resolve()))
+                                         persistence_dir=(self.dir / "db").resolve(),
+                                         pid_file=(self.dir / "mosquitto.pid").resolve()))
 
     def write_acl(self, sensors: Iterable[str]) -> None:
         tmp = self.acl.with_suffix(".tmp")
