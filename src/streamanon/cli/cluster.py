@@ -52,6 +52,13 @@ STORE = typer.Option(None, "--store", help="The CE's store: a PostgreSQL DSN "
 INSECURE = typer.Option(False, "--insecure-plaintext-sensors", help="Plain TCP sensor ports "
                         "that take the sensor ID from the line: anyone who reaches a port can "
                         "inject readings. For comparisons only.")
+SENSOR_TRANSPORT = typer.Option("line", "--sensor-transport", help="How the sensor nodes "
+                                "reach their gateway: line (its TLS line port) or mqtt (a "
+                                "mosquitto broker per gateway, started by the gateway: TLS, "
+                                "the sensors' certificates, an ACL per sensor topic).")
+ID_MODE = typer.Option("sensor", "--id-mode", help="The ID of a published tuple: sensor (its "
+                       "sensor's ID) or pseudonym (a per-gateway keyed pseudonym; pair it "
+                       "with --publication mix).")
 PUBLICATION = typer.Option("direct", "--publication", help=PUBLICATION_CHOICE)
 ORDER = typer.Option("paper", "--publication-order", help=ORDER_CHOICE)
 WORKDIR = typer.Option(Path("streamanon-cluster"), "--workdir", help="Configs, PKI (pki/, the "
@@ -60,7 +67,8 @@ WORKDIR = typer.Option(Path("streamanon-cluster"), "--workdir", help="Configs, P
 
 def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int, seed: int,
           start_day: int, delta_t: float, p_pub: float, structure: str, min_members: int,
-          store: str | None, insecure: bool, publication: str, publication_order: str) -> Any:
+          store: str | None, insecure: bool, publication: str, publication_order: str,
+          sensor_transport: str = "line", id_mode: str = "sensor") -> Any:
     from streamanon.harness.local_site import LocalSiteSpec
     from streamanon.net.store import is_postgres
 
@@ -70,13 +78,20 @@ def _spec(gateways: int, period: float, cycles: int | None, z: int, max_sn: int,
         err_console.print(f"[bold red]warning:[/] --gateways {gateways} is below --min-members "
                           f"{min_members}: every cycle is skipped and nothing is published "
                           "(the secure sum hides a gateway's counts only among 3 or more)")
+    if sensor_transport not in ("line", "mqtt"):
+        fail(f"--sensor-transport must be line or mqtt, got {sensor_transport!r}")
+    if sensor_transport == "mqtt" and insecure:
+        fail("--sensor-transport mqtt has no plaintext mode (the brokers require certificates)")
+    if id_mode not in ("sensor", "pseudonym"):
+        fail(f"--id-mode must be sensor or pseudonym, got {id_mode!r}")
     if store is not None and not is_postgres(store):
         fail(f"--store must be a postgresql:// DSN (SQLite is the default), got {store!r}")
     return LocalSiteSpec(gateways=gateways, period=period, cycles=cycles, z=z, max_sn=max_sn,
                          seed=seed, start_cycle=start_day * 96, delta_t=delta_t, p_pub=p_pub,
                          structure=structure, min_members=min_members, store=store,
                          insecure_plaintext_sensors=insecure, publication=publication,
-                         publication_order=publication_order)
+                         publication_order=publication_order,
+                         sensor_transport=sensor_transport, id_mode=id_mode)
 
 
 @cluster_app.command("init")
@@ -97,6 +112,8 @@ def cluster_init(
     insecure: bool = INSECURE,
     publication: str = PUBLICATION,
     publication_order: str = ORDER,
+    sensor_transport: str = SENSOR_TRANSPORT,
+    id_mode: str = ID_MODE,
     workdir: Path = WORKDIR,
     force: bool = typer.Option(False, "--force", help="Clear an earlier site in --workdir "
                                "first."),
@@ -110,7 +127,8 @@ def cluster_init(
     from streamanon.harness.local_site import LocalSite
 
     spec = _spec(gateways, period, cycles, z, max_sn, seed, start_day, delta_t, p_pub,
-                 structure, min_members, store, insecure, publication, publication_order)
+                 structure, min_members, store, insecure, publication, publication_order,
+                 sensor_transport, id_mode)
     cluster = LocalSite(spec, workdir, mode="force" if force else "new")
     try:
         cluster.prepare()
@@ -142,6 +160,8 @@ def cluster_up(
     insecure: bool = INSECURE,
     publication: str = PUBLICATION,
     publication_order: str = ORDER,
+    sensor_transport: str = SENSOR_TRANSPORT,
+    id_mode: str = ID_MODE,
     workdir: Path = WORKDIR,
     force: bool = typer.Option(False, "--force", help="Clear an earlier run in --workdir "
                                "first (its files, and the rows of a PostgreSQL --store)."),
@@ -164,7 +184,8 @@ def cluster_up(
     if force and resume:
         fail("give --force or --resume, not both")
     spec = _spec(gateways, period, cycles, z, max_sn, seed, start_day, delta_t, p_pub,
-                 structure, min_members, store, insecure, publication, publication_order)
+                 structure, min_members, store, insecure, publication, publication_order,
+                 sensor_transport, id_mode)
     if insecure:
         err_console.print("[bold red]warning:[/] --insecure-plaintext-sensors: the sensor "
                           "ports are plain TCP and trust the ID in each line; anyone who "

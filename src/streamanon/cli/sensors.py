@@ -62,6 +62,9 @@ def replay_command(
                              "--sensors`: each sensor node connects over TLS with its own "
                              "certificate (sensors/gw<i>/<id>.crt). Without it: plain TCP, "
                              "for gateways with insecure_plaintext_sensors = true only."),
+    transport: str = typer.Option(None, "--transport", help="line (the gateways' TLS line "
+                                  "port, default) or mqtt (each sensor node an MQTT client of "
+                                  "its gateway's broker, QoS 1, its own certificate)."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Send each sensor's bucketed readings (BDEW profiles + noise) to its gateway, cycle by
@@ -78,7 +81,7 @@ def replay_command(
         rep.update(more_rep)
     given = {"start": start, "cycles": cycles, "period": period, "lead": lead,
              "measurements": measurements, "gateways": list(gateway) if gateway else None,
-             "pki": pki}
+             "pki": pki, "transport": transport}
     rep.update({k: v for k, v in given.items() if v is not None})
     district_args.update({k: v for k, v in {"max_sn": max_sn, "seed": seed}.items()
                           if v is not None})
@@ -102,7 +105,8 @@ def replay_command(
         stats = replay(district, list(rep["gateways"]), **timing,
                        measurements=rep.get("measurements"), t0_file=rep.get("t0_file"),
                        ready_file=rep.get("ready_file"), pki=rep.get("pki"),
-                       append=bool(rep.get("append", False)))
+                       append=bool(rep.get("append", False)),
+                       transport=str(rep.get("transport", "line")))
     except (StreamanonError, TypeError) as exc:
         fail(str(exc))
     print_summary("sensor replay", asdict(stats), as_json)

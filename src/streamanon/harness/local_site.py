@@ -54,6 +54,7 @@ class LocalSiteSpec:
     min_members: int = 3
     store: str | None = None  # None: ce.sqlite in the workdir; or a postgresql:// DSN
     insecure_plaintext_sensors: bool = False
+    sensor_transport: str = "line"  # or "mqtt": every gateway runs its own broker
     metrics: bool = True  # every daemon serves its metrics (for `cluster status`)
 
     def district(self) -> District:
@@ -232,6 +233,8 @@ class LocalSite:
             intake: dict[str, Any] = {"registry": f"pki/sensors/gw{i}.txt"}
             if s.insecure_plaintext_sensors:
                 intake["insecure_plaintext_sensors"] = True
+            if s.sensor_transport != "line":
+                intake["transport"] = s.sensor_transport
             (self.dir / f"gw{i}.toml").write_text(toml_dump(
                 {"gateway": gw, "sensors": intake, "peers": peers, "protocol": proto,
                  "clock": clock}))
@@ -245,7 +248,9 @@ class LocalSite:
                        "period": float(s.period), "lead": lead, "data_period": 900.0,
                        "measurements": "measurements.csv", "gateways": self.sensor_addrs,
                        **({} if s.insecure_plaintext_sensors else {"pki": "pki"}),
-                       **({"append": True} if self.mode == "resume" else {})},
+                       **({"append": True} if self.mode == "resume" else {}),
+                       **({"transport": s.sensor_transport}
+                          if s.sensor_transport != "line" else {})},
             "spec": {k: v for k, v in asdict(s).items() if v is not None}}))
 
     # -- processes --------------------------------------------------------------------------

@@ -1,17 +1,11 @@
 """The replay of a simulated district against running gateways, as its sensor nodes.
 
-Each sensor node speaks the gateway's sensor protocol (:mod:`streamanon.net.intake`): TLS 1.3
-with its own certificate (``sensors/gw<i>/<id>.crt`` of the deployment folder written by
-``streamanon pki init --sensors``), one connection per sensor node, kept open across cycles,
-one ``t,u,a`` line per cycle answered ``ok <cycle>`` or ``err <reason>``. Against a gateway in
-``insecure_plaintext_sensors`` mode (no ``pki`` given) one plain TCP connection per gateway
-carries all of its sensors' lines. Try a sensor by hand with
-``openssl s_client -quiet -cert S.crt -key S.key -CAfile ca.crt -connect 127.0.0.1:7200``.
+Each sensor node speaks its gateway's sensor protocol with its own certificate: one ``t,u,a``
+line per cycle over TLS, answered ``ok <cycle>`` or ``err <reason>`` (:mod:`streamanon.net.intake`),
+or, with ``transport="mqtt"``, a QoS 1 message to its gateway's broker. Every acknowledged
+reading is written to ``measurements.csv``, against which the z checker holds the site.
 
-``replay`` sends a :class:`~streamanon.sim.district.District`'s bucketed readings, cycle by
-cycle, each sensor to its gateway, on the gateways' clock (``t0``, ``period``), ``lead``
-seconds before each cycle begins, and writes every reading a gateway acknowledged with ``ok``
-to ``measurements.csv`` as ``t,u,a`` (``t = data_t0 + cycle x data_period``).
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations
@@ -87,7 +81,8 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
                        measurements: str | Path | None = None, data_period: float = 900.0,
                        data_t0: float = 0.0, timeout: float = 5.0,
                        t0_file: str | Path | None = None, ready_file: str | Path | None = None,
-                       pki: str | Path | None = None, append: bool = False) -> ReplayStats:
+                       pki: str | Path | None = None, append: bool = False,
+                       transport: str = "line") -> ReplayStats:
     """With ``pki`` (the deployment folder): every sensor node connects with its own
     certificate; without it, plain TCP (gateways in insecure plaintext mode only).
     ``append``: add to an existing ``measurements`` file.
@@ -110,6 +105,8 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
         ready_file: the file touched once every gateway is connected (with ``t0_file``).
         pki: the deployment folder with the sensors' certificates (``None``: plain TCP).
         append: add to an existing ``measurements`` file.
+        transport: ``line`` (the gateways' TLS line ports) or ``mqtt`` (each gateway's
+            broker, one MQTT client per sensor node).
     """
     if len(addresses) != district.gateways:
         raise ConfigError(f"{district.gateways} gateways in the district, {len(addresses)} "
@@ -117,7 +114,18 @@ async def replay_async(district: District, addresses: list[str], *, start: int, 
     values = district.readings(start, start + cycles)
     members = [[i for i in range(district.sensors) if district.sn_gateway[i] == g]
                for g in range(district.gateways)]
-    if pki is not None:
+    if transport == "mqtt":
+        if pki is None:
+            raise ConfigError("sensors over MQTT need the deployment folder (pki): the "
+                              "brokers take certificates only")
+        from streamanon.harness.mqtt_sensors import MqttSensor
+
+        groups = [[[i] for i in ix] for ix in members]
+        conns = [[MqttSensor(Path(pki), addresses[g], g, district.sensor_ids[i])
+                  for i in ix] for g, ix in enumerate(members)]
+    elif transport != "line":
+        raise ConfigError(f"transport must be 'line' or 'mqtt', got {transport!r}")
+    elif pki is not None:
         # one connection per sensor node, each with its own certificate
         groups = [[[i] for i in ix] for ix in members]
         conns = [[_sensor_conn(Path(pki), addresses[g], g, district.sensor_ids[i])
@@ -192,7 +200,7 @@ def _sensor_conn(pki: Path, address: str, gateway: int, sensor_id: str) -> _Conn
     return _Conn(address, ctx, f"gw{gateway}")
 
 
-async def _wait_start(conns: list[_Conn], t0_file: Path, ready_file: str | Path | None,
+async def _wait_start(conns: list[Any], t0_file: Path, ready_file: str | Path | None,
                       timeout: float) -> float:
     end = time.time() + 60
 

@@ -114,6 +114,9 @@ class SensorIntakeSection:
     max_connections: int = 256
     max_line: int = 4096
     insecure_plaintext_sensors: bool = False
+    transport: str = "line"  # or "mqtt": the gateway's own broker (net/mqtt_broker.py)
+    mosquitto: str | None = None  # the broker's binary (default: found on PATH, /usr/sbin)
+    devices: tuple[Any, ...] = ()  # DeviceMapping (net/mqtt_intake.py), [[sensors.device]]
 
     def registered(self) -> frozenset[str]:
         """The sensor IDs of the registry file (blank lines and ``#`` comments ignored)."""
@@ -290,10 +293,21 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
 
 
 def _intake(doc: dict[str, Any], base: Path, path: str | Path) -> SensorIntakeSection:
+    from streamanon.net.mqtt_intake import parse_devices
+
     sec = dict(doc.get("sensors", {}))
     if "registry" in sec:
         sec["registry"] = _rel(base, sec["registry"])
+    sec["devices"] = parse_devices(sec.pop("device", None), f"{path} [sensors]")
     intake = _build(SensorIntakeSection, sec, f"{path} [sensors]")
+    if intake.transport not in ("line", "mqtt"):
+        raise ConfigError(f"{path}: [sensors] transport must be 'line' or 'mqtt', got "
+                          f"{intake.transport!r}")
+    if intake.transport == "mqtt" and intake.insecure_plaintext_sensors:
+        raise ConfigError(f"{path}: [sensors] transport = 'mqtt' has no plaintext mode (its "
+                          "broker requires the sensors' certificates)")
+    if intake.devices and intake.transport != "mqtt":
+        raise ConfigError(f"{path}: [[sensors.device]] mappings need transport = 'mqtt'")
     if intake.idle_timeout <= 0 or intake.max_connections < 1 or intake.max_line < 64:
         raise ConfigError(f"{path}: [sensors] needs idle_timeout > 0, max_connections >= 1 "
                           "and max_line >= 64")

@@ -33,11 +33,14 @@ from streamanon.dezent.protocol import (
     encode_message,
 )
 from streamanon.dezent.pseudonyms import Pseudonymizer
+from streamanon.errors import StreamanonError
 from streamanon.net import framing
 from streamanon.net.ce_client import CEClient
 from streamanon.net.config import ClockSection, GatewayConfig
 from streamanon.net.intake import SensorIntake, SensorServer
 from streamanon.net.metrics import GatewayMetrics, serve
+from streamanon.net.mqtt_broker import MosquittoBroker
+from streamanon.net.mqtt_intake import MqttIntake
 from streamanon.net.outbox import MIX_CARRY_MAX, Outbox
 from streamanon.net.peers import CONNECT_TIMEOUT, PeerLink, PeerServer
 from streamanon.net.session import CORE_ERRORS, RingMessage, SessionRing, Sessions, admit
@@ -92,6 +95,18 @@ class GatewayDaemon:
             count=lambda outcome: self.metrics.readings.labels(outcome).inc(),
             idle_timeout=cfg.intake.idle_timeout, max_connections=cfg.intake.max_connections,
             max_line=cfg.intake.max_line)
+        self.mqtt: MqttIntake | None = None
+        self.broker: MosquittoBroker | None = None
+        if cfg.intake.transport == "mqtt":
+            count = self.sensor_server.count
+            self.broker = MosquittoBroker(
+                cfg.id, state / "mqtt", listen=cfg.sensors, ca=cfg.ca, cert=cfg.cert,
+                key=cfg.key, crl=cfg.crl, sensors=registry or (),
+                device_topics=[d.topic for d in cfg.intake.devices],
+                binary=cfg.intake.mosquitto, on_refusal=count)
+            self.mqtt = MqttIntake(self.intake, cfg.id, address=cfg.sensors, ca=cfg.ca,
+                                   cert=cfg.cert, key=cfg.key, devices=cfg.intake.devices,
+                                   wall_cycle=self.wall_cycle, count=count, clock=time.time)
         self.ce = CEClient(self.outbox, cfg.ce, ctx=self.client_ctx, max_frame=cfg.max_frame,
                            revocations=self.revocations, on_commit=self._committed,
                            on_refused=self.metrics.refused.inc,
@@ -373,6 +388,51 @@ class GatewayDaemon:
         self.failed = True
         self.stopping.set()
 
+    async def watch_files(self, every: float) -> None:
+        """Registry and CRL changes, live: a changed registry replaces the intake's (and the
+        broker's ACL, re-read on SIGHUP); a changed CRL restarts the broker (its clients
+        reconnect and the revoked ones are refused; persistence keeps the queued readings)."""
+        reg, crl = self.cfg.intake.registry, self.cfg.crl
+
+        def stamp(p: Path | None) -> tuple[int, int] | None:
+            try:
+                st = os.stat(p) if p is not None else None
+            except OSError:
+                return None
+            return None if st is None else (st.st_mtime_ns, st.st_size)
+
+        seen = (stamp(reg), stamp(crl))
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), every)
+            if self.broker is not None and self.broker.proc is not None \
+                    and not self.broker.alive() and not self.stopping.is_set():
+                log.error("the MQTT broker exited (%s); starting it again on its database",
+                          self.broker.proc.returncode)
+                try:
+                    await asyncio.to_thread(self.broker.restart)
+                except StreamanonError as exc:
+                    log.error("%s", exc)
+            now = (stamp(reg), stamp(crl))
+            if now == seen:
+                continue
+            if now[0] != seen[0] and reg is not None and now[0] is not None:
+                try:
+                    ids = self.cfg.intake.registered()
+                except StreamanonError as exc:
+                    log.error("sensor registry unusable, keeping the previous one: %s", exc)
+                else:
+                    log.info("sensor registry reloaded: %d sensors (was %d)", len(ids),
+                             len(self.intake.registry or ()))
+                    self.intake.registry = ids
+                    if self.broker is not None:
+                        self.broker.write_acl(ids)
+                        self.broker.reload()
+            if now[1] != seen[1] and self.broker is not None and self.broker.alive():
+                log.info("revocation list changed: restarting the MQTT broker")
+                await asyncio.to_thread(self.broker.restart)
+            seen = now
+
     async def watch_ready(self) -> None:
         while not all(link.ever_up for link in self.links.values()):
             await asyncio.sleep(0.05)
@@ -387,8 +447,13 @@ class GatewayDaemon:
         peers = await asyncio.start_server(self.peer_server.serve, host, port,
                                            ssl=self.server_ctx,
                                            ssl_handshake_timeout=CONNECT_TIMEOUT)
-        shost, sport = split_address(self.cfg.sensors)
-        sensors = await self.sensor_server.start(shost, sport)
+        sensors: asyncio.Server | None = None
+        if self.broker is not None and self.mqtt is not None:
+            await asyncio.to_thread(self.broker.start)
+            self.mqtt.start()
+        else:
+            shost, sport = split_address(self.cfg.sensors)
+            sensors = await self.sensor_server.start(shost, sport)
         metrics = None
         if self.cfg.metrics:
             metrics = serve(self.metrics.registry, self.cfg.metrics, ca=self.cfg.ca,
@@ -397,6 +462,7 @@ class GatewayDaemon:
         retry = min(1.0, self.clock.period / 4)
         background = [loop.create_task(link.maintain(retry)) for link in self.links.values()]
         background.append(loop.create_task(self.watch_ready()))
+        background.append(loop.create_task(self.watch_files(retry)))
         clock = loop.create_task(self.run_clock(), name="clock")
         sender = loop.create_task(self.ce.run(self.stopping), name="CE sender")
         clock.add_done_callback(self._essential_done)
@@ -418,12 +484,18 @@ class GatewayDaemon:
                         "invented IDs (insecure_plaintext_sensors = true)", self.cfg.sensors)
         log.info("gateway %s listening on %s (ring) and %s (sensors, %s, %d registered); %d "
                  "tuples in the outbox", self.cfg.name, self.cfg.listen, self.cfg.sensors,
-                 "plain TCP" if self.cfg.intake.insecure_plaintext_sensors else "TLS",
+                 ("MQTT/TLS, its own broker" if self.mqtt is not None else
+                  "plain TCP" if self.cfg.intake.insecure_plaintext_sensors else "TLS"),
                  len(self.intake.registry or ()), self.outbox.count())
         await self.stopping.wait()
         log.info("gateway %s stopping", self.cfg.name)
         clock.cancel()
-        sensors.close()
+        if sensors is not None:
+            sensors.close()
+        if self.mqtt is not None:
+            self.mqtt.stop()
+        if self.broker is not None:
+            await asyncio.to_thread(self.broker.stop)
         self.ce.wakeup.set()
         # asyncio.wait never raises the sender's own exception: a sender that ended by a bug
         # was reported (and the exit code set) by _essential_done

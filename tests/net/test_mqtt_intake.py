@@ -1,0 +1,253 @@
+"""The MQTT intake against real mosquitto brokers and real paho clients: who may report, the
+line port's rules on what arrives, device mappings, and no acknowledged reading lost when the
+broker is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("paho.mqtt")
+
+from streamanon.errors import ConfigError
+from streamanon.harness.local_site import free_ports
+from streamanon.harness.mqtt_sensors import MqttSensor
+from streamanon.net.intake import SensorIntake
+from streamanon.net.mqtt_broker import MosquittoBroker, find_mosquitto, sensor_topic
+from streamanon.net.mqtt_intake import DeviceMapping, MqttIntake
+from streamanon.net.pki import init_pki, revoke, sensor_paths, write_self_signed
+
+try:
+    find_mosquitto()
+except ConfigError as exc:  # pragma: no cover - ./dev test installs it
+    pytest.skip(str(exc), allow_module_level=True)
+
+SENSORS = {"s1": 0, "s2": 0, "s3": 0, "plug1": 0, "other": 1}
+TASMOTA = DeviceMapping(topic="tele/{sensor}/SENSOR", value="ENERGY.Power", time="Time",
+                        bucket=True)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    base = tmp_path_factory.mktemp("mqtt")
+    init_pki(base / "pki", 2, sensors=SENSORS, ca_dir=base / "ca")
+    init_pki(base / "stranger", 1, sensors={"s1": 0}, ca_dir=base / "stranger-ca")
+    return base
+
+
+class Gateway:
+    """gw0's broker and its subscription around a SensorIntake (cycles of 900 s of data
+    time from 0, wall cycle fixed)."""
+
+    def __init__(self, site: Path, directory: Path, registry=("s1", "s2", "s3", "plug1")):
+        pki = site / "pki"
+        (port,) = free_ports(1)
+        self.address = f"127.0.0.1:{port}"
+        self.outcomes: Counter[str] = Counter()
+        self.wall = 0
+        self.intake = SensorIntake(registry=frozenset(registry), domain=None, data_t0=0.0,
+                                   data_period=900.0, ahead=2)
+        self.broker = MosquittoBroker(0, directory, listen=self.address, ca=pki / "ca.crt",
+                             cert=pki / "gw0.crt", key=pki / "gw0.key", crl=pki / "crl.pem",
+                             sensors=registry, device_topics=[TASMOTA.topic],
+                             on_refusal=self.count)
+        self.sub = MqttIntake(self.intake, 0, address=self.address, ca=pki / "ca.crt",
+                              cert=pki / "gw0.crt", key=pki / "gw0.key", devices=(TASMOTA,),
+                              wall_cycle=lambda: self.wall, count=self.count, clock=time.time)
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] += 1
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.broker.start)
+        self.sub.start()
+        await asyncio.wait_for(self.sub.connected.wait(), 10)
+        await asyncio.sleep(0.2)  # subscribed
+
+    async def stop(self) -> None:
+        self.sub.stop()
+        await asyncio.to_thread(self.broker.stop)
+
+    def accepted(self) -> dict[int, dict[str, object]]:
+        return {c: dict(v) for c, v in self.intake.buffer.items() if v}
+
+
+async def until(cond, timeout=10.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def sensor(site: Path, gw: Gateway, sid: str, **kw) -> MqttSensor:
+    return MqttSensor(site / "pki", gw.address, 0, sid, **kw)
+
+
+def test_a_sensor_reports_once_per_cycle_with_the_line_ports_rules(site, tmp_path, caplog):
+    caplog.set_level(logging.INFO, "streamanon.gateway")
+
+    async def main():
+        gw = Gateway(site, tmp_path / "b")
+        await gw.start()
+        s1 = sensor(site, gw, "s1")
+        try:
+            replies = await s1.send(["0,5", "10,6", "900,7", "x,1", '{"t": 1800, "a": 2.5}'],
+                                    10)
+            assert replies == ["ok"] * 5  # the broker took them all ...
+            assert await until(lambda: sum(gw.outcomes.values()) == 5)
+        finally:
+            s1.close()
+            await gw.stop()
+        return gw
+
+    gw = asyncio.run(main())
+    # ... the gateway's rules: one per cycle, the line port's refusals
+    assert gw.accepted() == {0: {"s1": 5}, 1: {"s1": 7}}
+    assert gw.outcomes == Counter(ok=2, duplicate=1, malformed=2)
+    assert "err duplicate: s1 already reported cycle 0" in caplog.text
+    assert "is not an integer or a text" in caplog.text
+
+
+def test_strangers_foreign_topics_and_revoked_sensors_get_nothing_in(site, tmp_path, caplog):
+    caplog.set_level(logging.INFO, "streamanon.gateway")
+    pki = site / "pki"
+    own_crt, own_key = write_self_signed(tmp_path / "self", "s2", role="sensor@gw0")
+    other_crt, other_key = sensor_paths(site / "stranger", 0, "s1")
+
+    async def main():
+        gw = Gateway(site, tmp_path / "b")
+        await gw.start()
+        try:
+            # no certificate, a self-signed one, one of another CA: no session at all
+            for cert, key in [(None, None), (own_crt, own_key), (other_crt, other_key)]:
+                client = MqttSensor(pki, gw.address, 0, "s2", cert=cert, key=key)
+                if cert is None:
+                    from streamanon.net.mqtt_intake import mqtt_client_context
+
+                    client.client._ssl_context = mqtt_client_context(
+                        pki / "ca.crt", None, None, "gw0")
+                with pytest.raises(TimeoutError):
+                    await client.send(["0,1"], 2)
+                client.close()
+            # a registered sensor under another one's topic: refused by the broker's ACL
+            s1 = sensor(site, gw, "s1", topic=sensor_topic(0, "s3"))
+            assert (await s1.send(["0,1"], 10))[0].startswith("err refused by the broker: "
+                                                              "Not authorized")
+            s1.close()
+            # a sensor of another gateway, with a valid certificate: no topic of gw0 is its
+            crt, key = sensor_paths(pki, 1, "other")
+            other = MqttSensor(pki, gw.address, 0, "other", cert=crt, key=key)
+            assert (await other.send(["0,1"], 10))[0].startswith("err refused by the broker")
+            other.close()
+            # revoked: the CRL changes, the broker restarts on it, s3 is refused
+            gw.before_revocation = len(caplog.text)
+            revoke(pki, sensor_paths(pki, 0, "s3")[0], site / "ca")
+            await asyncio.to_thread(gw.broker.restart)
+            s3 = sensor(site, gw, "s3")
+            with pytest.raises(TimeoutError):
+                await s3.send(["0,1"], 3)
+            s3.close()
+            await asyncio.sleep(0.5)
+        finally:
+            await gw.stop()
+        return gw
+
+    gw = asyncio.run(main())
+    assert gw.accepted() == {}
+    assert gw.outcomes["ok"] == 0
+    assert gw.outcomes["foreign_topic"] == 2
+    assert gw.outcomes["refused_certificate"] >= 4  # 3 strangers + the revoked sensor
+    log = caplog.text
+    assert "refused (foreign_topic): Denied PUBLISH from s1" in log
+    assert "peer did not return a certificate" in log
+    assert "certificate verify failed" in log
+    # mosquitto names a revoked certificate's refusal as OpenSSL does
+    assert "certificate verify failed" in log[gw.before_revocation:]
+
+
+def test_a_tasmota_plug_reports_through_its_device_mapping(site, tmp_path):
+    payload = json.dumps({"Time": "1970-01-01T00:16:40", "ENERGY": {
+        "TotalStartTime": "1970-01-01T00:00:00", "Total": 1.5, "Yesterday": 0.4,
+        "Today": 0.2, "Power": 47.6, "ApparentPower": 50, "ReactivePower": 15,
+        "Factor": 0.95, "Voltage": 230, "Current": 0.217}})
+
+    async def main():
+        gw = Gateway(site, tmp_path / "b")
+        await gw.start()
+        plug = sensor(site, gw, "plug1", topic="tele/plug1/SENSOR")
+        spoof = sensor(site, gw, "s1", topic="tele/plug1/SENSOR")
+        try:
+            assert await plug.send([payload, "not json"], 10) == ["ok", "ok"]
+            assert (await spoof.send([payload], 10))[0].startswith("err refused")
+            assert await until(lambda: sum(gw.outcomes.values()) == 3)
+        finally:
+            plug.close()
+            spoof.close()
+            await gw.stop()
+        return gw
+
+    gw = asyncio.run(main())
+    assert gw.accepted() == {1: {"plug1": 48}}  # 1000 s: cycle 1; 47.6 W -> bucket 48
+    assert gw.outcomes == Counter(ok=1, malformed=1, foreign_topic=1)
+
+
+def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
+    """The broker is killed (SIGKILL) between cycles and started again on its database: the
+    gateway's and the sensors' sessions come back and every reading the broker acknowledged
+    reaches the gateway, those queued while the gateway was away too."""
+    ids = ["s1", "s2", "plug1"]  # s3 is revoked by the test above (the site is shared)
+
+    async def main():
+        gw = Gateway(site, tmp_path / "b")
+        await gw.start()
+        sensors = [sensor(site, gw, sid) for sid in ids]
+        acked: dict[str, list[str]] = {sid: [] for sid in ids}
+        try:
+            for c in range(3):
+                lines = [f"{900 * c},{c}"]
+                for s, sid in zip(sensors, ids, strict=True):
+                    if (await s.send(lines, 10)) == ["ok"]:
+                        acked[sid].append(lines[0])
+            gw.broker.proc.send_signal(signal.SIGKILL)
+            gw.broker.proc.wait()
+            await asyncio.to_thread(gw.broker.restart)
+            gw.wall = 3
+            for c in range(3, 5):  # after the restart: the sensors' sessions come back
+                lines = [f"{900 * c},{c}"]
+                for s, sid in zip(sensors, ids, strict=True):
+                    if (await s.send(lines, 15)) == ["ok"]:
+                        acked[sid].append(lines[0])
+            gw.sub.stop()  # away: the broker queues cycle 5 for its persistent session
+            lines = ["4500,5"]
+            for s, sid in zip(sensors, ids, strict=True):
+                if (await s.send(lines, 15)) == ["ok"]:
+                    acked[sid].append(lines[0])
+            await asyncio.to_thread(gw.broker.restart)  # SIGTERM: the database is saved
+            gw.sub = MqttIntake(gw.intake, 0, address=gw.address, ca=site / "pki/ca.crt",
+                                cert=site / "pki/gw0.crt", key=site / "pki/gw0.key",
+                                devices=(TASMOTA,), wall_cycle=lambda: gw.wall, count=gw.count,
+                                clock=time.time)
+            gw.sub.start()
+            n = sum(len(v) for v in acked.values())
+            ok = await until(lambda: gw.outcomes["ok"] >= n, 15)
+            assert ok
+        finally:
+            for s in sensors:
+                s.close()
+            await gw.stop()
+        return gw, acked
+
+    gw, acked = asyncio.run(main())
+    assert all(len(v) == 6 for v in acked.values())
+    got = {(sid, c) for c, readings in gw.intake.buffer.items() for sid in readings}
+    assert got == {(sid, c) for sid in ids for c in range(6)}
+    assert gw.outcomes["ok"] == 18
