@@ -37,6 +37,7 @@ from streamanon.cli.common import (
     write_summary,
     writing,
 )
+from streamanon.cli.config import config_option
 from streamanon.cli.kafka import (
     batch_option,
     check_url,
@@ -156,6 +157,7 @@ def castle_command(
     config_file: Path = kafka_config_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
+    config: Path | None = config_option,
 ) -> None:
     """k_s-anonymize a stream with CASTLE (and l-diversity): clusters of >= k individuals.
 

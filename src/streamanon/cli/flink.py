@@ -46,6 +46,7 @@ from streamanon.cli.common import (
     write_summary,
     writing,
 )
+from streamanon.cli.config import config_option
 from streamanon.cli.exitcodes import ExitCode
 from streamanon.errors import ConfigError, JobError, JobFailed, OnError, StreamanonError
 
@@ -412,6 +413,7 @@ def flink_z(
     snapshot_every: SnapshotEvery = None,
     as_json: AsJson = False,
     summary_file: SummaryFile = None,
+    config: Path | None = config_option,
 ) -> None:
     """z-anonymity as a Flink job keyed by the coarsest level of the value; output as `z`.
 
@@ -628,6 +630,7 @@ def flink_castle(
     snapshot_every: SnapshotEvery = None,
     as_json: AsJson = False,
     summary_file: SummaryFile = None,
+    config: Path | None = config_option,
 ) -> None:
     """CASTLE as a keyed broadcast Flink job: partitions of the individuals, rules broadcast.
 

@@ -278,13 +278,15 @@ def produce_command(
                               "when missing)."),
     partitions: int = typer.Option(1, "--partitions", min=1, help="Partitions of a topic "
                                    "created here."),
-    key_column: str = typer.Option(None, "--key-column", help="CSV: the column whose value "
-                                   "picks the partition (every record of a key in one "
-                                   "partition); the header line then goes to every "
-                                   "partition."),
-    time_column: str = typer.Option(None, "--time-column", help="CSV: the column whose time "
+    key_column: str = typer.Option(None, "--key-column", help="The column whose value picks "
+                                   "the partition (every record of a key in one partition): "
+                                   "a CSV header's column name (the header line then goes "
+                                   "to every partition), a JSON Lines field name, or for a "
+                                   "headerless CSV a column number (from 1)."),
+    time_column: str = typer.Option(None, "--time-column", help="The column whose time "
                                     "(seconds or ISO 8601) becomes the message timestamp, by "
-                                    "which a pipeline merges partitions."),
+                                    "which a pipeline merges partitions (named like "
+                                    "--key-column)."),
     config_file: Path = kafka_config_option,
 ) -> None:
     """Load a file into a topic, one message per line (blank lines skipped), in order.
@@ -336,7 +338,7 @@ def produce_command(
     watch.check = check_topic
     fh = sys.stdin.buffer if source == "-" else open(source, "rb")  # noqa: SIM115
     key_i = time_i = None
-    header: bytes | None = None
+    mode: str | None = None  # json, header (CSV with a header) or numbered (headerless CSV)
     last_ts: dict[int, int] = {}
     n = 0
     first = True
@@ -348,35 +350,56 @@ def produce_command(
                 first = False
             if not line.strip():
                 continue
-            if header is None and (key_column or time_column):
-                header = line
-                names = [c.strip() for c in line.decode("utf-8", "replace").split(",")]
-                for opt, col in (("--key-column", key_column), ("--time-column", time_column)):
-                    if col is not None and col not in names:
-                        fail(f"{opt} {col}: the header has no such column ({', '.join(names)})")
-                key_i = names.index(key_column) if key_column else None
-                time_i = names.index(time_column) if time_column else None
-                # the header's timestamp is the earliest there is (1 ms: 0 would mean "now"),
-                # so that a pipeline merging partitions by timestamp takes every partition's
-                # header first instead of reading the partitions one after another
-                for q in parts if key_i is not None else parts[:1]:
-                    sink.write(q, [line], timestamps=[1] if time_i is not None else None)
-                n += 1
-                continue
+            if mode is None and (key_column or time_column):
+                mode = "json" if line.lstrip().startswith(b"{") else (
+                    "numbered" if all(c is None or c.isdigit()
+                                      for c in (key_column, time_column)) else "header")
+                if mode == "numbered":  # headerless CSV: 1-based column numbers
+                    for opt, col in (("--key-column", key_column),
+                                     ("--time-column", time_column)):
+                        if col is not None and int(col) < 1:
+                            fail(f"{opt} {col}: columns are numbered from 1")
+                    key_i = int(key_column) - 1 if key_column else None
+                    time_i = int(time_column) - 1 if time_column else None
+                if mode == "header":
+                    names = [c.strip() for c in line.decode("utf-8", "replace").split(",")]
+                    for opt, col in (("--key-column", key_column),
+                                     ("--time-column", time_column)):
+                        if col is not None and col not in names:
+                            fail(f"{opt} {col}: the header has no such column "
+                                 f"({', '.join(names)}; a headerless CSV takes a column "
+                                 "number)")
+                    key_i = names.index(key_column) if key_column else None
+                    time_i = names.index(time_column) if time_column else None
+                    # the header's timestamp is the earliest there is (1 ms: 0 would mean
+                    # "now"), so that a pipeline merging partitions by timestamp takes every
+                    # partition's header first instead of reading the partitions one after
+                    # another
+                    for q in parts if key_i is not None else parts[:1]:
+                        sink.write(q, [line], timestamps=[1] if time_i is not None else None)
+                    n += 1
+                    continue
             q = parts[0]
             ts = None
-            if key_i is not None or time_i is not None:
+            key = when = None
+            if mode == "json":
+                key, when = _json_fields(line, key_column, time_column)
+            elif key_i is not None or time_i is not None:
                 fields = line.decode("utf-8", "replace").split(",")
                 if key_i is not None and key_i < len(fields):
-                    q = parts[_stable_hash(fields[key_i].strip()) % len(parts)]
-                if time_i is not None:
-                    try:
-                        ts = max(1, int(parse_time(fields[time_i].strip()) * 1000))
-                    except (ValueError, IndexError):
-                        ts = None
-                    # a record without a readable time keeps its partition's last timestamp
-                    # (the time of producing would put it after every record of the file)
-                    ts = last_ts[q] = ts if ts is not None else last_ts.get(q, 1)
+                    key = fields[key_i].strip()
+                if time_i is not None and time_i < len(fields):
+                    when = fields[time_i].strip()
+            if key is not None:
+                q = parts[_stable_hash(key) % len(parts)]
+            if time_column is not None:
+                try:
+                    ts = max(1, int(parse_time(when) * 1000)) if when is not None else None
+                except ValueError:
+                    ts = None
+                # a record without a readable time keeps its partition's last timestamp
+                # (the time of producing would put it after every record of the file)
+                ts = last_ts[q] = ts if ts is not None else last_ts.get(q, 1)
             sink.write(q, [line], timestamps=None if ts is None else [ts])
             n += 1
         sink.flush()
@@ -393,6 +416,26 @@ def produce_command(
         if fh is not sys.stdin.buffer:
             fh.close()
     print(f"{n:,} message(s) to {url}", file=sys.stderr)
+
+
+def _json_fields(line: bytes, key: str | None, when: str | None
+                 ) -> tuple[str | None, str | None]:
+    """The ``key`` and ``when`` fields of a JSON object line as text (``None`` when absent or
+    the line is not an object: such a record goes to the first partition)."""
+    import json
+
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+
+    def text(name: str | None) -> str | None:
+        v = obj.get(name) if name is not None else None
+        return None if v is None else v if isinstance(v, str) else json.dumps(v)
+
+    return text(key), text(when)
 
 
 def _stable_hash(text: str) -> int:

@@ -1,4 +1,4 @@
-"""``streamanon verify z`` and ``verify castle``: the independent checkers on files.
+"""``streamanon verify z`` and ``verify castle``: the independent checkers on files and topics.
 
 Both read their files with the checker's own reader (nothing of :mod:`streamanon.io` runs, nor
 anything of the operator they check: a test traces every call). Exit codes: 0 every check
@@ -46,7 +46,8 @@ each at its most specific level seen by >= z users within Δt). With --privacy-o
 published tuple must stand for its own input tuple and its value must have been exposed by
 >= z distinct users at times in \\[t-Δt, t] (for deZent and other publishers).
 
-Both files are read by the checker's own reader: CSV (header naming t,u,a, or three columns
+Both files are read by the checker's own reader (a kafka://HOST:PORT/TOPIC is read to its
+end, one message a line, partitions merged by timestamp): CSV (header naming t,u,a, or three columns
 without one) or JSON Lines; surrounding spaces of u and a are not part of them. Bad input
 lines are skipped and counted, as `streamanon z --on-error skip` does; an input time up to
 --time-tolerance seconds behind the latest one counts at that latest time (re-stamped, as
@@ -62,8 +63,9 @@ Examples:
 """))
 def verify_z(
     source: str = typer.Argument(..., metavar="INPUT", help="The input stream the operator "
-                                 "read (- = stdin)."),
-    output: str = typer.Argument(..., metavar="OUTPUT", help="The published t,u,a rows."),
+                                 "read (- = stdin, or kafka://HOST:PORT/TOPIC)."),
+    output: str = typer.Argument(..., metavar="OUTPUT", help="The published t,u,a rows (a "
+                                 "file or kafka://HOST:PORT/TOPIC)."),
     z: int = typer.Option(..., "--z", min=1, help="The z the operator ran with."),
     delta_t: float = typer.Option(..., "--delta-t", min=0, help="The window Δt in seconds."),
     privacy_only: bool = typer.Option(
@@ -122,7 +124,8 @@ Examples:
 """))
 def verify_castle(
     output: str = typer.Argument(..., metavar="OUTPUT", help="Released rows (CSV with a "
-                                 "header, or JSON Lines)."),
+                                 "header, or JSON Lines; a file or kafka://HOST:PORT/TOPIC, "
+                                 "read to its end)."),
     rules_path: Path = typer.Option(None, "--rules", help="The TOML rules the release was "
                                     "made with (id, quasi-identifiers, sensitive attributes)."),
     k: int = typer.Option(5, "--k", min=1, help="Distinct individuals each class must hold "

@@ -29,6 +29,7 @@ from streamanon.cli.common import (
     write_summary,
     writing,
 )
+from streamanon.cli.config import config_option
 from streamanon.cli.exitcodes import skip_teardown
 from streamanon.cli.kafka import (
     batch_option,
@@ -119,6 +120,7 @@ def z_command(
     config_file: Path = kafka_config_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
+    config: Path | None = config_option,
 ) -> None:
     """Publish each tuple at its most specific level seen by >= z users within Δt, else suppress.
 

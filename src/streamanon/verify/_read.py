@@ -1,7 +1,8 @@
 """What both checkers need to read files, written once and apart from :mod:`streamanon.io`.
 
-A source is a path, ``"-"`` (standard input) or an open text stream. Nothing here knows the
-operators' readers: the checkers restate the input contract themselves.
+A source is a path, ``"-"`` (standard input), ``kafka://HOST:PORT/TOPIC`` (every message up to
+the end, one a line: :mod:`streamanon.verify._kafka`) or an open text stream. Nothing here
+knows the operators' readers: the checkers restate the input contract themselves.
 
 >>> guess_format("out.jsonl"), guess_format("out.csv"), guess_format("-")
 ('jsonl', 'csv', 'csv')
@@ -23,6 +24,22 @@ from typing import Any, TextIO
 
 Source = str | Path | TextIO
 
+#: Topics read in this process: a topic is read once (format guess, then the rows).
+_TOPICS: dict[str, bytes] = {}
+
+
+def is_topic(source: Source) -> bool:
+    """A ``kafka://`` source."""
+    return isinstance(source, str) and source.startswith("kafka://")
+
+
+def _topic(url: str) -> bytes:
+    if url not in _TOPICS:
+        from streamanon.verify._kafka import topic_bytes
+
+        _TOPICS[url] = topic_bytes(url)
+    return _TOPICS[url]
+
 
 def source_name(source: Source, name: str | None = None) -> str:
     """How messages name ``source``: ``name`` if given, ``stdin``, the path, or ``input``."""
@@ -31,14 +48,19 @@ def source_name(source: Source, name: str | None = None) -> str:
 
 
 def guess_format(source: Source) -> str:
-    """``jsonl`` for a path ending in ``.jsonl``, ``.ndjson`` or ``.json``, else ``csv``."""
+    """``jsonl`` for a path ending in ``.jsonl``, ``.ndjson`` or ``.json`` or a topic whose
+    first message is a JSON object, else ``csv``."""
+    if is_topic(source):
+        return "jsonl" if _topic(str(source)).lstrip().startswith(b"{") else "csv"
     text_name = str(source) if isinstance(source, str | Path) else ""
     return "jsonl" if text_name.lower().endswith((".jsonl", ".ndjson", ".json")) else "csv"
 
 
 def read_bytes(source: Source) -> bytes:
     """The whole source as UTF-8 bytes, ``\\r\\n`` as ``\\n``, without a byte order mark."""
-    if isinstance(source, str | Path):
+    if is_topic(source):
+        data = _topic(str(source))
+    elif isinstance(source, str | Path):
         if str(source) == "-":
             data = sys.stdin.buffer.read()
         else:
@@ -55,6 +77,8 @@ def read_bytes(source: Source) -> bytes:
 
 def read_text(source: Source) -> str:
     """The whole source as text (UTF-8, bad bytes replaced, line ends as written)."""
+    if is_topic(source):
+        return _topic(str(source)).decode("utf-8", errors="replace").removeprefix("\ufeff")
     if isinstance(source, str | Path):
         if str(source) == "-":
             return sys.stdin.read()

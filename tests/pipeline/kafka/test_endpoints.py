@@ -271,3 +271,36 @@ def test_produce_says_how_many_messages_were_delivered_when_the_broker_restarts(
         err = p.stderr.read().decode() if p.stderr else ""
         assert p.returncode == 2, err[-2000:]
         assert "acknowledged by the broker" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("form", ["jsonl", "headerless"])
+def test_produce_key_column_for_json_lines_and_headerless_csv(kafka_broker, tmp_path,
+                                                              form):
+    k = kafka_broker
+    trace = z_trace(600, seed=41)
+    if form == "jsonl":
+        src = tmp_path / "t.jsonl"
+        src.write_text("".join(
+            json.dumps(dict(zip("tua", line.decode().split(","), strict=True))) + "\n"
+                               for line in trace))
+        key, when = "u", "t"
+    else:
+        src = tmp_path / "t.csv"
+        src.write_bytes(b"\n".join(trace) + b"\n")
+        key, when = "2", "1"
+    topic = k.names("keyed")[0]
+    cli("kafka", "produce", str(src), k.url(topic), "--partitions", "3", "--key-column", key,
+        "--time-column", when)
+    from tests.pipeline.kafka.conftest import read_topic
+
+    parts = read_topic(k.bootstrap, topic)
+    users: dict[str, set[int]] = {}
+    got = []
+    for p, msgs in parts.items():
+        for value, _ in msgs:
+            u = (json.loads(value)["u"] if form == "jsonl" else value.decode().split(",")[1])
+            users.setdefault(u, set()).add(p)
+            got.append(value)
+    assert sorted(got) == sorted(src.read_bytes().splitlines())  # every record, no header
+    assert all(len(ps) == 1 for ps in users.values())  # a key's records in one partition
+    assert sum(1 for msgs in parts.values() if msgs) == 3  # spread over the partitions
