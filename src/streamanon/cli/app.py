@@ -244,6 +244,9 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
                "clusters of >= k individuals."),
     "verify": (None, "Independent checkers: recompute a guarantee from input and output, exit 1 "
                "with the first counterexample."),
+    "risk": ("streamanon.cli.risk", "Re-identification risk of a released stream: prosecutor, "
+             "journalist and marketer risk, sample uniques and smallest class, per window of "
+             "rows."),
     "simulate": ("streamanon.cli.dezent", "Simulate a district: centralized vs fully "
                  "decentralized vs deZent on identical readings."),
     "experiment": (None, "Parameter grids: run many configurations (in parallel processes), "
