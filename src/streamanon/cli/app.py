@@ -247,6 +247,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "risk": ("streamanon.cli.risk", "Re-identification risk of a released stream: prosecutor, "
              "journalist and marketer risk, sample uniques and smallest class, per window of "
              "rows."),
+    "attack": (None, "Attacks on a released stream, as an outside observer with the files "
+               "only: how much they learn."),
     "simulate": ("streamanon.cli.dezent", "Simulate a district: centralized vs fully "
                  "decentralized vs deZent on identical readings."),
     "experiment": (None, "Parameter grids: run many configurations (in parallel processes), "
@@ -281,6 +283,10 @@ VERIFY_COMMANDS: dict[str, tuple[str | None, str]] = {
     "castle": ("streamanon.cli.verify", "Recompute k_s-anonymity and l-diversity of OUTPUT, "
                "and check every released row against the input."),
 }
+ATTACK_COMMANDS: dict[str, tuple[str | None, str]] = {
+    "intersect": ("streamanon.cli.attack", "Intersect each individual's released "
+                  "generalizations over time: how far its quasi-identifiers narrow."),
+}
 EXPERIMENT_COMMANDS: dict[str, tuple[str | None, str]] = {
     "castle": ("streamanon.cli.castle", "The Prink paper's grid (k x δ x l, or a subset) on the "
                "ASHRAE-shaped stream."),
@@ -301,6 +307,10 @@ class _VerifyGroup(LazyHelpGroup):
 
 class _ExperimentGroup(LazyHelpGroup):
     table = EXPERIMENT_COMMANDS
+
+
+class _AttackGroup(LazyHelpGroup):
+    table = ATTACK_COMMANDS
 
 
 app = typer.Typer(
@@ -336,6 +346,14 @@ experiment_app = typer.Typer(
 )
 app.add_typer(experiment_app, name="experiment")
 
+attack_app = typer.Typer(
+    cls=_AttackGroup,
+    help=COMMANDS["attack"][1],
+    no_args_is_help=True,
+)
+app.add_typer(attack_app, name="attack")
+
 _RootGroup.source = app
 _VerifyGroup.source = verify_app
 _ExperimentGroup.source = experiment_app
+_AttackGroup.source = attack_app
