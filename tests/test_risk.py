@@ -112,6 +112,23 @@ def test_with_a_population_journalist_and_marketer_follow_it(cols: list[list[str
     assert r.journalist <= r.prosecutor and r.marketer <= r.prosecutor_avg + 1e-12
 
 
+@settings(max_examples=100, deadline=None)
+@given(tables(), st.data(), st.sampled_from([None, 7]))
+def test_with_ids_a_class_counts_its_distinct_individuals(cols: list[list[str]],
+                                                          data: st.DataObject,
+                                                          window: int | None) -> None:
+    n = len(cols[0])
+    ids = data.draw(st.lists(st.sampled_from("uvwxyz"), min_size=n, max_size=n))
+    r = reidentification_risk(cols, ids=ids, window=window)
+    starts = range(0, n, window) if window else [0]
+    for w, start in zip(r.windows or [r.overall], starts, strict=True):
+        end = min(start + window, n) if window else n
+        pairs = sorted({(ids[i], *(c[i] for c in cols)) for i in range(start, end)})
+        deduped = [[p[j + 1] for p in pairs] for j in range(len(cols))]  # one row a pair
+        want = textbook(deduped) | {"rows": end - start}
+        assert_close(figures(w), want)
+
+
 def test_population_rows_without_counts_count_one_each() -> None:
     cols = [["a", "a", "b"]]
     micro = population_counts([["a", "b", "a", "b", "b", "a"]])

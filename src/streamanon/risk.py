@@ -131,7 +131,8 @@ def population_counts(columns: Sequence[Sequence[Any]], counts: Sequence[float] 
 @dataclass(frozen=True)
 class WindowRisk:
     """The figures of one window (see the module docstring); ``start`` is the window's first
-    row (0-based) for row windows and whole releases, its start time for time windows."""
+    row (0-based) for row windows and whole releases, its start time for time windows;
+    ``rows`` its released rows (with ids, ``n`` counts (individual, class) pairs instead)."""
 
     start: float
     rows: int
@@ -223,6 +224,7 @@ def _population_sizes(columns: Sequence[Any], pop: Population, cls: np.ndarray,
 def reidentification_risk(
     columns: Sequence[Any], *, window: int | None = None, every: float | None = None,
     times: Sequence[float] | np.ndarray | None = None, population: Population | None = None,
+    ids: Sequence[Any] | None = None,
 ) -> ReleaseRisk:
     """The release's risk figures, overall and per window.
 
@@ -236,6 +238,9 @@ def reidentification_risk(
         times: with ``every``, each row's time (seconds).
         population: the population's class sizes (:func:`population_counts`), for the
             journalist and marketer risks; None = the release is its own population.
+        ids: each row's individual: a class's size is then its number of distinct
+            individuals (an individual released many times in one class counts once), and
+            ``n`` the number of (individual, class) pairs; None = one row, one individual.
     """
     if window is not None and every is not None:
         raise ConfigError("give window or every, not both")
@@ -249,6 +254,13 @@ def reidentification_risk(
         empty = WindowRisk(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
         return ReleaseRisk(empty, [])
     n_classes = int(cls.max()) + 1
+    id_codes: np.ndarray | None = None
+    n_ids = 0
+    if ids is not None:
+        if len(ids) != n:
+            raise ConfigError("ids must give one individual per row")
+        id_codes, id_values = _factorize(ids)
+        n_ids = max(len(id_values), 1)
     if population is not None:
         pop_sizes = _population_sizes(columns, population, cls, n_classes)
     groups: np.ndarray | None = None
@@ -272,7 +284,13 @@ def reidentification_risk(
             results.append([])
             continue
         n_groups = 1 if start is None else len(start)
-        pair, f = np.unique(g * n_classes + cls, return_counts=True)
+        if id_codes is None:
+            pair, f = np.unique(g * n_classes + cls, return_counts=True)
+        else:  # distinct individuals per (window, class)
+            pair, row_pair = np.unique(g * n_classes + cls, return_inverse=True)
+            distinct = np.unique(row_pair.reshape(-1) * n_ids + id_codes)
+            f = np.bincount(distinct // n_ids, minlength=len(pair))
+        rows = np.bincount(g, minlength=n_groups)
         group, pair_cls = pair // n_classes, pair % n_classes
         f = f.astype(np.int64)
         if population is None:
@@ -285,7 +303,7 @@ def reidentification_risk(
         fig = _figures(group, f, big_f, missing, n_groups)
         origin = np.zeros(1) if start is None else start
         results.append([
-            WindowRisk(float(origin[i]), int(fig["rows"][i]), int(fig["classes"][i]),
+            WindowRisk(float(origin[i]), int(rows[i]), int(fig["classes"][i]),
                        int(fig["smallest"][i]), float(fig["uniques"][i]),
                        float(fig["prosecutor"][i]), float(fig["prosecutor_avg"][i]),
                        float(fig["journalist"][i]), float(fig["marketer"][i]),

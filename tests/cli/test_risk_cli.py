@@ -54,6 +54,12 @@ def test_the_figures_are_the_librarys_on_the_released_text(tmp_path: Path) -> No
         for row in csv.DictReader(fh):
             dst.write(json.dumps(row) + "\n")
     assert risk(str(jsonl), "--qi", ",".join(QI))["overall"] == got["overall"]
+    # with --id: classes counted in distinct buildings (CASTLE's k), never fewer than k = 5
+    ids = columns(out, ["building_id"])[0]
+    by_id = risk(str(out), "--qi", ",".join(QI), "--id", "building_id")["overall"]
+    want = reidentification_risk(columns(out, QI), ids=ids).overall.to_dict()
+    del want["start"]
+    assert by_id == want and by_id["smallest_class"] >= 5
 
 
 def test_row_and_time_windows_written_one_csv_row_each(tmp_path: Path) -> None:

@@ -112,7 +112,8 @@ Rows equal on the --qi columns (their released text) form a class; with f its si
 window of n rows and F its size in the population (--population; without it the release is
 its own population, and journalist risk equals prosecutor risk): prosecutor = 1/min f,
 prosecutor_avg = classes/n, journalist = 1/min F, marketer = (1/n) sum f/F, sample_uniques =
-share of rows with f = 1 (El Emam's definitions; docs: Guarantees). The summary gives the
+share of rows with f = 1 (El Emam's definitions; docs: Guarantees). With --id a class's
+size counts its distinct individuals, and n the (individual, class) pairs. The summary gives the
 whole release and the worst window; -o writes one CSV row per window.
 
 Examples:
@@ -126,6 +127,9 @@ def risk_command(
                                  "header, or JSON Lines; - = stdin)."),
     qi: list[str] = typer.Option(..., "--qi", help="Quasi-identifier columns (repeat or "
                                  "comma-separate)."),
+    id_field: str = typer.Option(None, "--id", help="The column naming the individual: a "
+                                 "class's size is then its distinct individuals (one released "
+                                 "many times counts once); default: one row, one individual."),
     window: int = typer.Option(None, "--window", min=1, help="Figures per run of this many "
                                "consecutive rows."),
     every: float = typer.Option(None, "--every", help="Figures per window of this many "
@@ -156,6 +160,7 @@ def risk_command(
     if in_format not in (None, "csv", "jsonl"):
         fail(f"--input-format must be csv or jsonl, not {in_format!r}")
     names = qis + ([time_column] if every is not None and time_column not in qis else [])
+    names += [id_field] if id_field and id_field not in names else []
     try:
         cols = read_columns(output, names, in_format)
         times = None
@@ -165,7 +170,8 @@ def risk_command(
         if population is not None:
             pop = _read_population(population, qis)
         report = reidentification_risk(cols[:len(qis)], window=window, every=every,
-                                       times=times, population=pop)
+                                       times=times, population=pop,
+                                       ids=cols[names.index(id_field)] if id_field else None)
     except ConfigError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -176,6 +182,7 @@ def risk_command(
              else "whole release")
     summary: dict[str, Any] = {
         "rows": report.overall.rows, "qi": qis, "windows": len(report.windows),
+        "individuals": f"distinct {id_field}" if id_field else "one per row",
         "population": str(population) if population else "the release itself",
         "overall": {k: v for k, v in report.overall.to_dict().items() if k != "start"},
         "worst_window": report.worst(),
