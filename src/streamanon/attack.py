@@ -33,16 +33,19 @@ __all__ = ["Attribute", "AttributeExposure", "Exposure", "attributes_from_rules"
            "parse_interval"]
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
-_INTERVAL = re.compile(rf"^\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]$")
+_INTERVAL = re.compile(rf"^\[\s*({_NUMBER})\s*[,-]\s*({_NUMBER})\s*\]$")  # [lo,hi], [lo-hi]
 _PLAIN = re.compile(rf"^({_NUMBER})$")
 
 
 def parse_interval(text: Any) -> tuple[float, float] | None:
-    """A released numeric value as ``(lo, hi)``: a range ``[lo,hi]``, or a plain number as
-    ``(x, x)``; None for anything else (``[*]``, empty, a category).
+    """A released numeric value as ``(lo, hi)``: a range ``[lo,hi]`` (as CASTLE writes it) or
+    ``[lo-hi]`` (as other tools do), or a plain number as ``(x, x)``; None for anything else
+    (``[*]``, empty, a category).
 
     >>> parse_interval("[1.5,3]"), parse_interval("7"), parse_interval("[*]")
     ((1.5, 3.0), (7.0, 7.0), None)
+    >>> parse_interval("[-9.4--3.7]"), parse_interval("[30-34]")
+    ((-9.4, -3.7), (30.0, 34.0))
     """
     if isinstance(text, int | float) and not isinstance(text, bool):
         x = float(text)
