@@ -21,7 +21,13 @@ import pytest
 import typer.main
 
 from streamanon.cli import app
-from streamanon.cli.app import COMMANDS, EXPERIMENT_COMMANDS, VERIFY_COMMANDS, LazyCommands
+from streamanon.cli.app import (
+    ATTACK_COMMANDS,
+    COMMANDS,
+    EXPERIMENT_COMMANDS,
+    VERIFY_COMMANDS,
+    LazyCommands,
+)
 
 #: Loaded by no bare --help: the engine, the network, the optional extras.
 HEAVY = re.compile(r"^(numpy|pyarrow|cryptography|matplotlib|pydantic|pandas|pyflink|"
@@ -67,7 +73,8 @@ def test_the_bare_help_imports_no_command_and_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize("path", [("z",), ("verify",), ("verify", "z"), ("experiment",),
-                                  ("kafka",), ("pki",)], ids=" ".join)
+                                  ("kafka",), ("pki",), ("risk",), ("attack",),
+                                  ("attack", "intersect")], ids=" ".join)
 def test_a_command_help_imports_its_module_and_nothing_heavy(path: tuple[str, ...]) -> None:
     names = imported(*path, "--help")
     assert sorted(n for n in names if HEAVY.match(n)) == []
@@ -91,12 +98,13 @@ def _first_paragraph(command: object) -> str:
     return inspect.cleandoc(command.help or "").split("\n\n")[0]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("path", [(), ("verify",), ("experiment",)], ids=" ".join)
+@pytest.mark.parametrize("path", [(), ("verify",), ("experiment",), ("attack",)],
+                         ids=" ".join)
 def test_the_lazy_table_shows_what_each_command_says(path: tuple[str, ...]) -> None:
     """Each row of the listing (built from the table, nothing imported) is the first
     paragraph of the command's own help, in the table's order, and no command is missing."""
     table = {(): COMMANDS, ("verify",): VERIFY_COMMANDS,
-             ("experiment",): EXPERIMENT_COMMANDS}[path]
+             ("experiment",): EXPERIMENT_COMMANDS, ("attack",): ATTACK_COMMANDS}[path]
     group = typer.main.get_command(app)
     for name in path:
         group = group.commands[name]  # type: ignore[attr-defined]

@@ -255,6 +255,11 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
                "clusters of >= k individuals."),
     "verify": (None, "Independent checkers: recompute a guarantee from input and output, exit 1 "
                "with the first counterexample."),
+    "risk": ("streamanon.cli.risk", "Re-identification risk of a released stream: prosecutor, "
+             "journalist and marketer risk, sample uniques and smallest class, per window of "
+             "rows."),
+    "attack": (None, "Attacks on a released stream, as an outside observer with the files "
+               "only: how much they learn."),
     "simulate": ("streamanon.cli.dezent", "Simulate a district: centralized vs fully "
                  "decentralized vs deZent on identical readings."),
     "experiment": (None, "Parameter grids: run many configurations (in parallel processes), "
@@ -289,6 +294,10 @@ VERIFY_COMMANDS: dict[str, tuple[str | None, str]] = {
     "castle": ("streamanon.cli.verify", "Recompute k_s-anonymity and l-diversity of OUTPUT, "
                "and check every released row against the input."),
 }
+ATTACK_COMMANDS: dict[str, tuple[str | None, str]] = {
+    "intersect": ("streamanon.cli.attack", "Intersect each individual's released "
+                  "generalizations over time: how far its quasi-identifiers narrow."),
+}
 EXPERIMENT_COMMANDS: dict[str, tuple[str | None, str]] = {
     "castle": ("streamanon.cli.castle", "The Prink paper's grid (k x δ x l, or a subset) on the "
                "ASHRAE-shaped stream."),
@@ -319,6 +328,10 @@ class _VerifyGroup(LazyHelpGroup):
 
 class _ExperimentGroup(LazyHelpGroup):
     table = EXPERIMENT_COMMANDS
+
+
+class _AttackGroup(LazyHelpGroup):
+    table = ATTACK_COMMANDS
 
 
 app = typer.Typer(
@@ -357,6 +370,14 @@ experiment_app = typer.Typer(
 )
 app.add_typer(experiment_app, name="experiment")
 
+attack_app = typer.Typer(
+    cls=_AttackGroup,
+    help=COMMANDS["attack"][1],
+    no_args_is_help=True,
+)
+app.add_typer(attack_app, name="attack")
+
 _RootGroup.source = app
 _VerifyGroup.source = verify_app
 _ExperimentGroup.source = experiment_app
+_AttackGroup.source = attack_app
