@@ -25,7 +25,7 @@ NOT_YET_DOCUMENTED = {
     "castle/generalizers.py:HierarchyGeneralizer.__init__", "cli/castle.py:run_experiment",
     "cli/coercion.py:plain_value", "cli/flink.py:job_options", "cli/kafka.py:options",
     "data/traces.py:zipf_trace", "dezent/protocol.py:publish_records",
-    "dezent/protocol.py:Gateway.__init__", "flink/castle.py:ParseRules.__init__",
+    "dezent/protocol.py:Gateway.__init__", "flink/castle_partition.py:ParseRules.__init__",
     "flink/castle_job.py:build_castle_job", "flink/castle_job.py:run_castle_job",
     "flink/castle_job.py:run_castle_kafka_job", "flink/castle_rows.py:CastleChunkParser.__init__",
     "flink/castle_rows.py:refused_line", "flink/castle_rows.py:merge_castle_outcomes",

@@ -14,8 +14,8 @@ they go "at any desired point" of a pipeline between the user's own source and s
 
 Both are built on the functions of the ``streamanon flink`` jobs: one keyed Python step per
 key group (z: :class:`~streamanon.flink.functions.ZKeyGroups`, the key groups of the
-coarsest value level; CASTLE: :class:`~streamanon.flink.castle.CastlePartition`, partitions
-of the individuals), whose operator state lives in Flink state as a snapshot plus a redo
+coarsest value level; CASTLE:
+:class:`~streamanon.flink.castle_partition.CastlePartition`, partitions of the individuals), whose operator state lives in Flink state as a snapshot plus a redo
 log, so checkpoints and restores keep it. Records reach the operator in batches: a key
 group's records wait (in Flink state, so a checkpoint keeps them too) until ``batch_size``
 of them arrived or ``batch_ms`` passed since the first, as the file jobs' ``--batch-size`` /
@@ -51,7 +51,7 @@ from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 from streamanon.castle import RuleSet
 from streamanon.errors import BadRecordError, ConfigError
-from streamanon.flink.castle import RULES, CastlePartition, ParseRules
+from streamanon.flink.castle_partition import RULES, CastlePartition, ParseRules
 from streamanon.flink.castle_rows import (
     RULES_END,
     RULES_FILE,
@@ -73,8 +73,6 @@ from streamanon.zanon.operator import SEPARATOR
 
 log = logging.getLogger(__name__)
 
-#: CASTLE's partitions of the individuals (state keys): fixed, so that state survives rescaling
-CASTLE_PARTITIONS = 128
 _ON_ERROR = ("fail", "skip")
 
 
@@ -300,7 +298,7 @@ def z_anonymize(
 
 class CastleRecords(_Gather, CastlePartition):
     """``(partition, record)`` in, with the rules' broadcast; the released records of the
-    partition out (the batches through :class:`~streamanon.flink.castle.CastlePartition`,
+    partition out (the batches through :class:`~streamanon.flink.castle_partition.CastlePartition`,
     whose state and snapshots it keeps)."""
 
     def __init__(self, params: dict[str, Any], *, id_field: str, numeric: list[str],
@@ -391,6 +389,7 @@ def castle(
     suppression: str = "drop",
     max_delay: float | None = None,
     loss_field: str | None = None,
+    partitions: int | None = None,
     rules_stream: Any = None,
     bad_rules: str = "skip",
     batch_size: int = 256,
@@ -415,6 +414,10 @@ def castle(
         suppression: what leaves a tuple that cannot be released in time (``drop``, ...).
         max_delay: the longest a tuple waits, in the time field's unit (None: no limit).
         loss_field: a field added to each released record with its information loss.
+        partitions: partitions of the individuals (crc32 of the id mod this), each its own
+            CASTLE operator and state key, fixed for the job (a restore at another
+            parallelism keeps them); k and l hold within each. Default: the job's
+            parallelism (as ``streamanon flink castle --partitions``).
         rules_stream: a ``DataStream`` of TOML texts, each a whole rule set that replaces
             the running one (checked, numbered and broadcast to every partition).
         bad_rules: ``skip`` (a refused rule set is logged) or ``fail`` (fails the job).
@@ -454,7 +457,11 @@ def castle(
                .process(_ParseRuleMessages(1, first.id_field, params, [], bad_rules),
                         output_type=Types.TUPLE([Types.INT(), Types.STRING()]))
                .name("check rules").set_parallelism(1))
-    id_field, partitions = first.id_field, CASTLE_PARTITIONS
+    id_field = first.id_field
+    if partitions is None:
+        partitions = max(1, flink_env.get_parallelism())
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise ConfigError("partitions must be an integer >= 1")
 
     def route(record: Any) -> Any:
         try:
@@ -472,8 +479,8 @@ def castle(
 
 
 class _ParseRuleMessages(ParseRules):
-    """:class:`~streamanon.flink.castle.ParseRules` on ``(key, (kind, payload))`` elements,
-    its notes logged (there is no outcome stream here)."""
+    """:class:`~streamanon.flink.castle_partition.ParseRules` on ``(key, (kind, payload))``
+    elements, its notes logged (there is no outcome stream here)."""
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         yield from self._versions(super().process_element(value[1], ctx))
@@ -491,4 +498,4 @@ class _ParseRuleMessages(ParseRules):
                     log.info("rules: %s", item[1])
 
 
-__all__ = ["CASTLE_PARTITIONS", "CastleRecords", "ZRecords", "castle", "z_anonymize"]
+__all__ = ["CastleRecords", "ZRecords", "castle", "z_anonymize"]
