@@ -14,12 +14,13 @@ they go "at any desired point" of a pipeline between the user's own source and s
 
 Both are built on the functions of the ``streamanon flink`` jobs: one keyed Python step per
 key group (z: :class:`~streamanon.flink.functions.ZKeyGroups`, the key groups of the
-coarsest value level; CASTLE:
-:class:`~streamanon.flink.castle_partition.CastlePartition`, partitions of the individuals),
-whose operator state lives in Flink state as a snapshot plus a redo log, so checkpoints
-and restores keep it. Records reach the operator in batches: a key group's records
-wait (in Flink state, so a checkpoint keeps them too) until ``batch_size`` of them arrived or ``batch_ms`` passed since the first, as the file jobs' ``--batch-size`` /
-``--batch-ms``; at the end of a bounded input everything waiting is processed.
+coarsest value level; CASTLE: :class:`~streamanon.flink.castle_partition.CastlePartition`,
+partitions of the individuals), whose operator state lives in Flink state as a snapshot plus
+a redo log, so checkpoints and restores keep it. Records reach the operator in batches: a
+key group's records wait (in Flink state, so a checkpoint keeps them too) until
+``batch_size`` of them arrived or ``batch_ms`` passed since the first, as the file jobs'
+``--batch-size`` / ``--batch-ms``; at the end of a bounded input everything waiting is
+processed.
 
 A released z record is the input record with its value field generalized (every other
 field as it came); a released CASTLE record is the generalized dict (a ``Row`` of the same
