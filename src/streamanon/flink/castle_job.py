@@ -16,7 +16,7 @@ from pyflink.common import Types
 
 from streamanon.castle import RuleSet
 from streamanon.errors import ConfigError, ResumeError, StreamanonError
-from streamanon.flink.castle import RULES, CastlePartition, ParseRules
+from streamanon.flink.castle_partition import RULES, CastlePartition, ParseRules
 from streamanon.flink.castle_rows import (
     RULES_FILE,
     RULES_LINE,

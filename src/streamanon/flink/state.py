@@ -3,8 +3,9 @@ extra).
 
 Re-pickling a whole operator on every batch would cost O(state) per batch, so the keyed
 functions (:class:`~streamanon.flink.functions.ZKeyGroups`,
-:class:`~streamanon.flink.castle.CastlePartition`) keep, per key, a ``ValueState`` holding the
-operator's last snapshot and a ``ListState`` of what happened since (one append per batch).
+:class:`~streamanon.flink.castle_partition.CastlePartition`) keep, per key,
+a ``ValueState`` holding the operator's last snapshot and a ``ListState`` of what happened
+since (one append per batch).
 The operators are deterministic, so the snapshot plus a replay of the log rebuilds the
 operator of the checkpoint exactly; each function decides when a new snapshot replaces both
 (:meth:`KeyedState.rebase`), which bounds the log.
