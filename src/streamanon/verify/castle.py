@@ -881,8 +881,9 @@ def check_castle_files(
 # The same checks on columns of codes (what makes ``verify castle`` fast).
 #
 # A column is its distinct cells and one code per row (numpy); every rule above (``_text``,
-# ``_identity``, ``_key``, ``_number``, ``_interval``, the coverage rules) is applied once per distinct value, or once per distinct pair of released and input
-# values, never once per row. The pass proves a release right: the moment it sees anything
+# ``_identity``, ``_key``, ``_number``, ``_interval``, the coverage rules) is applied once
+# per distinct value, or once per distinct pair of released and input values, never once
+# per row. The pass proves a release right: the moment it sees anything
 # that would make a problem (a class too small, a row not covered, a row without its input
 # row, an input row not accounted for) or that it cannot decide column-wise (a non-text cell,
 # too many candidates), it returns ``None`` and :func:`check_castle` runs the
