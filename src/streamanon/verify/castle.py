@@ -898,6 +898,67 @@ def check_castle_files(
 _PAIRS_PER_ROW = 16
 
 
+class _Values(Sequence[Any]):
+    """The distinct cells of a column Arrow read: a list (blank cells as ``None``) made on
+    first use only; a column of plain ASCII text is also seen as bytes, without it."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self._list: list[Any] | None = None
+        self._bytes: np.ndarray | bool | None = False
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.as_list()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self.as_list())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.as_list()
+
+    def as_list(self) -> list[Any]:
+        if self._list is None:
+            self._list = [v if v.strip() else None for v in self.array.to_pylist()]
+        return self._list
+
+    def as_bytes(self) -> np.ndarray | None:
+        """The cells as a numpy bytes array when each is 1-64 ASCII characters without NUL
+        (then numpy reads them as ``bytes`` holds them); ``None`` otherwise."""
+        if self._bytes is False:
+            self._bytes = None
+            arr = self.array
+            n = len(arr)
+            buffers = arr.buffers()
+            if n and buffers[2] is not None:
+                offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1,
+                                        offset=arr.offset * 4)
+                data = np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
+                lengths = np.diff(offsets)
+                width = int(lengths.max())
+                if lengths.min() > 0 and width <= 64 and not (
+                        (data >= 128) | (data == 0)).any():
+                    at = np.arange(width)
+                    inside = at < lengths[:, None]
+                    out = np.zeros((n, width), dtype=np.uint8)
+                    out[inside] = data[((offsets[:-1] - offsets[0])[:, None] + at)[inside]]
+                    self._bytes = out.view(f"S{width}").reshape(n)
+        return self._bytes  # type: ignore[return-value]
+
+    def plain(self) -> bool:
+        """Every cell is ASCII text without surrounding white space (``strip`` keeps it)."""
+        cells = self.as_bytes()
+        if cells is None:
+            return False
+        raw = cells.view(np.uint8).reshape(len(cells), -1)
+        space = np.zeros(256, dtype=bool)
+        space[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+        last = raw[np.arange(len(cells)), np.char.str_len(cells) - 1]
+        return not (space[raw[:, 0]].any() or space[last].any())
+
+
 class _Table:
     """Rows as columns: ``names`` in order, ``cells[name] = (distinct values, codes)``."""
 
@@ -993,9 +1054,7 @@ def _read_table(source: Any) -> _Table | None:
     cells: dict[str, tuple[list[Any], np.ndarray]] = {}
     for name in names:
         chunks = table.column(name).chunks
-        values = chunks[0].dictionary.to_pylist() if chunks else []
-        if any(not v.strip() for v in values):
-            values = [v if v.strip() else None for v in values]
+        values: Sequence[Any] = _Values(chunks[0].dictionary) if chunks else []
         codes = [np.frombuffer(c.indices.buffers()[1], dtype=np.int32, count=len(c),
                                offset=c.indices.offset * 4) for c in chunks]
         cells[name] = (values, np.concatenate(codes).astype(np.int64) if codes else
@@ -1009,10 +1068,12 @@ def _key_codes(name: str, tables: Sequence[_Table]) -> list[np.ndarray]:
     (``_key`` is their ``repr``: ``-0.0`` is not ``0.0``), without a call per value."""
     parts = [t.cells.get(name) for t in tables]
     nums: list[np.ndarray] | None = None
-    if all(p is not None and p[0] and None not in p[0] for p in parts):
+    if all(p is not None and len(p[0]) for p in parts):
         try:
-            nums = [np.array(p[0], dtype=str).astype(np.float64) for p in parts if p]
-        except ValueError:
+            nums = [(cells.astype(np.float64) if isinstance(p[0], _Values) and (
+                cells := p[0].as_bytes()) is not None else
+                     np.array(p[0], dtype=str).astype(np.float64)) for p in parts if p]
+        except ValueError:  # a cell that is not a number (or is missing: "None")
             nums = None
     if nums is not None and all(np.isfinite(x).all() for x in nums):
         back = np.unique(np.concatenate(nums).view(np.int64), return_inverse=True)[1]
@@ -1029,10 +1090,15 @@ def _key_codes(name: str, tables: Sequence[_Table]) -> list[np.ndarray]:
 def _combine(parts: Sequence[np.ndarray], n: int) -> np.ndarray:
     """One code per row for the tuple of ``parts``' codes (dense, from 0)."""
     out = np.zeros(n, dtype=np.int64)
+    span = 1
     for p in parts:
         width = int(p.max()) + 1 if len(p) else 1
-        out = np.unique(out * width + p, return_inverse=True)[1].astype(np.int64)
-    return out
+        if span * width >= 1 << 62:  # made dense again before it could overflow
+            out = np.unique(out, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            span = int(out.max()) + 1 if n else 1
+        out = out * width + p
+        span *= width
+    return np.unique(out, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _distinct_per(group: np.ndarray, value: np.ndarray, groups: int) -> np.ndarray:
@@ -1063,8 +1129,11 @@ def _check_columns(rel: _Table, spec: CastleSpec, *, k: int, l: int,  # noqa: E7
     if report.min_individuals < k:
         return None
     for s in spec.sensitive:
-        values: dict[Any, int] = {None: 0}
-        codes = rel.codes(s, _identity, values)
+        cells = rel.cells.get(s)
+        if cells is not None and isinstance(cells[0], _Values) and cells[0].plain():
+            codes = cells[1] + 1  # each distinct cell its own identity
+        else:
+            codes = rel.codes(s, _identity, {None: 0})
         present = codes != 0
         d = _distinct_per(cls[present], codes[present], classes)
         report.min_diversity[s] = int(d.min())
@@ -1210,7 +1279,13 @@ def _covered_columns(attr: AttributeSpec, rel: _Table, src: _Table, jj: np.ndarr
         leaves = [coverage._grow(tree, attr.grow, v) for v in orig_values]
     width = len(orig_values)
     pair = shown_codes[jj] * width + orig_codes[nn]
-    distinct, back = np.unique(pair, return_inverse=True)
+    if len(shown_values) * width <= 1 << 22:  # the pairs found without sorting them
+        seen = np.zeros(len(shown_values) * width, dtype=bool)
+        seen[pair] = True
+        distinct = np.flatnonzero(seen)
+        back = np.cumsum(seen)[pair] - 1
+    else:
+        distinct, back = np.unique(pair, return_inverse=True)
     verdicts = []
     for p in distinct.tolist():
         shown, original = shown_values[p // width], orig_values[p % width]
