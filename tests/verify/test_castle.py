@@ -373,3 +373,16 @@ def test_files_arrow_might_read_otherwise_are_left_to_the_row_reader(tmp_path, t
     path = tmp_path / "f.csv"
     path.write_bytes(text.encode("utf-8"))
     assert _read_table(path) is None
+
+
+def test_pass_through_numbers_match_by_value_column_wise() -> None:
+    """``1`` and ``1.0`` are one pass-through value, ``-0`` and ``0`` are two (as ``_key``
+    says), whether the cells are read column-wise from bytes or row by row."""
+    spec = columns_spec("u", ["age"], [])
+    inputs = [{"u": "a", "age": "30", "m": "1"}, {"u": "b", "age": "31", "m": "-0"}]
+    for released, ok in (([{"u": "a", "age": "[30,31]", "m": "1.0"},
+                           {"u": "b", "age": "[30,31]", "m": "-0.0"}], True),
+                         ([{"u": "a", "age": "[30,31]", "m": "1"},
+                           {"u": "b", "age": "[30,31]", "m": "0"}], False)):
+        report = check(released, spec=spec, k=2, l=0, inputs=inputs)
+        assert report.ok is ok, report.first_problem
