@@ -1038,7 +1038,7 @@ def _read_table(source: Any) -> _Table | None:
     try:  # each column read as dictionary codes straight away
         table = pacsv.read_csv(
             pa.py_buffer(data),
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1,
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, use_threads=False,
                                            block_size=1 << 22),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
