@@ -46,7 +46,11 @@ asks for ``--rules``.
 from __future__ import annotations
 
 import copy
+import csv
+import json
 import random
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,7 +59,17 @@ from streamanon.castle import CastleAnonymizer, Released, RuleSet
 from streamanon.castle.generalizers import HierarchyGeneralizer, RangeGeneralizer, format_number
 from streamanon.castle.rules import AttributeRule
 from streamanon.records import Suppressed
-from streamanon.verify.castle import check_castle, columns_spec, rules_from_toml
+from streamanon.verify.castle import (
+    _check_columns,
+    _check_rows,
+    _read_table,
+    _table_of_rows,
+    check_castle,
+    check_castle_files,
+    columns_spec,
+    read_released,
+    rules_from_toml,
+)
 
 RULES = """
 id = "u"
@@ -100,7 +114,61 @@ SPEC = rules_from_toml(RULES)
 
 
 def check(released, *, k=K, l=L, inputs=ROWS, suppressed=None, spec=SPEC, **kw):  # noqa: E741
-    return check_castle(released, spec, k=k, l=l, inputs=inputs, suppressed=suppressed, **kw)
+    report = check_castle(released, spec, k=k, l=l, inputs=inputs, suppressed=suppressed, **kw)
+    same_column_wise(released, spec, k=k, l=l, inputs=inputs, suppressed=suppressed, **kw)
+    return report
+
+
+def as_text(rows):
+    """The rows as a CSV file holds them (every cell text; ``None`` when empty)."""
+    if rows is None:
+        return None
+    return [{c: None if v is None or str(v).strip() == "" else str(v) for c, v in r.items()}
+            for r in rows]
+
+
+def same_column_wise(released, spec, *, k, l, inputs, suppressed,  # noqa: E741
+                     rejected_lines=(), allow_empty=False) -> None:
+    """The column-wise pass (on the rows as text, and on them as CSV files) gives the
+    report of the checks row by row, whether the release is right or broken."""
+    rel, src, sup = as_text(released), as_text(inputs), as_text(suppressed)
+    skip = set(rejected_lines)
+    numbered = [(n, r) for n, r in enumerate(src, start=1) if n not in skip] if src else src
+    slow = _check_rows(list(enumerate(rel, start=1)), spec, k=k, l=l, source=numbered,
+                       suppressed=list(enumerate(sup, start=1)) if sup is not None else None,
+                       allow_empty=allow_empty)
+    fast = check_castle(rel, spec, k=k, l=l, inputs=src, suppressed=sup,
+                        rejected_lines=rejected_lines, allow_empty=allow_empty)
+    assert fast.to_dict() == slow.to_dict()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for name, rows in (("out", rel), ("in", src), ("sup", sup)):
+            if rows is not None:
+                files[name] = Path(tmp) / f"{name}.csv"
+                cols = list(dict.fromkeys(c for r in rows for c in r)) or ["u", "age"]
+                with open(files[name], "w", newline="", encoding="utf-8") as fh:
+                    w = csv.writer(fh)
+                    w.writerow(cols)
+                    w.writerows([r.get(c) or "" for c in cols] for r in rows)
+        rejects = None
+        if skip:
+            rejects = Path(tmp) / "rejects.jsonl"
+            rejects.write_text("".join(json.dumps({"line": n + 1}) + "\n" for n in skip))
+        by_file = check_castle_files(files["out"], spec, k=k, l=l, source=files.get("in"),
+                                     suppressed=files.get("sup"), rejects=rejects,
+                                     allow_empty=allow_empty)
+        by_rows = _check_rows(*(_file_rows(files.get(x)) for x in ("out",)), spec, k=k, l=l,
+                              source=[(n, r) for n, r in _file_rows(files.get("in")) or []
+                                      if n not in {m + 1 for m in skip}]
+                              if "in" in files else None,
+                              suppressed=_file_rows(files.get("sup")),
+                              allow_empty=allow_empty)
+        by_rows.input_rejected = len(skip)
+        assert by_file.to_dict() == by_rows.to_dict()
+
+
+def _file_rows(path):
+    return read_released(path)[0] if path is not None else None
 
 
 def classes(released) -> dict[tuple, list[int]]:
@@ -262,3 +330,59 @@ def test_broken_generalizers_are_caught(name, rules, reason) -> None:
     report = check(released)
     assert report.not_covered >= 1, name
     assert reason in (report.first_problem or "")
+
+
+# -- the column-wise pass --------------------------------------------------------------------
+def test_the_column_wise_pass_proves_the_genuine_release() -> None:
+    def table(rows):
+        return _table_of_rows(list(enumerate(as_text(rows), start=1)))
+
+    for spec in (SPEC, columns_spec("u", ["age", "city", "zip"], ["dx"])):
+        report = _check_columns(table(RELEASED), spec, k=K, l=L, src=table(ROWS),
+                               sup=table(SUPPRESSED))
+        assert report is not None and report.ok
+        assert report.to_dict() == check(RELEASED, suppressed=SUPPRESSED, spec=spec).to_dict()
+    # a broken release is left to the checks row by row
+    assert _check_columns(table(RELEASED[1:]), SPEC, k=K, l=L, src=table(ROWS),
+                         sup=table(SUPPRESSED)) is None
+
+
+@pytest.mark.parametrize("text", [
+    'u,age,note\n1,"[3,4]",plain\n2, 5 ,"say ""hi"""\n3,,x"y\n',
+    '\ufeffu,age\r\n1,2\r\n3,4\r\n',
+    "u,age\n1,2",
+    "u , age\n1,  \n",
+])
+def test_arrow_reads_a_csv_file_as_the_row_reader_does(tmp_path, text) -> None:
+    path = tmp_path / "f.csv"
+    path.write_bytes(text.encode("utf-8"))
+    table = _read_table(path)
+    assert table is not None
+    assert table.as_rows() == read_released(path)[0]
+
+
+@pytest.mark.parametrize("text", [
+    "u,age\n1,2\n\n3,4\n",  # a blank line: line numbers would shift
+    'u,age\n1,"2\n3"\n',  # a row over two lines
+    "u,age\n1,2,3\n",  # a bad row
+    '"u",age\n1,2\n',  # a quoted header
+    "u,age\r1,2\r",  # old Mac line ends
+    "u\n1\n",  # one column: a line of spaces would be a row
+])
+def test_files_arrow_might_read_otherwise_are_left_to_the_row_reader(tmp_path, text) -> None:
+    path = tmp_path / "f.csv"
+    path.write_bytes(text.encode("utf-8"))
+    assert _read_table(path) is None
+
+
+def test_pass_through_numbers_match_by_value_column_wise() -> None:
+    """``1`` and ``1.0`` are one pass-through value, ``-0`` and ``0`` are two (as ``_key``
+    says), whether the cells are read column-wise from bytes or row by row."""
+    spec = columns_spec("u", ["age"], [])
+    inputs = [{"u": "a", "age": "30", "m": "1"}, {"u": "b", "age": "31", "m": "-0"}]
+    for released, ok in (([{"u": "a", "age": "[30,31]", "m": "1.0"},
+                           {"u": "b", "age": "[30,31]", "m": "-0.0"}], True),
+                         ([{"u": "a", "age": "[30,31]", "m": "1"},
+                           {"u": "b", "age": "[30,31]", "m": "0"}], False)):
+        report = check(released, spec=spec, k=2, l=0, inputs=inputs)
+        assert report.ok is ok, report.first_problem

@@ -27,10 +27,12 @@ import math
 import re
 import tomllib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import numpy as np
 
 from streamanon.errors import ConfigError, InputError
 from streamanon.records import Rejected
@@ -485,18 +487,37 @@ def check_castle(
     """
     if isinstance(spec, str):
         spec = columns_spec(spec, qi, sa)
-    report = CastleCheckReport(k=k, l=l)
     released = _numbered(rows)
+    source = _numbered(inputs) if inputs is not None else None
+    sup = _numbered(suppressed) if suppressed is not None else None
+    skip = set(rejected_lines)
+    if source is not None:
+        source = [(n, r) for n, r in source if n not in skip]
+    tables = [_table_of_rows(x) if x is not None else None
+              for x in (released, source, sup)]
+    if tables[0] is not None and all(t is not None or x is None for t, x in zip(
+            tables, (released, source, sup), strict=True)):
+        report = _check_columns(tables[0], spec, k=k, l=l, src=tables[1], sup=tables[2])
+        if report is not None:
+            return report
+    return _check_rows(released, spec, k=k, l=l, source=source, suppressed=sup,
+                       allow_empty=allow_empty)
+
+
+def _check_rows(released: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec, *, k: int,
+                l: int, source: list[tuple[int, Mapping[str, Any]]] | None,  # noqa: E741
+                suppressed: list[tuple[int, Mapping[str, Any]]] | None,
+                allow_empty: bool) -> CastleCheckReport:
+    """The checks row by row (numbered rows, ``source`` without the rejected lines): every
+    problem found and worded."""
+    report = CastleCheckReport(k=k, l=l)
     report.rows = len(released)
     _check_classes(released, spec, report)
-    source = _numbered(inputs) if inputs is not None else None
     if source is not None:
-        skip = set(rejected_lines)
-        source = [(n, r) for n, r in source if n not in skip]
         report.input_rows = len(source)
         owner = _match(released, source, spec, report)
         if suppressed is not None:
-            _account(source, owner, _numbered(suppressed), spec, report)
+            _account(source, owner, suppressed, spec, report)
     if not released and not allow_empty and (source is None or source):
         report.empty = True
         report.why_empty = _why_empty(source, spec, k, l)
@@ -811,16 +832,469 @@ def check_castle_files(
         out_format: the output's format (``None``: from the name).
         in_format: the input's format (``None``: from the name).
     """
-    released, _ = read_released(output, out_format)
-    inputs, bad = (read_released(source, in_format, strict=False) if source is not None
-                   else (None, 0))
-    sup = read_released(suppressed)[0] if suppressed is not None else None
+
+    def table(path: Any, fmt: str | None) -> _Table | None:
+        """The file column-wise, when it is a CSV file Arrow reads as :func:`read_released`
+        would (``None``: read it row by row)."""
+        if path is None or (fmt or guess_format(path)) != "csv":
+            return None
+        return _read_table(path)
+
+    # each file as before: column-wise when it can be, else row by row (in the same order,
+    # so that the first unreadable file is the one named)
+    out_t = table(output, out_format)
+    released = read_released(output, out_format)[0] if out_t is None else None
+    in_t = table(source, in_format)
+    inputs, bad = (read_released(source, in_format, strict=False)
+                   if source is not None and in_t is None else (None, 0))
+    sup_t = table(suppressed, None)
+    sup = read_released(suppressed)[0] if suppressed is not None and sup_t is None else None
     lines: set[int] = set()
     if rejects is not None:
         for _, obj in read_released(rejects, "jsonl")[0]:
             if isinstance(obj.get("line"), int):
                 lines.add(obj["line"])
-    report = check_castle(released, spec, k=k, l=l, inputs=inputs, suppressed=sup,
-                          rejected_lines=lines, allow_empty=allow_empty)
+    if in_t is not None and lines:
+        in_t = in_t.take(~np.isin(in_t.lines, sorted(lines)))
+    if out_t is not None and (in_t is not None or source is None) and (
+            sup_t is not None or suppressed is None):
+        report = _check_columns(out_t, spec, k=k, l=l, src=in_t, sup=sup_t)
+        if report is not None:
+            report.input_rejected = len(lines)
+            return report
+    if out_t is not None:
+        released = out_t.as_rows()
+    if in_t is not None:
+        inputs = in_t.as_rows()
+    elif inputs is not None:
+        inputs = [(n, r) for n, r in inputs if n not in lines]
+    if sup_t is not None:
+        sup = sup_t.as_rows()
+    assert released is not None
+    report = _check_rows(released, spec, k=k, l=l, source=inputs, suppressed=sup,
+                         allow_empty=allow_empty)
     report.input_rejected = bad + len(lines)
     return report
+
+
+# -- the column-wise pass ----------------------------------------------------------------
+# The same checks on columns of codes (what makes ``verify castle`` fast).
+#
+# A column is its distinct cells and one code per row (numpy); every rule above (``_text``,
+# ``_identity``, ``_key``, ``_number``, ``_interval``, the coverage rules) is applied once
+# per distinct value, or once per distinct pair of released and input values, never once
+# per row. The pass proves a release right: the moment it sees anything
+# that would make a problem (a class too small, a row not covered, a row without its input
+# row, an input row not accounted for) or that it cannot decide column-wise (a non-text cell,
+# too many candidates), it returns ``None`` and :func:`check_castle` runs the
+# row-by-row checks, which find and word every problem. So its only duty is that of a proof:
+# a report it returns is the report the row-by-row checks give (``tests/verify/
+# test_castle.py`` compares the two on the genuine release and on every mutation).
+#
+# Files are read with Arrow's CSV reader (not the operators' reader), only when each row is
+# one line (then line numbers are ``2, 3, ...``); anything else is left to the row reader.
+
+#: Candidate pairs (released row, input row) the pass looks at, per released row, at most.
+_PAIRS_PER_ROW = 16
+
+
+class _Values(Sequence[Any]):
+    """The distinct cells of a column Arrow read: a list (blank cells as ``None``) made on
+    first use only; a column of plain ASCII text is also seen as bytes, without it."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self._list: list[Any] | None = None
+        self._bytes: np.ndarray | bool | None = False
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.as_list()[i]
+
+    def __iter__(self) -> Any:
+        return iter(self.as_list())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.as_list()
+
+    def as_list(self) -> list[Any]:
+        if self._list is None:
+            self._list = [v if v.strip() else None for v in self.array.to_pylist()]
+        return self._list
+
+    def as_bytes(self) -> np.ndarray | None:
+        """The cells as a numpy bytes array when each is 1-64 ASCII characters without NUL
+        (then numpy reads them as ``bytes`` holds them); ``None`` otherwise."""
+        if self._bytes is False:
+            self._bytes = None
+            arr = self.array
+            n = len(arr)
+            buffers = arr.buffers()
+            if n and buffers[2] is not None:
+                offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1,
+                                        offset=arr.offset * 4)
+                data = np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
+                lengths = np.diff(offsets)
+                width = int(lengths.max())
+                if lengths.min() > 0 and width <= 64 and not (
+                        (data >= 128) | (data == 0)).any():
+                    at = np.arange(width)
+                    inside = at < lengths[:, None]
+                    out = np.zeros((n, width), dtype=np.uint8)
+                    out[inside] = data[((offsets[:-1] - offsets[0])[:, None] + at)[inside]]
+                    self._bytes = out.view(f"S{width}").reshape(n)
+        return self._bytes  # type: ignore[return-value]
+
+    def plain(self) -> bool:
+        """Every cell is ASCII text without surrounding white space (``strip`` keeps it)."""
+        cells = self.as_bytes()
+        if cells is None:
+            return False
+        raw = cells.view(np.uint8).reshape(len(cells), -1)
+        space = np.zeros(256, dtype=bool)
+        space[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+        last = raw[np.arange(len(cells)), np.char.str_len(cells) - 1]
+        return not (space[raw[:, 0]].any() or space[last].any())
+
+
+class _Table:
+    """Rows as columns: ``names`` in order, ``cells[name] = (distinct values, codes)``."""
+
+    def __init__(self, names: list[str], cells: dict[str, tuple[list[Any], np.ndarray]],
+                 n: int, lines: np.ndarray) -> None:
+        self.names = names
+        self.cells = cells
+        self.n = n
+        self.lines = lines
+
+    def codes(self, name: str, fn: Callable[[Any], Any], space: dict[Any, int]) -> np.ndarray:
+        """Each row's code of ``fn(cell)`` in ``space`` (shared by tables); a missing
+        column is ``fn(None)`` in every row."""
+        if name not in self.cells:
+            return np.full(self.n, space.setdefault(fn(None), len(space)), dtype=np.int64)
+        values, codes = self.cells[name]
+        remap = np.array([space.setdefault(fn(v), len(space)) for v in values] or [0],
+                         dtype=np.int64)
+        return remap[codes]
+
+    def take(self, keep: np.ndarray) -> _Table:
+        cells = {c: (v, codes[keep]) for c, (v, codes) in self.cells.items()}
+        return _Table(self.names, cells, int(keep.sum()), self.lines[keep])
+
+    def as_rows(self) -> list[tuple[int, dict[str, Any]]]:
+        cols = [(c, *self.cells[c]) for c in self.names]
+        return [(int(self.lines[i]), {c: values[codes[i]] for c, values, codes in cols})
+                for i in range(self.n)]
+
+
+def _table_of_rows(rows: Sequence[tuple[int, Mapping[str, Any]]]) -> _Table | None:
+    """The rows as a :class:`_Table`; ``None`` when a cell is not text (or missing)."""
+    names: dict[str, None] = {}
+    for _, r in rows:
+        names.update(dict.fromkeys(r))
+    cells: dict[str, tuple[list[Any], np.ndarray]] = {}
+    for c in names:
+        seen: dict[Any, int] = {}
+        out = np.empty(len(rows), dtype=np.int64)
+        for i, (_, r) in enumerate(rows):
+            v = r.get(c)
+            if v is not None and type(v) is not str:
+                return None
+            out[i] = seen.setdefault(v, len(seen))
+        cells[c] = (list(seen), out)
+    lines = np.array([line for line, _ in rows], dtype=np.int64)
+    return _Table(list(names), cells, len(rows), lines)
+
+
+def _read_table(source: Any) -> _Table | None:
+    """A CSV file (a path) read with Arrow when each of its rows is one line and it reads
+    as the row reader would read it; ``None`` otherwise (stdin, JSON, anything odd)."""
+    if not isinstance(source, str | Path) or str(source) == "-" or str(source).lower(
+            ).endswith((".jsonl", ".ndjson", ".json")):
+        return None
+    with open(source, "rb") as fh:
+        data = fh.read()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+        if b"\r" in data:
+            return None
+    end = data.find(b"\n")
+    head = data if end < 0 else data[:end]
+    if not head.strip() or b'"' in head:
+        return None
+    try:
+        names = [h.strip() for h in head.decode("utf-8").split(",")]
+    except UnicodeDecodeError:
+        return None
+    if len(names) < 2 or "" in names or len(set(names)) != len(names):
+        return None
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:  # each column read as dictionary codes straight away
+        table = pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, use_threads=False,
+                                           block_size=1 << 22),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.dictionary(pa.int32(), pa.string())),
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+    n = table.num_rows
+    lines_in_file = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if lines_in_file != n + 1:  # a blank line, or a row over several lines
+        return None
+    table = table.unify_dictionaries()
+    cells: dict[str, tuple[list[Any], np.ndarray]] = {}
+    for name in names:
+        chunks = table.column(name).chunks
+        values: Sequence[Any] = _Values(chunks[0].dictionary) if chunks else []
+        codes = [np.frombuffer(c.indices.buffers()[1], dtype=np.int32, count=len(c),
+                               offset=c.indices.offset * 4) for c in chunks]
+        cells[name] = (values, np.concatenate(codes).astype(np.int64) if codes else
+                       np.zeros(0, dtype=np.int64))
+    return _Table(names, cells, n, np.arange(2, n + 2, dtype=np.int64))
+
+
+def _key_codes(name: str, tables: Sequence[_Table]) -> list[np.ndarray]:
+    """Each table's codes of ``_key(cell)`` for column ``name``, in one space. A column of
+    finite numbers only (numpy parses text as ``float`` does) is coded by the numbers' bits
+    (``_key`` is their ``repr``: ``-0.0`` is not ``0.0``), without a call per value."""
+    parts = [t.cells.get(name) for t in tables]
+    nums: list[np.ndarray] | None = None
+    if all(p is not None and len(p[0]) for p in parts):
+        try:
+            nums = [(cells.astype(np.float64) if isinstance(p[0], _Values) and (
+                cells := p[0].as_bytes()) is not None else
+                     np.array(p[0], dtype=str).astype(np.float64)) for p in parts if p]
+        except ValueError:  # a cell that is not a number (or is missing: "None")
+            nums = None
+    if nums is not None and all(np.isfinite(x).all() for x in nums):
+        back = np.unique(np.concatenate(nums).view(np.int64), return_inverse=True)[1]
+        out, at = [], 0
+        for p, x in zip(parts, nums, strict=True):
+            assert p is not None
+            out.append(back.reshape(-1)[at: at + len(x)][p[1]])
+            at += len(x)
+        return out
+    space: dict[Any, int] = {}
+    return [t.codes(name, _key, space) for t in tables]
+
+
+def _combine(parts: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """One code per row for the tuple of ``parts``' codes (dense, from 0)."""
+    out = np.zeros(n, dtype=np.int64)
+    span = 1
+    for p in parts:
+        width = int(p.max()) + 1 if len(p) else 1
+        if span * width >= 1 << 62:  # made dense again before it could overflow
+            out = np.unique(out, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            span = int(out.max()) + 1 if n else 1
+        out = out * width + p
+        span *= width
+    return np.unique(out, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _distinct_per(group: np.ndarray, value: np.ndarray, groups: int) -> np.ndarray:
+    """The number of distinct ``value`` codes in each group."""
+    if not len(group):
+        return np.zeros(groups, dtype=np.int64)
+    width = int(value.max()) + 1
+    pairs = np.unique(group * width + value)
+    return np.bincount(pairs // width, minlength=groups)
+
+
+def _check_columns(rel: _Table, spec: CastleSpec, *, k: int, l: int,  # noqa: E741
+          src: _Table | None, sup: _Table | None) -> CastleCheckReport | None:
+    """The report, when every check holds; ``None`` otherwise (or when undecided)."""
+    if rel.n == 0:
+        return None
+    report = CastleCheckReport(k=k, l=l)
+    report.rows = rel.n
+    # -- classes: k and l --------------------------------------------------------------------
+    qi = spec.qi
+    texts: dict[Any, int] = {}
+    cls = _combine([rel.codes(a.name, _text, texts) for a in qi], rel.n)
+    classes = int(cls.max()) + 1
+    report.classes = classes
+    ident: dict[Any, int] = {}
+    people = _distinct_per(cls, rel.codes(spec.id_field, _identity, ident), classes)
+    report.min_individuals = int(people.min())
+    if report.min_individuals < k:
+        return None
+    for s in spec.sensitive:
+        cells = rel.cells.get(s)
+        if cells is not None and isinstance(cells[0], _Values) and cells[0].plain():
+            codes = cells[1] + 1  # each distinct cell its own identity
+        else:
+            codes = rel.codes(s, _identity, {None: 0})
+        present = codes != 0
+        d = _distinct_per(cls[present], codes[present], classes)
+        report.min_diversity[s] = int(d.min())
+        if l > 1 and report.min_diversity[s] < l:
+            return None
+    if src is None:
+        return report
+    report.input_rows = src.n
+    owner = _match_columns(rel, src, spec, report)
+    if owner is None:
+        return None
+    if sup is not None:
+        report.suppressed_rows = sup.n
+        qset = {a.name for a in qi}
+        cols = sorted(c for c in src.names if c not in qset and c in sup.names)
+        if spec.id_field not in cols:
+            cols.insert(0, spec.id_field)
+        both = _combine([np.concatenate(_key_codes(c, [src, sup])) for c in cols],
+                        src.n + sup.n)
+        rest = np.ones(src.n, dtype=bool)
+        rest[owner] = False
+        width = int(both.max()) + 1 if len(both) else 1
+        if not np.array_equal(np.bincount(both[: src.n][rest], minlength=width),
+                              np.bincount(both[src.n:], minlength=width)):
+            return None
+    return report
+
+
+def _match_columns(rel: _Table, src: _Table, spec: CastleSpec, report: CastleCheckReport
+           ) -> np.ndarray | None:
+    """The input rows the released rows stand for (a one-to-one matching); ``None`` when
+    a released row stands for none of its own (or the pass cannot tell)."""
+    qi = spec.qi
+    qset = {a.name for a in qi}
+    cols = [c for c in rel.names if c in set(src.names) and c not in qset]
+    if spec.id_field not in cols:
+        cols.insert(0, spec.id_field)
+    both = _combine([np.concatenate(_key_codes(c, [rel, src])) for c in cols],
+                    rel.n + src.n)
+    g_rel, g_src = both[: rel.n], both[rel.n:]
+    groups = int(both.max()) + 1
+    count = np.bincount(g_src, minlength=groups)
+    if not count[g_rel].all():
+        return None  # a released row without a candidate
+    axis = next((a.name for a in qi if a.kind == "range"), None)
+    if axis is not None:
+        x = np.zeros(src.n)
+        if axis in src.cells:  # as the row-by-row checks sort: ``_number(v) or 0.0``
+            values, codes = src.cells[axis]
+            x = np.array([_number(v) or 0.0 for v in values] or [0.0])[codes]
+        order = np.lexsort((np.arange(src.n), x, g_src))
+    else:
+        order = np.argsort(g_src, kind="stable")
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])[g_rel]
+    left, right = start.copy(), start + count[g_rel]
+    if axis is not None:
+        bounds: list[tuple[float, float]] = []
+        values, codes = rel.cells.get(axis, ([None], np.zeros(rel.n, dtype=np.int64)))
+        for v in values:
+            m = _INTERVAL.match(_text(v) or "")
+            bounds.append((float(m.group(1)), float(m.group(2))) if m else (np.nan, np.nan))
+        lohi = np.array(bounds or [(np.nan, np.nan)])[codes]
+        wide = ~np.isnan(lohi[:, 0]) & (count[g_rel] > 8)
+        if wide.any():
+            xu = np.unique(x)
+            rank = np.searchsorted(xu, x)
+            key = g_src[order] * (len(xu) + 1) + rank[order]
+            base = g_rel[wide] * (len(xu) + 1)
+            lo = np.searchsorted(key, base + np.searchsorted(xu, lohi[wide, 0], "left"), "left")
+            hi = np.searchsorted(key, base + np.searchsorted(xu, lohi[wide, 1], "right"),
+                                 "left")
+            hi = np.where(hi > lo, hi, start[wide] + 1)  # none: the first, for its reason
+            lo = np.where(hi > lo, lo, start[wide])
+            left[wide], right[wide] = lo, hi
+    span = right - left
+    total = int(span.sum())
+    if total > _PAIRS_PER_ROW * rel.n + 1000:
+        return None
+    jj = np.repeat(np.arange(rel.n), span)
+    within = np.arange(total) - np.repeat(np.cumsum(span) - span, span)
+    nn = order[np.repeat(left, span) + within]
+    ok = np.ones(total, dtype=bool)
+    unsure = np.zeros(total, dtype=bool)
+    coverage = _Coverage(spec, [])  # its rules; the bounds and trees are made here
+    for attr in qi:
+        ok_a, unsure = _covered_columns(attr, rel, src, jj, nn, coverage)
+        ok &= ok_a
+    report.unverified += int((ok & unsure).sum())
+    edges_per_row = np.bincount(jj[ok], minlength=rel.n)
+    if not edges_per_row.all():
+        return None  # a released row that covers none of its candidates
+    jj, nn = jj[ok], nn[ok]
+    taken = np.bincount(nn, minlength=src.n)
+    if (edges_per_row == 1).all() and (taken <= 1).all():
+        return nn  # one candidate each, no two alike: the matching itself
+    # the groups where a row has a choice: the same matching as the row-by-row checks
+    hard_rows = (edges_per_row > 1) | np.isin(np.arange(rel.n), jj[taken[nn] > 1])
+    hard = np.zeros(groups, dtype=bool)
+    hard[g_rel[hard_rows]] = True
+    owner = nn[~hard[g_rel[jj]]].tolist()
+    pick = hard[g_rel[jj]]
+    cuts = np.flatnonzero(np.diff(jj[pick])) + 1
+    edges_of = dict(zip(jj[pick][np.concatenate([[0], cuts])].tolist() if pick.any() else [],
+                        np.split(nn[pick], cuts) if pick.any() else [], strict=True))
+    members: dict[int, list[int]] = {}
+    for j in np.flatnonzero(hard[g_rel]).tolist():
+        members.setdefault(int(g_rel[j]), []).append(j)
+    for outs in members.values():
+        got = _matching([edges_of[j].tolist() for j in outs])
+        if len(got) != len(outs):
+            return None
+        owner.extend(got)
+    return np.array(owner, dtype=np.int64)
+
+
+def _covered_columns(attr: AttributeSpec, rel: _Table, src: _Table, jj: np.ndarray, nn: np.ndarray,
+             coverage: _Coverage) -> tuple[np.ndarray, np.ndarray]:
+    """``(covered, unverified)`` per candidate pair for ``attr`` (as ``why_not`` decides)."""
+    name = attr.name
+    shown_values, shown_codes = rel.cells.get(name, ([None], np.zeros(rel.n, np.int64)))
+    orig_values, orig_codes = src.cells.get(name, ([None], np.zeros(src.n, np.int64)))
+    if attr.kind == "range":
+        xs = np.array([x if (x := _number(v)) is not None else np.nan for v in orig_values])
+        finite = xs[~np.isnan(xs)]
+        lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (np.inf,
+                                                                                  -np.inf)
+        if attr.domain is not None:
+            lo, hi = min(lo, attr.domain[0]), max(hi, attr.domain[1])
+        coverage.bounds[name] = (lo, hi)
+        spans = []
+        for v in shown_values:
+            text = _text(v)
+            b = _interval(text)
+            y = _number(text) if b is None else None
+            spans.append(b if b is not None else (y, y) if y is not None else (np.nan, np.nan))
+        s = np.array(spans, dtype=float)[shown_codes[jj]]
+        x = xs[orig_codes[nn]]
+        with np.errstate(invalid="ignore"):
+            ok = ((s[:, 0] <= x) & (x <= s[:, 1]) & (s[:, 0] >= lo) & (s[:, 1] <= hi))
+        return ok, np.zeros(len(jj), dtype=bool)
+    if attr.kind == "hierarchy" and attr.tree is not None:
+        tree = coverage.trees[name] = copy.deepcopy(attr.tree)
+        leaves = [coverage._grow(tree, attr.grow, v) for v in orig_values]
+    width = len(orig_values)
+    pair = shown_codes[jj] * width + orig_codes[nn]
+    if len(shown_values) * width <= 1 << 22:  # the pairs found without sorting them
+        seen = np.zeros(len(shown_values) * width, dtype=bool)
+        seen[pair] = True
+        distinct = np.flatnonzero(seen)
+        back = np.cumsum(seen)[pair] - 1
+    else:
+        distinct, back = np.unique(pair, return_inverse=True)
+    verdicts = []
+    for p in distinct.tolist():
+        shown, original = shown_values[p // width], orig_values[p % width]
+        if attr.kind == "hierarchy" and attr.tree is not None:
+            leaf = leaves[p % width]
+            verdicts.append((leaf is not None and _text(shown) in tree.ancestors(leaf),
+                             False))
+        else:
+            why, unsure = coverage.why_not(-1, attr, shown, original)
+            verdicts.append((why is None, unsure))
+    table = np.array(verdicts or [(False, False)], dtype=bool).reshape(-1, 2)
+    return table[back.reshape(-1), 0], table[back.reshape(-1), 1]
