@@ -29,7 +29,7 @@ class SessionRing(Ring):
     """
 
     def __init__(self, base: Ring) -> None:
-        super().__init__(base.n, base.seed, base.epoch_cycles)
+        super().__init__(base.n, base.seed, base.epoch_cycles, redraw=base.redraw)
         self.base = base
         self.sessions: dict[int, tuple[int, tuple[int, ...]]] = {}
 

@@ -37,7 +37,8 @@ class SimConfig:
     counter_bits: int | None = None  # None: the narrowest width for the largest true count
     max_hashes: int = 6
     cbf_keys: int | None = None
-    epoch_cycles: int = CYCLES_PER_DAY
+    epoch_cycles: int = CYCLES_PER_DAY  # pseudonym epochs
+    ring_redraw: int | None = None  # None: the ring is fixed at setup (the paper)
     publication: str = "direct"  # or "mix"
     publication_order: str = PAPER_ORDER  # or "random"
     mix_padding: int = DEFAULT_PADDING
@@ -59,6 +60,8 @@ class SimConfig:
         if self.publication not in PUBLICATIONS:
             raise ConfigError(f"publication must be one of {PUBLICATIONS}, got "
                               f"{self.publication!r}")
+        if self.ring_redraw is not None and self.ring_redraw < 1:
+            raise ConfigError(f"ring_redraw must be >= 1 cycle, got {self.ring_redraw}")
         check_order(self.publication_order)
         check_padding(self.mix_padding)
 

@@ -40,19 +40,22 @@ class RunSpec:
 def grid(gateways: Sequence[int], zs: Sequence[int], seeds: Sequence[int], *, max_sn: int,
          cycles: int, base: SimConfig, start: int = 0, cbf_keys: Sequence[int] = (),
          sweep_gateways: int = 25, fp_rates: Sequence[float] = (),
-         order_z: int | None = None, linkability: bool = False) -> list[RunSpec]:
+         order_z: int | None = None, linkability: bool = False, district: str = "spec",
+         farm_share: float = 0.0) -> list[RunSpec]:
     """gateways x z x seeds with ``base``'s other parameters; plus, per seed, at
     ``sweep_gateways`` gateways: for every ``cbf_keys`` value a CBF sized for that many keys at
     ``base.z`` (violations vs CBF bytes); for every ``fp_rates`` value a CBF of that rate, and
     the exact counter, at ``base.z`` (bytes per day vs violations); with ``order_z`` the paper
     and the random publication order at that z with ``p_pub = 1``; with ``linkability`` direct
-    sending and the mix at ``base.z``."""
-    specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s), replace(base, z=z),
-                     cycles, start)
+    sending and the mix at ``base.z``. ``district`` and ``farm_share``: how every run's
+    district is made (:class:`~streamanon.sim.district.DistrictConfig`)."""
+    specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s, kind=district,
+                                    farm_share=farm_share), replace(base, z=z), cycles, start)
              for g, z, s in itertools.product(gateways, zs, seeds)]
 
     def sweep(name: str, cfg: SimConfig, s: int) -> RunSpec:
-        return RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s), cfg,
+        return RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s,
+                                      kind=district, farm_share=farm_share), cfg,
                        cycles, start, name)
 
     for keys, s in itertools.product(cbf_keys, seeds):
