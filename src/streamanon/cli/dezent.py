@@ -437,6 +437,7 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
         bytes_per_day_tradeoff,
         collusion_vs_share,
         dezent_cost_vs_gateways,
+        gw_ce_messages_per_scenario,
         publication_ratio_by_position,
         publication_ratio_vs_z,
         violations_vs_cbf_bytes,
@@ -461,6 +462,11 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
     dezent_cost_vs_gateways(
         msgs, byts, target(out / f"dezent_cost_vs_gateways_z{z_mid}_{tag}.png"),
         f"deZent: messages and bytes per day vs gateways (z={z_mid})")
+    gw_ce = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
+        sub, ["gateways"], f"{n}.messages.gw_ce").items()] for n in SCENARIOS}
+    gw_ce_messages_per_scenario(
+        gw_ce, target(out / f"dezent_gw_ce_messages_vs_gateways_z{z_mid}_{tag}.png"),
+        f"deZent: GW -> CE messages per day vs gateways (z={z_mid})")
     n_coll = 100
     collusion_vs_share(
         collusion_table(n_coll, shares=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5), trials=20_000),

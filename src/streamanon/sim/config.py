@@ -35,7 +35,7 @@ class SimConfig:
     structure: str = "cbf"
     fp_rate: float = 0.05
     counter_bits: int | None = None  # None: the narrowest width for the largest true count
-    max_hashes: int = 6
+    max_hashes: int | None = 6  # the reference's cap; None: the paper's k = (m/X) ln 2
     cbf_keys: int | None = None
     epoch_cycles: int = CYCLES_PER_DAY  # pseudonym epochs
     ring_redraw: int | None = None  # None: the ring is fixed at setup (the paper)
