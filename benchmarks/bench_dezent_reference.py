@@ -153,7 +153,7 @@ def gateway_memory(*, max_sn: int, structure: str, cycles: int = 96) -> dict[str
     pcfg = ProtocolConfig(z=cfg.z, delta_t=cfg.delta_t, structure=spec,
                           sensors_total=d.sensors, period=900.0, p_pub=cfg.p_pub,
                           min_members=1)
-    ring = Ring(d.gateways, 1, None)
+    ring = Ring(d.gateways, 1)
     members = [np.flatnonzero(d.sn_gateway == g) for g in range(d.gateways)]
     values = d.readings(0, cycles)
     coins = d.coins(0, cycles)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "reference":
         return 0
     ours: dict[tuple[str, int], list[dict]] = {}
-    for district in ("default", "reference"):
+    for district in ("spec", "reference"):
         for z in zs:
             ours[district, z] = [run_streamanon(gateways=args.gateways, max_sn=args.max_sn,
                                                 z=z, seed=s, district=district,
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     for z in zs:
         for sc in SCENARIO_LABELS:
             r = [x["totals"][f"{sc}.published"] / x["totals"][f"{sc}.measured"] for x in ref[z]]
-            a = [x["scenarios"][sc]["publication_ratio"] for x in ours["default", z]]
+            a = [x["scenarios"][sc]["publication_ratio"] for x in ours["spec", z]]
             b = [x["scenarios"][sc]["publication_ratio"] for x in ours["reference", z]]
             inside = "—"
             if have_ref:

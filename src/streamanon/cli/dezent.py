@@ -594,7 +594,8 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))
     runs = {}
     for z in (5, 10, 25):
-        runs[z] = simulate(district, CYCLES_PER_DAY, SimConfig(z=z), keep_published=(z == 10))
+        runs[z] = simulate(district, CYCLES_PER_DAY, SimConfig(z=z, structure="cbf"),
+                           keep_published=(z == 10))
     main = runs[10]
     outdir = workdir / f"dezent-gw25-maxsn20-z10-day1-seed{seed}"
     paths = export_run(main, outdir)

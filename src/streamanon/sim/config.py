@@ -32,7 +32,7 @@ class SimConfig:
     delta_t: float = 7260.0
     p_pub: float = 0.5
     rule: str = PAPER
-    structure: str = "cbf"
+    structure: str = "exact"  # the defaults of every entry point: docs/guides/dezent-simulation.md
     fp_rate: float = 0.05
     counter_bits: int | None = None  # None: the narrowest width for the largest true count
     max_hashes: int | None = 6  # the reference's cap; None: the paper's k = (m/X) ln 2
