@@ -138,7 +138,7 @@ def run_streamanon(*, gateways: int, max_sn: int, z: int, seed: int, district: s
 
 def gateway_memory(*, max_sn: int, structure: str, cycles: int = 96) -> dict[str, int]:
     """Peak Python heap (tracemalloc) of one protocol gateway over ``cycles`` cycles of a
-    25-gateway district, through the message-level core: its record log (Δt), the
+    5-gateway district, through the message-level core: its record log (Δt), the
     structure it holds while the ring passes through it, and its pending tuples."""
     import numpy as np
 
@@ -281,10 +281,10 @@ def main(argv: list[str] | None = None) -> int:
 
     d = District(DistrictConfig(gateways=args.gateways, max_sn=args.max_sn, seed=1))
     for label, cfg in (
-            ("streamanon CBF (counters from the bound)", SimConfig()),
-            ("streamanon CBF, 20-bit counters", SimConfig(counter_bits=20)),
-            ("streamanon CBF, paper's k (no cap), 20-bit", SimConfig(counter_bits=20,
-                                                                     max_hashes=None)),
+            ("streamanon CBF (counters from the bound)", SimConfig(structure="cbf")),
+            ("streamanon CBF, 20-bit counters", SimConfig(structure="cbf", counter_bits=20)),
+            ("streamanon CBF, paper's k (no cap), 20-bit",
+             SimConfig(structure="cbf", counter_bits=20, max_hashes=None)),
             ("streamanon exact counter (counters from the bound)", SimConfig(structure="exact"))):
         spec = cfg.structure_spec(d)
         print(f"| {label} | {spec.nbytes:,} (m = {spec.m:,}, k = {spec.k}, "
