@@ -57,7 +57,7 @@ def year(args: argparse.Namespace) -> None:
                                        seed=args.seed))
     cycles = args.days * CYCLES_PER_DAY
     t1 = time.perf_counter()
-    result = simulate(district, cycles, SimConfig(z=args.z))
+    result = simulate(district, cycles, SimConfig(z=args.z, structure="cbf"))
     seconds = time.perf_counter() - t1
     measured = cycles * district.sensors
     rate = measured / seconds
@@ -92,7 +92,7 @@ def position_bias(seeds: list[int]) -> None:
             published = measured = violations = 0
             for seed in seeds:
                 d = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))
-                r = simulate(d, CYCLES_PER_DAY, SimConfig(z=25, p_pub=p_pub,
+                r = simulate(d, CYCLES_PER_DAY, SimConfig(z=25, p_pub=p_pub, structure="cbf",
                                                           publication_order=order))
                 m, c = r.metrics["dezent"], r.metrics["centralized"]
                 pub = pub + m.by_position

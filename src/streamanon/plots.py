@@ -138,6 +138,30 @@ def dezent_cost_vs_gateways(
     return _save(fig, path)
 
 
+def gw_ce_messages_per_scenario(
+    messages: Mapping[str, Sequence[tuple[float, float]]], path: str | Path, title: str,
+) -> Path:
+    """deZent: messages per simulated day on the gateway -> CE link only (the paper's
+    headline: deZent sends the CE only what it publishes), per scenario against gateways."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs_all: set[float] = set()
+    for name, points in messages.items():
+        if not points:
+            continue
+        xs, ys = zip(*sorted(points), strict=True)
+        xs_all.update(xs)
+        ax.plot(xs, ys, marker="o", label=name)
+    ax.set_xlabel("gateways")
+    ax.set_ylabel("GW -> CE messages per simulated day")
+    ax.set_yscale("log")
+    _plain_axis(ax, "x", sorted(xs_all))
+    _plain_axis(ax, "y")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)
+
+
 def collusion_vs_share(rows: Sequence[Mapping[str, float]], path: str | Path, title: str) -> Path:
     """deZent: probability that colluders flank an honest gateway, formula and Monte Carlo."""
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -78,8 +78,8 @@ def test_experiment_grid_rows_plots_and_parallel_determinism(tmp_path):
                 "fp_rate", "cycles", "dezent.publication_ratio", "centralized.messages.total"):
         assert col in rows[0] and all(r[col] != "" for r in rows)
     names = sorted(p.split("/")[-1].split("_")[1] for p in summary["plots"])
-    assert names == ["bytes", "collusion", "cost", "publication", "publication", "publication",
-                     "violations"]
+    assert names == ["bytes", "collusion", "cost", "gw", "publication", "publication",
+                     "publication", "violations"]
     code, out2 = run(*args, "--jobs", "2", "--workdir", str(tmp_path / "b"))
     assert code == 0, out2
     with open(json.loads(out2)["csv"]) as fh:

@@ -21,6 +21,7 @@ from streamanon.dezent.cbf import (
     murmur3_32,
     murmur3_32_int64,
 )
+from streamanon.errors import ConfigError
 
 keys = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=12))
 small_keys = st.integers(0, 40)
@@ -105,11 +106,24 @@ def test_modular_add_wraps_only_when_asked():
     assert f.count(5) == 0
 
 
-def test_sizing_follows_the_paper_formula():
-    m, k = cbf_parameters(900, 0.05)
-    assert m == int(np.ceil(-900 * np.log(0.05) / np.log(2) ** 2))
-    assert k == 4
-    assert cbf_parameters(10, 1e-9, max_hashes=6)[1] == 6
+@pytest.mark.parametrize("keys", [10, 900, 1000, 4321])
+@pytest.mark.parametrize("fp", [0.2, 0.05, 0.01, 0.001, 1e-9])
+def test_sizing_follows_the_paper_formula(keys, fp):
+    """m = -X ln P / (ln 2)^2 and k = (m / X) ln 2, uncapped."""
+    m, k = cbf_parameters(keys, fp, max_hashes=None)
+    assert m == int(np.ceil(-keys * np.log(fp) / np.log(2) ** 2))
+    assert k == max(1, round(m / keys * np.log(2)))
+    assert abs(k - np.log2(1 / fp)) <= 1  # k = log2(1/P) up to rounding
+
+
+def test_hash_count_cap_of_six_is_the_references_choice():
+    assert cbf_parameters(900, 0.05) == cbf_parameters(900, 0.05, max_hashes=None)  # k = 4
+    assert cbf_parameters(10, 1e-9)[1] == 6  # the default cap (the paper's k would be 30)
+    assert cbf_parameters(10, 1e-9, max_hashes=None)[1] == 30
+    assert cbf_parameters(10, 1e-9, max_hashes=6)[0] == cbf_parameters(10, 1e-9,
+                                                                       max_hashes=None)[0]
+    with pytest.raises(ConfigError):
+        cbf_parameters(10, 0.05, max_hashes=0)
 
 
 structures = st.builds(

@@ -77,7 +77,7 @@ def test_the_secret_shuffle_is_uniform():
 
 
 def test_one_batch_per_cycle_holds_exactly_the_cycles_tuples():
-    gws = ring_of(5)
+    gws = ring_of(5, p_pub=1.0)  # one publication pass
     for cycle in range(3):
         feed(gws, cycle)
         res = run_cycle(gws, cycle)

@@ -49,10 +49,19 @@ def test_ring_is_a_permutation_and_the_ccc_rotates(n, seed, epoch):
         assert sorted(dist.tolist()) == list(range(n))
 
 
-def test_ring_changes_between_epochs_and_is_reproducible():
-    a, b = Ring(30, seed=5, epoch_cycles=96), Ring(30, seed=5, epoch_cycles=96)
+def test_ring_redrawn_when_asked_changes_between_draws_and_is_reproducible():
+    a, b = Ring(30, seed=5, redraw=96), Ring(30, seed=5, redraw=96)
     assert np.array_equal(a.order(0), b.order(95))
     assert not np.array_equal(a.order(0), a.order(96))
+    assert np.array_equal(a.order(96), b.order(191))
+    assert a.draws(0, 96) == 1 and a.draws(95, 2) == 2 and a.draws(0, 30 * 96) == 30
+
+
+def test_ring_is_fixed_at_setup_by_default_while_pseudonym_epochs_advance():
+    ring = Ring(30, seed=5, epoch_cycles=96)
+    assert all(np.array_equal(ring.order(0), ring.order(c)) for c in (1, 96, 10_000))
+    assert ring.draws(0, 365 * 96) == 1
+    assert ring.epoch(96) == 1  # pseudonyms still rotate per epoch
 
 
 def test_one_cycle_by_hand_paper_rule():

@@ -6,8 +6,11 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamanon.dezent.grid import bucket
 from streamanon.sim.district import (
+    ALL_TYPES,
     CLIENT_TYPES,
+    FARM_TYPES,
     PROFILES,
     District,
     DistrictConfig,
@@ -64,3 +67,43 @@ def test_readings_stay_within_the_noise_band_of_the_profile():
     assert np.all(np.abs(w / base - 1) <= 0.1 + 1e-12)
 
 
+
+
+def test_spec_noise_is_one_sided_up_to_ten_percent():
+    d = District(DistrictConfig(gateways=20, max_sn=10, seed=3))
+    w = d.readings_w(0, 96)
+    prof = load_profiles(2024)
+    rows = [PROFILES.index(CLIENT_TYPES[t].profile) for t in d.sn_type]
+    scale = np.array([CLIENT_TYPES[t].annual_kwh / 1000 for t in d.sn_type])
+    ratio = w / (prof[rows][:, :96].T * scale)
+    assert ratio.min() >= 1 - 1e-12 and ratio.max() <= 1.1 + 1e-12
+    assert 1.04 < ratio.mean() < 1.06  # uniform on [0, 10 %]
+
+
+def test_reference_district_makes_its_data_as_the_authors_simulation():
+    d = District(DistrictConfig(gateways=400, max_sn=20, seed=4, kind="reference"))
+    # sensor nodes: the floor of a normal truncated to [0, 20], at least one (mean ~9.5)
+    assert abs(d.sn_per_gw.mean() - 9.5) < 0.25 and d.sn_per_gw.max() <= 19
+    prof = load_profiles(2024)
+    rows = [PROFILES.index("h0" if ALL_TYPES[t].profile == "h0_dyn" else ALL_TYPES[t].profile)
+            for t in d.sn_type]
+    scale = np.array([ALL_TYPES[t].annual_kwh / 1000 for t in d.sn_type])
+    # cycle c reads the quarter hour ending at c (cycle 0: the year's last one, 23:45-24:00)
+    shifted = np.concatenate((prof[rows][:, -1:], prof[rows][:, :95]), axis=1).T
+    whole = np.floor(shifted * scale + 1e-9)
+    w = d.readings_w(0, 96)
+    assert np.array_equal(w, np.floor(w))  # integer W
+    extra = w - whole
+    assert extra.min() >= 0 and np.all(extra <= np.floor(whole * 0.1 + 1e-9))
+    assert np.array_equal(d.readings(0, 96), bucket(w))
+    assert np.array_equal(d.readings(10, 20), d.readings(0, 96)[10:20])
+
+
+def test_farms_join_the_mix_only_when_asked():
+    plain = District(DistrictConfig(gateways=300, max_sn=20, seed=2))
+    assert plain.sn_type.max() < len(CLIENT_TYPES)
+    farms = District(DistrictConfig(gateways=300, max_sn=20, seed=2, farm_share=0.2))
+    share = np.isin(farms.sn_type, np.arange(len(CLIENT_TYPES), len(ALL_TYPES))).mean()
+    assert abs(share - 0.2) < 0.03
+    assert {ALL_TYPES[t].profile for t in farms.sn_type} >= {t.profile for t in FARM_TYPES}
+    assert np.isin(farms.readings(0, 4), farms.domain()).all()

@@ -52,7 +52,8 @@ def test_fast_engine_equals_the_protocol_core(dcfg, cfg, span, cbf_keys):
     """Same records published, same ring messages and bytes, also with tiny (colliding) CBFs."""
     start, cycles = span
     district = District(dcfg)
-    cfg = SimConfig(**{**cfg.__dict__, "cbf_keys": cbf_keys, "fp_rate": 0.3})
+    cfg = SimConfig(**{**cfg.__dict__, "cbf_keys": cbf_keys, "fp_rate": 0.3,
+                       "structure": "cbf"})
     fast = simulate(district, cycles, cfg, start=start, keep_published=True)
     core = run_protocol(district, cycles, cfg, start=start)
     assert fast.published is not None
@@ -79,7 +80,8 @@ def test_every_published_tuple_passes_the_z_checker(dcfg, cfg, span, cbf_keys):
     exact counts, and every CBF false positive is counted, none hidden."""
     start, cycles = span
     district = District(dcfg)
-    cfg = SimConfig(**{**cfg.__dict__, "cbf_keys": cbf_keys, "fp_rate": 0.5})
+    cfg = SimConfig(**{**cfg.__dict__, "cbf_keys": cbf_keys, "fp_rate": 0.5,
+                       "structure": "cbf"})
     res = simulate(district, cycles, cfg, start=start, keep_published=True)
     assert res.readings is not None and res.published is not None and res.history is not None
     inputs = records_of(np.concatenate([res.history, res.readings]), district.sensor_ids, None,
@@ -188,7 +190,7 @@ def test_contested_cycles_are_replayed_like_the_protocol():
     """A filter so small that decrements of one value block another: the fast engine must
     fall back to the record-by-record replay and still agree with the protocol core."""
     district = District(DistrictConfig(gateways=4, max_sn=6, seed=3))
-    cfg = SimConfig(z=3, p_pub=0.3, fp_rate=0.5, cbf_keys=10)
+    cfg = SimConfig(z=3, p_pub=0.3, fp_rate=0.5, cbf_keys=10, structure="cbf")
     fast = simulate(district, 40, cfg, start=10, keep_published=True)
     core = run_protocol(district, 40, cfg, start=10)
     assert fast.metrics["dezent"].result["contested_cycles"] > 0
@@ -206,7 +208,7 @@ def test_fast_engine_equals_the_protocol_core_in_every_order_and_publication(
     the ring and to the CE (the mix's sealed batches, its dummies and acknowledgements)."""
     start, cycles = span
     district = District(dcfg)
-    cfg = SimConfig(**{**cfg.__dict__, "cbf_keys": cbf_keys, "fp_rate": 0.3,
+    cfg = SimConfig(**{**cfg.__dict__, "cbf_keys": cbf_keys, "fp_rate": 0.3, "structure": "cbf",
                        "publication_order": order, "publication": publication})
     fast = simulate(district, cycles, cfg, start=start, keep_published=True)
     core = run_protocol(district, cycles, cfg, start=start)
@@ -225,9 +227,11 @@ def test_random_pass_starts_remove_the_position_bias_and_change_nothing_else():
     """25 gateways, z = 25, p_pub = 1, three days: the paper's order favours the CCC's
     successor over the CCC by ~17 %; random starts bring the spread over ring positions down to
     the data's own (the centralized scenario's, which has no ring order: ~1.03 on three days,
-    ~1.01 on 3 x 7 days), with the same publications per (cycle, value) and no violation."""
+    ~1.01 on 3 x 7 days), with the same publications per (cycle, value) and no violation.
+    The ring is drawn again every day so that three rings average the gateways' own spread."""
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=1))
-    runs = {o: simulate(district, 3 * 96, SimConfig(z=25, p_pub=1.0, publication_order=o),
+    runs = {o: simulate(district, 3 * 96, SimConfig(z=25, p_pub=1.0, publication_order=o,
+                                                     ring_redraw=96),
                         keep_published=True) for o in ("paper", "random")}
     paper, rand = (runs[o].metrics["dezent"].result for o in ("paper", "random"))
     reference = runs["paper"].metrics["centralized"].result["position_bias"]
@@ -278,10 +282,10 @@ def test_counters_are_as_wide_as_the_largest_count_needs():
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=1))
     S = district.sensors
     exact = SimConfig(structure="exact").structure_spec(district)
-    cbf = SimConfig().structure_spec(district)
+    cbf = SimConfig(structure="cbf").structure_spec(district)
     assert exact.bits == S.bit_length() and (1 << exact.bits) > S
     assert cbf.bits == (cbf.k * S * SimConfig().window).bit_length()
-    wide = SimConfig(counter_bits=20).structure_spec(district)
+    wide = SimConfig(structure="cbf", counter_bits=20).structure_spec(district)
     assert cbf.nbytes < 0.75 * wide.nbytes
     a = simulate(district, 96, SimConfig(z=10, structure="exact"), keep_published=True)
     b = simulate(district, 96, SimConfig(z=10, structure="exact", counter_bits=20),

@@ -136,10 +136,16 @@ def cluster_init(
         fail(str(exc))
     files = ["ce.toml", *[f"gw{i}.toml" for i in range(gateways)], "cluster.toml", "pki/",
              "ca/"]
-    print_summary(f"deZent site in {workdir}", {
+    summary = {
         "workdir": str(workdir), "files": ", ".join(files), "ce": cluster.ce_addr,
         "sensor_addresses": ", ".join(cluster.sensor_addrs),
-        "start_the_clock": f"date +%s.%N > {workdir}/clock.t0"}, as_json)
+        "start_the_clock": f"date +%s.%N > {workdir}/clock.t0"}
+    if gateways >= 3:
+        from streamanon.dezent.collusion import exposure_line, exposure_table
+
+        # the daemons' ring is drawn once from the shared ring seed (fixed at setup)
+        summary["ring_exposure"] = exposure_line(exposure_table(gateways, 1, seed=seed), None)
+    print_summary(f"deZent site in {workdir}", summary, as_json)
 
 
 @cluster_app.command("up")

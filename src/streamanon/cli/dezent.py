@@ -39,6 +39,12 @@ if not console.is_terminal:
 RULE_HELP = ("Publication rule: 'paper' (subtract z-1, publish while the count is positive) or "
              "'window' (publish every current record of a value seen by >= z sensors in Δt: "
              "the same guarantee, more utility). Both are reported.")
+DISTRICT_HELP = ("How the district's data is made: 'spec' (readings plus up to 10 % noise, "
+                 "one-sided, as the specification says) or 'reference' (the deZent authors' "
+                 "simulation: integer W plus integer noise 0..+10 %, floored sensor-node "
+                 "counts, the static H0 table, its quarter-hour alignment).")
+FARM_SHARE_HELP = ("Share of farms (BDEW L0-L2) in the client mix, in [0, 1]; the rest is the "
+                   "authors' Berlin mix (no farms).")
 COUNTER_BITS_HELP = ("Bits per counter (mask arithmetic is mod 2^bits). Default: the narrowest "
                      "that holds the largest possible count (sensor nodes for the exact "
                      "counter, k x sensor nodes x cycles in Δt for the CBF).")
@@ -53,7 +59,7 @@ OPTION_NAMES = {"z": "--z", "delta_t": "--delta-t", "p_pub": "--p-pub", "rule": 
 
 def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str, fp_rate: float,
                 counter_bits: int | None, cbf_keys: int | None, publication: str = "direct",
-                publication_order: str = "paper") -> SimConfig:
+                publication_order: str = "paper", ring_redraw: int | None = None) -> SimConfig:
     from streamanon.dezent.order import ORDERS
     from streamanon.dezent.protocol import PUBLICATIONS
     from streamanon.sim.config import SimConfig
@@ -66,7 +72,8 @@ def _sim_config(z: int, delta_t: float, p_pub: float, rule: str, structure: str,
     try:
         return SimConfig(z=z, delta_t=delta_t, p_pub=p_pub, rule=rule, structure=structure,
                          fp_rate=fp_rate, counter_bits=counter_bits, cbf_keys=cbf_keys,
-                         publication=publication, publication_order=publication_order)
+                         publication=publication, publication_order=publication_order,
+                         ring_redraw=ring_redraw)
     except StreamanonError as exc:
         fail(cli_wording(str(exc), OPTION_NAMES))
 
@@ -209,6 +216,13 @@ def simulate_command(
                                  "the CBF for this many keys (default 10 x mean SNs per "
                                  "gateway x cycles in Δt)."),
     seed: int = typer.Option(1, "--seed", help="Seed of the district, noise, ring and coins."),
+    district_kind: str = typer.Option("spec", "--district", help=DISTRICT_HELP),
+    farm_share: float = typer.Option(0.0, "--farm-share", min=0.0, max=1.0,
+                                     help=FARM_SHARE_HELP),
+    ring_redraw: int = typer.Option(None, "--ring-redraw", min=1,
+                                    help="Draw the ring again every N cycles (default: fixed "
+                                    "at setup, as the paper; every draw is a new chance for "
+                                    "colluders to flank a gateway)."),
     export: Path = typer.Option(None, "--export", help="Also write measurements.csv and "
                                 "published_<scenario>.csv (t,u,a) to this folder (created); "
                                 "they replace older ones only when all are written."),
@@ -222,8 +236,9 @@ def simulate_command(
 
     Add --publication mix --publication-order random for unlinkable, unbiased publication.
     """
-    from streamanon.dezent.collusion import collusion_table
+    from streamanon.dezent.collusion import collusion_table, exposure_line, exposure_table
     from streamanon.dezent.grid import CYCLES_PER_DAY
+    from streamanon.dezent.ring import Ring
     from streamanon.dezent.rules import RULES
     from streamanon.sim.district import District, DistrictConfig
     from streamanon.sim.scenarios import simulate
@@ -232,11 +247,12 @@ def simulate_command(
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
     n_cycles = _cycles(days, cycles)
     cfg = _sim_config(z, delta_t, p_pub, rule, structure, fp_rate, counter_bits, cbf_keys,
-                      publication, publication_order)
+                      publication, publication_order, ring_redraw)
     warnings: dict[str, Any] = {}
     with writing([]):
         try:
-            district = District(DistrictConfig(gateways=gateways, max_sn=max_sn, seed=seed))
+            district = District(DistrictConfig(gateways=gateways, max_sn=max_sn, seed=seed,
+                                               kind=district_kind, farm_share=farm_share))
             if z > district.sensors:
                 warn(f"--z {z}: the district has only {district.sensors} sensor nodes, so no "
                      "value can reach z and nothing is published", warnings)
@@ -253,6 +269,8 @@ def simulate_command(
         summary.update(warnings)
         if gateways >= 3:
             summary["collusion"] = collusion_table(gateways, trials=20_000, seed=seed)
+            draws = Ring(gateways, seed, redraw=ring_redraw).draws(start, n_cycles)
+            summary["ring_exposure"] = exposure_table(gateways, draws, seed=seed)
         if export is not None:
             summary["export"] = export_run(result, export)
             summary["verify_with"] = (f"streamanon verify z {export}/measurements.csv "
@@ -269,6 +287,7 @@ def simulate_command(
                           "Carlo: " + ", ".join(
                               f"{r['attackers']} of {r['n']}: {r['p_formula']:.3f} / "
                               f"{r['p_monte_carlo']:.3f}" for r in summary["collusion"]))
+            console.print(exposure_line(summary["ring_exposure"], ring_redraw), markup=False)
         if export is not None:
             console.print(f"exported to {export}/; check with: {summary['verify_with']}",
                           markup=False)
@@ -327,6 +346,9 @@ def experiment_dezent(
     linkability: bool = typer.Option(True, "--linkability/--no-linkability",
                                      help="Also run direct sending vs the mix at "
                                      "--sweep-gateways and --sweep-z (gateway linkability)."),
+    district_kind: str = typer.Option("spec", "--district", help=DISTRICT_HELP),
+    farm_share: float = typer.Option(0.0, "--farm-share", min=0.0, max=1.0,
+                                     help=FARM_SHARE_HELP),
     jobs: int = typer.Option(0, "--jobs", min=0, help="Parallel processes (0 = all cores)."),
     workdir: Path = typer.Option(Path("streamanon-experiments/dezent"), "--workdir",
                                  help="Folder of the CSV and the PNG plots (created); they "
@@ -359,13 +381,18 @@ def experiment_dezent(
         fail(str(exc))
     if rule not in RULES:
         fail(f"--rule must be one of {', '.join(RULES)}, got {rule!r}")
+    from streamanon.sim.district import KINDS
+
+    if district_kind not in KINDS:
+        fail(f"--district must be one of {', '.join(KINDS)}, got {district_kind!r}")
     base = _sim_config(sweep_z, 7260.0, p_pub, rule, structure, fp_rate, None, None,
                        publication, publication_order)
     if any(not 0 < r < 1 for r in rates):
         fail(f"--fp-rates must be in (0, 1), got {fp_rates!r}")
     specs = grid(g_list, z_list, seed_list, max_sn=max_sn, cycles=_cycles(days, None),
                  base=base, cbf_keys=keys_list, sweep_gateways=sweep_gateways, fp_rates=rates,
-                 order_z=order_z or None, linkability=linkability)
+                 order_z=order_z or None, linkability=linkability, district=district_kind,
+                 farm_share=farm_share)
     workdir.mkdir(parents=True, exist_ok=True)
     n_jobs = jobs or (os.cpu_count() or 1)
     began = time.perf_counter()
@@ -410,6 +437,7 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
         bytes_per_day_tradeoff,
         collusion_vs_share,
         dezent_cost_vs_gateways,
+        gw_ce_messages_per_scenario,
         publication_ratio_by_position,
         publication_ratio_vs_z,
         violations_vs_cbf_bytes,
@@ -434,6 +462,11 @@ def _plots(rows: list[dict[str, Any]], out: Path, tag: str, max_sn: int, z_cost:
     dezent_cost_vs_gateways(
         msgs, byts, target(out / f"dezent_cost_vs_gateways_z{z_mid}_{tag}.png"),
         f"deZent: messages and bytes per day vs gateways (z={z_mid})")
+    gw_ce = {n: [(g, v / per_day[g]) for (g,), v in mean_by(
+        sub, ["gateways"], f"{n}.messages.gw_ce").items()] for n in SCENARIOS}
+    gw_ce_messages_per_scenario(
+        gw_ce, target(out / f"dezent_gw_ce_messages_vs_gateways_z{z_mid}_{tag}.png"),
+        f"deZent: GW -> CE messages per day vs gateways (z={z_mid})")
     n_coll = 100
     collusion_vs_share(
         collusion_table(n_coll, shares=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5), trials=20_000),
@@ -561,7 +594,8 @@ def dezent_demo(workdir: Path, seed: int) -> dict[str, Any]:
     district = District(DistrictConfig(gateways=25, max_sn=20, seed=seed))
     runs = {}
     for z in (5, 10, 25):
-        runs[z] = simulate(district, CYCLES_PER_DAY, SimConfig(z=z), keep_published=(z == 10))
+        runs[z] = simulate(district, CYCLES_PER_DAY, SimConfig(z=z, structure="cbf"),
+                           keep_published=(z == 10))
     main = runs[10]
     outdir = workdir / f"dezent-gw25-maxsn20-z10-day1-seed{seed}"
     paths = export_run(main, outdir)

@@ -128,22 +128,29 @@ def murmur3_32_int64(keys: np.ndarray, seed: int) -> np.ndarray:
     return h
 
 
-def cbf_parameters(expected_keys: int, fp_rate: float, max_hashes: int = 6) -> tuple[int, int]:
+def cbf_parameters(expected_keys: int, fp_rate: float,
+                   max_hashes: int | None = 6) -> tuple[int, int]:
     """``(m, k)`` for ``X`` expected distinct keys and false-positive rate ``P``.
 
-    ``m = ceil(-X ln P / (ln 2)^2)`` and ``k = round(m / X * ln 2)``, capped at ``max_hashes``
-    (the paper's sizing; with P = 0.05 ``k`` comes out 4).
+    The paper's sizing: ``m = ceil(-X ln P / (ln 2)^2)`` and ``k = round(m / X * ln 2)``
+    (with P = 0.05 ``k`` comes out 4). ``max_hashes`` caps ``k``: 6 is the authors' reference
+    simulation's choice (it matters only for ``P`` below ~0.01); ``None`` keeps the formula's
+    ``k`` whatever it is.
 
     >>> cbf_parameters(1000, 0.05)
     (6236, 4)
+    >>> cbf_parameters(1000, 0.001), cbf_parameters(1000, 0.001, max_hashes=None)
+    ((14378, 6), (14378, 10))
     """
     if expected_keys < 1:
         raise ConfigError(f"expected_keys must be >= 1, got {expected_keys}")
     if not 0 < fp_rate < 1:
         raise ConfigError(f"fp_rate must be in (0, 1), got {fp_rate}")
+    if max_hashes is not None and max_hashes < 1:
+        raise ConfigError(f"max_hashes must be >= 1 or None, got {max_hashes}")
     m = math.ceil(-expected_keys * math.log(fp_rate) / math.log(2) ** 2)
-    k = max(1, min(max_hashes, round(m / expected_keys * math.log(2))))
-    return m, k
+    k = max(1, round(m / expected_keys * math.log(2)))
+    return m, k if max_hashes is None else min(max_hashes, k)
 
 
 # -- the counter array -------------------------------------------------------------------------

@@ -79,7 +79,7 @@ class ProtocolConfig:
     period: float = 900.0
     t0: float = 0.0
     rule: str = PAPER
-    p_pub: float = 1.0
+    p_pub: float = 0.5
     id_mode: str = "sensor"
     min_members: int = 3
     publication: str = DIRECT

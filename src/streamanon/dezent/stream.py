@@ -90,7 +90,7 @@ class DezentRing(OperatorBase):
         gateways: int,
         domain: Sequence[str],
         rule: str = PAPER,
-        p_pub: float = 1.0,
+        p_pub: float = 0.5,
         t0: float = 0.0,
         seed: int = 0,
         bits: int = 20,

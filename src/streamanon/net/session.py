@@ -29,7 +29,7 @@ class SessionRing(Ring):
     """
 
     def __init__(self, base: Ring) -> None:
-        super().__init__(base.n, base.seed, base.epoch_cycles)
+        super().__init__(base.n, base.seed, base.epoch_cycles, redraw=base.redraw)
         self.base = base
         self.sessions: dict[int, tuple[int, tuple[int, ...]]] = {}
 
@@ -158,7 +158,8 @@ def admit(m: RingMessage, state: Sessions, wall_cycle: int) -> str | None:
     c = m.cycle
     session = (m.ccc, m.members)
     if not wall_cycle - 1 <= c <= wall_cycle + 1:
-        return f"cycle {c} is outside the live window around {wall_cycle}"
+        return (f"cycle {c} is outside the live window around {wall_cycle} (one cycle either "
+                f"side): this gateway's clock or the sender's is off by more than the margin")
     if state.me not in m.members or any(g not in state.peers for g in m.members):
         return f"session {session} does not hold this gateway or names unknown gateways"
     if m.ccc not in m.members or m.sender not in m.members:

@@ -32,12 +32,13 @@ class SimConfig:
     delta_t: float = 7260.0
     p_pub: float = 0.5
     rule: str = PAPER
-    structure: str = "cbf"
+    structure: str = "exact"  # the defaults of every entry point: docs/guides/dezent-simulation.md
     fp_rate: float = 0.05
     counter_bits: int | None = None  # None: the narrowest width for the largest true count
-    max_hashes: int = 6
+    max_hashes: int | None = 6  # the reference's cap; None: the paper's k = (m/X) ln 2
     cbf_keys: int | None = None
-    epoch_cycles: int = CYCLES_PER_DAY
+    epoch_cycles: int = CYCLES_PER_DAY  # pseudonym epochs
+    ring_redraw: int | None = None  # None: the ring is fixed at setup (the paper)
     publication: str = "direct"  # or "mix"
     publication_order: str = PAPER_ORDER  # or "random"
     mix_padding: int = DEFAULT_PADDING
@@ -59,6 +60,8 @@ class SimConfig:
         if self.publication not in PUBLICATIONS:
             raise ConfigError(f"publication must be one of {PUBLICATIONS}, got "
                               f"{self.publication!r}")
+        if self.ring_redraw is not None and self.ring_redraw < 1:
+            raise ConfigError(f"ring_redraw must be >= 1 cycle, got {self.ring_redraw}")
         check_order(self.publication_order)
         check_padding(self.mix_padding)
 

@@ -40,7 +40,8 @@ class RunSpec:
 def grid(gateways: Sequence[int], zs: Sequence[int], seeds: Sequence[int], *, max_sn: int,
          cycles: int, base: SimConfig, start: int = 0, cbf_keys: Sequence[int] = (),
          sweep_gateways: int = 25, fp_rates: Sequence[float] = (),
-         order_z: int | None = None, linkability: bool = False) -> list[RunSpec]:
+         order_z: int | None = None, linkability: bool = False, district: str = "spec",
+         farm_share: float = 0.0) -> list[RunSpec]:
     """gateways x z x seeds with ``base``'s other parameters; plus, per seed, at
     ``sweep_gateways`` gateways: for every ``cbf_keys`` value a CBF sized for that many keys at
     ``base.z`` (violations vs CBF bytes); for every ``fp_rates`` value a CBF of that rate, and
@@ -61,13 +62,16 @@ def grid(gateways: Sequence[int], zs: Sequence[int], seeds: Sequence[int], *, ma
         fp_rates: the false-positive rates of the trade-off sweep (empty: none).
         order_z: the z of the publication-order sweep (``None``: none).
         linkability: add the linkability sweep.
+        district: how every run's district is made (``DistrictConfig.kind``).
+        farm_share: the share of farms in every district.
     """
-    specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s), replace(base, z=z),
-                     cycles, start)
+    specs = [RunSpec(DistrictConfig(gateways=g, max_sn=max_sn, seed=s, kind=district,
+                                    farm_share=farm_share), replace(base, z=z), cycles, start)
              for g, z, s in itertools.product(gateways, zs, seeds)]
 
     def sweep(name: str, cfg: SimConfig, s: int) -> RunSpec:
-        return RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s), cfg,
+        return RunSpec(DistrictConfig(gateways=sweep_gateways, max_sn=max_sn, seed=s,
+                                      kind=district, farm_share=farm_share), cfg,
                        cycles, start, name)
 
     for keys, s in itertools.product(cbf_keys, seeds):

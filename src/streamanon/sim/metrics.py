@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streamanon.dezent.grid import CYCLES_PER_DAY
-from streamanon.sim.district import CLIENT_TYPES
+from streamanon.sim.district import ALL_TYPES
 from streamanon.sim.linkability import channel, gateway_linkability
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class ScenarioMetrics:
         self.name = name
         self.z = z
         self.district = district
-        G, n_types = district.gateways, len(CLIENT_TYPES)
+        G, n_types = district.gateways, len(ALL_TYPES)
         self.cycles = 0
         self.measured = 0
         self.published = 0
@@ -55,7 +55,7 @@ class ScenarioMetrics:
         self.published_other += int(info[other[0]])
         self.violations += int((pub & (info["true_count"] < self.z)).sum())
         self.by_type += np.bincount(d.sn_type, weights=pub.sum(axis=0),
-                                    minlength=len(CLIENT_TYPES)).astype(np.int64)
+                                    minlength=len(ALL_TYPES)).astype(np.int64)
         hops = dist[:, d.sn_gateway]
         self.by_position += np.bincount(hops[pub], minlength=d.gateways)
         self.measured_by_position += np.bincount(hops.ravel(), minlength=d.gateways)
@@ -81,9 +81,9 @@ class ScenarioMetrics:
         if self.traffic:  # deZent: counted message by message by the engine
             gw_gw, gw_gw_bytes = self.traffic["gw_gw_messages"], self.traffic["gw_gw_bytes"]
             gw_ce, gw_ce_bytes = self.traffic["gw_ce_messages"], self.traffic["gw_ce_bytes"]
-        types_present = np.bincount(d.sn_type, minlength=len(CLIENT_TYPES)) * self.cycles
+        types_present = np.bincount(d.sn_type, minlength=len(ALL_TYPES)) * self.cycles
         per_type = {t.name: round(float(self.by_type[i] / types_present[i]), 6)
-                    for i, t in enumerate(CLIENT_TYPES) if types_present[i]}
+                    for i, t in enumerate(ALL_TYPES) if types_present[i]}
         per_pos = (self.by_position / np.maximum(1, self.measured_by_position)).round(6)
         seen = self.measured_by_position > 0
         bias = (float(per_pos[seen].max() / per_pos[seen].min())

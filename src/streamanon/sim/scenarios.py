@@ -59,11 +59,13 @@ class SimResult:
         return {
             "params": {
                 "gateways": d.gateways, "max_sn": d.max_sn, "seed": d.seed, "year": d.year,
+                "district": d.kind, "farm_share": d.farm_share,
                 "sensors": self.district.sensors, "cycles": self.cycles,
                 "days": self.cycles / CYCLES_PER_DAY, "z": c.z, "delta_t": c.delta_t,
                 "window_cycles": c.window, "p_pub": c.p_pub, "rule": c.rule,
                 "structure": c.structure, "fp_rate": c.fp_rate,
                 "counter_bits": self.spec.bits, "epoch_cycles": c.epoch_cycles,
+                "ring_redraw": c.ring_redraw,
                 "publication": c.publication, "publication_order": c.publication_order,
                 "mix_padding": c.mix_padding,
             },
@@ -144,7 +146,8 @@ class _Engine:
         self.d, self.cfg, self.spec, self.domain = district, config, spec, domain
         self.G, self.S, self.V = district.gateways, district.sensors, len(domain)
         self.gw = district.sn_gateway
-        self.ring = Ring(self.G, district.config.seed, config.epoch_cycles)
+        self.ring = Ring(self.G, district.config.seed, config.epoch_cycles,
+                         redraw=config.ring_redraw)
         self.pos = int_positions(domain, spec.m, spec.k) if spec.kind == "cbf" else None
 
     def ring_order(self, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -465,7 +468,8 @@ def run_protocol(district: District, cycles: int, config: SimConfig, *, start: i
                           publication_order=config.publication_order,
                           mix_key=keys.public_bytes if keys else None,
                           mix_padding=config.mix_padding)
-    ring = Ring(district.gateways, district.config.seed, config.epoch_cycles)
+    ring = Ring(district.gateways, district.config.seed, config.epoch_cycles,
+                redraw=config.ring_redraw)
     gws = [Gateway(g, pcfg, ring) for g in range(district.gateways)]
     members = [np.flatnonzero(district.sn_gateway == g) for g in range(district.gateways)]
     index = {sid: i for i, sid in enumerate(district.sensor_ids)}
