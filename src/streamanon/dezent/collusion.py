@@ -16,7 +16,7 @@ flanked by two colluders in at least one of ``d`` draws is ``1 - (1 - p_att)^d``
 With the ring fixed at setup (the paper, and the default) ``d = 1``.
 
 >>> round(p_attack(5, 25), 4), round(p_ever_flanked(5, 25, 30), 3)
-(0.0362, 0.67)
+(0.0362, 0.669)
 """
 
 from __future__ import annotations
