@@ -329,7 +329,7 @@ def columns_spec(id_field: str, qi: Sequence[str], sa: Sequence[str] = ()) -> Ca
 
 # -- rows, read here -----------------------------------------------------------------------
 def read_released(source: str | Path | TextIO, fmt: str | None = None, *,
-                  strict: bool = True, name: str | None = None
+                  strict: bool = True, name: str | None = None, delimiter: str = ","
                   ) -> tuple[list[tuple[int, dict[str, Any]]], int]:
     """``(line, row)`` pairs of a CSV file with a header (empty cells are missing) or of JSON
     Lines objects, and the number of bad lines (skipped, or :class:`InputError` if
@@ -355,7 +355,7 @@ def read_released(source: str | Path | TextIO, fmt: str | None = None, *,
                 continue
             rows.append((line, obj))
         return rows, bad
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     header: list[str] | None = None
     start = 1
     for fields in reader:
@@ -793,6 +793,7 @@ def check_castle_files(
     allow_empty: bool = False,
     out_format: str | None = None,
     in_format: str | None = None,
+    in_delimiter: str = ",",
 ) -> CastleCheckReport:
     """:func:`check_castle` on files read by this module (bad input lines skipped, counted).
 
@@ -810,9 +811,11 @@ def check_castle_files(
         allow_empty: accept an output with no released row.
         out_format: the output's format (``None``: from the name).
         in_format: the input's format (``None``: from the name).
+        in_delimiter: the input's CSV field delimiter (outputs are comma CSV).
     """
     released, _ = read_released(output, out_format)
-    inputs, bad = (read_released(source, in_format, strict=False) if source is not None
+    inputs, bad = (read_released(source, in_format, strict=False, delimiter=in_delimiter)
+                   if source is not None
                    else (None, 0))
     sup = read_released(suppressed)[0] if suppressed is not None else None
     lines: set[int] = set()
