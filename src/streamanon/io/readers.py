@@ -301,7 +301,7 @@ def delimiter_of(spec: str) -> str:
     a space), ``tab`` or ``\\t``, ``comma``, ``semicolon``, ``pipe``.
 
     >>> delimiter_of(";"), delimiter_of("tab"), delimiter_of("\\t")
-    (';', '\t', '\t')
+    (';', '\\t', '\\t')
     """
     d = DELIMITER_NAMES.get(spec.lower(), spec)
     if len(d) != 1 or d in "\"\r\n " or d.isalnum():

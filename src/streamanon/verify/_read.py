@@ -39,7 +39,7 @@ def field_delimiter(spec: str | None) -> str:
     break, space, letter or digit), or tab, ``\\t``, comma, semicolon, pipe.
 
     >>> field_delimiter(None), field_delimiter(";"), field_delimiter("tab")
-    (',', ';', '\t')
+    (',', ';', '\\t')
     """
     if spec is None:
         return ","
