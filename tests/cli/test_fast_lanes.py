@@ -51,3 +51,33 @@ def test_z_command_reads_a_clean_file_through_arrow(tmp_path, monkeypatch, end) 
                               "-o", str(tmp_path / "out.csv")])
     assert res.exit_code == 0, res.output
     assert calls and all(calls)
+
+
+@pytest.mark.parametrize(("delimiter", "sep"), [(";", b";"), ("tab", b"\t")])
+def test_castle_reads_a_clean_delimited_file_through_arrow(tmp_path, monkeypatch, delimiter,
+                                                           sep) -> None:
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=3))
+    assert b'"' not in data.read_bytes()
+    data.write_bytes(data.read_bytes().replace(b",", sep))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    calls = _spy(monkeypatch, fastcsv, "parse_clean_rows")
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                              "--delta", "100", "--delimiter", delimiter, str(data),
+                              "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 0, res.output
+    assert calls and all(calls)
+
+
+@pytest.mark.parametrize(("delimiter", "sep"), [(";", ";"), ("\\t", "\t")])
+def test_z_reads_a_clean_delimited_file_through_arrow(tmp_path, monkeypatch, delimiter,
+                                                      sep) -> None:
+    path = tmp_path / "in.csv"
+    rows = traces.zipf_trace(3000, n_users=50, n_values=40, seed=1)
+    path.write_text(sep.join("tua") + "\n"
+                    + "".join(f"{t}{sep}{u}{sep}{a}\n" for t, u, a in rows))
+    calls = _spy(monkeypatch, readers, "parse_clean_chunk")
+    res = runner.invoke(app, ["z", "--z", "3", "--delta-t", "600", "--delimiter", delimiter,
+                              str(path), "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 0, res.output
+    assert calls and all(calls)

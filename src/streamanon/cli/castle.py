@@ -55,6 +55,7 @@ from streamanon.cli.kafka import (
     options,
     until_end_option,
 )
+from streamanon.cli.zanon import delimiter_option, input_delimiter
 from streamanon.errors import OnError
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ def castle_command(
     in_format: str = typer.Option(None, "--input-format", help=INPUT_FORMAT_HELP),
     out_format: str = typer.Option(None, "--output-format", help=OUTPUT_FORMAT_HELP),
     on_error: OnError = on_error_option,
+    delimiter: str = delimiter_option,
     rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " A file or "
                                 "kafka://... Default: OUTPUT.rejects.jsonl (a topic: "
                                 "OUTPUT.rejects; with -o -: only counted)."),
@@ -176,6 +178,7 @@ def castle_command(
 
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
+    sep = input_delimiter(delimiter)
     for spec, option in ((source, "INPUT"), (output, "--output"), (rejects, "--rejects"),
                          (suppressed, "--suppressed")):
         if spec is not None:
@@ -210,7 +213,8 @@ def castle_command(
                 stats = run_castle(source, output, operator, in_format=in_format,
                                    out_format=out_format, on_error=on_error,
                                    rejects_path=rejects, suppressed_path=suppressed,
-                                   columns=cols, kafka=options(**kafka_args, stop=stop,
+                                   columns=cols, delimiter=sep,
+                                   kafka=options(**kafka_args, stop=stop,
                                                 on_batch=tick,
                                                 identity={"rules_sha256": rules_digest}))
                 summary: dict[str, Any] = stats.to_dict()
@@ -238,7 +242,8 @@ def castle_command(
                                suppressed_path=sup_tmp,
                                suppressed_format=None if suppressed is None or is_kafka(
                                    suppressed) else detect_format(suppressed),
-                               progress=progress, kafka=options(**kafka_args))
+                               progress=progress, kafka=options(**kafka_args),
+                               delimiter=sep)
         summary = stats.to_dict()
         summary["outputs"] = [*[t for t in (output, suppressed, rejects)
                                 if t is not None and is_kafka(t)], *outs.targets]

@@ -22,6 +22,10 @@ EXIT_CODES = ("Exit codes: 0 = every check holds; 1 = a check found a problem (t
               "checked).")
 
 
+DELIMITER_HELP = ("The field delimiter of a CSV INPUT: one character, or tab (also '\\t'), "
+                  "comma, semicolon, pipe (the run's --delimiter). Outputs are comma CSV.")
+
+
 def _help(text: str) -> str:
     """Help text for rich: each paragraph on one line (the terminal wraps it), examples kept."""
     paragraphs = []
@@ -77,14 +81,16 @@ def verify_z(
                                   "INPUT's extension)."),
     out_format: str = typer.Option(None, "--output-format", help="csv or jsonl (default: by "
                                    "OUTPUT's extension)."),
+    delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    from streamanon.verify._read import field_delimiter
     from streamanon.verify.z import check_z_files
 
     try:
         report = check_z_files(source, output, z, delta_t, exact=not privacy_only,
                                time_tolerance=time_tolerance, in_format=in_format,
-                               out_format=out_format)
+                               out_format=out_format, in_delimiter=field_delimiter(delimiter))
     except (InputError, ConfigError) as exc:
         fail(str(exc))
     except OSError as exc:
@@ -148,8 +154,10 @@ def verify_castle(
                                  "columns (repeat or comma-separate); their generalizations "
                                  "can then be checked only partly."),
     sa: list[str] = typer.Option(None, "--sa", help="Without --rules: sensitive columns."),
+    delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    from streamanon.verify._read import field_delimiter
     from streamanon.verify.castle import check_castle_files, columns_spec, load_rules
 
     qis, sas = _split(qi), _split(sa)
@@ -174,7 +182,8 @@ def verify_castle(
     try:
         report = check_castle_files(output, spec, k=k, l=l, source=source,
                                     suppressed=suppressed, rejects=rejects,
-                                    allow_empty=allow_empty)
+                                    allow_empty=allow_empty,
+                                    in_delimiter=field_delimiter(delimiter))
     except (InputError, ConfigError) as exc:
         fail(str(exc))
     except OSError as exc:

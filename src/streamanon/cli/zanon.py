@@ -20,6 +20,7 @@ from streamanon.cli.common import (
     SUMMARY_HELP,
     TOLERANCE_HELP,
     check_format,
+    fail,
     file_progress,
     on_error_option,
     print_summary,
@@ -53,7 +54,23 @@ from streamanon.errors import OnError
 if TYPE_CHECKING:
     from streamanon.pipeline.run import run_z
 
-__all__ = ["run_z", "z_command", "z_warnings"]
+__all__ = ["delimiter_option", "input_delimiter", "run_z", "z_command", "z_warnings"]
+
+DELIMITER_HELP = ("The field delimiter of CSV input: one character, or tab (also '\\t'), "
+                  "comma, semicolon, pipe; e.g. --delimiter ';' for semicolon exports. "
+                  "Outputs stay comma CSV.")
+delimiter_option: Any = typer.Option(",", "--delimiter", help=DELIMITER_HELP)
+
+
+def input_delimiter(spec: str) -> str:
+    """The delimiter ``--delimiter`` names (exit 2 with a message when it names none)."""
+    from streamanon.errors import ConfigError
+    from streamanon.io.readers import delimiter_of
+
+    try:
+        return delimiter_of(spec)
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def __getattr__(name: str) -> Any:
@@ -99,6 +116,7 @@ def z_command(
     in_format: str = typer.Option(None, "--input-format", help=INPUT_FORMAT_HELP),
     out_format: str = typer.Option(None, "--output-format", help=OUTPUT_FORMAT_HELP),
     on_error: OnError = on_error_option,
+    delimiter: str = delimiter_option,
     rejects: str = typer.Option(None, "--rejects", help=REJECTS_HELP + " A file or "
                                 "kafka://... Default: OUTPUT.rejects.jsonl (a topic: "
                                 "OUTPUT.rejects; with -o -: only counted)."),
@@ -140,6 +158,7 @@ def z_command(
 
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
+    sep = input_delimiter(delimiter)
     for spec, option in ((source, "INPUT"), (output, "--output"), (rejects, "--rejects")):
         if spec is not None:
             check_url(spec, option)
@@ -163,7 +182,7 @@ def z_command(
             with kafka_run(until_end) as stop, kafka_progress(source) as tick:
                 stats = run_z(source, output, operator, in_format=in_format,
                               out_format=out_format, on_error=on_error, rejects_path=rejects,
-                              time_tolerance=time_tolerance,
+                              time_tolerance=time_tolerance, delimiter=sep,
                               kafka=options(**kafka_args, stop=stop,
                                                 on_batch=tick))
                 summary: dict[str, Any] = stats.to_dict()
@@ -184,7 +203,7 @@ def z_command(
                           on_error=on_error, rejects_path=rejects_tmp,
                           rejects_name=None if rejects is None else str(rejects),
                           time_tolerance=time_tolerance, progress=progress,
-                          kafka=options(**kafka_args))
+                          kafka=options(**kafka_args), delimiter=sep)
         summary = stats.to_dict()
         summary["outputs"] = [*[t for t in (output, rejects) if t is not None and is_kafka(t)],
                               *outs.targets]

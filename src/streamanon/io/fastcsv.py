@@ -23,6 +23,18 @@ _NAMES = ["t", "u", "a"]
 _TEXT = pa.dictionary(pa.int32(), pa.string())
 _PARSE = pacsv.ParseOptions(quote_char=False, double_quote=False, escape_char=False,
                             newlines_in_values=False, ignore_empty_lines=False)
+_PARSE_BY: dict[str, pacsv.ParseOptions] = {",": _PARSE}
+
+
+def _parse_options(delimiter: str) -> pacsv.ParseOptions:
+    """The parse options for a field delimiter (made once per delimiter)."""
+    if delimiter not in _PARSE_BY:
+        _PARSE_BY[delimiter] = pacsv.ParseOptions(
+            delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
+            newlines_in_values=False, ignore_empty_lines=False)
+    return _PARSE_BY[delimiter]
+
+
 _CONVERT = pacsv.ConvertOptions(column_types={"t": pa.string(), "u": _TEXT, "a": _TEXT},
                                 strings_can_be_null=False, quoted_strings_can_be_null=False)
 _TO_FLOAT = CastOptions.safe(pa.float64())
@@ -98,14 +110,15 @@ def _pylist(arr: pa.Array) -> list[str]:
     return list(map(text.__getitem__, map(slice, cuts[:-1], cuts[1:])))
 
 
-def _read(data: bytes, names: list[str], convert: pacsv.ConvertOptions) -> pa.Table | None:
+def _read(data: bytes, names: list[str], convert: pacsv.ConvertOptions, delimiter: str = ","
+          ) -> pa.Table | None:
     """``data`` parsed as one block (so that every column is one chunk), or ``None``."""
     try:
         table = pacsv.read_csv(
             pa.py_buffer(data),
             read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
                                            block_size=len(data) + 1),
-            parse_options=_PARSE, convert_options=convert)
+            parse_options=_parse_options(delimiter), convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
         return None
     if any(col.num_chunks != 1 for col in table.columns):  # pragma: no cover - one block
@@ -120,11 +133,13 @@ def _clean_names(names: list[str], max_len: int) -> bool:
         not any(map(str.__ne__, names, map(str.strip, names)))
 
 
-def parse_clean_chunk(data: bytes, clock: float, max_len: int) -> ArrowColumns | None:
-    """Parse ``data`` (whole lines ``t,u,a`` without the final newline) or return ``None``."""
+def parse_clean_chunk(data: bytes, clock: float, max_len: int, delimiter: str = ","
+                      ) -> ArrowColumns | None:
+    """Parse ``data`` (whole lines ``t,u,a`` without the final newline, fields separated by
+    ``delimiter``) or return ``None``."""
     if not data or data.endswith(b"\n") or b'"' in data or b"\r" in data or has_long_line(data):
         return None
-    table = _read(data, _NAMES, _CONVERT)
+    table = _read(data, _NAMES, _CONVERT, delimiter)
     # one row per line (not counted: counting costs time per chunk): the parser breaks rows only
     # at newlines here, and a blank line is a row of empty fields, refused below with them; a
     # newline at the very end (a blank last line) would be taken as the last row's end, so
@@ -197,11 +212,19 @@ class RowColumns:
     starts: np.ndarray
 
 
-def parse_clean_rows(data: bytes, header: list[str], numeric: set[str], max_len: int
-                     ) -> RowColumns | None:
-    """Parse ``data`` (whole lines, header excluded, without the final newline) as rows of
-    ``header``'s columns, or return ``None`` when the chunk is not provably clean (see the
-    module docstring); numeric columns must all be finite numbers.
+def parse_clean_rows(data: bytes, header: list[str], numeric: set[str], max_len: int,
+                     delimiter: str = ",") -> RowColumns | None:
+    """Parse ``data`` (whole lines, header excluded, without the final newline, fields
+    separated by ``delimiter``) as rows of ``header``'s columns, or return ``None`` when the
+    chunk is not provably clean (see the module docstring); numeric columns must all be
+    finite numbers.
+
+    Args:
+        data: whole lines of the block, without the header and the final newline.
+        header: the input's column names.
+        numeric: the columns that must be finite numbers.
+        max_len: the longest value accepted, in bytes (a longer one: not clean).
+        delimiter: the field delimiter (one character).
     """
     if not data or len(header) < 2 or b'"' in data or b"\r" in data:
         return None
@@ -216,7 +239,7 @@ def parse_clean_rows(data: bytes, header: list[str], numeric: set[str], max_len:
     types: dict[str, Any] = {c: pa.float64() if c in numeric else _TEXT for c in header}
     table = _read(data, header, pacsv.ConvertOptions(
         column_types=types, null_values=[""], strings_can_be_null=False,
-        quoted_strings_can_be_null=False))
+        quoted_strings_can_be_null=False), delimiter)
     if table is None or table.num_rows != len(starts):
         return None
     numbers: dict[str, list[float]] = {}

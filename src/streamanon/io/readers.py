@@ -292,7 +292,31 @@ def _decode_lines(first: int, data: bytes) -> tuple[str, list[Rejected]]:
     return "\n".join(lines), bad
 
 
-def split_csv_line(line: str) -> list[str] | str:
+#: What ``--delimiter`` accepts besides a single character: names of the usual ones.
+DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def delimiter_of(spec: str) -> str:
+    """The field delimiter ``--delimiter`` names: one character (not a quote, a line break or
+    a space), ``tab`` or ``\\t``, ``comma``, ``semicolon``, ``pipe``.
+
+    >>> delimiter_of(";"), delimiter_of("tab"), delimiter_of("\\t")
+    (';', '\\t', '\\t')
+    """
+    d = DELIMITER_NAMES.get(spec.lower(), spec)
+    if len(d) != 1 or d in "\"\r\n " or d.isalnum():
+        raise ConfigError(f"--delimiter {spec!r}: give one character other than a quote, a "
+                          "space, a letter or a digit (or tab, comma, semicolon, pipe)")
+    return d
+
+
+def separated(delimiter: str) -> str:
+    """How a message names the fields' separation: ``comma-separated`` for a comma."""
+    return "comma-separated" if delimiter == "," else (
+        "tab-separated" if delimiter == "\t" else f"{delimiter!r}-separated")
+
+
+def split_csv_line(line: str, delimiter: str = ",") -> list[str] | str:
     """The fields of one CSV line, or the reason it cannot be parsed.
 
     A record is one line: a quote left open is an error here, it never takes the next line in.
@@ -301,13 +325,15 @@ def split_csv_line(line: str) -> list[str] | str:
     ['1', 'Doe, J.', 'x']
     >>> split_csv_line('1,"open,x')
     'unclosed quote (a record must be on one line)'
+    >>> split_csv_line('1;"Doe; J.";x', ";")
+    ['1', 'Doe; J.', 'x']
     """
     if '"' not in line:
-        return line.split(",")
+        return line.split(delimiter)
     if len(line) > MAX_LINE_CHARS:
         return f"line is {len(line):,} characters long (limit {MAX_LINE_CHARS:,})"
     try:
-        return next(csv.reader([line], strict=True))
+        return next(csv.reader([line], strict=True, delimiter=delimiter))
     except csv.Error as exc:
         msg = str(exc)
         if "unexpected end of data" in msg:
@@ -331,6 +357,9 @@ class _Columns:
 
 class _Reader:
     """The engine behind :class:`RecordParser` (the Flink jobs drive it line by line)."""
+
+    #: the CSV field delimiter (a class default: states pickled before it existed read commas)
+    delim = ","
 
     def __init__(
         self,
@@ -383,7 +412,7 @@ class _Reader:
             head, _, rest = chunk.partition(nl)  # type: ignore[arg-type]
             if head.strip():
                 text = _text(head)
-                fields = split_csv_line(text)
+                fields = split_csv_line(text, self.delim)
                 if isinstance(fields, str):
                     raise UnreadableInputError(Rejected(
                         first, text, f"expected a CSV header naming columns t,u,a ({fields})"),
@@ -398,7 +427,7 @@ class _Reader:
         """The Arrow lane for a clean chunk (see :mod:`streamanon.io.fastcsv`), else None."""
         if self.header != (0, 1, 2) or self.ncols != 3 or not self.monotone:
             return None
-        cols = parse_clean_chunk(data, self.clock, self.max_len)
+        cols = parse_clean_chunk(data, self.clock, self.max_len, self.delim)
         if cols is None:
             return None
         self.clock = float(cols.t[-1])
@@ -411,16 +440,17 @@ class _Reader:
             return cols
         lines = text.split("\n")
         quoted = '"' in text
+        d = self.delim
         if (
             not quoted
             and self.header == (0, 1, 2)
             and self.ncols == 3
             and "" not in lines
-            and bool(np.all(np.fromiter(map(str.count, lines, repeat(",")), np.int64,
+            and bool(np.all(np.fromiter(map(str.count, lines, repeat(d)), np.int64,
                                         len(lines)) == 2))
         ):
             # fast path: every line has exactly three fields
-            flat = text.replace("\n", ",").split(",")
+            flat = text.replace("\n", d).split(d)
             t_text, u, a = flat[0::3], flat[1::3], flat[2::3]
             if " " in text or "\t" in text:
                 u = [x.strip() for x in u]
@@ -436,7 +466,7 @@ class _Reader:
         if not lines:
             return cols
         rows: list[list[str] | str] = (
-            [split_csv_line(ln) for ln in lines] if quoted else [ln.split(",") for ln in lines])
+            [split_csv_line(ln, d) for ln in lines] if quoted else [ln.split(d) for ln in lines])
         ti, ui, ai = self.header  # type: ignore[misc]
         n = self.ncols
         good_rows: list[list[str]] = []
@@ -447,7 +477,7 @@ class _Reader:
                 cols.rejects.append(Rejected(ln, raw, r))
             elif len(r) != n:
                 cols.rejects.append(
-                    Rejected(ln, raw, f"expected {n} comma-separated fields, got {len(r)}"))
+                    Rejected(ln, raw, f"expected {n} {separated(d)} fields, got {len(r)}"))
             else:
                 good_rows.append(r)
                 good_numbers.append(ln)
@@ -589,6 +619,7 @@ class RecordParser:
         source_name: the input's name in messages.
         monotone: apply the clock rule (a time behind the clock is re-stamped or refused).
         header: the CSV column of t, u and a (``None``: found in the first lines).
+        delimiter: the CSV field delimiter (one character; ``\\t`` for TSV).
 
     >>> p = RecordParser("csv", header=(0, 1, 2), time_tolerance=1)
     >>> batch, rejected = p.parse(1, b"5,alice,x\\n4.5,bob,y\\n1,carol,z")
@@ -605,10 +636,13 @@ class RecordParser:
         source_name: str = "input",
         monotone: bool = True,
         header: tuple[int, int, int] | None = None,
+        delimiter: str = ",",
     ) -> None:
         self._reader = _Reader(detect_format(None, fmt), OnError.skip, None, time_tolerance,
                                max_value_len, source_name, monotone)
         self._reader.header = header
+        if delimiter != ",":
+            self._reader.delim = delimiter
 
     @property
     def fmt(self) -> str:
@@ -670,6 +704,7 @@ def iter_batches(
     source_name: str | None = None,
     monotone: bool = True,
     progress: Callable[[int], None] | None = None,
+    delimiter: str = ",",
 ) -> Iterator[RecordBatch]:
     """Yield validated :class:`RecordBatch` es from ``source`` (a path, ``-`` or a text stream).
 
@@ -689,12 +724,13 @@ def iter_batches(
         source_name: the name of the source in messages.
         monotone: ``False`` accepts times in any order (outputs that are not streams).
         progress: called with the number of bytes consumed by each read.
+        delimiter: the CSV field delimiter (one character; ``\\t`` for TSV).
     """
     path = source if isinstance(source, str | Path) else None
     kind = detect_format(path, fmt)
     name = source_name or ("stdin" if str(source) == "-" else str(path or "input"))
     parser = RecordParser(kind, time_tolerance=time_tolerance, max_value_len=max_value_len,
-                          source_name=name, monotone=monotone)
+                          source_name=name, monotone=monotone, delimiter=delimiter)
     fail = OnError(on_error) is OnError.fail
     with _open_source(source) as fh:
         for first, chunk in line_chunks(fh, progress, name):

@@ -38,6 +38,7 @@ from streamanon.io.readers import (
     MAX_LINE_CHARS,
     check_text_head,
     detect_format,
+    separated,
     split_csv_line,
 )
 from streamanon.io.writers import TextSink
@@ -91,7 +92,11 @@ class RowReader:
         progress: called with the size in bytes of each block read (``None``: none).
         columns: the CSV header, when the input has none (``None``: the first line).
         repeated_header: skip (and count) a line that repeats the header.
+        delimiter: the CSV field delimiter (one character; ``\\t`` for TSV).
     """
+
+    #: the CSV field delimiter (a class default: states pickled before it existed read commas)
+    delimiter = ","
 
     def __init__(
         self,
@@ -107,6 +112,7 @@ class RowReader:
         progress: Callable[[int], None] | None = None,
         columns: Iterable[str] | None = None,
         repeated_header: bool = False,
+        delimiter: str = ",",
     ) -> None:
         path = source if isinstance(source, str | Path) else None
         self.fmt = detect_format(path, fmt)
@@ -134,6 +140,8 @@ class RowReader:
             self.columns = list(self._header)
         self.repeated_header = repeated_header
         self.headers_skipped = 0
+        if delimiter != ",":
+            self.delimiter = delimiter
         # the block that the fast lane read last: its first line number, bytes, line starts
         self._block: tuple[int, bytes, np.ndarray] | None = None
 
@@ -170,7 +178,8 @@ class RowReader:
     def text_of(self, values: Mapping[str, Any]) -> str:
         if self.fmt == "jsonl":
             return json.dumps(dict(values), default=str)
-        return ",".join("" if values.get(c) is None else str(values.get(c)) for c in self.columns)
+        return self.delimiter.join("" if values.get(c) is None else str(values.get(c))
+                                   for c in self.columns)
 
     # -- reading -----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[CastleRow]:
@@ -265,7 +274,8 @@ class RowReader:
         assert header is not None
         # a clean line is no longer than a value may be, nor than a line may be (the text
         # path refuses a longer line whole, whatever its fields)
-        cols = parse_clean_rows(data, header, self.numeric, min(self.max_len, MAX_LINE_CHARS))
+        cols = parse_clean_rows(data, header, self.numeric, min(self.max_len, MAX_LINE_CHARS),
+                                self.delimiter)
         if cols is None:
             return None
         required = set(self.required)
@@ -427,7 +437,7 @@ class RowReader:
             shown = _shown(text)
             if header is None:
                 shown = shown.removeprefix("\ufeff")  # a text stream may keep the BOM
-                fields = split_csv_line(shown) if problem is None else problem
+                fields = split_csv_line(shown, self.delimiter) if problem is None else problem
                 if isinstance(fields, str):
                     raise UnreadableInputError(Rejected(line, shown, f"cannot read the CSV "
                                                         f"header: {fields}"), self.name)
@@ -448,7 +458,7 @@ class RowReader:
             if problem is not None:
                 yield line, shown, problem
                 continue
-            fields = split_csv_line(shown)
+            fields = split_csv_line(shown, self.delimiter)
             if isinstance(fields, str):
                 yield line, shown, fields
                 continue
@@ -456,7 +466,7 @@ class RowReader:
                 self.headers_skipped += 1  # a producer's header again (one per partition)
                 continue
             if len(fields) != len(header):
-                yield line, shown, (f"expected {len(header)} comma-separated fields, "
+                yield line, shown, (f"expected {len(header)} {separated(self.delimiter)} fields, "
                                     f"got {len(fields)}")
                 continue
             yield line, shown, {h: (v if v.strip() else None)

@@ -145,6 +145,7 @@ def run_z(
     time_tolerance: float = 0.0,
     progress: Callable[[int], None] | None = None,
     kafka: KafkaOptions | None = None,
+    delimiter: str = ",",
 ) -> RunStats:
     """z-anonymize a whole stream from ``source`` to ``output``; returns the accounting.
 
@@ -170,6 +171,7 @@ def run_z(
         time_tolerance: seconds a time may go back before the record is rejected.
         progress: called with the bytes consumed by each read.
         kafka: the options of ``kafka://`` endpoints (:class:`KafkaOptions`).
+        delimiter: the field delimiter of CSV input (one character; outputs stay comma CSV).
     """
     in_fmt, out_fmt = _formats(source, output, in_format, out_format)
     if is_kafka(source) and in_format is None:
@@ -182,7 +184,7 @@ def run_z(
     def make_stage(positions: Positions) -> ZStage:
         return ZStage(operator, positions, in_format=in_fmt, out_format=out_fmt,
                       on_error=on_error, time_tolerance=time_tolerance,
-                      max_message_bytes=max_bytes)
+                      max_message_bytes=max_bytes, delimiter=delimiter)
 
     stage, details = _run("z", source, make_stage, outputs, rejects_name, progress, kafka)
     stats = stage.stats()
@@ -208,6 +210,7 @@ def run_castle(
     latency: bool = False,
     progress: Callable[[int], None] | None = None,
     kafka: KafkaOptions | None = None,
+    delimiter: str = ",",
 ) -> RunStats:
     """k_s-anonymize a whole stream with CASTLE; returns the accounting.
 
@@ -238,6 +241,7 @@ def run_castle(
         latency: measure the mean wall-clock time from feeding a tuple to its release.
         progress: called with the bytes consumed by each read.
         kafka: the options of ``kafka://`` endpoints (:class:`KafkaOptions`).
+        delimiter: the field delimiter of CSV input (one character; outputs stay comma CSV).
     """
     if operator.rules is None:
         raise ConfigError("the operator has no rules")
@@ -256,7 +260,8 @@ def run_castle(
         return CastleStage(operator, positions, in_format=in_fmt, out_format=out_fmt,
                            suppressed_format=sup_fmt, on_error=on_error,
                            columns=columns if positions.kind == "message" else None,
-                           max_message_bytes=max_bytes, latency=latency)
+                           max_message_bytes=max_bytes, latency=latency,
+                           delimiter=delimiter)
 
     stage, details = _run("castle", source, make_stage, outputs, rejects_name, progress, kafka)
     stats = stage.stats()

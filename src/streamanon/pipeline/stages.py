@@ -65,6 +65,12 @@ def reject_lines(rejected: Sequence[Rejected], chunk: LineChunk, positions: Posi
     return text, codes
 
 
+def delimiter_identity(delimiter: str) -> dict[str, str]:
+    """The delimiter as a checkpoint identity lists it: only when it is not a comma (so that
+    the identities of comma runs, and their checkpoints, stay as they were)."""
+    return {} if delimiter == "," else {"delimiter": delimiter}
+
+
 def _as_list(result: Any) -> list[Any]:
     """An operator's outcome as a list (operators return one outcome or a list of them)."""
     return result if isinstance(result, list) else [result]
@@ -181,13 +187,20 @@ class ZStage:
         time_tolerance: seconds a time may go backwards before a record is refused.
         max_value_len: the longest value accepted, in characters.
         max_message_bytes: the largest message accepted, in bytes.
+        delimiter: the CSV input's field delimiter (outputs are always comma CSV).
     """
+
+    #: the CSV input's field delimiter (a class default: states pickled before it existed)
+    delimiter = ","
 
     def __init__(self, operator: ZAnonymizer | AdaptiveZAnonymizer, positions: Positions, *,
                  in_format: str = "csv", out_format: str = "csv",
                  on_error: OnError | str = OnError.fail, time_tolerance: float = 0.0,
                  max_value_len: int = DEFAULT_MAX_VALUE_LEN,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 delimiter: str = ",") -> None:
+        if delimiter != ",":
+            self.delimiter = delimiter
         self.op = operator
         self.core = operator.core if isinstance(operator, AdaptiveZAnonymizer) else operator
         self.positions = positions
@@ -223,7 +236,8 @@ class ZStage:
         self.parser = RecordParser(in_format, time_tolerance=self.time_tolerance,
                                    max_value_len=self.max_value_len,
                                    source_name=self.positions.name,
-                                   header=(0, 1, 2) if self.positions.kind == "message" else None)
+                                   header=(0, 1, 2) if self.positions.kind == "message" else None,
+                                   delimiter=self.delimiter)
 
     def process_messages(self, values: Sequence[bytes], codes: np.ndarray
                          ) -> tuple[Outputs, InputError | None]:
@@ -235,7 +249,7 @@ class ZStage:
             values = list(values)
             for i in starts.tolist():
                 values[i] = values[i].removeprefix(BOM)
-        header = b"t,u,a" if self.in_format == "csv" else None
+        header = self.delimiter.join("tua").encode() if self.in_format == "csv" else None
         return self.process(message_chunk(values, codes, self.max_bytes, header))
 
     def process(self, chunk: LineChunk) -> tuple[Outputs, InputError | None]:
@@ -329,7 +343,8 @@ class ZStage:
                 "adaptive": isinstance(op, AdaptiveZAnonymizer),
                 "input_format": "csv" if getattr(self, "auto", False) else self.in_format,
                 "output_format": self.out_format,
-                "on_error": str(self.on_error), "time_tolerance": self.time_tolerance}
+                "on_error": str(self.on_error), "time_tolerance": self.time_tolerance,
+                **delimiter_identity(self.delimiter)}
 
 
 # -- CASTLE ----------------------------------------------------------------------------------------
@@ -353,6 +368,7 @@ class CastleStage:
         max_value_len: the longest value accepted, in characters.
         max_message_bytes: the largest message accepted, in bytes.
         latency: measure the mean wall-clock time from feeding a row to its release.
+        delimiter: the CSV input's field delimiter (outputs are comma CSV).
     """
 
     tagged = True  # rows carry their positions whatever the sinks (a class default: not pickled)
@@ -363,7 +379,7 @@ class CastleStage:
                  on_error: OnError | str = OnError.fail, columns: Sequence[str] | None = None,
                  max_value_len: int = DEFAULT_MAX_VALUE_LEN,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 latency: bool = False) -> None:
+                 latency: bool = False, delimiter: str = ",") -> None:
         rules = operator.rules
         if rules is None:
             raise ConfigError("the operator has no rules")
@@ -387,7 +403,8 @@ class CastleStage:
                                                             if rules.time_field else [])],
                                 max_value_len=max_value_len,
                                 source_name=positions.name, columns=columns,
-                                repeated_header=positions.kind == "message")
+                                repeated_header=positions.kind == "message",
+                                delimiter=delimiter)
         self.extra = [operator.loss_field] if operator.loss_field else []
         self.rejects = _RejectCount()
         self.rows = 0  # rows the operator took
@@ -598,7 +615,8 @@ class CastleStage:
         return {"operator": "castle", **listed_params(op),
                 "rules": self.rules.describe(),
                 "input_format": self.in_format, "output_format": self.out_format,
-                "suppressed_format": self.suppressed_format, "on_error": str(self.on_error)}
+                "suppressed_format": self.suppressed_format, "on_error": str(self.on_error),
+                **delimiter_identity(self.reader.delimiter)}
 
 
 __all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params", "seen_up_to",

@@ -22,10 +22,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from streamanon.errors import ConfigError
+
 Source = str | Path | TextIO
 
 #: Topics read in this process: a topic is read once (format guess, then the rows).
 _TOPICS: dict[str, bytes] = {}
+
+
+#: Names ``--delimiter`` accepts for the usual field delimiters (the checkers' own list).
+_DELIMITERS = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def field_delimiter(spec: str | None) -> str:
+    """The CSV field delimiter a ``--delimiter`` value names: one character (no quote, line
+    break, space, letter or digit), or tab, ``\\t``, comma, semicolon, pipe.
+
+    >>> field_delimiter(None), field_delimiter(";"), field_delimiter("tab")
+    (',', ';', '\\t')
+    """
+    if spec is None:
+        return ","
+    d = _DELIMITERS.get(spec.lower(), spec)
+    if len(d) != 1 or d in "\"\r\n " or d.isalnum():
+        raise ConfigError(f"--delimiter {spec!r}: give one character other than a quote, a "
+                          "space, a letter or a digit (or tab, comma, semicolon, pipe)")
+    return d
 
 
 def is_topic(source: Source) -> bool:

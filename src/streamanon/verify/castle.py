@@ -36,7 +36,13 @@ import numpy as np
 
 from streamanon.errors import ConfigError, InputError
 from streamanon.records import Rejected
-from streamanon.verify._read import guess_format, json_objects, read_text, source_name
+from streamanon.verify._read import (
+    guess_format,
+    is_topic,
+    json_objects,
+    read_text,
+    source_name,
+)
 
 DEFAULT_ROOT = "*"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf"
@@ -331,12 +337,20 @@ def columns_spec(id_field: str, qi: Sequence[str], sa: Sequence[str] = ()) -> Ca
 
 # -- rows, read here -----------------------------------------------------------------------
 def read_released(source: str | Path | TextIO, fmt: str | None = None, *,
-                  strict: bool = True, name: str | None = None
+                  strict: bool = True, name: str | None = None, delimiter: str = ","
                   ) -> tuple[list[tuple[int, dict[str, Any]]], int]:
     """``(line, row)`` pairs of a CSV file with a header (empty cells are missing) or of JSON
     Lines objects, and the number of bad lines (skipped, or :class:`InputError` if
     ``strict``): the released rows, the input, the suppressed rows or the rejects, as the
-    checker reads them."""
+    checker reads them.
+
+    Args:
+        source: a file, ``-`` or an open text stream (or a ``kafka://`` topic).
+        fmt: ``csv`` or ``jsonl`` (``None``: from the name).
+        strict: raise at the first bad line instead of counting it.
+        name: the source's name in messages (``None``: from ``source``).
+        delimiter: the CSV field delimiter.
+    """
     name = source_name(source, name)
     if fmt is None:
         fmt = guess_format(source)
@@ -357,7 +371,7 @@ def read_released(source: str | Path | TextIO, fmt: str | None = None, *,
                 continue
             rows.append((line, obj))
         return rows, bad
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     header: list[str] | None = None
     start = 1
     for fields in reader:
@@ -814,6 +828,7 @@ def check_castle_files(
     allow_empty: bool = False,
     out_format: str | None = None,
     in_format: str | None = None,
+    in_delimiter: str = ",",
 ) -> CastleCheckReport:
     """:func:`check_castle` on files read by this module (bad input lines skipped, counted).
 
@@ -831,12 +846,13 @@ def check_castle_files(
         allow_empty: accept an output with no released row.
         out_format: the output's format (``None``: from the name).
         in_format: the input's format (``None``: from the name).
+        in_delimiter: the input's CSV field delimiter (outputs are comma CSV).
     """
 
     def table(path: Any, fmt: str | None) -> _Table | None:
         """The file column-wise, when it is a CSV file Arrow reads as :func:`read_released`
         would (``None``: read it row by row)."""
-        if path is None or (fmt or guess_format(path)) != "csv":
+        if path is None or is_topic(path) or (fmt or guess_format(path)) != "csv":
             return None
         return _read_table(path)
 
@@ -844,8 +860,9 @@ def check_castle_files(
     # so that the first unreadable file is the one named)
     out_t = table(output, out_format)
     released = read_released(output, out_format)[0] if out_t is None else None
-    in_t = table(source, in_format)
-    inputs, bad = (read_released(source, in_format, strict=False)
+    # Arrow's reader is the checker's for comma files only; another delimiter row by row
+    in_t = table(source, in_format) if in_delimiter == "," else None
+    inputs, bad = (read_released(source, in_format, strict=False, delimiter=in_delimiter)
                    if source is not None and in_t is None else (None, 0))
     sup_t = table(suppressed, None)
     sup = read_released(suppressed)[0] if suppressed is not None and sup_t is None else None

@@ -91,7 +91,7 @@ def _format_of(source: str | Path | TextIO, fmt: str | None) -> str:
 _BLANK_LINE = re.compile(r"(?:^|\n)[^\S\n]*(?:\n|$)")
 
 
-def _csv_fields(data: bytes, text: str, spaced: bool, name: str
+def _csv_fields(data: bytes, text: str, spaced: bool, name: str, sep: str = ","
                 ) -> tuple[list[str], list[str], list[str], Sequence[int],
                            list[tuple[int, str, str]]]:
     """``t``, ``u``, ``a`` text columns of a CSV text, their line numbers, and bad lines.
@@ -109,7 +109,7 @@ def _csv_fields(data: bytes, text: str, spaced: bool, name: str
         if nl < 0:
             return [], [], [], [], bad
         pos, number = nl + 1, number + 1
-    head = next(csv.reader([line]))
+    head = next(csv.reader([line], delimiter=sep))
     names = [h.strip().lower() for h in head]
     if {"t", "u", "a"} <= set(names):
         cols = (names.index("t"), names.index("u"), names.index("a"))
@@ -132,17 +132,17 @@ def _csv_fields(data: bytes, text: str, spaced: bool, name: str
         ends = breaks[breaks >= body_byte]
         if not len(raw) or raw[-1] != 10:
             ends = np.append(ends, len(raw))
-        commas = np.flatnonzero(raw[body_byte:] == 44) + body_byte
+        commas = np.flatnonzero(raw[body_byte:] == ord(sep)) + body_byte
         per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
         if bool(np.all(per_line == width - 1)):  # the common case: one split for all
-            flat = body.replace("\n", ",").split(",")
+            flat = body.replace("\n", sep).split(sep)
             fields = [flat[c::width] for c in cols]
             return fields[0], fields[1], fields[2], range(body_no, body_no + len(ends)), bad
     lines = body.split("\n")
     numbers = range(body_no, body_no + len(lines))
     keep = [i for i, ln in enumerate(lines) if ln.strip()]
-    rows = list(csv.reader(lines[i] for i in keep)) if '"' in body else [
-        lines[i].split(",") for i in keep]
+    rows = list(csv.reader((lines[i] for i in keep), delimiter=sep)) if '"' in body else [
+        lines[i].split(sep) for i in keep]
     tcol, ucol, acol, kept = [], [], [], []
     ti, ui, ai = cols
     for i, row in zip(keep, rows, strict=True):
@@ -187,6 +187,7 @@ def read_tuples(
     in_stream_order: bool = True,
     strict: bool = False,
     name: str | None = None,
+    delimiter: str = ",",
 ) -> _Table:
     """The accepted tuples of ``source`` under the input contract of the module docstring.
 
@@ -201,13 +202,15 @@ def read_tuples(
         in_stream_order: ``False`` reads an output (times in any order, nothing re-stamped).
         strict: raise at the first bad line instead of skipping and counting it.
         name: the source's name in messages.
+        delimiter: the CSV field delimiter of ``source``.
     """
     name = source_name(source, name)
     kind = _format_of(source, fmt)
     data = read_bytes(source)
     text = data.decode("utf-8", errors="replace")
     spaced = _has_space(text)
-    tcol, ucol, acol, numbers, bad = (_csv_fields(data, text, spaced, name) if kind == "csv"
+    tcol, ucol, acol, numbers, bad = (_csv_fields(data, text, spaced, name, delimiter)
+                                      if kind == "csv"
                                       else _jsonl_fields(text))
     if spaced:
         ucol = [x.strip() for x in ucol]
@@ -468,6 +471,7 @@ def check_z_files(
     time_tolerance: float = 0.0,
     in_format: str | None = None,
     out_format: str | None = None,
+    in_delimiter: str = ",",
 ) -> ZCheckReport:
     """:func:`check_z` on files, read by this module's own reader (module docstring).
 
@@ -487,8 +491,10 @@ def check_z_files(
         time_tolerance: as the run's ``--time-tolerance``.
         in_format: the input's format (``None``: from the name).
         out_format: the output's format (``None``: from the name).
+        in_delimiter: the input's CSV field delimiter (outputs are comma CSV).
     """
-    src = read_tuples(source, in_format, time_tolerance=time_tolerance)
+    src = read_tuples(source, in_format, time_tolerance=time_tolerance,
+                      delimiter=in_delimiter)
     as_written: str | None = None
     if exact and _format_of(output, out_format) == "csv" and isinstance(output, str | Path):
         as_written = read_bytes(output).decode("utf-8", errors="replace")
