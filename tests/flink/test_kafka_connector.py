@@ -213,8 +213,8 @@ def test_flink_castle_kafka_killed_and_restored_writes_each_message_once(kafka_b
     work = tmp_path / "work"
     args = ["flink", "castle", b.url(inp), "-o", b.url(out), "--suppressed", b.url(sup),
             "-p", "1", "--checkpoint-interval", "300", "--batch-ms", "20", "--batch-size",
-            "200", "--work-dir", str(work), *common]
-    at_kill, delay = kill_mid_run(b.bootstrap, [*args, "--pace", "0.002"], work, out,
+            "100", "--work-dir", str(work), *common]
+    at_kill, delay = kill_mid_run(b.bootstrap, [*args, "--pace", "0.005"], work, out,
                                   seed=8, min_written=200)
     s = summary_of(subprocess.run([*STREAMANON, *args, "--restore", "latest", "--json"],
                                   capture_output=True, text=True, timeout=300))
