@@ -116,17 +116,53 @@ def test_flink_castle_kafka_equals_the_pure_command_and_verifies(kafka_broker, t
                    capture_output=True, timeout=120)
 
 
-def test_flink_z_kafka_killed_and_restored_repeats_only_the_tail_and_loses_nothing(
-        kafka_broker, tmp_path):
-    """SIGKILL mid-run (after a checkpoint that covers some output), restore from the latest
-    checkpoint: the output holds every record of the pure run, the same text under the same
-    tag; the only repeats are messages produced after that checkpoint (at least once)."""
+def kill_mid_run(bootstrap: str, args: list[str], work, out: str, *, seed: int,
+                 min_written: int = 300) -> tuple[int, float]:
+    """Start ``streamanon *args`` in its own process group; once a checkpoint completed after
+    ``min_written`` messages were in ``out[0]``, wait a random time (seeded) and SIGKILL the
+    whole group. Returns the messages in ``out[0]`` at the kill and the delay waited."""
     import os
+    import random
     import signal
     import time
 
     from streamanon.pipeline.kafka.client import end_offsets
     from tests.flink.conftest import STREAMANON, completed_checkpoints
+
+    delay = random.Random(seed).uniform(0.0, 1.5)
+    proc = subprocess.Popen([*STREAMANON, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    baseline: int | None = None
+    deadline = time.monotonic() + 240
+    try:
+        while True:
+            assert proc.poll() is None, "the job ended before the kill: " + (
+                proc.stderr.read().decode()[-2000:] if proc.stderr else "")
+            assert time.monotonic() < deadline, "no checkpoint after output in time"
+            done = max(completed_checkpoints(work), default=0)
+            try:  # (the topic appears when the job starts)
+                written = end_offsets(bootstrap, out, [0])[0]
+            except Exception:
+                written = 0
+            if baseline is None and written >= min_written:
+                baseline = done
+            elif baseline is not None and done > baseline:
+                break
+            time.sleep(0.1)
+        time.sleep(delay)
+        assert proc.poll() is None, f"the job ended before the kill (delay {delay:.2f} s)"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return end_offsets(bootstrap, out, [0])[0], delay
+
+
+def test_flink_z_kafka_killed_and_restored_writes_each_message_once(kafka_broker, tmp_path):
+    """SIGKILL of the whole process group at a random moment after a checkpoint, then
+    ``--restore latest``: the output holds the pure run's messages, each once (same tag, same
+    text): the restored message step read what the killed run wrote past the checkpoint and
+    dropped its replay."""
+    from tests.flink.conftest import STREAMANON
 
     b = kafka_broker
     (inp,) = b.topics("in")
@@ -139,41 +175,62 @@ def test_flink_z_kafka_killed_and_restored_repeats_only_the_tail_and_loses_nothi
     # small batches (a backlog is otherwise read in batches of up to a second's records, and
     # the whole topic here would be one batch), slowed down (a barrier waits behind the
     # records queued before the reading step), so that a kill lands mid-run after a checkpoint
-    proc = subprocess.Popen([*STREAMANON, *args, "--pace", "0.0005"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    written = covered = 0
-    baseline: int | None = None
-    deadline = time.monotonic() + 240
-    try:
-        while True:
-            assert proc.poll() is None, "the job ended before the kill: " + (
-                proc.stderr.read().decode()[-2000:] if proc.stderr else "")
-            assert time.monotonic() < deadline, "no checkpoint after output in time"
-            done = max(completed_checkpoints(work), default=0)
-            try:  # (the topic appears when the job starts)
-                written = end_offsets(b.bootstrap, out, [0])[0]
-            except Exception:
-                written = 0
-            if baseline is None and written >= 300:
-                baseline, covered = done, written
-            elif baseline is not None and done > baseline:
-                break
-            time.sleep(0.1)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    at_kill = end_offsets(b.bootstrap, out, [0])[0]
-    s = summary_of(subprocess.run([*STREAMANON, *args, "--restore", "latest", "--json"],
-                                  capture_output=True, text=True, timeout=300))
+    at_kill, delay = kill_mid_run(b.bootstrap, [*args, "--pace", "0.0005"], work, out,
+                                  seed=9)
+    proc = subprocess.run([*STREAMANON, *args, "--restore", "latest", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    s = summary_of(proc)
     ref = summary_of(subprocess.run([str(EXE), "z", b.url(inp), "-o", b.url(pure_out),
                                      "--from", "earliest", "--z", "3", "--delta-t", "30",
                                      "--until-end", "--json"], capture_output=True, text=True,
                                     timeout=120))
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
-    repeats = len(got) - len(set(got))
-    assert set(got) == set(want) and len(set(got)) == ref["released"]  # no loss, no stranger
-    assert len({t for t, _ in got}) == len(set(got))  # a repeated tag repeats its text
-    # restored, not restarted: what the checkpoint covered is not produced again
-    assert 0 <= repeats <= at_kill - covered < len(want), (repeats, at_kill, covered)
-    assert 0 < covered <= at_kill < len(want) and s["read"] <= 20_000
+    # 0 repeats, 0 missing, nothing else: the pure run's messages as a multiset
+    assert Counter(got) == Counter(want), (delay, at_kill, len(got), len(want))
+    assert len(got) == len(set(got)) == ref["released"] and 0 < at_kill < len(want)
+    assert per_user(got) == per_user(want)  # one user's records in input order
+    assert s["read"] <= 20_000 and s["params"]["delivery"] == "exactly-once"
+    assert 0 <= s.get("reconfirmed_outputs", 0) <= at_kill  # the dropped replay
+
+
+def test_flink_castle_kafka_killed_and_restored_writes_each_message_once(kafka_broker,
+                                                                         tmp_path):
+    """As the z test, for ``flink castle`` (releases and suppressed rows): after a SIGKILL at
+    a random moment and ``--restore latest``, both topics hold the pure run's messages once,
+    and the releases pass ``verify castle``."""
+    from streamanon.data import ashrae
+    from tests.flink.conftest import STREAMANON
+
+    b = kafka_broker
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(6000, seed=8))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    header, *lines = data.read_bytes().splitlines()
+    (inp,) = b.topics("in")
+    out, sup, pure_out, pure_sup = b.names("flink", "fsup", "pure", "psup")
+    produce(b.bootstrap, inp, [header, *lines])
+    common = ["--rules", str(rules), "--k", "4", "--l", "2", "--delta", "60", "--until-end"]
+    work = tmp_path / "work"
+    args = ["flink", "castle", b.url(inp), "-o", b.url(out), "--suppressed", b.url(sup),
+            "-p", "1", "--checkpoint-interval", "300", "--batch-ms", "20", "--batch-size",
+            "100", "--work-dir", str(work), *common]
+    at_kill, delay = kill_mid_run(b.bootstrap, [*args, "--pace", "0.005"], work, out,
+                                  seed=8, min_written=200)
+    s = summary_of(subprocess.run([*STREAMANON, *args, "--restore", "latest", "--json"],
+                                  capture_output=True, text=True, timeout=300))
+    ref = summary_of(subprocess.run([str(EXE), "castle", b.url(inp), "-o", b.url(pure_out),
+                                     "--suppressed", b.url(pure_sup), "--from", "earliest",
+                                     *common, "--json"], capture_output=True, text=True,
+                                    timeout=120))
+    got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
+    assert Counter(got) == Counter(want), (delay, at_kill, len(got), len(want))
+    assert len(got) == len(set(got)) == ref["released"] and 0 < at_kill < len(want)
+    got_sup, want_sup = tagged(b.bootstrap, sup), tagged(b.bootstrap, pure_sup)
+    assert Counter(got_sup) == Counter(want_sup) and len(got_sup) == len(set(got_sup))
+    assert s["params"]["delivery"] == "exactly-once"
+    assert 0 <= s.get("reconfirmed_outputs", 0) <= at_kill + len(got_sup)
+    released = tmp_path / "released.csv"
+    released.write_bytes(header + b"\n" + b"".join(v + b"\n" for _, v in got))
+    subprocess.run([str(EXE), "verify", "castle", str(released), "--rules", str(rules),
+                    "--k", "4", "--l", "2", "--input", str(data)], check=True,
+                   capture_output=True, timeout=120)

@@ -105,9 +105,14 @@ class KafkaOutput:
     columns: list[str] = field(default_factory=list)  # CASTLE: output columns (if known)
     loss_field: str | None = None
     on_error: str = "fail"
-    delivery: str = "at-least-once"
+    #: exactly once without broker transactions: on a restore the message step reads its
+    #: output partitions past the checkpointed offsets and drops what is already there
+    delivery: str = "exactly-once"
     source_name: str = "input"
     stats_path: str | None = None  # the accounting, written at the end of a bounded input
+    #: topic -> partition -> its end offset when the run started (a fresh run's first
+    #: output offsets; a restore takes them from the checkpoint)
+    base: dict[str, dict[int, int]] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict, repr=False)  # as KafkaInput's
 
     @property
@@ -403,7 +408,20 @@ class KafkaMessages(KeyedProcessFunction):
     ``Row(topic, partition, tags, text)`` per destination topic partition and input batch.
 
     State (one ``ValueState``): the position maps not yet used up, outcome lines waiting for
-    their map, and the accounting (written to ``stats_path`` at the end of a bounded input).
+    their map, the accounting (written to ``stats_path`` at the end of a bounded input), and
+    the output gate: per output partition the offset after the last message this step has
+    emitted (the job is the partition's only writer and the sink flushes at each
+    checkpoint, so at a checkpoint it is the partition's end offset), and the messages a
+    killed run wrote past a restored checkpoint that the replay has not produced again yet.
+
+    Exactly once without broker transactions: on a restore (``--restore``, or a restart
+    inside the run) the step reads each output partition from its checkpointed offset to
+    its end (:func:`~streamanon.pipeline.kafka.tail.read_tagged`, the pure path's reader),
+    and drops each replayed message whose input-position tag is found there, checking that
+    it is the same message in the same partition (else
+    :class:`~streamanon.errors.ForeignOutputError`). The match is by tag, not by order: the
+    key groups' outcomes reach this step in an order that varies between runs (one user's
+    records keep theirs), and each input record stands for at most one message per topic.
     """
 
     def __init__(self, out: KafkaOutput) -> None:
@@ -419,13 +437,51 @@ class KafkaMessages(KeyedProcessFunction):
     def _load(self, ctx: Any) -> dict[str, Any]:
         if self._s is None:
             saved = self._state.value()
-            self._s = pickle.loads(saved) if saved is not None else {
-                "firsts": [], "maps": {}, "waiting": [], "columns": list(self.out.columns),
-                "counts": {"read": 0, "published": 0, "suppressed": 0, "rejected": 0,
-                           "headers": 0, "blank": 0},
-                "suppressed_by_reason": {}}
+            if saved is not None:
+                self._s = pickle.loads(saved)
+                self._open_gate()
+            else:
+                self._s = {
+                    "firsts": [], "maps": {}, "waiting": [], "columns": list(self.out.columns),
+                    "counts": {"read": 0, "published": 0, "suppressed": 0, "rejected": 0,
+                               "headers": 0, "blank": 0, "reconfirmed": 0},
+                    "suppressed_by_reason": {},
+                    "next": {t: dict(o) for t, o in self.out.base.items()}, "pending": {}}
             ctx.timer_service().register_event_time_timer(END_OF_INPUT)
         return self._s
+
+    def _open_gate(self) -> None:
+        """A restore: take what a killed run wrote past the checkpointed offsets as pending
+        (the replay produces it again; :meth:`_rows` drops it then)."""
+        from streamanon.errors import EndpointError, ForeignOutputError
+        from streamanon.pipeline.kafka.client import end_offsets
+        from streamanon.pipeline.kafka.tail import read_tagged
+
+        s = self._s
+        assert s is not None
+        s["counts"].setdefault("reconfirmed", 0)
+        config = self.out.config or None
+        for topic, base in s.setdefault("next", {}).items():
+            if not base:
+                continue
+            ends = end_offsets(self.out.bootstrap, topic, list(base), config=config)
+            short = {q: (o, ends.get(q, 0)) for q, o in base.items() if ends.get(q, 0) < o}
+            if short:
+                raise EndpointError(f"output {topic} lost acknowledged messages (partition: "
+                                    f"(expected at least, found) {short})")
+            found = read_tagged(self.out.bootstrap, topic, base, ends, HEADER_IN,
+                                config=config)
+            pending = s.setdefault("pending", {}).setdefault(topic, {})
+            for q, messages in found.items():
+                for value, tag in messages:
+                    if tag in pending:
+                        raise ForeignOutputError(
+                            f"{topic}[{q}] holds two messages for input {tag.decode()} past "
+                            "the checkpoint: another writer, or a changed pipeline")
+                    pending[tag] = (q, value)
+            if not pending:
+                del s["pending"][topic]
+            s["next"][topic] = {q: max(o, ends.get(q, o)) for q, o in base.items()}
 
     def _save(self) -> None:
         self._state.update(pickle.dumps(self._s, protocol=pickle.HIGHEST_PROTOCOL))
@@ -492,6 +548,7 @@ class KafkaMessages(KeyedProcessFunction):
         s = self._load(ctx)
         if self.out.stats_path:
             counts = dict(s["counts"], waiting=len(s["waiting"]),
+                          pending=sum(len(p) for p in s.get("pending", {}).values()),
                           suppressed_by_reason=s["suppressed_by_reason"])
             part = Path(self.out.stats_path + ".part")
             part.write_text(json.dumps(counts) + "\n")
@@ -572,6 +629,32 @@ class KafkaMessages(KeyedProcessFunction):
         _write(writer, rows)
         return self._rows(self.out.published, buf.getvalue(), codes)
 
+    def _drop_written(self, topic: str, pending: dict[bytes, tuple[int, bytes]],
+                      tags: Sequence[bytes], target: Sequence[int],
+                      lines: Sequence[str]) -> list[int]:
+        """The indexes of the messages not in the output yet; those found there (by their
+        tag) are checked to be the same message in the same partition."""
+        from streamanon.errors import ForeignOutputError
+
+        keep = []
+        for i, tag in enumerate(tags):
+            found = pending.pop(tag, None)
+            if found is None:
+                keep.append(i)
+                continue
+            line = lines[i]
+            value = (line[:-1] if line.endswith("\n") else line).encode("utf-8")
+            if found != (target[i], value):
+                raise ForeignOutputError(
+                    f"{topic}[{found[0]}] holds a message this pipeline would not write there "
+                    f"(found input {tag.decode()} {found[1][:60]!r}, expected "
+                    f"{topic}[{target[i]}] {value[:60]!r}): another writer, or a changed "
+                    "pipeline (operator parameters, input)")
+        self._s["counts"]["reconfirmed"] += len(tags) - len(keep)  # type: ignore[index]
+        if not pending:
+            del self._s["pending"][topic]  # type: ignore[index]
+        return keep
+
     def _castle_text(self, values: dict[str, Any], fmt: str, more: Sequence[str] = ()) -> str:
         """One row as the pure command writes it: the input's columns, the loss field (if
         any), then ``more`` (the suppressed rows' reason)."""
@@ -600,6 +683,18 @@ class KafkaMessages(KeyedProcessFunction):
         n = self.out.partitions.get(topic, 1)
         tags = self._positions.tags(codes)
         target = (self._positions.partitions(codes) % n).tolist()
+        pending = self._s["pending"].get(topic)  # type: ignore[index]
+        if pending:
+            keep = self._drop_written(topic, pending, tags, target, lines)
+            if len(keep) < len(tags):
+                tags = [tags[i] for i in keep]
+                target = [target[i] for i in keep]
+                lines = [lines[i] for i in keep]
+            if not tags:
+                return []
+        offsets = self._s["next"].setdefault(topic, {})  # type: ignore[index]
+        for q in target:
+            offsets[q] = offsets.get(q, 0) + 1
         if all(t == target[0] for t in target):
             return [Row(topic, int(target[0]),
                         b"".join(t + b"\n" for t in tags).decode("ascii"), "".join(lines))]
@@ -629,11 +724,9 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     builder = (jvm.org.apache.flink.connector.kafka.sink.KafkaSink.builder()
                .setBootstrapServers(out.bootstrap)
                .setRecordSerializer(jvm.streamanon.kafka.TaggedSerializer(HEADER_IN)))
-    if out.delivery == "exactly-once":
-        builder.setDeliveryGuarantee(guarantee.EXACTLY_ONCE)
-        builder.setTransactionalIdPrefix(f"streamanon-{out.topic(out.published)}")
-    else:
-        builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
+    # flushed at each checkpoint (the offsets KafkaMessages checkpoints are then the
+    # partitions' ends); the repeats after a restore are dropped by KafkaMessages' gate
+    builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
     builder.setProperty("enable.idempotence", "true")
     # few large record batches, as the pure path's producer writes them: a topic of many
     # tiny batches can stall its readers (a broker behaviour: docs/design/kafka.md)
@@ -673,7 +766,11 @@ def prepare_endpoints(source: KafkaInput, out: KafkaOutput) -> None:
     for url in (out.published, out.rejects, out.suppressed):
         if url is not None:
             topic = parse_kafka_url(url)[1]
-            out.partitions[topic] = len(ensure_topic(url, len(parts), out.config or None))
+            have = ensure_topic(url, len(parts), out.config or None)
+            out.partitions[topic] = len(have)
+            # where this run's messages start (a restore takes its checkpoint's offsets)
+            out.base[topic] = end_offsets(out.bootstrap, topic, have,
+                                          config=out.config or None)
     out.source_name = source.url
 
 
@@ -734,6 +831,14 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
         stats.details["suppressed_by_reason"] = counts["suppressed_by_reason"]
     if counts.get("waiting"):
         raise JobError(f"{counts['waiting']} outcome(s) never met their input positions")
+    if counts.get("reconfirmed"):
+        stats.details["reconfirmed_outputs"] = counts["reconfirmed"]
+    if counts.get("pending"):
+        from streamanon.errors import ForeignOutputError
+
+        raise ForeignOutputError(
+            f"{counts['pending']} message(s) a killed run wrote past the restored checkpoint "
+            "were not produced again by the replay: another writer, or a changed pipeline")
     return KafkaRunResult(stats, run.net_seconds, run.wall_seconds)
 
 
