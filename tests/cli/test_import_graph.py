@@ -72,12 +72,17 @@ def test_the_bare_help_imports_no_command_and_nothing_heavy() -> None:
     assert sorted(n for n in names if HEAVY.match(n)) == []
 
 
-@pytest.mark.parametrize("path", [("z",), ("verify",), ("verify", "z"), ("experiment",),
+@pytest.mark.parametrize("path", [("z",), ("castle",), ("verify",), ("verify", "z"),
+                                  ("verify", "castle"), ("experiment",),
                                   ("kafka",), ("pki",), ("risk",), ("attack",),
                                   ("attack", "intersect")], ids=" ".join)
 def test_a_command_help_imports_its_module_and_nothing_heavy(path: tuple[str, ...]) -> None:
     names = imported(*path, "--help")
-    assert sorted(n for n in names if HEAVY.match(n)) == []
+    light = {"streamanon.castle", "streamanon.castle.defaults"}  # castle's defaults, lazy package
+    assert sorted(n for n in names - light if HEAVY.match(n)) == []
+    # typer's help renderer without what only markdown help and rich tracebacks need
+    assert "typer.rich_utils" in names
+    assert not {"rich.markdown", "markdown_it", "rich.traceback", "rich.syntax"} & names
     if path == ("z",):
         assert "streamanon.cli.zanon" in names
         assert not {"streamanon.cli.castle", "streamanon.cli.dezent", "streamanon.cli.demo",
@@ -92,6 +97,55 @@ def test_the_heavy_pattern_catches_what_a_run_loads() -> None:
     names = modules_after(code, "z", "--z", "1", "--delta-t", "1", "in.csv", "-o", "out.csv")
     assert {"numpy", "pyarrow", "streamanon.pipeline", "streamanon.io",
             "streamanon.cli.zanon"} <= names
+    assert "pydantic" not in names  # plain option values: typer's adapters never built
+
+
+def test_a_castle_run_loads_no_pydantic() -> None:
+    """Path options (the rules file, the input, -o) coerced without typer's pydantic adapter:
+    a plain run of castle, and of verify castle on its output, loads no pydantic."""
+    setup = ("import tempfile, os\nd = tempfile.mkdtemp()\nos.chdir(d)\n"
+             "from streamanon.data import ashrae\n"
+             "ashrae.write_csv('in.csv', ashrae.generate(60, seed=1))\n"
+             "open('rules.toml', 'w').write(ashrae.rules_toml())\n")
+    run = RUN.replace("sys.argv = [", setup + "sys.argv = [")
+    names = modules_after(run, "castle", "--rules", "rules.toml", "--k", "2", "--l", "1",
+                          "in.csv", "-o", "out.csv", "--json")
+    assert {"numpy", "streamanon.cli.castle", "streamanon.castle"} <= names
+    assert "pydantic" not in names
+    again = run.replace("sys.argv = [", "from streamanon.cli import app as _app\n"
+                        "try:\n    _app(['castle', '--rules', 'rules.toml', '--k', '2', "
+                        "'--l', '1', 'in.csv', '-o', 'out.csv', '--json'])\n"
+                        "except SystemExit:\n    pass\nsys.argv = [")
+    names = modules_after(again, "verify", "castle", "out.csv", "--rules", "rules.toml",
+                          "--k", "2", "--l", "1", "--input", "in.csv", "--json")
+    assert "streamanon.verify.castle" in names
+    assert "pydantic" not in names
+
+
+@pytest.mark.parametrize("path", [(), ("castle",), ("verify", "z")], ids=" ".join)
+def test_the_light_help_renderer_renders_as_typers(path: tuple[str, ...]) -> None:
+    """The help is the same, byte for byte, as typer's renderer with everything it imports
+    (rich.markdown and rich.traceback loaded first, so that nothing is stood in for)."""
+    show = RUN.replace("sys.argv = [", "import io, contextlib\nout = io.StringIO()\n"
+                       "sys.argv = [").replace(
+        "    app()\n", "    with contextlib.redirect_stdout(out):\n        try:\n"
+        "            app()\n        except SystemExit:\n            pass\n"
+        "    sys.stderr.write('\\nHELP ' + json.dumps(out.getvalue()))\n")
+    assert "HELP" in show
+
+    def helps(code: str) -> tuple[str, set[str]]:
+        env = {**os.environ, "COLUMNS": "100", "TERMINAL_WIDTH": "100"}
+        res = subprocess.run([sys.executable, "-c", code, json.dumps([*path, "--help"])],
+                             capture_output=True, text=True, env=env, check=False)
+        assert res.returncode == 0, res.stderr[-2000:]
+        text = res.stderr.split("\nHELP ", 1)[1].split("\nMODULES ", 1)[0]
+        return json.loads(text), set(json.loads(res.stderr.rsplit("MODULES ", 1)[1]))
+
+    light, light_names = helps(show)
+    full, full_names = helps("import rich.markdown, rich.traceback\n" + show)
+    assert "rich.markdown" not in light_names and "rich.markdown" in full_names
+    assert "Usage:" in light
+    assert light == full
 
 
 def _first_paragraph(command: object) -> str:

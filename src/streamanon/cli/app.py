@@ -6,8 +6,11 @@ Design: docs/design/cli.md
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import inspect
 import re
+import sys
+import types
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, ClassVar
 
@@ -25,6 +28,82 @@ def _flag_or_type(self: TyperOption, ctx: Any) -> str | None:
 
 
 TyperOption.display_type_rich = _flag_or_type  # type: ignore[method-assign]
+
+
+class _Markdown:
+    """Stands in for ``rich.markdown.Markdown`` in typer's help renderer, which only makes
+    one in ``rich_markup_mode="markdown"`` (not this app's): the real one when called."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from rich.markdown import Markdown
+
+        return Markdown(*args, **kwargs)
+
+
+class _Traceback:
+    """Stands in for ``rich.traceback.Traceback`` in typer's help renderer, which only makes
+    one for pretty exceptions (off in this app): the real one when asked for."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from rich.traceback import Traceback
+
+        return Traceback(*args, **kwargs)
+
+    @classmethod
+    def from_exception(cls, *args: Any, **kwargs: Any) -> Any:
+        from rich.traceback import Traceback
+
+        return Traceback.from_exception(*args, **kwargs)
+
+
+#: What typer's help renderer imports but uses only in modes this app does not use: markdown
+#: help (markdown_it, pygments' lexers) and rich tracebacks, 0.1 s of every ``--help``.
+_DEFERRED = {"rich.markdown": ("Markdown", _Markdown),
+             "rich.traceback": ("Traceback", _Traceback)}
+
+
+class _StubbedLoader:
+    """Runs the real loader of ``typer.rich_utils`` with :data:`_DEFERRED` in
+    ``sys.modules`` for the time of its import (then gone: a later ``import rich.markdown``
+    gets the real module)."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        stubs = {}
+        for name, (attr, stand_in) in _DEFERRED.items():
+            if name not in sys.modules:
+                stubs[name] = sys.modules[name] = types.ModuleType(name)
+                setattr(stubs[name], attr, stand_in)
+        try:
+            self._loader.exec_module(module)
+        finally:
+            for name, stub in stubs.items():
+                if sys.modules.get(name) is stub:
+                    del sys.modules[name]
+
+
+class _LightHelpRenderer:
+    """Finds ``typer.rich_utils`` (imported for every help and usage error) with a
+    :class:`_StubbedLoader`; once, then it leaves ``sys.meta_path``."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "typer.rich_utils":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _StubbedLoader(spec.loader)
+        return spec
+
+
+if "typer.rich_utils" not in sys.modules:
+    sys.meta_path.insert(0, _LightHelpRenderer())
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
 _EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from streamanon.castle.defaults import DEFAULTS, Suppression
@@ -291,6 +290,8 @@ def run_experiment(
         seed: the seed of the generated stream.
         show_progress: show a progress bar on the console.
     """
+    from rich.progress import Progress
+
     from streamanon.castle import CastleAnonymizer, RuleSet
     from streamanon.data import ashrae
     from streamanon.pipeline.file_outputs import OutputSet

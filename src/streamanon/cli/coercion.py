@@ -64,6 +64,11 @@ def plain_value(annotation: Any, info: Any, value: Any, param: Any, ctx: Any) ->
         path_type = info.path_type
         if path_type is None and isinstance(annotation, type) and issubclass(annotation, Path):
             path_type = annotation
+        if isinstance(value, str) and isinstance(path_type, type) and issubclass(
+                path_type, Path):
+            # what pydantic's TypeAdapter(path_type) makes of any str (typer would load
+            # pydantic for it): the path itself
+            value = path_type(value)
         try:
             return coerce_cli_path(value, info, path_type=path_type, param=param, ctx=ctx)
         except (ValueError, TypeError):

@@ -21,7 +21,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import count, repeat
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -54,9 +54,12 @@ class _Table:
 
 
 def _codes(column: Sequence[str]) -> tuple[np.ndarray, list[str], dict[str, int]]:
-    names = list(dict.fromkeys(column))
-    index = {x: i for i, x in enumerate(names)}
-    return np.fromiter(map(index.__getitem__, column), np.int64, len(column)), names, index
+    """Per item the code of its text (codes in order of first appearance), the texts by code,
+    and the code of each text: one pass, a new text numbered by the dict's default."""
+    index: defaultdict[str, int] = defaultdict(count().__next__)
+    codes = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
+    index.default_factory = None
+    return codes, list(index), index
 
 
 def _table_of(records: Iterable[Any]) -> _Table:
