@@ -1,6 +1,6 @@
 """Information loss of CASTLE beside batch anchors (a textbook Mondrian, anjana), one metric.
 
-    .venv/bin/python benchmarks/bench_utility.py [--n 3000] [--n-ashrae 8000] [--k 5 10 20]
+    .venv/bin/python benchmarks/bench_utility.py [--n 2000] [--n-ashrae 4000] [--k 5 10 20]
         [--plot utility.png]          # the issue's sizes: --n 20000 --n-ashrae 100000
 
 Data sets (``utility_data.py``): Adult-schema rows from a generator with UCI Adult's schema and
@@ -167,8 +167,8 @@ def splits() -> list[str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=3000, help="Adult rows (the issue: 20000)")
-    ap.add_argument("--n-ashrae", type=int, default=8000, help="ASHRAE rows (the issue: 100000)")
+    ap.add_argument("--n", type=int, default=2000, help="Adult rows (the issue: 20000)")
+    ap.add_argument("--n-ashrae", type=int, default=4000, help="ASHRAE rows (the issue: 100000)")
     ap.add_argument("--k", type=int, nargs="+", default=[5, 10, 20])
     ap.add_argument("--l", type=int, default=2)
     ap.add_argument("--plot", default=str(HERE / "utility.png"))
