@@ -160,7 +160,7 @@ def splits() -> list[str | None]:
     sig = inspect.signature(CastleAnonymizer.__init__)
     if "split" not in sig.parameters:
         return [None]
-    from streamanon.castle.defaults import SPLITS
+    from streamanon.castle.split import SPLITS
 
     return list(SPLITS)
 
