@@ -173,12 +173,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--l", type=int, default=2)
     ap.add_argument("--plot", default=str(HERE / "utility.png"))
     ap.add_argument("--no-anjana", action="store_true")
+    ap.add_argument("--only", default="", help="run only the data sets whose title contains "
+                    "this text (e.g. 'ASHRAE')")
     args = ap.parse_args(argv)
     anj = None if args.no_anjana else _anjana()
     variants = splits()
     results: list[dict[str, Any]] = []
     failures = 0
     for title, rows, rules in datasets(args.n, args.n_ashrae):
+        if args.only not in title:
+            continue
         schema = ud.schema_of(rows, rules)
         spec = rules_from_dict(rules)
         by_ids = len({r[schema.id_field] for r in rows}) < len(rows)
