@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-ashrae", type=int, default=4000, help="ASHRAE rows (the issue: 100000)")
     ap.add_argument("--k", type=int, nargs="+", default=[5, 10, 20])
     ap.add_argument("--l", type=int, default=2)
-    ap.add_argument("--plot", default=str(HERE / "utility.png"))
+    ap.add_argument("--plot", default="utility.png", help="the PNG of loss vs δ")
     ap.add_argument("--no-anjana", action="store_true")
     ap.add_argument("--only", default="", help="run only the data sets whose title contains "
                     "this text (e.g. 'ASHRAE')")
