@@ -136,7 +136,7 @@ def castle_command(
                                             help="What --suppressed receives: drop (the tuple "
                                             "as read), null (empty quasi-identifiers) or "
                                             "generalize (maximal generalization)."),
-    split: SplitChoice = typer.Option(SplitChoice.prink, "--split",
+    split: SplitChoice = typer.Option(SplitChoice(DEFAULTS["split"]), "--split",
                                       help="How a cluster of >= 2k individuals is split on "
                                       "release: prink (groups of whole individuals, the "
                                       "papers' behaviour) or median (Mondrian's median cuts; "
@@ -273,7 +273,7 @@ def _ints(text: str, option: str) -> list[int]:
 
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
-EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field")
+EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"
