@@ -120,3 +120,22 @@ def test_demo_part_runs_and_verifies(tmp_path) -> None:
     summary = castle_demo(tmp_path, seed=3, n=890)
     assert summary["balanced"] and summary["read"] == 890
     assert summary["checker"]["ok"] and summary["checker"]["min_individuals"] >= 5
+
+
+def test_castle_split_median_then_verify(tmp_path) -> None:
+    data, rules = write_inputs(tmp_path)
+    outs = {}
+    for split in ("prink", "median"):
+        out = tmp_path / f"out-{split}.csv"
+        res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                                  "--delta", "900", "--split", split, str(data), "-o",
+                                  str(out), "--json"])
+        assert res.exit_code == 0, res.output
+        ok = runner.invoke(app, ["verify", "castle", str(out), "--rules", str(rules),
+                                 "--k", "5", "--l", "2", "--input", str(data), "--json"])
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)["ok"]
+        outs[split] = out.read_text()
+    assert outs["prink"] != outs["median"]
+    bad = runner.invoke(app, ["castle", "--rules", str(rules), "--split", "widest", str(data)])
+    assert bad.exit_code != 0

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "suppression": Suppression.drop,
     "max_delay": None,
     "loss_field": None,
+    "split": "prink",
 }
 
 __all__ = ["DEFAULTS", "Suppression"]

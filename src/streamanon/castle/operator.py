@@ -34,6 +34,7 @@ from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import Suppression
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
+from streamanon.castle.split import SPLITS, median_split
 from streamanon.errors import BadRecordError, BadValueError, ConfigError, ProtocolError
 from streamanon.records import Suppressed
 
@@ -90,6 +91,9 @@ class CastleAnonymizer(OperatorBase):
             (:class:`Suppression`).
         max_delay: seconds a tuple may wait, besides ``delta`` positions (``None``: no bound).
         loss_field: an output column that receives each tuple's cluster loss (``None``: none).
+        split: how a cluster of >= 2k individuals is split on release: ``"prink"`` (groups of
+            whole individuals, the papers' behaviour) or ``"median"`` (Mondrian's median cuts;
+            an individual's tuples may go to different classes): :mod:`streamanon.castle.split`.
     """
 
     @classmethod
@@ -143,6 +147,7 @@ class CastleAnonymizer(OperatorBase):
         suppression: Suppression | str = Suppression.drop,
         max_delay: float | None = None,
         loss_field: str | None = None,
+        split: str = "prink",
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -157,6 +162,9 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"suppression must be one of "
                               f"{', '.join(s.value for s in Suppression)}, got {suppression!r}"
                               ) from None
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        self.split = split
         self.k, self.l, self.delta = int(k), int(l), int(delta)
         self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
         self.suppression = suppression
@@ -347,7 +355,10 @@ class CastleAnonymizer(OperatorBase):
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
         whole = cset.cluster_state(c)
         cset.detach(c)
-        groups = self._split(cset, c.items) if len(c.individuals) >= 2 * self.k else [c.items]
+        groups = [c.items]
+        if len(c.individuals) >= 2 * self.k:
+            groups = (median_split(cset, c.items, k=self.k, l=self.l) if self.split == "median"
+                      else self._split(cset, c.items))
         for items in groups:
             st = whole if items is c.items else cset.state_of(items)
             attr = cset.attr_losses(st)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,13 @@ MU_HELP = "τ, the loss threshold for new clusters, is the mean loss of the last
 ZETA_HELP = "Released clusters kept for reuse (ζ; 0 = no reuse)."
 
 
+class SplitChoice(StrEnum):
+    """The splits of :mod:`streamanon.castle.split` (named here: the CLI loads without it)."""
+
+    prink = "prink"
+    median = "median"
+
+
 @app.command("castle")
 def castle_command(
     source: str = typer.Argument(..., metavar="INPUT", help="Input rows: CSV with a header, "
@@ -128,6 +136,12 @@ def castle_command(
                                             help="What --suppressed receives: drop (the tuple "
                                             "as read), null (empty quasi-identifiers) or "
                                             "generalize (maximal generalization)."),
+    split: SplitChoice = typer.Option(SplitChoice(DEFAULTS["split"]), "--split",
+                                      help="How a cluster of >= 2k individuals is split on "
+                                      "release: prink (groups of whole individuals, the "
+                                      "papers' behaviour) or median (Mondrian's median cuts; "
+                                      "an individual's tuples may go to different classes: "
+                                      "narrower classes, more narrowing by intersection)."),
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -190,7 +204,7 @@ def castle_command(
     if not is_kafka(source):
         require_input(source)
     operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
-                                suppression=suppression,
+                                suppression=suppression, split=split.value,
                                 max_delay=max_delay, loss_field=loss_column)
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = default_rejects(output)
@@ -263,7 +277,7 @@ def _ints(text: str, option: str) -> list[int]:
 
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
-EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field")
+EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"
