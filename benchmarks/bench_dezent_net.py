@@ -21,8 +21,13 @@ over its own publication round (direct sending commits during the round, so its 
 round; the mix adds its pass and the CE's opening of the batch). Target: the mix at most 1.5x
 the direct mode. Bytes per day (96 cycles) on the ring and to the CE, as framed on the wire.
 
+Then, side by side on the same district, 25 gateways x 20 sensor nodes: the sensors over MQTT
+(``[sensors] transport = "mqtt"``: a mosquitto broker per gateway, TLS 1.2+ with the sensors'
+client certificates, QoS 1) against the TLS line port, in back-to-back pairs of runs; median
+cycle round. Target: MQTT at most 1.2x the line port.
+
 Run:  .venv/bin/python benchmarks/bench_dezent_net.py [--gateways 5,10,25] [--cycles 8]
-      [--skip-sizes] [--skip-tls] [--skip-store] [--skip-mix]
+      [--skip-sizes] [--skip-tls] [--skip-store] [--skip-mix] [--skip-mqtt]
 """
 
 from __future__ import annotations
@@ -46,10 +51,12 @@ CYCLE_SECONDS = 900.0
 
 
 def one_size(gateways: int, cycles: int, period: float, structure: str, workdir: Path,
-             insecure: bool = False, publication: str = "direct") -> dict[str, float]:
+             insecure: bool = False, publication: str = "direct",
+             sensor_transport: str = "line") -> dict[str, float]:
     spec = LocalSiteSpec(gateways=gateways, period=period, cycles=cycles, z=10, max_sn=40,
                          sn_sd=0.0, seed=1, p_pub=0.5, structure=structure, lead=period,
-                         insecure_plaintext_sensors=insecure, publication=publication)
+                         insecure_plaintext_sensors=insecure, publication=publication,
+                         sensor_transport=sensor_transport)
     began = time.perf_counter()
     summary = LocalSite(spec, workdir).run()
     wall = time.perf_counter() - began
@@ -125,7 +132,9 @@ def main() -> None:
     ap.add_argument("--skip-tls", action="store_true")
     ap.add_argument("--skip-store", action="store_true")
     ap.add_argument("--skip-mix", action="store_true")
-    ap.add_argument("--repeat", type=int, default=3, help="Mix part: runs of each mode.")
+    ap.add_argument("--skip-mqtt", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="Mix and MQTT parts: runs of each "
+                    "mode.")
     ap.add_argument("--batches", type=int, default=100, help="Store benchmark: batches of "
                     "1,000 tuples.")
     args = ap.parse_args()
@@ -149,6 +158,8 @@ def main() -> None:
               "(target <= 1.10)")
     if not args.skip_mix:
         mix_vs_direct(args)
+    if not args.skip_mqtt:
+        mqtt_vs_line(args)
     if not args.skip_store:
         print(f"\nCE store commit throughput: {args.batches} batches of 1,000 tuples, one "
               "durable transaction each")
@@ -194,6 +205,30 @@ def mix_vs_direct(args: argparse.Namespace) -> None:
     print("  within each run, same load: cycle to the CE's commit / its publication round "
           "(median over cycles; direct sending commits during the round, so its cycle is its "
           f"round): {', '.join(within)}")
+
+
+def mqtt_vs_line(args: argparse.Namespace) -> None:
+    print(f"\nsensors over MQTT/TLS vs the TLS line port: 25 gateways x 20 sensor nodes, "
+          f"{args.structure}, {args.cycles} cycles of {args.period:g} s (first 2 not measured); "
+          "round = coordinator's start to the structure's return")
+    med: dict[str, list[float]] = {"line": [], "mqtt": []}
+    for _ in range(args.repeat):  # pairs back to back, so that a change of load hits both
+        for transport in ("line", "mqtt"):
+            with tempfile.TemporaryDirectory(prefix=f"bench-net-{transport}-") as tmp:
+                r = one_size(25, args.cycles, args.period, args.structure, Path(tmp),
+                             sensor_transport=transport)
+            med[transport].append(r["round_median"])
+            print(f"  {transport:>4}: round median {r['round_median'] * 1e3:8.1f} ms, max "
+                  f"{r['round_max'] * 1e3:8.1f} ms, to CE median {r['ce_median'] * 1e3:8.1f} "
+                  f"ms ({r['full_rings']}/{r['cycles_measured']} full rings, "
+                  f"{r['published_per_cycle']:.0f} tuples/cycle, {r['published_total']} "
+                  f"published); load {os.getloadavg()[0]:.1f}")
+    pairs = [m / d for m, d in zip(med["mqtt"], med["line"], strict=True)]
+    ratio = statistics.median(med["mqtt"]) / statistics.median(med["line"])
+    print(f"  median round, line port {statistics.median(med['line']) * 1e3:.1f} ms, MQTT "
+          f"{statistics.median(med['mqtt']) * 1e3:.1f} ms; MQTT / line per pair: "
+          f"{', '.join(f'{x:.2f}' for x in pairs)}; ratio of the medians {ratio:.3f} "
+          "(target <= 1.2)")
 
 
 def sizes(args: argparse.Namespace) -> None:

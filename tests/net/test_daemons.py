@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import shutil
 import signal
 import socket
@@ -524,3 +525,36 @@ def test_ce_opens_mix_batches_stores_each_tuple_once_and_survives_a_kill(site, p
         assert recv_frame(s) == framing.Ack(7)
     final = ce_rows(store)
     assert len(final) == 55 == len({r[1] for r in final})
+
+
+def test_sighup_makes_a_gateway_reread_its_registry(site, procs):
+    d, pki = site["dir"], site["pki"]
+    if site["store"] != str(d / "ce.sqlite"):
+        pytest.skip("the gateway side does not depend on the CE's store")
+    cfg_path = _gateway_config(site, ahead=20)
+    gw = spawn(procs, d, "gw0", "gateway", "--config", str(cfg_path))
+    wait_for(lambda: listening(site["sensors"]), "the gateway to listen")
+    t0 = time.time()
+    (d / "clock.t0").write_text(f"{t0!r}\n")
+
+    def line(sid: str) -> list[str]:  # a reading 15 cycles ahead of now (ahead = 20)
+        return [f"{900 * (int((time.time() - t0) / 0.3) + 15)},{sid},4"]
+
+    assert sensor(site, "m8", line("m8"))[0].startswith("ok ")
+    # m8 taken out of the registry by an edit the file's stamp does not show (same size,
+    # mtime put back): the poll cannot see it, SIGHUP re-reads the file all the same
+    reg = pki / "sensors" / "gw0.txt"
+    st = reg.stat()
+    text = reg.read_text()
+    assert "m8\n" in text
+    reg.write_text(text.replace("m8\n", "m7\n"))
+    os.utime(reg, ns=(st.st_atime_ns, st.st_mtime_ns))
+    time.sleep(2.5)  # more than one poll of the files
+    assert sensor(site, "m8", line("m8"))[0].startswith("ok ")
+    gw.send_signal(signal.SIGHUP)
+    log = d / "gw0.log"
+    wait_for(lambda: "sensor registry reloaded" in log.read_text(), "the reload")
+    assert sensor(site, "m8", line("m8"))[0].startswith("err refused")
+    assert "not in this gateway's registry" in log.read_text()
+    assert sensor(site, "m0", line("m0"))[0].startswith("ok ")
+    assert gw.poll() is None

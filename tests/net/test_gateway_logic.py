@@ -164,6 +164,17 @@ def test_the_sensor_id_is_the_certificates_and_one_reading_per_cycle():
     assert intake.close(1) == (None, 0)
 
 
+def test_a_sensor_under_its_older_name_is_the_same_sensor():
+    # a site whose certificates and registry have the older names (gw0-sn1): a line naming
+    # it in today's scheme (gw000-sn001) is its reading, kept under the registered name
+    intake = _intake(frozenset({"gw0-sn1", "gw0-sn2"}))
+    assert intake.offer("gw0-sn1", "900,gw000-sn001,42", 1) == ("ok 1", "ok")
+    assert intake.offer("gw0-sn1", "1800,gw000-sn002,42", 1)[1] == "foreign_id"
+    assert intake.offer(None, "1800,gw000-sn002,7", 1) == ("ok 2", "ok")  # plaintext
+    assert intake.offer(None, "1800,gw000-sn003,7", 1)[1] == "not_registered"
+    assert intake.buffer == {1: {"gw0-sn1": 42}, 2: {"gw0-sn2": 7}}
+
+
 def test_squatting_cannot_refuse_a_real_reading():
     """Another sensor's credential naming m1 first: refused; the real m1 is then taken."""
     intake = _intake()

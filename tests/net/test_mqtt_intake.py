@@ -46,7 +46,8 @@ class Gateway:
     """gw0's broker and its subscription around a SensorIntake (cycles of 900 s of data
     time from 0, wall cycle fixed)."""
 
-    def __init__(self, site: Path, directory: Path, registry=("s1", "s2", "s3", "plug1")):
+    def __init__(self, site: Path, directory: Path, registry=("s1", "s2", "s3", "plug1"),
+                 devices=(TASMOTA,)):
         pki = site / "pki"
         (port,) = free_ports(1)
         self.address = f"127.0.0.1:{port}"
@@ -56,10 +57,10 @@ class Gateway:
                                    data_period=900.0, ahead=2)
         self.broker = MosquittoBroker(0, directory, listen=self.address, ca=pki / "ca.crt",
                              cert=pki / "gw0.crt", key=pki / "gw0.key", crl=pki / "crl.pem",
-                             sensors=registry, device_topics=[TASMOTA.topic],
+                             sensors=registry, device_topics=[d.topic for d in devices],
                              on_refusal=self.count)
         self.sub = MqttIntake(self.intake, 0, address=self.address, ca=pki / "ca.crt",
-                              cert=pki / "gw0.crt", key=pki / "gw0.key", devices=(TASMOTA,),
+                              cert=pki / "gw0.crt", key=pki / "gw0.key", devices=devices,
                               wall_cycle=lambda: self.wall, count=self.count, clock=time.time)
 
     def count(self, outcome: str) -> None:
@@ -251,3 +252,56 @@ def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
     got = {(sid, c) for c, readings in gw.intake.buffer.items() for sid in readings}
     assert got == {(sid, c) for sid in ids for c in range(6)}
     assert gw.outcomes["ok"] == 18
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "dezent-deployment.md"
+
+
+def guide_block(marker: str) -> str:
+    """The fenced block after ``<!-- mqtt-example: <marker> -->`` in the deployment guide."""
+    text = GUIDE.read_text()
+    at = text.index(f"<!-- mqtt-example: {marker} -->")
+    start = text.index("\n", text.index("```", at)) + 1
+    return text[start:text.index("```", start)]
+
+
+def test_the_deployment_guides_mqtt_example_runs(site, tmp_path):
+    import tomllib
+
+    from streamanon.net.mqtt_broker import acl_text, broker_conf
+    from streamanon.net.mqtt_intake import parse_devices
+
+    # the configuration and the ACL shown are what the gateway writes
+    conf = broker_conf(listen="127.0.0.1:1883", ca=Path("pki/ca.crt"), cert=Path("pki/gw0.crt"),
+                       key=Path("pki/gw0.key"), crl=Path("pki/crl.pem"),
+                       acl=Path("state/gw0/mqtt/acl"),
+                       persistence_dir=Path("state/gw0/mqtt/db"),
+                       pid_file=Path("state/gw0/mqtt/mosquitto.pid"))
+    shown = guide_block("mosquitto.conf")
+    assert [x for x in shown.splitlines() if not x.startswith("user ")] == \
+        [x for x in conf.splitlines() if not x.startswith("user ")]
+    assert shown.count("\nuser ") == conf.count("\nuser ") == 1
+    acl = acl_text(0, ["gw000-sn000"], ["tele/{sensor}/SENSOR"])
+    assert guide_block("acl") == acl.split("\n", 1)[1]  # without the generated-by comment
+
+    # the Tasmota plug: the documented mapping and payload give the documented reading
+    cfg = tomllib.loads(guide_block("gateway config"))
+    assert cfg["sensors"]["transport"] == "mqtt"
+    devices = parse_devices(cfg["sensors"]["device"], "the guide")
+    payload = json.loads(guide_block("payload on tele/plug1/SENSOR"))
+
+    async def main():
+        gw = Gateway(site, tmp_path / "b", devices=devices)
+        await gw.start()
+        plug = sensor(site, gw, "plug1", topic=devices[0].topic.format(sensor="plug1"))
+        try:
+            assert await plug.send([json.dumps(payload)], 10) == ["ok"]
+            assert await until(lambda: sum(gw.outcomes.values()) == 1)
+        finally:
+            plug.close()
+            await gw.stop()
+        return gw
+
+    gw = asyncio.run(main())
+    assert gw.accepted() == {1: {"plug1": 48}}  # cycle 1 (1,000 s), 47.6 W bucketed to 48
+    assert gw.outcomes == Counter(ok=1)

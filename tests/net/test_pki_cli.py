@@ -86,3 +86,32 @@ def test_revoke_refuses_certificates_of_another_ca(site, tmp_path) -> None:
     res = _cli("pki", "revoke", str(d), str(d / "gw2.crt"), "--ca-dir", str(ca), "--json")
     assert res.returncode == 0, res.stderr
     assert (ca / "revoked.txt").read_text() != listed
+
+
+def test_one_sensor_naming_scheme_and_the_old_names_still_work(tmp_path) -> None:
+    from streamanon.errors import ConfigError
+    from streamanon.harness.local_site import LocalSiteSpec
+    from streamanon.net.pki import canonical_sensor_id, init_pki, sensor_name
+
+    d = tmp_path / "pki"
+    res = _cli("pki", "init", str(d), "--gateways", "2", "--sensors", "2", "--ca-dir",
+               str(tmp_path / "ca"))
+    assert res.returncode == 0, res.stderr
+    for g in (0, 1):
+        ids = [sensor_name(g, j) for j in (0, 1)]
+        assert ids == [f"gw{g:03d}-sn000", f"gw{g:03d}-sn001"]
+        assert registry_path(d, g).read_text().split() == ids
+        assert all(p.exists() for sid in ids for p in sensor_paths(d, g, sid))
+    # `cluster init` (the simulated district) names its sensors the same way
+    district = LocalSiteSpec(gateways=3, max_sn=5).district()
+    assert district.sensor_ids == [sensor_name(int(g), int(sid[-3:])) for g, sid in
+                                   zip(district.sn_gateway, district.sensor_ids, strict=True)]
+    # a site made with the older names keeps them; one sensor in two spellings is refused
+    old = init_pki(tmp_path / "old", 1, sensors={"gw0-sn0": 0, "gw0-sn1": 0},
+                   ca_dir=tmp_path / "old-ca")
+    assert registry_path(tmp_path / "old", 0).read_text().split() == ["gw0-sn0", "gw0-sn1"]
+    assert "sensors" in old
+    assert canonical_sensor_id("gw0-sn1") == "gw000-sn001"
+    with pytest.raises(ConfigError, match="one sensor in two spellings"):
+        init_pki(tmp_path / "both", 1, sensors={"gw0-sn1": 0, "gw000-sn001": 0},
+                 ca_dir=tmp_path / "both-ca")

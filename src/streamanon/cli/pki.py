@@ -52,7 +52,8 @@ def pki_init(
                                      "and the sensor nodes, the sensor registries."),
     gateways: int = typer.Option(..., "--gateways", min=1, help="Gateways (gw0..gwN-1)."),
     sensors: int = typer.Option(0, "--sensors", min=0, help="Sensor nodes per gateway, named "
-                                "gw<i>-sn<j> (j = 0..N-1), each bound to its gateway."),
+                                "gw<iii>-sn<jjj> (gw000-sn000, ...; j = 0..N-1), each bound to "
+                                "its gateway."),
     sensor_list: Path = typer.Option(None, "--sensor-list", help="Instead of --sensors: a "
                                      "file of 'sensor-id,gateway' lines (gateway as 3 or "
                                      "gw3)."),
@@ -65,12 +66,12 @@ def pki_init(
 
     Example: streamanon pki init site/pki --gateways 5 --sensors 20
     """
-    from streamanon.net.pki import init_pki  # cryptography: only when used
+    from streamanon.net.pki import init_pki, sensor_name  # cryptography: only when used
 
     if sensors and sensor_list is not None:
         fail("give --sensors or --sensor-list, not both")
     bound = (_sensor_list(sensor_list, gateways) if sensor_list is not None
-             else {f"gw{g}-sn{j}": g for g in range(gateways) for j in range(sensors)})
+             else {sensor_name(g, j): g for g in range(gateways) for j in range(sensors)})
     try:
         files = init_pki(directory, gateways, sensors=bound, ca_dir=ca_dir, force=force)
     except (FileExistsError, StreamanonError) as exc:

@@ -6,12 +6,19 @@ broker goes away is sent again once it is back. :meth:`MqttSensor.send` has the 
 connection's shape (lines in, one reply per line out): ``ok`` when the broker acknowledged the
 reading, ``err <reason>`` when it refused it (e.g. ``Not authorized``: a topic the ACL does not
 give this certificate).
+
+The clients run on the replay's event loop (paho's external-loop interface: the loop watches
+each socket, the TLS handshake of a (re)connection runs on a worker thread), not one
+``select()`` thread each: a district of hundreds of sensors needs more than the 1,024 file
+descriptors ``select()`` can watch (paho's own thread uses three per client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +26,16 @@ from streamanon.net.mqtt_broker import sensor_topic
 from streamanon.net.mqtt_intake import mqtt_client_context
 from streamanon.net.pki import gateway_name, sensor_paths
 from streamanon.net.tls import split_address
+
+_DIALER: ThreadPoolExecutor | None = None
+
+
+def _dialer() -> ThreadPoolExecutor:
+    """The threads that dial (TCP connect, TLS handshake, CONNECT) for all the sensors."""
+    global _DIALER
+    if _DIALER is None:
+        _DIALER = ThreadPoolExecutor(max_workers=32, thread_name_prefix="mqtt-dial")
+    return _DIALER
 
 
 class MqttSensor:
@@ -57,11 +74,19 @@ class MqttSensor:
         self.early: dict[int, str] = {}
         self.lock = threading.Lock()
         self.up = threading.Event()
+        self.lost = asyncio.Event()
+        self.connected = asyncio.Event()  # self.up, on the loop
         self.refusal: str | None = None
         self.started = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[None] | None = None
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_publish = self._on_publish
+        self.client.on_socket_open = self._on_socket_open
+        self.client.on_socket_close = self._on_socket_close
+        self.client.on_socket_register_write = self._on_register_write
+        self.client.on_socket_unregister_write = self._on_unregister_write
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, rc: Any, props: Any) -> None:
         if rc.is_failure:
@@ -69,10 +94,79 @@ class MqttSensor:
         else:
             self.refusal = None
             self.up.set()
+            self._soon(self.connected.set)
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, rc: Any,
                        props: Any) -> None:
         self.up.clear()
+        self._soon(self.connected.clear)
+        self._soon(self.lost.set)
+
+    # paho's external loop: called on the loop or on the thread dialling; acted on on the loop
+    def _soon(self, fn: Any, *args: Any) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def _watch(self, sock: Any, write: bool) -> None:
+        assert self.loop is not None
+        if sock.fileno() < 0:
+            return  # closed meanwhile
+        if write:
+            self.loop.add_writer(sock, self._write)
+        else:
+            self.loop.add_reader(sock, self._read)
+
+    def _unwatch(self, sock: Any, write_only: bool) -> None:
+        assert self.loop is not None
+        with contextlib.suppress(ValueError, OSError):
+            self.loop.remove_writer(sock)
+            if not write_only:
+                self.loop.remove_reader(sock)
+
+    def _on_socket_open(self, client: Any, userdata: Any, sock: Any) -> None:
+        self._soon(self._watch, sock, False)
+
+    def _on_socket_close(self, client: Any, userdata: Any, sock: Any) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self._unwatch(sock, False)  # now: the descriptor may be reused at once
+
+    def _on_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        self._soon(self._watch, sock, True)
+
+    def _on_unregister_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        self._soon(self._unwatch, sock, True)
+
+    def _read(self) -> None:
+        self.client.loop_read()
+
+    def _write(self) -> None:
+        self.client.loop_write()
+
+    async def _keep_connected(self) -> None:
+        """Dial, keep the session alive (keepalive pings), dial again after a loss."""
+        host, port = split_address(self.address)
+        delay, first = 0.1, True
+        while True:
+            self.lost.clear()
+            try:
+                loop = asyncio.get_running_loop()
+                if first:
+                    first = False
+                    await loop.run_in_executor(_dialer(), lambda: self.client.connect(
+                        host, port, keepalive=60, clean_start=False, properties=self.props))
+                else:
+                    await loop.run_in_executor(_dialer(), self.client.reconnect)
+            except OSError as exc:
+                self.refusal = self.refusal or f"{type(exc).__name__}: {exc}"
+                await asyncio.sleep(delay)
+                delay = min(1.0, 2 * delay)
+                continue
+            delay = 0.1
+            while not self.lost.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.lost.wait(), 1.0)
+                self.client.loop_misc()
+            await asyncio.sleep(delay)
 
     def _on_publish(self, client: Any, userdata: Any, mid: int, rc: Any, props: Any) -> None:
         reply = "ok" if not rc.is_failure else f"err refused by the broker: {rc}"
@@ -90,22 +184,22 @@ class MqttSensor:
         loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(reply))
 
     def connect(self) -> None:
+        """Start the session (on the running event loop); it is kept up until :meth:`close`."""
         if not self.started:
-            host, port = split_address(self.address)
-            self.client.connect_async(host, port, keepalive=60, clean_start=False,
-                                      properties=self.props)
-            self.client.loop_start()
+            self.loop = asyncio.get_running_loop()
+            self.task = self.loop.create_task(self._keep_connected())
             self.started = True
 
     async def send(self, lines: list[str], timeout: float) -> list[str]:
         """Publish each line (QoS 1); one reply per line. Raises TimeoutError when the broker
         was not reached (the replay counts the readings undelivered)."""
         self.connect()
-        if not self.up.is_set():
-            ok = await asyncio.to_thread(self.up.wait, timeout)
-            if not ok:
+        if not self.connected.is_set():
+            try:
+                await asyncio.wait_for(self.connected.wait(), timeout)
+            except TimeoutError:
                 raise TimeoutError(f"sensor {self.sensor_id}: no MQTT session with "
-                                   f"{self.address} ({self.refusal or 'no answer'})")
+                                   f"{self.address} ({self.refusal or 'no answer'})") from None
         loop = asyncio.get_running_loop()
         futs = []
         for line in lines:
@@ -127,6 +221,9 @@ class MqttSensor:
 
     def close(self) -> None:
         if self.started:
+            if self.task is not None:
+                self.task.cancel()
             self.client.disconnect()
-            self.client.loop_stop()
+            with contextlib.suppress(Exception):
+                self.client.loop_write()  # the DISCONNECT, then paho closes the socket
             self.started = False

@@ -1,5 +1,12 @@
 """The central entity: receives published tuples over mutual TLS, checks them, stores them.
 
+The store's calls (a durable commit each) run on one thread of their own, off the event loop:
+while a commit waits for the disk or the database server, the loop goes on serving the other
+gateways' connections (handshakes, validation, refusals). One thread, so the commits keep the
+order in which they were asked for; a batch is acknowledged only after its commit returned,
+and the store's idempotence (gateway, incarnation, sequence number) makes a batch sent again
+after a lost ack count once.
+
 Design: docs/design/dezent-network.md
 """
 
@@ -11,6 +18,9 @@ import logging
 import math
 import signal
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from streamanon.dezent.mix import MixKeys, decode_plaintext, item_bytes, open_sealed
 from streamanon.errors import MixError, StoreUnavailable
@@ -24,6 +34,8 @@ from streamanon.net.tls import Revocations, check_peer, server_context, split_ad
 __all__ = ["CentralEntity", "export_csv", "invalid_tuples", "iter_rows", "run_ce"]
 
 log = logging.getLogger("streamanon.ce")
+
+_T = TypeVar("_T")
 
 
 def invalid_tuples(tuples: tuple[framing.WireTuple, ...], cfg: CEConfig
@@ -71,13 +83,28 @@ def invalid_tuples(tuples: tuple[framing.WireTuple, ...], cfg: CEConfig
 class CentralEntity:
     def __init__(self, cfg: CEConfig) -> None:
         self.cfg = cfg
-        self.store = open_store(cfg.store)
+        # the store lives on its own thread (SQLite's connection stays on the thread that
+        # opened it); every call goes through :meth:`_in_store`
+        self._store_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ce-store")
+        try:
+            self.store = self._store_thread.submit(open_store, cfg.store).result()
+        except BaseException:
+            self._store_thread.shutdown(wait=False)
+            raise
         self.revocations = Revocations(cfg.crl, cfg.ca)
         self.metrics = CEMetrics()
         self.mix = MixKeys.load(cfg.mix_key) if cfg.mix_key is not None else None
         self.stopping = asyncio.Event()
         self.connections = 0
         self.refused = 0
+
+    async def _in_store(self, call: Callable[..., _T], *args: object) -> _T:
+        """``call(*args)`` on the store's thread, in the order asked; the loop runs meanwhile.
+
+        Cancelled while it runs (the CE stopping), the call still completes on its thread: a
+        commit is whole or absent, and unacknowledged it is sent again and counted once."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._store_thread, call, *args)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         ident, why = check_peer(writer.get_extra_info("ssl_object"), self.revocations,
@@ -121,7 +148,8 @@ class CentralEntity:
                     await writer.drain()
                     continue
                 began = time.perf_counter()
-                new = self.store.store(name, frame.incarnation, frame.tuples)
+                new = await self._in_store(self.store.store, name, frame.incarnation,
+                                           frame.tuples)
                 self.metrics.commit.observe(time.perf_counter() - began)
                 self.metrics.batches.labels("stored").inc()
                 self.metrics.stored.inc(new)
@@ -189,7 +217,7 @@ class CentralEntity:
             log.warning("%s: mix batch of cycle %d: %d items refused in all", name,
                         frame.cycle, len(refused))
         began = time.perf_counter()
-        new = self.store.store_mix(good)
+        new = await self._in_store(self.store.store_mix, good)
         self.metrics.commit.observe(time.perf_counter() - began)
         self.metrics.batches.labels("mix").inc()
         self.metrics.stored.inc(new)
@@ -214,7 +242,7 @@ class CentralEntity:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
-        held = self.store.count()
+        held = await self._in_store(self.store.count)
         self.metrics.rows.set(held)
         log.info("central entity listening on %s (store %s, %d tuples held)", self.cfg.listen,
                  _redact(self.cfg.store), held)
@@ -223,7 +251,8 @@ class CentralEntity:
         if metrics is not None:
             metrics.shutdown()
             metrics.server_close()
-        self.store.close()
+        await self._in_store(self.store.close)
+        self._store_thread.shutdown(wait=True)
         log.info("central entity stopped")
 
 

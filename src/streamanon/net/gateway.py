@@ -113,6 +113,7 @@ class GatewayDaemon:
                            on_mix_committed=self.mix_committed)
         self.stats: dict[int, dict[str, Any]] = {}
         self.stopping = asyncio.Event()
+        self.hangup = asyncio.Event()  # SIGHUP: re-read the registry and the CRL now
         self.tasks: set[asyncio.Task[Any]] = set()  # keeps fire-and-forget sends alive
         self.failed = False
         self.ready_path = state / "ready"
@@ -391,7 +392,9 @@ class GatewayDaemon:
     async def watch_files(self, every: float) -> None:
         """Registry and CRL changes, live: a changed registry replaces the intake's (and the
         broker's ACL, re-read on SIGHUP); a changed CRL restarts the broker (its clients
-        reconnect and the revoked ones are refused; persistence keeps the queued readings)."""
+        reconnect and the revoked ones are refused; persistence keeps the queued readings).
+        Checked every ``every`` seconds, and at once on SIGHUP, which re-reads both files
+        whether or not they look changed."""
         reg, crl = self.cfg.intake.registry, self.cfg.crl
 
         def stamp(p: Path | None) -> tuple[int, int] | None:
@@ -403,8 +406,14 @@ class GatewayDaemon:
 
         seen = (stamp(reg), stamp(crl))
         while not self.stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), every)
+            waits = [asyncio.ensure_future(e.wait()) for e in (self.stopping, self.hangup)]
+            await asyncio.wait(waits, timeout=every, return_when=asyncio.FIRST_COMPLETED)
+            for w in waits:
+                w.cancel()
+            if self.hangup.is_set():
+                self.hangup.clear()
+                log.info("SIGHUP: re-reading the sensor registry and the revocation list")
+                seen = (None, None)
             if self.broker is not None and self.broker.proc is not None \
                     and not self.broker.alive() and not self.stopping.is_set():
                 log.error("the MQTT broker exited (%s); starting it again on its database",
@@ -443,6 +452,7 @@ class GatewayDaemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self.hangup.set)
         host, port = split_address(self.cfg.listen)
         peers = await asyncio.start_server(self.peer_server.serve, host, port,
                                            ssl=self.server_ctx,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamanon.dezent.cbf import Key
-from streamanon.net.pki import sensor_role
+from streamanon.net.pki import same_sensor, sensor_role
 from streamanon.net.tls import Revocations, check_peer
 
 log = logging.getLogger("streamanon.gateway")
@@ -73,9 +73,13 @@ class SensorIntake:
             if not u:
                 return "err the sensor id is missing (t,u,a)", "malformed"
             if self.registry is not None and u not in self.registry:
-                return f"err sensor {u} is not registered at this gateway", "not_registered"
+                # the other spelling of a registered sensor (gw0-sn5 / gw000-sn005) is it
+                known = next((r for r in self.registry if same_sensor(r, u)), None)
+                if known is None:
+                    return f"err sensor {u} is not registered at this gateway", "not_registered"
+                u = known
             sensor = u
-        elif u is not None and u != sensor:
+        elif u is not None and not same_sensor(u, sensor):
             return (f"err the line names sensor {u!r} but the certificate is {sensor!r}",
                     "foreign_id")
         if not math.isfinite(t):

@@ -57,6 +57,41 @@ def sensor_role(gateway: int) -> str:
     return SENSOR_ROLE_PREFIX + gateway_name(gateway)
 
 
+_NUMBERED_SENSOR = re.compile(r"gw(\d+)-sn(\d+)\Z")
+
+
+def sensor_name(gateway: int, index: int) -> str:
+    """The ID of sensor node ``index`` of ``gateway`` (``pki init --sensors``, ``cluster init``
+    and the simulated district all name sensors so).
+
+    >>> sensor_name(3, 17)
+    'gw003-sn017'
+    """
+    return f"gw{int(gateway):03d}-sn{int(index):03d}"
+
+
+def canonical_sensor_id(sensor_id: str) -> str:
+    """``sensor_id`` in the naming scheme of :func:`sensor_name`: the older unpadded names
+    (``gw0-sn5``) name the same sensor as ``gw000-sn005``; any other ID is itself.
+
+    >>> canonical_sensor_id("gw0-sn5"), canonical_sensor_id("gw000-sn005")
+    ('gw000-sn005', 'gw000-sn005')
+    >>> canonical_sensor_id("meter-17")
+    'meter-17'
+    """
+    m = _NUMBERED_SENSOR.match(sensor_id)
+    return sensor_name(int(m[1]), int(m[2])) if m else sensor_id
+
+
+def same_sensor(a: str, b: str) -> bool:
+    """Whether two IDs name one sensor (``gw0-sn5`` and ``gw000-sn005`` do).
+
+    >>> same_sensor("gw0-sn5", "gw000-sn005"), same_sensor("gw0-sn5", "gw0-sn50")
+    (True, False)
+    """
+    return a == b or canonical_sensor_id(a) == canonical_sensor_id(b)
+
+
 def check_sensor_id(sensor_id: str) -> str:
     """A sensor ID usable as a certificate name, a file name and a CSV field, or ValueError.
 
@@ -231,8 +266,13 @@ def init_pki(directory: str | Path, gateways: int, *,
                           "(or hold it): every host gets a copy of the deployment folder's "
                           "files, and the CA key can mint any identity")
     sensors = dict(sensors or {})
+    spelled: dict[str, str] = {}
     for sid, g in sensors.items():
         check_sensor_id(sid)
+        other = spelled.setdefault(canonical_sensor_id(sid), sid)
+        if other != sid:
+            raise ConfigError(f"sensors {other!r} and {sid!r} are one sensor in two spellings "
+                              f"(name it {canonical_sensor_id(sid)!r})")
         if not 0 <= g < gateways:
             raise ConfigError(f"sensor {sid!r} is bound to gateway {g}, not one of "
                               f"0..{gateways - 1}")
