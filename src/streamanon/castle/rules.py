@@ -166,6 +166,9 @@ class RuleSet:
                                  "so it cannot have a generalizer")
         self.id_field = id_field
         self.time_field = time_field
+        #: the columns an input must have: the id and, when the rules name one, the time (a
+        #: misspelt time column is refused even where no max_delay reads it)
+        self.required_columns = [id_field, *([time_field] if time_field else [])]
         self.attributes = list(attributes)
         self.qi_rules = [a for a in attributes if a.generalizer.quasi_identifier]
         self.sensitive = [a.name for a in attributes if a.sensitive]

@@ -198,20 +198,23 @@ def job_errors() -> Iterator[None]:
 
     root = logging.getLogger()
     root.addFilter(_not_py4j)
+    # a failure is put into words inside the private folder's block: a Java exception's text
+    # is read through the JVM gateway, which leaving the block stops
     try:
         with private_temp():
-            yield
-    except (InputError, OutputError, OSError):
-        raise
-    except OutcomeGap as exc:
-        raise JobFailed(f"the job's part files are not exactly one outcome per input line: "
-                        f"{exc}") from None
-    except JobError as exc:  # the run broke a promise of its own (or could not start)
-        raise JobFailed(_job_failure(exc)) from None
-    except StreamanonError as exc:  # parameters or rules refused before the job ran
-        raise JobFailed(str(exc)) from None
-    except (Py4JError, RuntimeError) as exc:  # a failed Flink job (the Java trace, cut)
-        raise JobFailed(_job_failure(exc)) from None
+            try:
+                yield
+            except (InputError, OutputError, OSError):
+                raise
+            except OutcomeGap as exc:
+                raise JobFailed("the job's part files are not exactly one outcome per input "
+                                f"line: {exc}") from None
+            except JobError as exc:  # the run broke a promise of its own (or could not start)
+                raise JobFailed(_job_failure(exc)) from None
+            except StreamanonError as exc:  # parameters or rules refused before the job ran
+                raise JobFailed(str(exc)) from None
+            except (Py4JError, RuntimeError) as exc:  # a failed Flink job (the Java trace)
+                raise JobFailed(_job_failure(exc)) from None
     finally:
         root.removeFilter(_not_py4j)
 

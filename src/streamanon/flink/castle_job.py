@@ -146,11 +146,11 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
 
 def check_castle_head(source: str | Path, fmt: str, rules: RuleSet) -> None:
     """Fail early, with ``streamanon castle``'s message, on a file that is not text or whose
-    header (CSV) lacks the rules' id column: the file's first lines through the same reader."""
+    header (CSV) lacks a column the rules need: the file's first lines through the same reader."""
     head = file_head(source)
     reader = RowReader(io.StringIO(head_lines(head)), fmt, on_error=OnError.skip,
                        rejects=lambda _: None, numeric=numeric_columns(rules),
-                       required=[rules.id_field], source_name=str(source))
+                       required=rules.required_columns, source_name=str(source))
     for _ in reader:
         break
 

@@ -397,10 +397,7 @@ class CastleStage:
         self._found: list[Rejected] = []
         self.reader = RowReader(io.StringIO(""), in_format, on_error=OnError.skip,
                                 rejects=self._found.append, numeric=numeric,
-                                # the time column is checked even without max_delay: a
-                                # misspelt one would pass until a run gives max_delay
-                                required=[rules.id_field, *([rules.time_field]
-                                                            if rules.time_field else [])],
+                                required=rules.required_columns,
                                 max_value_len=max_value_len,
                                 source_name=positions.name, columns=columns,
                                 repeated_header=positions.kind == "message",

@@ -458,8 +458,21 @@ class KafkaSink:
         """Return once the broker holds every message written so far (waits out outages)."""
         if not len(self._producer):  # nothing queued or in flight (a new producer's flush
             return                   # would wait for its id)
+        from confluent_kafka import KafkaError, KafkaException
+
         while True:
-            left = self._producer.flush(1.0)
+            try:
+                left = self._producer.flush(1.0)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() != KafkaError.UNKNOWN_PRODUCER_ID:
+                    raise
+                # the broker forgot the idempotent producer: it restarted without its data
+                raise EndpointError(
+                    f"the broker at {self.bootstrap} no longer knows this run's producer for "
+                    f"{self.topic} ({err.str()}): it restarted and lost what it held (memory "
+                    "storage), the input topic, the outputs and the checkpoints included; "
+                    "nothing more was written. Recreate the topics and start again") from None
             if self.watch.fatal:
                 raise BrokerError(f"producer for {self.topic} failed: {self.watch.fatal}")
             if left == 0:
