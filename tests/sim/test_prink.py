@@ -65,3 +65,42 @@ def test_delta_below_k_is_warned(rows) -> None:
     with pytest.warns(UserWarning, match="requires δ >= k"):
         got = prink.run_grid(rows[:60], RULES, ks=[8], deltas=[4], ls=[0], repeat=1, rate=None)
     assert got[0]["beta"] == 60  # β defaults to the number of tuples, as Prink's evaluation
+
+
+def test_the_server_serves_only_the_client_that_knows_the_runs_token() -> None:
+    """A stranger on the machine that finds the server's port is closed unread: it cannot
+    feed the operator; the run's own client, which sends the token first, is served."""
+    import multiprocessing
+    import socket
+
+    parent, child = multiprocessing.Pipe()
+    token = b"0123456789abcdef0123456789abcdef"
+    run = {"k": 2, "delta": 10, "l": 1, "beta": 10, "mu": 100, "zeta": 0}
+    proc = multiprocessing.get_context("fork").Process(
+        target=prink._serve, args=(ashrae.rules_toml(), run, child, token), daemon=True)
+    proc.start()
+    try:
+        port = parent.recv()
+        with socket.create_connection(("127.0.0.1", port)) as stranger:
+            stranger.sendall(b"wrong token\n0 {}\n")
+            stranger.settimeout(10)
+            assert stranger.recv(100) == b""  # closed, nothing answered
+        rows = list(ashrae.generate(30, seed=2))
+        with socket.create_connection(("127.0.0.1", port)) as own:
+            own.sendall(token + b"\n")
+            own.sendall(b"".join(b"%d %s\n" % (i, prink.json.dumps(dict(r)).encode())
+                                 for i, r in enumerate(rows)))
+            own.shutdown(socket.SHUT_WR)
+            own.settimeout(30)
+            got = b""
+            while not got.endswith(b"end\n"):
+                part = own.recv(65536)
+                assert part, got
+                got += part
+        stats = parent.recv()
+        assert stats["read"] == len(rows)
+        assert stats["released"] + stats["suppressed"] == len(rows)
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()

@@ -13,9 +13,11 @@ Design: docs/design/simulation.md
 from __future__ import annotations
 
 import csv
+import hmac
 import json
 import math
 import multiprocessing
+import secrets
 import socket
 import statistics
 import threading
@@ -81,16 +83,35 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def _serve(rules_text: str, run: dict[str, int], pipe: Any) -> None:
-    """The server process: one connection, one operator; the stats go back through ``pipe``."""
+def _accept_client(srv: socket.socket, token: bytes) -> tuple[socket.socket, Any]:
+    """The first connection that opens with the run's secret ``token`` line; any other peer
+    (another local process that found the port) is closed unread, and never reaches the
+    operator."""
+    while True:
+        conn, _ = srv.accept()
+        conn.settimeout(5.0)
+        rf = conn.makefile("rb")
+        try:
+            first = rf.readline(len(token) + 2).rstrip(b"\n")
+        except OSError:
+            first = b""
+        if hmac.compare_digest(first, token):
+            conn.settimeout(None)
+            return conn, rf
+        rf.close()
+        conn.close()
+
+
+def _serve(rules_text: str, run: dict[str, int], pipe: Any, token: bytes) -> None:
+    """The server process: one authenticated connection, one operator; the stats go back
+    through ``pipe``."""
     srv = socket.create_server(("127.0.0.1", 0))
     pipe.send(srv.getsockname()[1])
-    conn, _ = srv.accept()
+    conn, rf = _accept_client(srv, token)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     op = _Instrumented(RuleSet.from_toml(rules_text), **run)
     placed: dict[int, float] = {}
     best: list[float] = []
-    rf = conn.makefile("rb")
     timing = op.timing
 
     def reply(out: list[Any]) -> None:
@@ -134,7 +155,9 @@ def run_one(rows: Sequence[Mapping[str, Any]], rules_text: str, run: PrinkRun, *
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
                                       else "spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(rules_text, asdict(run), child), daemon=True)
+    token = secrets.token_hex(16).encode()  # the server serves only who sends it first
+    proc = ctx.Process(target=_serve, args=(rules_text, asdict(run), child, token),
+                       daemon=True)
     proc.start()
     port = parent.recv()
     lines = [b"%d %s\n" % (i, json.dumps(dict(r), separators=(",", ":")).encode())
@@ -143,6 +166,7 @@ def run_one(rows: Sequence[Mapping[str, Any]], rules_text: str, run: PrinkRun, *
     back: dict[int, float] = {}
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(token + b"\n")
 
     def send() -> None:
         t0 = time.perf_counter()
