@@ -19,7 +19,7 @@ True
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,8 +71,14 @@ _RANGES = {
 
 def rules_toml(delta_domain: bool = True) -> str:
     """The rules of the paper's evaluation (all numeric QIs as ranges, primary_use as a DGH)."""
+    return _rules_toml(NUMERIC_QI)
+
+
+def _rules_toml(numeric: Sequence[str]) -> str:
+    """Rules of the ASHRAE stream: ``numeric`` as ranges, ``primary_use`` as a DGH,
+    ``meter_reading`` sensitive."""
     lines = ['id = "building_id"', 'time = "timestamp"', ""]
-    for name in NUMERIC_QI:
+    for name in numeric:
         lines += ["[[attribute]]", f'name = "{name}"', 'generalizer = "range"', ""]
     paths = ", ".join("[" + ", ".join(f'"{p}"' for p in path) + "]"
                       for path in PRIMARY_USE_PATHS)
@@ -273,15 +279,7 @@ PAPER_NUMERIC_QI = [*NUMERIC_QI[:-1], "precip_depth_1_hr", "timestamp"]
 def paper_rules_toml() -> str:
     """The rules of Prink's evaluation on Table 1: every numeric QI (``precip_depth_1_hr``
     included) as a range, ``primary_use`` as a DGH, ``meter_reading`` sensitive, no weights."""
-    lines = ['id = "building_id"', 'time = "timestamp"', ""]
-    for name in PAPER_NUMERIC_QI:
-        lines += ["[[attribute]]", f'name = "{name}"', 'generalizer = "range"', ""]
-    paths = ", ".join("[" + ", ".join(f'"{p}"' for p in path) + "]"
-                      for path in PRIMARY_USE_PATHS)
-    lines += ["[[attribute]]", 'name = "primary_use"', 'generalizer = "hierarchy"',
-              f"paths = [{paths}]", "", "[[attribute]]", 'name = "meter_reading"',
-              "sensitive = true", ""]
-    return "\n".join(lines)
+    return _rules_toml(PAPER_NUMERIC_QI)
 
 
 def _paper_hours(rng: np.random.Generator) -> np.ndarray:
