@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -192,6 +193,31 @@ def violations_vs_cbf_bytes(points: Sequence[tuple[float, float]], path: str | P
     return _save(fig, path)
 
 
+def _loss_axis(ax: Any, ks: Sequence[float], delta: int) -> None:
+    """One panel of a loss-against-k figure: log k, plain ticks, its δ, loss in [0, 1]."""
+    ax.set_xscale("log")
+    _plain_axis(ax, "x", ks)
+    ax.set_xlabel("k")
+    ax.set_title(f"δ = {delta:,}")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+
+
+def _finish_loss_figure(fig: Any, axes: Any, ylabel: str, title: str, falling: set[str],
+                        why: str, path: str | Path) -> Path:
+    """Label, legend and title of a loss-against-k figure, and a caption naming the
+    attributes whose loss is not monotone in k (``why`` says why it can happen)."""
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(title, fontsize=10)
+    if falling:
+        caption = "Not monotone in k: " + ", ".join(sorted(falling)) + ". " + why
+        lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 15))
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.03 * len(lines) + 0.02, 1, 1))
+    return _save(fig, path, layout=not falling)
+
+
 def castle_info_loss_vs_k(
     runs: Sequence[Mapping[str, object]], attributes: Sequence[str], path: str | Path,
     title: str, highlight: Sequence[str] = (), highlight_name: str = "highlighted",
@@ -237,23 +263,11 @@ def castle_info_loss_vs_k(
                     for r in sel]
             ax.plot(ks, mean, color="black", linewidth=3, marker="s",
                     label=f"mean of the {len(strong)} {highlight_name}")
-        ax.set_xscale("log")
-        _plain_axis(ax, "x", ks)
-        ax.set_xlabel("k")
-        ax.set_title(f"δ = {delta:,}")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("mean information loss (released tuples)")
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(title, fontsize=10)
-    if falling:
-        caption = ("Not monotone in k: " + ", ".join(sorted(falling)) + ". CASTLE picks "
-                   "clusters by their loss over all attributes, so a larger k can widen one "
-                   "attribute and narrow another; loss is averaged over released tuples only.")
-        lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 15))
-        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, ha="left", va="bottom")
-        fig.tight_layout(rect=(0, 0.03 * len(lines) + 0.02, 1, 1))
-    return _save(fig, path, layout=not falling)
+        _loss_axis(ax, ks, delta)
+    return _finish_loss_figure(
+        fig, axes, "mean information loss (released tuples)", title, falling,
+        "CASTLE picks clusters by their loss over all attributes, so a larger k can widen one "
+        "attribute and narrow another; loss is averaged over released tuples only.", path)
 
 
 def castle_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
@@ -361,23 +375,11 @@ def prink_info_loss_vs_k(
                         markersize=4, capsize=2, color=cmap[i % len(cmap)], label=a)
             if not_monotone(ks, ys):
                 falling.add(a)
-        ax.set_xscale("log")
-        _plain_axis(ax, "x", ks)
-        ax.set_xlabel("k")
-        ax.set_title(f"δ = {delta:,}")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"mean information loss (per released {basis})")
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(title, fontsize=10)
-    if falling:
-        caption = ("Not monotone in k: " + ", ".join(sorted(falling)) + ". A cluster is "
-                   "chosen by its loss over all attributes, so a larger k can widen one "
-                   "attribute and narrow another.")
-        lines = textwrap.wrap(caption, width=int(fig.get_figwidth() * 15))
-        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, ha="left", va="bottom")
-        fig.tight_layout(rect=(0, 0.03 * len(lines) + 0.02, 1, 1))
-    return _save(fig, path, layout=not falling)
+        _loss_axis(ax, ks, delta)
+    return _finish_loss_figure(
+        fig, axes, f"mean information loss (per released {basis})", title, falling,
+        "A cluster is chosen by its loss over all attributes, so a larger k can widen one "
+        "attribute and narrow another.", path)
 
 
 def prink_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
