@@ -14,30 +14,18 @@ import pytest
 from streamanon.dezent.protocol import Gateway, ProtocolConfig, StructureSpec, encode_message
 from streamanon.dezent.ring import Ring
 from streamanon.net import framing
-from streamanon.net.config import load_gateway_config, toml_dump
 from streamanon.net.gateway import GatewayDaemon
 from streamanon.net.intake import SensorIntake
-from streamanon.net.pki import init_pki
 from streamanon.net.session import RingMessage, SessionRing, Sessions, admit
+from tests.net.conftest import gateway_daemon
 
 N, SEED, CYCLE = 3, 4, 5
 EXACT = StructureSpec("exact", 8, 1, 16, tuple(range(8)))
 
 
 def make_daemon(tmp_path, gw_id: int) -> GatewayDaemon:
-    init_pki(tmp_path / "pki", N, sensors={"c": gw_id})
-    path = tmp_path / f"gw{gw_id}.toml"
-    path.write_text(toml_dump({
-        "gateway": {"id": gw_id, "listen": "127.0.0.1:9", "sensors": "127.0.0.1:9",
-                    "state_dir": f"state/gw{gw_id}", "ca": "pki/ca.crt",
-                    "cert": f"pki/gw{gw_id}.crt", "key": f"pki/gw{gw_id}.key",
-                    "crl": "pki/crl.pem", "ce": "127.0.0.1:9"},
-        "sensors": {"registry": f"pki/sensors/gw{gw_id}.txt"},
-        "peers": {f"gw{i}": f"127.0.0.1:{9 + i}" for i in range(N)},
-        "protocol": {"z": 2, "delta_t": 0.0, "p_pub": 1.0, "structure": "exact",
-                     "domain": list(range(8)), "sensors_total": 12, "ring_seed": SEED},
-        "clock": {"t0": time.time() - (CYCLE + 0.6) * 60.0, "period": 60.0}}))
-    return GatewayDaemon(load_gateway_config(path))
+    return gateway_daemon(tmp_path, gw_id, gateways=N, ring_seed=SEED,
+                          t0=time.time() - (CYCLE + 0.6) * 60.0, period=60.0)
 
 
 def test_ring_messages_are_taken_once_from_the_predecessor_of_the_first_session(
