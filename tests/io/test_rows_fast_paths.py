@@ -95,3 +95,45 @@ def test_writer_writes_text_rows_as_the_csv_module_does(rows: list[list]) -> Non
         w.write(dict(zip(columns, r, strict=True)))
         ref.writerow(r)
     assert got.getvalue() == want.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda n: st.lists(
+    st.tuples(st.lists(SPECIAL | CELLS, min_size=n, max_size=n),
+              st.lists(st.lists(SPECIAL, min_size=n, max_size=n), min_size=1, max_size=5),
+              st.lists(st.booleans(), min_size=n, max_size=n)), max_size=6)))
+def test_writer_writes_groups_as_write_writes_each_row(groups: list[tuple]) -> None:
+    """Groups of rows that share some columns (a released cluster's generalized values),
+    written column by column, give the bytes of writing each row by itself: constant
+    columns with commas, quotes, line breaks, None and non-text values, varying columns with
+    the same, groups of one row."""
+    n = len(groups[0][0]) if groups else 1
+    columns = [f"c{i}" for i in range(n)]
+    rows = [[dict(zip(columns, [c if keep else v for c, v, keep in zip(common, r, same,
+                                                                         strict=True)],
+                      strict=True)) for r in varying]
+            for common, varying, same in groups]
+    got, want = io.StringIO(), io.StringIO()
+    w, ref = RowWriter(got, "csv", columns), RowWriter(want, "csv", columns)
+    w.write_groups(rows + rows)
+    for group in rows + rows:
+        for r in group:
+            ref.write(r)
+    assert got.getvalue() == want.getvalue()
+    assert w.count == ref.count
+
+
+def test_a_released_cluster_is_written_without_a_row_by_row_pass(monkeypatch) -> None:
+    columns = ["id", "age", "city", "dx"]
+    group = [{"id": f"p{i}", "age": "[30,34]", "city": "EU", "dx": d}
+             for i, d in enumerate(["flu", "cold", "flu"])]
+    by_row: list[object] = []
+    monkeypatch.setattr(RowWriter, "write_many",
+                        lambda self, rows: by_row.append(rows))  # the fallback
+    buf, want = io.StringIO(), io.StringIO()
+    RowWriter(buf, "csv", columns).write_groups([group])
+    assert not by_row
+    ref = RowWriter(want, "csv", columns)
+    for r in group:
+        ref.write(r)
+    assert buf.getvalue() == want.getvalue()

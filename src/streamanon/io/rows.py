@@ -25,7 +25,7 @@ import math
 import operator
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
@@ -630,6 +630,35 @@ class RowWriter(TextSink):
         if lines:
             self._fh.write("\n".join(lines) + "\n")
 
+    def write_groups(self, groups: Iterable[Sequence[Mapping[str, Any]]]) -> None:
+        """Write the rows of ``groups`` in order, as :meth:`write` writes each; a group is
+        rows that share most of their values (a released cluster: its generalized
+        quasi-identifiers), written column by column when it can be.
+
+        A column whose value is the same in every row of the group is quoted (or found to
+        need the csv module) once; the other columns' values must be plain text (no comma,
+        quote or line break): the group's text is checked by counting those characters, and a
+        group that fails the count is written row by row (:meth:`write_many`).
+        """
+        if self.fmt != "csv" or not self._commas:
+            for group in groups:
+                self.write_many(group)
+            return
+        columns, commas = self.columns, self._commas
+        out: list[str] = []
+        for group in groups:
+            text = _group_text(group, columns, commas) if len(group) > 1 else None
+            if text is None:
+                if out:
+                    self._fh.write("".join(out))
+                    out.clear()
+                self.write_many(group)
+                continue
+            out.append(text)
+            self.count += len(group)
+        if out:
+            self._fh.write("".join(out))
+
     def _write_plain(self, row: list[str], line: str) -> bool:
         """Write a row of text of at least two fields (``line``: joined by commas) as the csv
         module would, when no field holds a quote or a line break (True); else leave it to the
@@ -653,6 +682,38 @@ class RowWriter(TextSink):
 
 
 _TEXT_OR_NONE = {str, type(None)}
+
+
+def _group_text(group: Sequence[Mapping[str, Any]], columns: list[str], commas: int
+                ) -> str | None:
+    """The CSV lines of ``group`` (each ending in a newline) as :meth:`RowWriter.write`
+    writes them, or ``None`` when some value is not plain text where the count below could
+    not tell (then the rows go one by one)."""
+    n = len(group)
+    fields: list[Any] = []
+    quotes = inner = 0  # per line: quotes and commas that the constant columns bring
+    for col in zip(*[list(map(values.get, columns)) for values in group], strict=True):
+        first = col[0]
+        if col.count(first) == n:  # one value in every row: quoted once when it needs it
+            if type(first) is not str or '"' in first or "\n" in first or "\r" in first:
+                return None
+            if "," in first:
+                inner += first.count(",")
+                quotes += 2
+                first = f'"{first}"'
+            fields.append(repeat(first, n))
+        else:
+            fields.append(col)
+    try:
+        text = "\n".join(map(",".join, zip(*fields, strict=True))) + "\n"
+    except TypeError:  # None or a value that is not text
+        return None
+    # the varying columns hold no comma, quote or line break: the counts are exactly those
+    # of the separators and of the constant columns
+    if (text.count(",") != n * (commas + inner) or text.count('"') != n * quotes
+            or text.count("\n") != n or "\r" in text):
+        return None
+    return text
 
 
 def _cell(v: Any) -> str:

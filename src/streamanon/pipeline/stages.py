@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import inspect
 import io
+import itertools
 import json
+import operator
 import time
 from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
@@ -523,35 +525,50 @@ class CastleStage:
     def _emit(self, items: list[Any], out: Outputs) -> None:
         from streamanon.castle import Released
 
-        now = time.perf_counter() if self.latency else 0.0
         pub_codes: list[int] = []
         sup_codes: list[int] = []
         pub_header = sup_header = None
-        pub_rows: list[Any] = []  # written as a block, in order
-        for x in items:
-            if isinstance(x, Suppressed):
-                if self.suppressed_format is None:
+        groups: list[list[Any]] = []  # the released rows, a group per cluster, in order
+        kinds = set(map(type, items)) if self._pub is not None and not self.latency else None
+        if kinds == {Released, Suppressed} and self.suppressed_format is None:
+            items = [x for x in items if type(x) is Released]  # suppressed: only counted
+            kinds = {Released}
+        if kinds == {Released}:  # the common case, without a loop per row
+            pub_codes = list(map(_LINE_OF, items))
+            if None in pub_codes:
+                pub_codes = [c or 0 for c in pub_codes]
+            groups = _cluster_groups(items)
+        else:
+            now = time.perf_counter() if self.latency else 0.0
+            last = None
+            for x in items:
+                if isinstance(x, Suppressed):
+                    if self.suppressed_format is None:
+                        continue
+                    rec = x.record
+                    vals = dict(rec.values)
+                    vals["reason"] = x.reason
+                    if self._sup is None:
+                        self._sup, sup_header = self._writer(
+                            self.suppressed_format, [*self.reader.columns, *self.extra,
+                                                     "reason"])
+                    self._sup[1].write(vals)
+                    sup_codes.append(rec.line or 0)
                     continue
-                rec = x.record
-                vals = dict(rec.values)
-                vals["reason"] = x.reason
-                if self._sup is None:
-                    self._sup, sup_header = self._writer(
-                        self.suppressed_format, [*self.reader.columns, *self.extra, "reason"])
-                self._sup[1].write(vals)
-                sup_codes.append(rec.line or 0)
-                continue
-            assert isinstance(x, Released)
-            if self._pub is None:
-                self._pub, pub_header = self._writer(self.out_format,
-                                                     [*self.reader.columns, *self.extra])
-            pub_rows.append(x.values)
-            pub_codes.append(x.line or 0)
-            if self.latency and x.line in self._fed:
-                self.lat_sum += now - self._fed.pop(x.line)
-                self.lat_n += 1
-        if pub_rows:
-            self._pub[1].write_many(pub_rows)  # type: ignore[index]
+                assert isinstance(x, Released)
+                if self._pub is None:
+                    self._pub, pub_header = self._writer(self.out_format,
+                                                         [*self.reader.columns, *self.extra])
+                if not groups or x.cluster != last:
+                    groups.append([])
+                    last = x.cluster
+                groups[-1].append(x.values)
+                pub_codes.append(x.line or 0)
+                if self.latency and x.line in self._fed:
+                    self.lat_sum += now - self._fed.pop(x.line)
+                    self.lat_n += 1
+        if groups:
+            self._pub[1].write_groups(groups)  # type: ignore[index]
         for dest, pair, codes, header in ((PUBLISHED, self._pub, pub_codes, pub_header),
                                           (SUPPRESSED, self._sup, sup_codes, sup_header)):
             if pair is not None and (codes or header is not None):
@@ -614,6 +631,19 @@ class CastleStage:
                 "input_format": self.in_format, "output_format": self.out_format,
                 "suppressed_format": self.suppressed_format, "on_error": str(self.on_error),
                 **delimiter_identity(self.reader.delimiter)}
+
+
+def _cluster_groups(items: list[Any]) -> list[list[Any]]:
+    """The values of released rows in order, a list per run of one cluster's rows."""
+    values = list(map(_VALUES_OF, items))
+    clusters = np.fromiter(map(_CLUSTER_OF, items), np.int64, len(items))
+    cuts = [0, *(np.flatnonzero(clusters[1:] != clusters[:-1]) + 1).tolist(), len(items)]
+    return [values[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+_LINE_OF = operator.attrgetter("line")
+_VALUES_OF = operator.attrgetter("values")
+_CLUSTER_OF = operator.attrgetter("cluster")
 
 
 __all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params", "seen_up_to",
