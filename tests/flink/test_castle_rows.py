@@ -6,6 +6,7 @@ import io
 import itertools
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow
 from streamanon.cli.castle import run_castle
 from streamanon.data import ashrae
+from streamanon.errors import UnreadableInputError
 from streamanon.flink.castle_rows import (
     RULES_END,
     RULES_FILE,
@@ -212,3 +214,74 @@ def test_notes_are_not_outcomes_and_report_the_fate_of_each_rule_set(tmp_path):
     assert seen == notes
     report = rules_report(seen)
     assert [(n["message"], n.get("installed_by")) for n in report] == [(1, [0, 1]), (2, None)]
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"])
+def test_split_blocks_of_a_clean_file_take_the_arrow_lane(tmp_path, monkeypatch, end):
+    """Guard: the Flink job's reading step (splits of the file cut into blocks, each fed to
+    the chunk parser) reads a clean CSV file through Arrow's lane, LF or CRLF alike."""
+    from streamanon.flink.splits import line_blocks, read_split, split_count
+    from streamanon.io import fastcsv
+
+    path = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(3000, seed=3))
+    path.write_bytes(path.read_bytes().replace(b"\n", end))
+    calls: list[bool] = []
+    real = fastcsv.parse_clean_rows
+
+    def spy(*args: object, **kw: object) -> object:
+        got = real(*args, **kw)  # type: ignore[arg-type]
+        calls.append(got is not None)
+        return got
+
+    monkeypatch.setattr(fastcsv, "parse_clean_rows", spy)
+    parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, 3)
+    split_bytes = 64 << 10
+    rows = 0
+    for index in range(split_count(path, split_bytes)):
+        for block in line_blocks(read_split(path, index, split_bytes)):
+            rows += sum(len(rows_of(b)) for _, b in parser.feed(block)[1])
+    assert rows == 3000
+    assert len(calls) > 1 and all(calls)
+
+
+BLOCK_LINES = st.sampled_from([
+    "1,1451606400,0,Office,1000,1990,2,1.5,0,2,0,1000,10,2,4.5", "2,x,0,Office",
+    "3,1451606400,0,Office,1000,1990,2,1.5,0,2,0,1000,10,2,4.5\r",
+    "4,1451606400,0,Nowhere,10,1990,2,1.5,0,2,0,1000,10,2,1\r\r", "", "  ",
+    "5,1451606400,0,Office,1e999,1990,2,1.5,0,2,0,1000,10,2,4.5", "\ufeff6,1",
+    "7,1451606400,0,Office,1000,1990,2,1.5,0,2,0,1000,10,2,\xe9", "\udcff8,1",
+    '9,1451606400,0,"Office",1000,1990,2,1.5,0,2,0,1000,10,2,4.5', "10,1\r,2"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(BLOCK_LINES, max_size=8), min_size=1, max_size=4),
+       st.booleans())
+def test_blocks_read_by_the_block_reader_as_line_by_line(blocks, header_first):
+    """The chunk parser's block reader (Arrow's lane for clean blocks) gives the outcome of
+    its line by line path: meta lines (header, refusals, blanks) and batches, block by block;
+    CR LF ends, stray carriage returns, undecodable bytes, a byte order mark."""
+    from streamanon.flink import castle_rows
+
+    columns = ("building_id,timestamp,site_id,primary_use,square_feet,year_built,floor_count,"
+               "air_temperature,cloud_coverage,dew_temperature,precip_depth_1_hr,"
+               "sea_level_pressure,wind_direction,wind_speed,meter_reading")
+    data = [[columns, *b] if i == 0 and header_first else b for i, b in enumerate(blocks)]
+    raw = ["\n".join(b).encode("utf-8", "surrogateescape") for b in data]
+
+    def feed_all() -> list:
+        parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, 2)
+        got = []
+        for block in raw:
+            try:
+                m, b = parser.feed(block)
+            except UnreadableInputError as exc:  # a bad header: the same error either way
+                got.append((type(exc).__name__, str(exc)))
+                break
+            got.append((m, [(part, rows_of(x)) for part, x in b]))
+        return got
+
+    fast = feed_all()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(castle_rows, "_block_lane_fits", lambda block: False)
+        slow = feed_all()
+    assert fast == slow

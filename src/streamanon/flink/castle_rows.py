@@ -183,6 +183,16 @@ class CastleChunkParser:
         self.header: str | None = None
         self._partitions: dict[Any, int] = {}  # id -> partition (a cache; ids repeat)
 
+    def _columns(self) -> list[str]:
+        """The CSV header's column names, as the reader found them (cached per header)."""
+        cached = getattr(self, "_cached_columns", None)
+        if cached is None or cached[0] != self.header:
+            probe = RowReader(io.StringIO(f"{self.header}\n"), "csv",
+                              required=[self.id_field], source_name=self.source_name)
+            list(probe)
+            cached = self._cached_columns = (self.header, probe.columns)
+        return list(cached[1])
+
     def state(self) -> tuple[int, str | None]:
         return self.line, self.header
 
@@ -214,8 +224,24 @@ class CastleChunkParser:
         for seq, _ in meta:  # the header
             covered[seq - first] = True
         rows: list[CastleRow] = []
-        if body < len(lines):
+        if body < len(lines) and self.fmt == "csv" and isinstance(block, bytes) and \
+                _block_lane_fits(block):
             refused: list[Rejected] = []
+            reader = RowReader(io.StringIO(""), "csv", on_error=OnError.skip,
+                               rejects=refused.append, numeric=self.numeric,
+                               required=[self.id_field], source_name=self.source_name,
+                               columns=self._columns())
+            skip = sum(map(len, lines[:body])) + body  # the header's block: characters ...
+            data = block if not skip else block[len(text[:skip].encode()):]  # ... as bytes
+            rows = [(r.line or 0, r.values) for r in reader.parse_block(
+                first + body, data.replace(b"\r\n", b"\n"))]
+            for r in refused:
+                meta.append((r.line, rejected_line(r)))
+                covered[r.line - first] = True
+            if rows:
+                covered[np.fromiter((seq for seq, _ in rows), np.int64, len(rows)) - first] = True
+        elif body < len(lines):
+            refused = []
             src = "\n".join(lines[body:]) + "\n"
             offset = first + body - 1  # the reader numbers the block's first line 1 ...
             if self.fmt == "csv":
@@ -249,6 +275,19 @@ class CastleChunkParser:
         return [m[1] for m in meta], [
             (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
             for part, batch in sorted(parts.items())]
+
+
+def _block_lane_fits(block: bytes) -> bool:
+    """Whether the block reader reads ``block`` (its CR LF line ends made LF) as reading its
+    text line by line does: UTF-8 (the text path here replaces undecodable bytes) whose
+    carriage returns all end a line (a line's end is stripped of every carriage return)."""
+    if not block.isascii():
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    cr = block.count(b"\r")
+    return not cr or cr == block.count(b"\r\n")
 
 
 def rows_of(batch: bytes) -> list[tuple[int, dict[str, Any]]]:
