@@ -53,7 +53,11 @@ PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
 IN_PROCESS = """
 import gc, json, sys, time
-from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
+from streamanon.castle import CastleAnonymizer, RuleSet
+try:
+    from streamanon.castle import CastleRow
+except ImportError:  # the reference commit's name of the record type
+    from streamanon.castle import Row as CastleRow
 from streamanon.data import ashrae
 n, l = int(sys.argv[1]), int(sys.argv[2])
 rows = [CastleRow(r, i + 2) for i, r in enumerate(ashrae.generate(n, seed=1))]
