@@ -26,12 +26,15 @@ Five parts, each printing a table; every run's output is checked before a figure
   (``--release-to``), for several ``--batch-ms``, over the tuples sent after the first 2 s
   (the job's sockets connect before all its tasks run; the first tuples' worst case is
   printed too); published rows equal ``streamanon z``'s.
-* ``flink-kafka``: ``streamanon flink z -p 1`` kafka -> kafka (Flink's Kafka connector) vs
-  ``streamanon z`` kafka -> kafka on the same 200,000-tuple topic (Tansu broker, one
-  partition): whole commands and the Flink job time, outputs equal per record (tag and text);
-  then end-to-end latency of live runs at 1,000 tuples/s (a producer at that rate, a consumer
-  timing each published message from its produce call to its receipt, found by its
-  ``streamanon-in`` tag), the pure command beside the Flink job.
+* ``flink-kafka``: ``streamanon flink z -p 1`` and ``-p 2`` (``--kafka-p``) kafka -> kafka
+  (Flink's Kafka connector) vs ``streamanon z`` kafka -> kafka on the same 1,000,000-tuple
+  topic (Tansu broker, one partition, filled by a plain confluent-kafka producer, linger
+  20 ms): whole commands, Flink's net runtime and the job's throughput (its first record
+  read to its last output message's create time), outputs equal per record (tag and text),
+  repeats counted; then (unless ``--no-kafka-latency``) end-to-end latency of live runs at
+  1,000 tuples/s (a producer at that rate, a consumer timing each published message from
+  its produce call to its receipt, found by its ``streamanon-in`` tag), the pure command
+  beside the Flink job.
 
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
@@ -588,8 +591,9 @@ def part_latency(args: argparse.Namespace, work: Path, old_src: Path | None) -> 
 
 
 # -- flink + kafka -----------------------------------------------------------------------------
-def _tagged(bootstrap: str, topic: str, n: int) -> Counter:
-    """``(streamanon-in tag, value)`` of the messages of a one-partition topic, counted: read
+def _tagged(bootstrap: str, topic: str, n: int) -> tuple[Counter, float]:
+    """``(streamanon-in tag, value)`` of the messages of a one-partition topic, counted, and
+    the newest message's timestamp (s; the producer's create time, a message's send): read
     from offset 0 until ``n`` messages (the run's summary) or 15 s without a new one (Tansu's
     end-offset answers are not trusted here)."""
     from confluent_kafka import Consumer, TopicPartition
@@ -600,17 +604,18 @@ def _tagged(bootstrap: str, topic: str, n: int) -> Counter:
                   "enable.auto.commit": False, "fetch.wait.max.ms": 10, **quiet_logs()})
     c.assign([TopicPartition(topic, 0, 0)])
     out: Counter = Counter()
-    got, idle = 0, time.monotonic()
+    got, idle, newest = 0, time.monotonic(), 0
     while got < n and time.monotonic() - idle < 15:
         for m in c.consume(10_000, 0.2):
             if m.error() is None:
                 out[(dict(m.headers() or []).get("streamanon-in", b""), m.value())] += 1
+                newest = max(newest, m.timestamp()[1])
                 got += 1
                 idle = time.monotonic()
     c.close()
     if got < n:
         print(f"warning: {topic}: read {got:,} messages of {n:,}", flush=True)
-    return out
+    return out, newest / 1000
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -742,26 +747,40 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
         url = f"kafka://{bs}"
         pure, pure_s, _ = timed([*cli(), "z", f"{url}/in", "-o", f"{url}/pure", *zargs,
                                  "--from", "earliest", "--until-end", "--json"])
-        fl, fl_s, peak = timed([*cli(), "flink", "z", f"{url}/in", "-o", f"{url}/flink",
-                                *zargs, "-p", "1", "--until-end", "--json"])
-        got = _tagged(bs, "flink", fl["published"])
-        want = _tagged(bs, "pure", pure["published"])
-        assert set(got) == set(want), "flink output differs from pure z's"
-        assert fl["read"] == pure["read"] == args.kafka_n
-        repeats = sum(got.values()) - len(got)
+        want, _ = _tagged(bs, "pure", pure["published"])
+        assert pure["read"] == args.kafka_n
         pure_tps = args.kafka_n / pure_s
-        job_tps = args.kafka_n / fl["job_seconds"]
-        table("throughput kafka -> kafka (whole commands; Flink job time = net runtime)",
-              ["run", "seconds", "tuples/s", "vs pure z"],
-              [["streamanon z (exactly once)", f"{pure_s:.2f}", f"{pure_tps:,.0f}", "1.00"],
-               ["streamanon flink z -p 1, whole command", f"{fl_s:.2f}",
-                f"{args.kafka_n / fl_s:,.0f}", f"{pure_s / fl_s:.3f}"],
-               ["streamanon flink z -p 1, job time", f"{fl['job_seconds']:.2f}",
-                f"{job_tps:,.0f}", f"{job_tps / pure_tps:.3f}"]])
-        print(f"outputs equal per record (tag, text): {len(want):,} published; flink "
-              f"repeats {repeats}; flink JVM peak {mb(peak)} MB; {load()}", flush=True)
-        rows.append({"part": "flink-kafka", "tuples": args.kafka_n, "pure_s": pure_s,
-                     "flink_s": fl_s, "flink_job_s": fl["job_seconds"]})
+        n = args.kafka_n
+        body = [["streamanon z (exactly once), whole command", f"{pure_s:.2f}",
+                 f"{pure_tps:,.0f}", "1.00", "", ""]]
+        for p in args.kafka_p:
+            fl, fl_s, peak = timed([*cli(), "flink", "z", f"{url}/in", "-o",
+                                    f"{url}/flink-p{p}", *zargs, "-p", str(p), "--until-end",
+                                    "--json"])
+            got, newest = _tagged(bs, f"flink-p{p}", fl["published"])
+            assert set(got) == set(want), f"flink -p {p} output differs from pure z's"
+            assert fl["read"] == n
+            repeats = sum(got.values()) - len(got)
+            # the job's throughput: first record read (taken in the JVM) to the last output
+            # message sent (its create time in the output topic)
+            stream_s = max(1e-3, newest - fl["first_read_at"]) if fl.get(
+                "first_read_at") else float("nan")
+            label = f"streamanon flink z -p {p}"
+            body += [[f"{label}, whole command", f"{fl_s:.2f}", f"{n / fl_s:,.0f}",
+                      f"{pure_s / fl_s:.3f}", f"{repeats}", mb(peak)],
+                     [f"{label}, Flink net runtime", f"{fl['job_seconds']:.2f}",
+                      f"{n / fl['job_seconds']:,.0f}", f"{pure_s / fl['job_seconds']:.3f}",
+                      "", ""],
+                     [f"{label}, job: first read -> last output", f"{stream_s:.2f}",
+                      f"{n / stream_s:,.0f}", f"{pure_s / stream_s:.3f}", "", ""]]
+            rows.append({"part": "flink-kafka", "tuples": n, "parallelism": p,
+                         "pure_s": pure_s, "flink_s": fl_s, "flink_job_s": fl["job_seconds"],
+                         "flink_stream_s": stream_s, "repeats": repeats})
+        table(f"throughput kafka -> kafka, {n:,} tuples, one partition (outputs equal per "
+              f"record to pure z's: {len(want):,} published; {load()})",
+              ["run", "seconds", "tuples/s", "vs pure z", "repeats", "JVM peak MB"], body)
+        if not args.kafka_latency:
+            return rows
         lat_lines = lines[args.kafka_n:]
         lat = []
         for label, cmd, inp, out in (
@@ -840,8 +859,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of pure and Flink CASTLE, alternating; the medians are "
                         "compared (default 3; --quick 1)")
-    parser.add_argument("--kafka-n", type=int, help="z tuples through Kafka (200,000; --quick "
-                        "30,000)")
+    parser.add_argument("--kafka-n", type=int, help="z tuples through Kafka (1,000,000; "
+                        "--quick 30,000)")
+    parser.add_argument("--kafka-p", type=int, nargs="+", default=[1, 2],
+                        help="parallelisms of the Flink Kafka runs (default 1 2)")
+    parser.add_argument("--no-kafka-latency", dest="kafka_latency", action="store_false",
+                        help="skip the live latency runs of the flink-kafka part")
     parser.add_argument("--scale-n", type=int, help="CASTLE tuples of the scale-out "
                         "(300,000, enough for the cluster's fixed costs not to dominate; "
                         "--quick 30,000)")
@@ -851,7 +874,7 @@ def main() -> None:
     args.old_z_n = 5_000 if quick else 20_000
     args.castle_n = args.castle_n or (20_000 if quick else 100_000)
     args.repeat = 1 if quick else max(1, args.repeat)
-    args.kafka_n = args.kafka_n or (30_000 if quick else 200_000)
+    args.kafka_n = args.kafka_n or (30_000 if quick else 1_000_000)
     args.scale_n = args.scale_n or (30_000 if quick else 300_000)
     args.old_castle_n = 3_000 if quick else 10_000
     args.rate = 1000.0

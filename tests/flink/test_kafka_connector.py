@@ -70,6 +70,9 @@ def test_flink_z_kafka_equals_the_pure_command_per_record(kafka_broker):
     rejects = tagged(b.bootstrap, f"{flink_out}.rejects")
     assert rejects == tagged(b.bootstrap, f"{pure_out}.rejects")
     assert [t for t, _ in rejects] == [b"0@700", b"0@1500"]
+    # the job's own stream time (first record taken to last output sent) is in the summary,
+    # within Flink's net runtime
+    assert 0 < s["stream_seconds"] <= s["job_seconds"] and s["stream_tuples_per_second"] > 0
 
 
 def test_flink_z_kafka_fails_on_a_bad_message_naming_partition_and_offset(kafka_broker):

@@ -10,6 +10,7 @@ import bisect
 import io
 import json
 import pickle
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,9 @@ from streamanon.records import Rejected, RunStats
 
 #: first field of a position-map line: ``% \t first line \t base64(int64 codes)``
 POSITIONS = "%"
+#: first field of a read-time line: ``! \t wall-clock ms`` at which the JVM took the first
+#: record of a batch (the job's "first record read", in its accounting)
+READ_AT = "!"
 def record_type() -> Any:
     return Types.ROW([Types.INT(), Types.ROW([Types.INT(), Types.LONG(),
                                               Types.PRIMITIVE_ARRAY(Types.BYTE())])])
@@ -225,6 +229,7 @@ class BatchMessages(_ChunkStage):
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
         self._position: Any = {}  # partition -> the next offset this step takes
+        self._read_at_sent = False  # this task's first batch's read time sent on
 
     def _load(self) -> Any:
         fresh = self._parser is None
@@ -255,9 +260,13 @@ class BatchMessages(_ChunkStage):
             return
         self._position[partition] = int(offsets[-1]) + 1
         values = [data[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
-        yield from self._flush(partition, offsets, values)
+        read_at = None
+        if not self._read_at_sent and len(batch) > 4 and batch[4]:
+            read_at, self._read_at_sent = int(batch[4]), True
+        yield from self._flush(partition, offsets, values, read_at)
 
-    def _flush(self, partition: int, offsets: np.ndarray, values: list[bytes]) -> Any:
+    def _flush(self, partition: int, offsets: np.ndarray, values: list[bytes],
+               read_at: int | None = None) -> Any:
         parser = self._parser
         codes = (offsets.astype(np.int64) << 16) | partition
         first = parser.line + 1
@@ -288,6 +297,8 @@ class BatchMessages(_ChunkStage):
                 raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
                                     MessagePositions(self.source_name))
         meta.insert(0, position_line(first, codes))
+        if read_at is not None:
+            meta.insert(0, f"{READ_AT}\t{read_at}")
         yield from self._emit(meta, batches, len(values))
 
 
@@ -369,10 +380,12 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
 
 
 def gathered_type() -> Any:
-    """``Row(partition, offsets, sizes, data)`` (GatherRecords: little-endian int64 offsets,
-    int32 sizes, the values one after another)."""
+    """``Row(partition, offsets, sizes, data, opened)`` (GatherRecords: little-endian int64
+    offsets, int32 sizes, the values one after another, the wall-clock ms of the batch's
+    first record)."""
     return Types.ROW([Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
-                      Types.PRIMITIVE_ARRAY(Types.BYTE()), Types.PRIMITIVE_ARRAY(Types.BYTE())])
+                      Types.PRIMITIVE_ARRAY(Types.BYTE()), Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                      Types.LONG()])
 
 
 def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelism: int,
@@ -527,6 +540,10 @@ class KafkaMessages(KeyedProcessFunction):
                 bisect.insort(s["firsts"], first)
                 s["maps"][first] = [codes, len(codes)]
                 retry = True
+            elif line.startswith(READ_AT + "\t"):
+                at = int(line.split("\t", 1)[1])
+                seen = s["counts"].get("first_read_ms")
+                s["counts"]["first_read_ms"] = at if seen is None else min(seen, at)
             elif line and not line.startswith(NOTE + "\t"):
                 rest.append(line)
         yield from self._take(rest)
@@ -692,6 +709,7 @@ class KafkaMessages(KeyedProcessFunction):
                 lines = [lines[i] for i in keep]
             if not tags:
                 return []
+        self._s["counts"]["last_output_ms"] = int(time.time() * 1000)  # type: ignore[index]
         offsets = self._s["next"].setdefault(topic, {})  # type: ignore[index]
         for q in target:
             offsets[q] = offsets.get(q, 0) + 1
@@ -827,6 +845,13 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
     stats.count_rejected(counts.get("rejected", 0))
     stats.details = {"headers_skipped": counts.get("headers", 0),
                      **run.details(counts.get("read", 0))}
+    if counts.get("first_read_ms") and counts.get("last_output_ms"):
+        # the job's own stream time: its first record taken in the JVM to its last output
+        # message handed to the sink (Flink's net runtime adds start-up and shut-down)
+        streamed = max(0.001, (counts["last_output_ms"] - counts["first_read_ms"]) / 1000)
+        stats.details["stream_seconds"] = round(streamed, 3)
+        stats.details["stream_tuples_per_second"] = round(counts.get("read", 0) / streamed)
+        stats.details["first_read_at"] = counts["first_read_ms"] / 1000
     if counts.get("suppressed_by_reason"):
         stats.details["suppressed_by_reason"] = counts["suppressed_by_reason"]
     if counts.get("waiting"):
@@ -846,3 +871,4 @@ __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", 
            "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
            "kafka_result", "kafka_source", "parse_position_line", "position_line",
            "prepare_endpoints"]
+

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -25,6 +26,8 @@ JARS = {
     "kafka-clients.jar": "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9",
 }
 JAVA_SOURCES = Path(__file__).with_name("java")
+#: another version's adapter jar unused this long is removed when a new one is built
+STALE_ADAPTERS_SECONDS = 7 * 24 * 3600
 
 
 def cache_dir() -> Path:
@@ -95,6 +98,7 @@ def _build_adapters(folder: Path, jars: list[Path]) -> Path:
     """Compile the Java adapters against PyFlink's Flink and the connector (once)."""
     target = folder / f"streamanon-kafka-{_adapter_digest(jars)}.jar"
     if target.is_file():
+        os.utime(target)  # in use: kept by the pruning below
         return target
     javac = shutil.which("javac")
     if javac is None:
@@ -114,8 +118,11 @@ def _build_adapters(folder: Path, jars: list[Path]) -> Path:
             for cls in sorted(Path(tmp).rglob("*.class")):
                 jar.write(cls, cls.relative_to(tmp).as_posix())
         part.replace(target)
+    # another version's adapters (another install or checkout on this machine, whose jobs
+    # may be running) are removed only when unused for a week
+    stale = time.time() - STALE_ADAPTERS_SECONDS
     for old in folder.glob("streamanon-kafka-*.jar"):
-        if old != target:
+        if old != target and old.stat().st_mtime < stale:
             old.unlink(missing_ok=True)
     return target
 

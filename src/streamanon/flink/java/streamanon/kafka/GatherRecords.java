@@ -22,9 +22,10 @@ import org.apache.flink.util.Collector;
  * gathered in the JVM into batches that cross into Python as one element: a batch closes on
  * {@code batchSize} records or {@code batchMs} after its first record, and at the end of a
  * bounded input (the final watermark). Out: {@code Row(key, Row(partition, offsets, sizes,
- * data))}, offsets as little-endian int64, sizes as little-endian int32, data the values
- * one after another; {@code key} is the Python reading step's key (0: one task; the partition:
- * one per partition).
+ * data, opened))}, offsets as little-endian int64, sizes as little-endian int32, data the
+ * values one after another, opened the wall-clock milliseconds at which this step took the
+ * batch's first record (the job's "first record read" in its accounting); {@code key} is the
+ * Python reading step's key (0: one task; the partition: one per partition).
  *
  * <p>Behind the topic (catching up on a backlog: the open batch's newest record was written to
  * Kafka more than {@link #BEHIND_MS} ms before the timer fires, by its record timestamp), a due
@@ -87,6 +88,9 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
         pending.add(record);
         Integer n = count.value();
         int size = n == null ? 1 : n + 1;
+        if (size == 1) {
+            opened.update(ctx.timerService().currentProcessingTime());
+        }
         if (size >= batchSize) {
             flush(ctx.getCurrentKey(), out);
             return;
@@ -100,7 +104,6 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
         if (size == 1) {
             long now = ctx.timerService().currentProcessingTime();
             long due = now + batchMs;
-            opened.update(now);
             deadline.update(due);
             ctx.timerService().registerProcessingTimeTimer(due);
             ctx.timerService().registerEventTimeTimer(END_OF_INPUT);
@@ -131,6 +134,7 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
         for (Row r : pending.get()) {
             items.add(r);
         }
+        Long first = opened.value();
         pending.clear();
         count.clear();
         deadline.clear();
@@ -153,12 +157,13 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
             data.write(value, 0, value.length);
         }
         out.collect(Row.of(keyByPartition ? partition : 0, Row.of(partition, offsets.array(),
-                sizes.array(), data.toByteArray())));
+                sizes.array(), data.toByteArray(), first == null ? 0L : first)));
     }
 
     @Override
     public TypeInformation<Row> getProducedType() {
         return Types.ROW(Types.INT, Types.ROW(Types.INT, Types.PRIMITIVE_ARRAY(Types.BYTE),
-                Types.PRIMITIVE_ARRAY(Types.BYTE), Types.PRIMITIVE_ARRAY(Types.BYTE)));
+                Types.PRIMITIVE_ARRAY(Types.BYTE), Types.PRIMITIVE_ARRAY(Types.BYTE),
+                Types.LONG));
     }
 }
