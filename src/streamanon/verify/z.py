@@ -65,12 +65,19 @@ class _Texts(Sequence[str]):
 
     def codes(self) -> tuple[np.ndarray, list[str], dict[str, int]]:
         """As :func:`_codes`: codes in order of first appearance (Arrow's hash encoding)."""
-        import pyarrow.compute as pc
-
-        enc = pc.dictionary_encode(self.column)
+        enc = _arrow("dictionary_encode", self.column)
         names = enc.dictionary.to_pylist()
         codes = _numbers(enc.indices, np.int32).astype(np.int64)
         return codes, names, {name: i for i, name in enumerate(names)}
+
+
+def _arrow(function: str, *args: Any, options: Any = None) -> Any:
+    """Arrow's compute ``function`` on ``args``, called through its registry: importing
+    ``pyarrow.compute`` (a wrapper and docstring made per function) costs more than a
+    check of a small file."""
+    from pyarrow._compute import call_function
+
+    return call_function(function, list(args), options)
 
 
 def _numbers(column: Any, dtype: Any) -> np.ndarray:
@@ -84,8 +91,9 @@ def _text_bytes(column: Any) -> Any:
     """The UTF-8 of an Arrow string array's texts, one after the other (a buffer slice)."""
     if not len(column):
         return memoryview(b"")
-    ends = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1,
-                         offset=column.offset * 4)
+    wide = str(column.type) == "large_string"
+    ends = np.frombuffer(column.buffers()[1], dtype=np.int64 if wide else np.int32,
+                         count=len(column) + 1, offset=column.offset * (8 if wide else 4))
     return column.buffers()[2][int(ends[0]): int(ends[-1])]
 
 
@@ -173,7 +181,6 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
     else:
         return None
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     width = len(names)
@@ -195,13 +202,15 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
     if not n or data.count(b"\n") + (not data.endswith(b"\n")) != n + skip:
         return None
     for column in (u, a):
-        size = pc.binary_length(column)
-        if pc.min(size).as_py() == 0 or pc.max(size).as_py() > MAX_FIELD:
+        size = _arrow("min_max", _arrow("binary_length", column)).as_py()
+        if size["min"] == 0 or size["max"] > MAX_FIELD:
             return None
     if not _NUMBER_BYTES[np.frombuffer(_text_bytes(t_text), dtype=np.uint8)].all():
         return None
     try:
-        t = _numbers(pc.cast(t_text, pa.float64()), np.float64)
+        from pyarrow._compute import CastOptions
+
+        t = _numbers(_arrow("cast", t_text, options=CastOptions.safe(pa.float64())), np.float64)
     except (pa.ArrowInvalid, pa.ArrowException):  # not a number as Arrow reads one
         return None
     if not np.isfinite(t).all() or (in_stream_order and not bool(np.all(t[1:] >= t[:-1]))):
@@ -641,7 +650,6 @@ def _written_bytes(src: _Table, pub: np.ndarray, exp_v: np.ndarray, levels: _Lev
     if not isinstance(src.t_text, _Texts) or not isinstance(src.u, _Texts):
         return None
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     def ints(x: np.ndarray) -> Any:  # pa.array(x) would import pandas
         x = np.ascontiguousarray(x, dtype=np.int64)
@@ -650,17 +658,19 @@ def _written_bytes(src: _Table, pub: np.ndarray, exp_v: np.ndarray, levels: _Lev
     def strings(texts: Sequence[str]) -> Any:  # pa.array(texts) would import pandas
         encoded = [text.encode("utf-8") for text in texts]
         ends = np.cumsum([0, *map(len, encoded)], dtype=np.int64)
-        return pa.Array.from_buffers(pa.large_string(), len(encoded), [
-            None, pa.py_buffer(ends), pa.py_buffer(b"".join(encoded))]).cast(pa.string())
+        kind = pa.string() if ends[-1] < 1 << 31 else pa.large_string()
+        return pa.Array.from_buffers(kind, len(encoded), [
+            None, pa.py_buffer(ends.astype(np.int32) if kind == pa.string() else ends),
+            pa.py_buffer(b"".join(encoded))])
 
     names = strings(levels.names)
     comma, nothing, newline = strings([",", "", "\n"])  # scalars (pa.scalar: pandas too)
 
     index = ints(pub)
-    lines = pc.binary_join_element_wise(
-        pc.take(src.t_text.column, index), pc.take(src.u.column, index),
-        pc.take(names, ints(exp_v)), comma)
-    lines = pc.binary_join_element_wise(lines, nothing, newline)  # each ends with "\n"
+    lines = _arrow("binary_join_element_wise", _arrow("take", src.t_text.column, index),
+                   _arrow("take", src.u.column, index), _arrow("take", names, ints(exp_v)),
+                   comma)
+    lines = _arrow("binary_join_element_wise", lines, nothing, newline)  # each ends with "\n"
     if not len(lines):
         return b"t,u,a\n"
     return b"t,u,a\n" + _text_bytes(lines).to_pybytes()
