@@ -2,9 +2,12 @@
 
     .venv/bin/python benchmarks/quick.py [--z-n 1000000] [--castle-n 100000]
 
-Each pair is run side by side in the same run, alternating, best of ``--repeat``, one core
-(``taskset -c 0`` when available); the machine may be shared, so read them as such. A missed
-target prints its ratio and ``MISS``; the script never fails on one. The generators and
+Each pair (and each group: the checkers, the start-ups) is run side by side, interleaved
+(A, B, A, B, ...) ``--repeat`` times (Flink: ``--flink-repeat``), and every figure is the best
+(least CPU or wall time) of its runs, for both sides alike: a burst of load on a shared
+machine then slows one run, not one side. One core (``taskset -c 0`` when available). A
+missed target prints its ratio and ``MISS``; the script never fails on one. The package is
+byte-compiled first, as an installed one is. The generators and
 helpers are those of ``bench_zanon.py``, ``bench_castle.py`` and ``bench_flink.py``.
 
 What is measured: CPU seconds of whole processes (the kernel's accounting of the child:
@@ -19,12 +22,15 @@ warm-up included), the original on ``--ref-n`` tuples (its rate is flat) scaled 
 from __future__ import annotations
 
 import argparse
+import compileall
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +58,15 @@ def cpu_of(cmd: list[str], **kw: object) -> tuple[float, str]:
     return cpu, proc.stdout
 
 
+def interleaved(runs: dict[str, Callable[[], float]], repeat: int) -> dict[str, float]:
+    """The best (least) time of each of ``runs``, run in turn ``repeat`` times."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeat):
+        for name, run in runs.items():
+            best[name] = min(best[name], run())
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--z-n", type=int, default=1_000_000, help="tuples of the z trace")
@@ -60,32 +75,43 @@ def main() -> None:
                     help="tuples of the verify z trace (2,500 users, 6,000 values)")
     ap.add_argument("--ref-n", type=int, default=60_000,
                     help="tuples the original zanon runs on (its rate is flat; it is slow)")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="interleaved runs of each pair (best of them is shown)")
+    ap.add_argument("--flink-repeat", type=int, default=2,
+                    help="interleaved runs of the Flink pair (a JVM start each)")
     args = ap.parse_args()
+    started = time.perf_counter()
+    import streamanon
     from streamanon.data import ashrae
     from streamanon.data.traces import write_trace, zipf_trace
 
+    compileall.compile_dir(Path(streamanon.__file__).parent, quiet=1)
     print(f"quick benchmark; {'one core (taskset -c 0)' if PIN else 'not pinned'}; "
-          f"load average {bench_zanon.load()} on {os.cpu_count()} CPU(s)")
+          f"load average {bench_zanon.load()} on {os.cpu_count()} CPU(s); every figure the "
+          f"best of {args.repeat} interleaved runs (Flink: {args.flink_repeat})")
     with tempfile.TemporaryDirectory(prefix="quick-") as tmpdir:
         tmp = Path(tmpdir)
         # -- z whole command vs the original zanon ------------------------------------------
         trace = write_trace(tmp / "trace.csv", zipf_trace(args.z_n, seed=1))
-        ours = ref = float("inf")
         ref_out = tmp / "zanon" / "published.tsv"
         ref_out.parent.mkdir()
         ref_trace = write_trace(tmp / "ref.csv", zipf_trace(args.ref_n, seed=1))
         have_ref = importlib.util.find_spec("zanonymity") is not None
-        for _ in range(args.repeat):
-            cpu, _ = cpu_of([*CLI, "z", "--z", str(Z), "--delta-t", str(DELTA_T), str(trace),
-                             "-o", str(tmp / "z.csv"), "--json"])
-            ours = min(ours, cpu)
-            if have_ref:
-                cpu, out = cpu_of([sys.executable, str(HERE / "bench_zanon.py"), "--child",
-                                   "zanon", "--trace", str(ref_trace), "--out", str(ref_out),
-                                   "--z", str(Z), "--delta-t", str(DELTA_T)])
-                got = json.loads(out.strip().splitlines()[-1])
-                ref = min(ref, cpu / got["tuples"] * args.z_n)  # whole process, CPU
+
+        def run_ours() -> float:
+            return cpu_of([*CLI, "z", "--z", str(Z), "--delta-t", str(DELTA_T), str(trace),
+                           "-o", str(tmp / "z.csv"), "--json"])[0]
+
+        def run_ref() -> float:
+            cpu, out = cpu_of([sys.executable, str(HERE / "bench_zanon.py"), "--child",
+                               "zanon", "--trace", str(ref_trace), "--out", str(ref_out),
+                               "--z", str(Z), "--delta-t", str(DELTA_T)])
+            got = json.loads(out.strip().splitlines()[-1])
+            return cpu / got["tuples"] * args.z_n  # whole process, CPU
+
+        z_pair = interleaved({"ours": run_ours, **({"ref": run_ref} if have_ref else {})},
+                             args.repeat)
+        ours, ref = z_pair["ours"], z_pair.get("ref", float("inf"))
         n = args.z_n
         print(f"\nz on {n:,} tuples: whole command {n / ours:,.0f} tuples/s ({ours:.2f} s CPU)")
         if have_ref:
@@ -103,11 +129,14 @@ def main() -> None:
         cmd = [*CLI, "castle", "--rules", str(rules), "--k", "5", "--l", "2", "--delta", "1250",
                "--beta", "50", "--mu", "100", "--zeta", "10", str(data), "-o",
                str(tmp / "castle.csv")]
-        whole = op = float("inf")
-        for _ in range(args.repeat):
-            whole = min(whole, cpu_of(cmd)[0])
+
+        def run_operator() -> float:
             _, out = cpu_of([sys.executable, "-c", bench_castle.IN_PROCESS, str(cn), "2"])
-            op = min(op, float(out.splitlines()[0].split()[1]))
+            return float(out.splitlines()[0].split()[1])
+
+        castle_pair = interleaved({"whole": lambda: cpu_of(cmd)[0], "op": run_operator},
+                                  args.repeat)
+        whole, op = castle_pair["whole"], castle_pair["op"]
         print(f"\nCASTLE l=2 on {cn:,} ASHRAE-shaped rows: whole command {cn / whole:,.0f} "
               f"tuples/s ({whole:.2f} s CPU), in-process operator {cn / op:,.0f} tuples/s "
               f"({op:.2f} s CPU)")
@@ -120,23 +149,27 @@ def main() -> None:
                                                             seed=2))
         cpu_of([*CLI, "z", "--z", str(Z), "--delta-t", str(DELTA_T), str(vtrace), "-o",
                 str(tmp / "vpub.csv")])
-        vz = min(cpu_of([*CLI, "verify", "z", "--z", str(Z), "--delta-t", str(DELTA_T),
-                         str(vtrace), str(tmp / "vpub.csv"), "--json"])[0]
-                 for _ in range(args.repeat))
+        verify_z = [*CLI, "verify", "z", "--z", str(Z), "--delta-t", str(DELTA_T),
+                    str(vtrace), str(tmp / "vpub.csv"), "--json"]
+        verify_castle = [*CLI, "verify", "castle", str(tmp / "castle.csv"), "--id",
+                         "building_id", "--qi", ",".join([*ashrae.NUMERIC_QI, "primary_use"]),
+                         "--sa", "meter_reading", "--k", "5", "--l", "2", "--input", str(data),
+                         "--json"]
+        checkers = interleaved({"z": lambda: cpu_of(verify_z)[0],
+                                "castle": lambda: cpu_of(verify_castle)[0]}, args.repeat)
+        vz, vc = checkers["z"], checkers["castle"]
         print(f"\nverify z on {vn:,} tuples (2,500 users, 6,000 values), verify castle on "
               f"{cn:,} rows; whole commands, CPU")
         print(f"  verify z                  {verdict(vn / vz, 750_000, 'tuples/s')}")
-        vc = min(cpu_of([*CLI, "verify", "castle", str(tmp / "castle.csv"), "--id",
-                         "building_id", "--qi", ",".join([*ashrae.NUMERIC_QI, "primary_use"]),
-                         "--sa", "meter_reading", "--k", "5", "--l", "2", "--input", str(data),
-                         "--json"])[0] for _ in range(args.repeat))
         print(f"  verify castle             {verdict(cn / vc, 100_000, 'rows/s')}")
 
         # -- start-up ------------------------------------------------------------------------
-        print("\nstart-up (best of 5, CPU seconds)")
-        for sub in ([], ["z"], ["castle"]):
-            best = min(cpu_of([*CLI, *sub, "--help"])[0] for _ in range(5))
-            label = " ".join(["streamanon", *sub, "--help"])
+        print("\nstart-up (best of 5 interleaved runs, CPU seconds, from bytecode)")
+        helps = {" ".join(["streamanon", *sub, "--help"]): [*CLI, *sub, "--help"]
+                 for sub in ([], ["z"], ["castle"])}
+        starts = interleaved({label: (lambda c=c: cpu_of(c)[0]) for label, c in helps.items()},
+                             max(5, args.repeat))
+        for label, best in starts.items():
             print(f"  {label:<26}{verdict(best, 0.2, 's', higher=False)}")
 
         # -- Flink -----------------------------------------------------------------------------
@@ -147,17 +180,21 @@ def main() -> None:
             import bench_flink
 
             ftrace = bench_flink.z_trace(tmp / "ftrace.csv", 100_000)
-            pure = min(bench_zanon.timed([*PIN, *CLI, "z", "--z", str(Z), "--delta-t",
-                                          str(DELTA_T), str(ftrace), "-o",
-                                          str(tmp / "fpure.csv"), "--json"])[0]
-                       for _ in range(args.repeat))
-            _, flink_s, _ = bench_flink.timed([*bench_flink.cli(), "flink", "z", "--z", str(Z),
-                                               "--delta-t", str(DELTA_T), str(ftrace), "-o",
-                                               str(tmp / "fflink.csv"), "--json"])
+            flink_pair = interleaved({
+                "pure": lambda: bench_zanon.timed([*PIN, *CLI, "z", "--z", str(Z), "--delta-t",
+                                                   str(DELTA_T), str(ftrace), "-o",
+                                                   str(tmp / "fpure.csv"), "--json"])[0],
+                "flink": lambda: bench_flink.timed([
+                    *bench_flink.cli(), "flink", "z", "--z", str(Z), "--delta-t",
+                    str(DELTA_T), str(ftrace), "-o", str(tmp / "fflink.csv"), "--json"])[1]},
+                args.flink_repeat)
+            pure, flink_s = flink_pair["pure"], flink_pair["flink"]
             same = (tmp / "fpure.csv").read_bytes() == (tmp / "fflink.csv").read_bytes()
             print(f"Flink z on 100,000 tuples (wall clock, both): {flink_s:.2f} s vs pure "
                   f"{pure:.2f} s ({flink_s / pure:.1f}x the pure command's time; output "
                   f"identical: {same})")
+    print(f"\n(quick.py took {time.perf_counter() - started:.0f} s wall clock; load average "
+          f"{bench_zanon.load()})")
 
 if __name__ == "__main__":
     try:

@@ -379,3 +379,36 @@ def test_an_output_written_exactly_as_the_rule_needs_no_parse_and_others_are_par
     with pytest.raises(InputError, match="expected 3 fields"):
         check_z_files(src, unquoted, 2, 5)
     assert not check_z_files(src, write(tmp_path / "short.csv", ["1.50,b,x"]), 2, 5).ok
+
+
+@pytest.mark.parametrize(("header", "rows", "clean"), [
+    ("t,u,a", ["0.50,a,x", "1.5e0,b,EU*FR", "2,c,é"], True),  # the Arrow lane
+    ("a,note,T,u", ["x,n,1,a", "y,n,2,b"], True),
+    ("1,a,x", ["2,b,x", "3,c,x"], True),  # no header
+    ("t,u,a", ["1,a,x", "0.5,b,x", "2,c,x"], False),  # late: the text path re-stamps
+    ("t,u,a", ["1,a,x", "1_0,b,x"], False),  # float() reads 1_0, Arrow does not
+    ("t,u,a", ["1,a, x", '2,"b",x', "3,c,x\r"], False),
+    ("t,u,a", ["1,a,x", "", "2,b,x"], False),
+    ("t,u,a", ["1,a,x", "inf,b,x", "2,,x"], False),
+])
+def test_the_arrow_lane_reads_what_the_text_path_reads(tmp_path, monkeypatch, header, rows,
+                                                       clean):
+    """A clean CSV file is read by Arrow, any other by the text path; both give the same
+    times, texts, codes, line numbers and counts."""
+    from streamanon.verify import z as verify
+
+    path = write(tmp_path / "in.csv", rows, header=header)
+    lane = []
+    real = verify._arrow_table
+    monkeypatch.setattr(verify, "_arrow_table", lambda *a: lane.append(r := real(*a)) or r)
+    fast = read_tuples(path, time_tolerance=1.0)
+    assert (lane[0] is not None) == clean
+    monkeypatch.setattr(verify, "_arrow_table", lambda *a: None)
+    slow = read_tuples(path, time_tolerance=1.0)
+    assert fast.t.tolist() == slow.t.tolist() and list(fast.line) == list(slow.line)
+    for name in ("t_text", "u", "a"):
+        assert list(getattr(fast, name)) == list(getattr(slow, name))
+        assert [c.tolist() if hasattr(c, "tolist") else c for c in verify._codes(
+            getattr(fast, name))] == [c.tolist() if hasattr(c, "tolist") else c
+                                      for c in verify._codes(list(getattr(slow, name)))]
+    assert (fast.rejected, fast.restamped) == (slow.rejected, slow.restamped)

@@ -8,6 +8,7 @@ in both; ``tests/test_checker_independence.py`` asserts it on the source and on 
 check loads and calls.
 
 >>> from streamanon.records import Record
+>>> from streamanon.verify import check_z
 >>> check_z([Record(0, "a", "x"), Record(1, "b", "x")], [Record(1, "b", "x")], z=2,
 ...         delta_t=10).ok
 True
@@ -15,19 +16,44 @@ True
 
 from __future__ import annotations
 
-from streamanon.verify.castle import (
-    AttributeSpec,
-    CastleCheckReport,
-    CastleSpec,
-    check_castle,
-    check_castle_files,
-    columns_spec,
-    load_rules,
-    read_released,
-    rules_from_dict,
-    rules_from_toml,
-)
-from streamanon.verify.z import ZCheckReport, check_z, check_z_files, read_tuples
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamanon.verify.castle import (
+        AttributeSpec,
+        CastleCheckReport,
+        CastleSpec,
+        check_castle,
+        check_castle_files,
+        columns_spec,
+        load_rules,
+        read_released,
+        rules_from_dict,
+        rules_from_toml,
+    )
+    from streamanon.verify.z import ZCheckReport, check_z, check_z_files, read_tuples
+
+#: Each export's module, imported on first use (``verify z`` never loads the CASTLE checker).
+_EXPORTS = {**dict.fromkeys(
+    ["AttributeSpec", "CastleCheckReport", "CastleSpec", "check_castle", "check_castle_files",
+     "columns_spec", "load_rules", "read_released", "rules_from_dict", "rules_from_toml"],
+    "streamanon.verify.castle"),
+    **dict.fromkeys(["ZCheckReport", "check_z", "check_z_files", "read_tuples"],
+                    "streamanon.verify.z")}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(module), name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "AttributeSpec",

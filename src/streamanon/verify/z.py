@@ -36,14 +36,75 @@ _OTHER_SPACE = re.compile(r"[^\S\n]")
 
 
 # -- the tuples, as columns ----------------------------------------------------------------------
+class _Texts(Sequence[str]):
+    """A column of texts read by Arrow: a list only when a value is asked for one by one
+    (messages, the slow paths); the checks take its codes and compare it as a column."""
+
+    def __init__(self, column: Any) -> None:
+        self.column = column  # a pyarrow string array
+        self._list: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    def _values(self) -> list[str]:
+        if self._list is None:
+            self._list = self.column.to_pylist()
+        return self._list
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._values()[i]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __eq__(self, other: object) -> bool:
+        return self._values() == (other._values() if isinstance(other, _Texts) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def codes(self) -> tuple[np.ndarray, list[str], dict[str, int]]:
+        """As :func:`_codes`: codes in order of first appearance (Arrow's hash encoding)."""
+        enc = _arrow("dictionary_encode", self.column)
+        names = enc.dictionary.to_pylist()
+        codes = _numbers(enc.indices, np.int32).astype(np.int64)
+        return codes, names, {name: i for i, name in enumerate(names)}
+
+
+def _arrow(function: str, *args: Any, options: Any = None) -> Any:
+    """Arrow's compute ``function`` on ``args``, called through its registry: importing
+    ``pyarrow.compute`` (a wrapper and docstring made per function) costs more than a
+    check of a small file."""
+    from pyarrow._compute import call_function
+
+    return call_function(function, list(args), options)
+
+
+def _numbers(column: Any, dtype: Any) -> np.ndarray:
+    """The values of an Arrow array of numbers without nulls, as numpy's (a view of its
+    buffer; ``to_numpy`` would import pandas)."""
+    return np.frombuffer(column.buffers()[1], dtype=dtype, count=len(column),
+                         offset=column.offset * np.dtype(dtype).itemsize)
+
+
+def _text_bytes(column: Any) -> Any:
+    """The UTF-8 of an Arrow string array's texts, one after the other (a buffer slice)."""
+    if not len(column):
+        return memoryview(b"")
+    wide = str(column.type) == "large_string"
+    ends = np.frombuffer(column.buffers()[1], dtype=np.int64 if wide else np.int32,
+                         count=len(column) + 1, offset=column.offset * (8 if wide else 4))
+    return column.buffers()[2][int(ends[0]): int(ends[-1])]
+
+
 @dataclass
 class _Table:
     """Tuples as columns: times, categorical users and values, where each came from."""
 
     t: np.ndarray
-    t_text: list[str]
-    u: list[str]
-    a: list[str]
+    t_text: Sequence[str]
+    u: Sequence[str]
+    a: Sequence[str]
     line: Sequence[int | None]
     rejected: int = 0
     restamped: int = 0
@@ -56,6 +117,8 @@ class _Table:
 def _codes(column: Sequence[str]) -> tuple[np.ndarray, list[str], dict[str, int]]:
     """Per item the code of its text (codes in order of first appearance), the texts by code,
     and the code of each text: one pass, a new text numbered by the dict's default."""
+    if isinstance(column, _Texts):
+        return column.codes()
     index: defaultdict[str, int] = defaultdict(count().__next__)
     codes = np.fromiter(map(index.__getitem__, column), np.int64, len(column))
     index.default_factory = None
@@ -89,6 +152,70 @@ def _format_of(source: str | Path | TextIO, fmt: str | None) -> str:
             raise ConfigError(f"unknown format {fmt!r} (use csv or jsonl)")
         return fmt.lower()
     return guess_format(source)
+
+
+#: The bytes of a time that both Arrow's cast and ``float`` read, as the same (correctly
+#: rounded) number, when Arrow reads it at all: digits, point, exponent, signs.
+_NUMBER_BYTES = np.zeros(256, dtype=bool)
+_NUMBER_BYTES[list(b"0123456789.eE+-")] = True
+
+
+def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
+    """The tuples of a CSV file's bytes whose every line is a clean tuple (no quote, blank
+    line, space, empty or over-long field, time other than a finite decimal number, time
+    behind the stream; UTF-8), as Arrow columns; ``None`` when any line is not (the text
+    path reads it then, with its line numbers and reasons)."""
+    if not data or any(c in data for c in (b'"', b"\n\n", b"\r", b" ", b"\t", b"\x0b",
+                                           b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")):
+        return None
+    if data.startswith(b"\n") or (not data.isascii() and _has_space(
+            data.decode("utf-8", errors="replace"))):
+        return None
+    end = data.find(b"\n")
+    head = (data[:end] if end >= 0 else data).decode("utf-8", errors="replace").split(sep)
+    names = [h.lower() for h in head]
+    if {"t", "u", "a"} <= set(names):
+        cols, skip = (names.index("t"), names.index("u"), names.index("a")), 1
+    elif len(head) == 3 and not math.isnan(seconds(head[0])):
+        cols, skip = (0, 1, 2), 0
+    else:
+        return None
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    width = len(names)
+    labels = [f"c{i}" for i in range(width)]
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=labels, skip_rows=skip,
+                                           use_threads=False, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False,
+                                             ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(labels, pa.string()), include_columns=[
+                    labels[c] for c in cols], strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowException):  # a line of other width, not UTF-8
+        return None
+    t_text, u, a = (table.column(labels[c]).combine_chunks() for c in cols)
+    n = len(t_text)
+    if not n or data.count(b"\n") + (not data.endswith(b"\n")) != n + skip:
+        return None
+    for column in (u, a):
+        size = _arrow("min_max", _arrow("binary_length", column)).as_py()
+        if size["min"] == 0 or size["max"] > MAX_FIELD:
+            return None
+    if not _NUMBER_BYTES[np.frombuffer(_text_bytes(t_text), dtype=np.uint8)].all():
+        return None
+    try:
+        from pyarrow._compute import CastOptions
+
+        t = _numbers(_arrow("cast", t_text, options=CastOptions.safe(pa.float64())), np.float64)
+    except (pa.ArrowInvalid, pa.ArrowException):  # not a number as Arrow reads one
+        return None
+    if not np.isfinite(t).all() or (in_stream_order and not bool(np.all(t[1:] >= t[:-1]))):
+        return None
+    return _Table(t, _Texts(t_text), _Texts(u), _Texts(a), range(skip + 1, skip + 1 + n))
 
 
 _BLANK_LINE = re.compile(r"(?:^|\n)[^\S\n]*(?:\n|$)")
@@ -210,6 +337,8 @@ def read_tuples(
     name = source_name(source, name)
     kind = _format_of(source, fmt)
     data = read_bytes(source)
+    if kind == "csv" and (fast := _arrow_table(data, delimiter, in_stream_order)) is not None:
+        return fast
     text = data.decode("utf-8", errors="replace")
     spaced = _has_space(text)
     tcol, ucol, acol, numbers, bad = (_csv_fields(data, text, spaced, name, delimiter)
@@ -498,20 +627,53 @@ def check_z_files(
     """
     src = read_tuples(source, in_format, time_tolerance=time_tolerance,
                       delimiter=in_delimiter)
-    as_written: str | None = None
+    as_written: bytes | None = None
     if exact and _format_of(output, out_format) == "csv" and isinstance(output, str | Path):
-        as_written = read_bytes(output).decode("utf-8", errors="replace")
+        as_written = read_bytes(output)
 
     def load() -> _Table:
         if as_written is not None:
-            return read_tuples(io.StringIO(as_written), "csv", in_stream_order=False,
-                               strict=True, name=str(output))
+            return read_tuples(io.StringIO(as_written.decode("utf-8", errors="replace")),
+                               "csv", in_stream_order=False, strict=True, name=str(output))
         return read_tuples(output, out_format, in_stream_order=False, strict=True)
 
     report = _check(src, load, z, delta_t, exact, separator, as_written)
     report.input_rejected = src.rejected
     report.restamped = src.restamped
     return report
+
+
+def _written_bytes(src: _Table, pub: np.ndarray, exp_v: np.ndarray, levels: _Levels
+                   ) -> bytes | None:
+    """:func:`_written` as UTF-8, made by Arrow from columns read by Arrow (``None`` when
+    ``src``'s were not): the lines joined in one buffer, no Python object per tuple."""
+    if not isinstance(src.t_text, _Texts) or not isinstance(src.u, _Texts):
+        return None
+    import pyarrow as pa
+
+    def ints(x: np.ndarray) -> Any:  # pa.array(x) would import pandas
+        x = np.ascontiguousarray(x, dtype=np.int64)
+        return pa.Array.from_buffers(pa.int64(), len(x), [None, pa.py_buffer(x)])
+
+    def strings(texts: Sequence[str]) -> Any:  # pa.array(texts) would import pandas
+        encoded = [text.encode("utf-8") for text in texts]
+        ends = np.cumsum([0, *map(len, encoded)], dtype=np.int64)
+        kind = pa.string() if ends[-1] < 1 << 31 else pa.large_string()
+        return pa.Array.from_buffers(kind, len(encoded), [
+            None, pa.py_buffer(ends.astype(np.int32) if kind == pa.string() else ends),
+            pa.py_buffer(b"".join(encoded))])
+
+    names = strings(levels.names)
+    comma, nothing, newline = strings([",", "", "\n"])  # scalars (pa.scalar: pandas too)
+
+    index = ints(pub)
+    lines = _arrow("binary_join_element_wise", _arrow("take", src.t_text.column, index),
+                   _arrow("take", src.u.column, index), _arrow("take", names, ints(exp_v)),
+                   comma)
+    lines = _arrow("binary_join_element_wise", lines, nothing, newline)  # each ends with "\n"
+    if not len(lines):
+        return b"t,u,a\n"
+    return b"t,u,a\n" + _text_bytes(lines).to_pybytes()
 
 
 def _written(src: _Table, pub: np.ndarray, values: list[str]) -> str:
@@ -524,9 +686,9 @@ def _written(src: _Table, pub: np.ndarray, values: list[str]) -> str:
 
 
 def _check(src: _Table, output: _Table | Callable[[], _Table], z: int, dt: float,
-           exact: bool, sep: str, as_written: str | None = None) -> ZCheckReport:
+           exact: bool, sep: str, as_written: bytes | None = None) -> ZCheckReport:
     """``output`` may be a loader: the exact check reads it only when its text (given as
-    ``as_written``) is not the rule's output written plainly, byte for byte."""
+    ``as_written``, UTF-8) is not the rule's output written plainly, byte for byte."""
     if int(z) != z or z < 1:
         raise ConfigError(f"z must be a positive integer, got {z!r}")
     if not (dt >= 0 and math.isfinite(dt)):
@@ -564,10 +726,13 @@ def _check(src: _Table, output: _Table | Callable[[], _Table], z: int, dt: float
         pub = np.flatnonzero(best >= 0)
         exp_v = levels.flat[levels.offset[a_code[pub]] + best[pub]]
         report.expected_published = len(pub)
-        plain = as_written is not None and '"' not in as_written and as_written.count(
+        fast = None if as_written is None else _written_bytes(src, pub, exp_v, levels)
+        text = None if as_written is None or fast is not None else as_written.decode(
+            "utf-8", errors="replace")
+        plain = text is not None and '"' not in text and text.count(
             ",") == 2 * (len(pub) + 1)  # three fields per line: the text parses as written
-        if plain and as_written == _written(
-                src, pub, list(map(levels.names.__getitem__, exp_v.tolist()))):
+        if (fast is not None and fast == as_written) or (plain and text == _written(
+                src, pub, list(map(levels.names.__getitem__, exp_v.tolist())))):
             report.output_tuples = len(pub)  # identical text: identical tuples, nothing to parse
         else:
             out = output() if callable(output) else output
