@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "max_delay": None,
     "loss_field": None,
     "split": "prink",
+    "diversity": "distinct",
+    "c": None,
 }
 
 __all__ = ["DEFAULTS", "Suppression"]

@@ -32,6 +32,7 @@ from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import Suppression
+from streamanon.castle.diversity import Diversity
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
@@ -51,6 +52,17 @@ class _Kept:
     loss: float
     attr_losses: dict[str, float]
     cluster: int
+    counts: list[Counter[str]] | None = None  # sensitive values of its class (non-distinct)
+
+
+def _summed(counts: Mapping[str, list[Counter[str]]], pids: list[str],
+            n_sensitive: int) -> list[Counter[str]]:
+    """The sensitive value counts of the individuals ``pids`` together, per attribute."""
+    out: list[Counter[str]] = [Counter() for _ in range(n_sensitive)]
+    for p in pids:
+        for o, c in zip(out, counts[p], strict=True):
+            o.update(c)
+    return out
 
 
 def _time_of_row(row: CastleRow) -> float:
@@ -94,6 +106,9 @@ class CastleAnonymizer(OperatorBase):
         split: how a cluster of >= 2k individuals is split on release: ``"prink"`` (groups of
             whole individuals, the papers' behaviour) or ``"median"`` (Mondrian's median cuts;
             an individual's tuples may go to different classes): :mod:`streamanon.castle.split`.
+        diversity: the l-diversity rule, ``"distinct"``, ``"entropy"`` or ``"recursive"``
+            (:class:`~streamanon.castle.diversity.Diversity`).
+        c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
     """
 
     @classmethod
@@ -148,6 +163,8 @@ class CastleAnonymizer(OperatorBase):
         max_delay: float | None = None,
         loss_field: str | None = None,
         split: str = "prink",
+        diversity: str = "distinct",
+        c: float | None = None,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -166,6 +183,8 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.split = split
         self.k, self.l, self.delta = int(k), int(l), int(delta)
+        self.diversity, self.c = diversity, c
+        self._rule = Diversity(diversity, l=self.l, c=c)
         self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
         self.suppression = suppression
         self.max_delay = max_delay
@@ -316,7 +335,9 @@ class CastleAnonymizer(OperatorBase):
     def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
         if len(ids) < self.k:
             return False
-        return self.l <= 1 or all(len(s) >= self.l for s in sens)
+        if self._rule.distinct:
+            return self.l <= 1 or all(len(s) >= self.l for s in sens)
+        return self._rule.all_hold(sens)
 
     def _delay_constraint(self, item: Item, out: list[Any]) -> None:
         c = item.cluster
@@ -336,7 +357,7 @@ class CastleAnonymizer(OperatorBase):
         if larger > len(cset.clusters) / 2:
             self._suppress(cset, item, "outlier", out)
             return
-        if not cset.pool_meets(self.k, self.l):
+        if not cset.pool_meets(self.k, self._rule):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
         while not self._meets(c.individuals, c.sensitive_counts):
@@ -348,17 +369,28 @@ class CastleAnonymizer(OperatorBase):
         best: _Kept | None = None
         for kept in self._kept:
             if kept.cset is cset and cset.covers(kept.state, item) and (
-                    best is None or kept.loss < best.loss):
+                    best is None or kept.loss < best.loss) and self._still_diverse(kept, item):
                 best = kept
+        if best is not None and best.counts is not None:
+            for cnt, v in zip(best.counts, item.sensitive, strict=True):
+                cnt[v] += 1
         return best
+
+    def _still_diverse(self, kept: _Kept, item: Item) -> bool:
+        """Does ``kept``'s class still meet the rule with ``item`` added? (Always for the
+        distinct rule; the other rules can fail when a tuple of a frequent value joins.)"""
+        if kept.counts is None:
+            return True
+        return self._rule.all_hold(c + Counter({v: 1})
+                                   for c, v in zip(kept.counts, item.sensitive, strict=True))
 
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
         whole = cset.cluster_state(c)
         cset.detach(c)
         groups = [c.items]
         if len(c.individuals) >= 2 * self.k:
-            groups = (median_split(cset, c.items, k=self.k, l=self.l) if self.split == "median"
-                      else self._split(cset, c.items))
+            groups = (median_split(cset, c.items, k=self.k, rule=self._rule)
+                      if self.split == "median" else self._split(cset, c.items))
         for items in groups:
             st = whole if items is c.items else cset.state_of(items)
             attr = cset.attr_losses(st)
@@ -371,7 +403,9 @@ class CastleAnonymizer(OperatorBase):
             self._recent.append(loss)
             self.tau = sum(self._recent) / len(self._recent)
             if self.zeta and loss < self.tau:
-                self._kept.append(_Kept(cset, st, values, loss, attr, cid))
+                counts = None if self._rule.distinct else [
+                    Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+                self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:
@@ -419,11 +453,18 @@ class CastleAnonymizer(OperatorBase):
         values = {pid: [{it.sensitive[j] for it in b} for j in range(cset.n_sensitive)]
                   for pid, b in buckets.items()}
 
+        rule = self._rule
+        counts = None if rule.distinct else {
+            pid: [Counter(it.sensitive[j] for it in b) for j in range(cset.n_sensitive)]
+            for pid, b in buckets.items()}
+
         def meets(pids: list[str]) -> bool:
             if len(pids) < self.k:
                 return False
             if self.l <= 1:
                 return True
+            if counts is not None:
+                return rule.all_hold(_summed(counts, pids, cset.n_sensitive))
             return all(len(set().union(*(values[p][j] for p in pids))) >= self.l
                        for j in range(cset.n_sensitive))
 
@@ -437,7 +478,9 @@ class CastleAnonymizer(OperatorBase):
             rest = [p for p in order if p != pool[0]]
             while len(group) < self.k:
                 group.append(rest.pop(0))
-            for j in range(cset.n_sensitive if self.l > 1 else 0):
+            if counts is not None:
+                self._grow_diverse(group, rest, counts, cset.n_sensitive)
+            for j in range(cset.n_sensitive if counts is None and self.l > 1 else 0):
                 have = set().union(*(values[p][j] for p in group))
                 while len(have) < self.l:
                     nxt = next(p for p in rest if values[p][j] - have)
@@ -453,7 +496,46 @@ class CastleAnonymizer(OperatorBase):
         for pid in pool:
             d = cset.pair_distance(seeds, buckets[pid][0])
             groups[int(np.argmin(d))].append(pid)
+        if counts is not None:  # a leftover can break a non-distinct rule: merge such groups
+            groups, seeds = self._merge_failing(cset, groups, seeds, meets, buckets)
+            if len(groups) <= 1:
+                return [items]
         return [[it for p in g for it in buckets[p]] for g in groups]
+
+    def _grow_diverse(self, group: list[str], rest: list[str],
+                      counts: dict[str, list[Counter[str]]], n_sensitive: int) -> None:
+        """Grow ``group`` (individuals) from ``rest`` (nearest first) until it meets the rule:
+        each step adds, among the nearest individuals, the one that brings the group closest
+        to it (its :meth:`~streamanon.castle.diversity.Diversity.shortfall`). Ends, at worst,
+        with the whole pool, which meets the rule."""
+        rule = self._rule
+        have = _summed(counts, group, n_sensitive)
+        while not rule.all_hold(have) and rest:
+            best, best_gap = 0, math.inf
+            for i, pid in enumerate(rest[:16]):
+                gap = max(rule.shortfall(list((h + c).values()))
+                          for h, c in zip(have, counts[pid], strict=True))
+                if gap < best_gap:
+                    best, best_gap = i, gap
+            pid = rest.pop(best)
+            group.append(pid)
+            for h, c in zip(have, counts[pid], strict=True):
+                h.update(c)
+
+    @staticmethod
+    def _merge_failing(cset: ClusterSet, groups: list[list[str]], seeds: list[Item],
+                       meets: Any, buckets: dict[str, list[Item]]
+                       ) -> tuple[list[list[str]], list[Item]]:
+        """Merge each group that fails the rule into the group with the nearest seed, until
+        every group meets it (at worst one group: the whole cluster, which meets it)."""
+        while len(groups) > 1:
+            bad = next((i for i, g in enumerate(groups) if not meets(g)), None)
+            if bad is None:
+                break
+            g, seed = groups.pop(bad), seeds.pop(bad)
+            d = cset.pair_distance(seeds, seed)
+            groups[int(np.argmin(d))].extend(g)
+        return groups, seeds
 
     # -- reporting -------------------------------------------------------------------------
     @property

@@ -107,6 +107,21 @@ MU_HELP = "τ, the loss threshold for new clusters, is the mean loss of the last
 ZETA_HELP = "Released clusters kept for reuse (ζ; 0 = no reuse)."
 
 
+class DiversityChoice(StrEnum):
+    """The rules of :mod:`streamanon.castle.diversity` (named here: the CLI loads without it)."""
+
+    distinct = "distinct"
+    entropy = "entropy"
+    recursive = "recursive"
+
+
+DIVERSITY_HELP = ("The l-diversity rule of each sensitive attribute in a released cluster: "
+                  "distinct (>= l values), entropy (entropy of the values >= ln l) or "
+                  "recursive ((c,l): the most frequent value occurs fewer than c times the "
+                  "l-th to last most frequent together; needs --c).")
+C_HELP = "The c of --diversity recursive (a number > 0)."
+
+
 class SplitChoice(StrEnum):
     """The splits of :mod:`streamanon.castle.split` (named here: the CLI loads without it)."""
 
@@ -125,6 +140,9 @@ def castle_command(
                                     "(every key: docs, CASTLE guide)."),
     k: int = typer.Option(DEFAULTS["k"], "--k", min=1, help=K_HELP),
     l: int = typer.Option(DEFAULTS["l"], "--l", min=0, help=L_HELP),  # noqa: E741
+    diversity: DiversityChoice = typer.Option(DiversityChoice(DEFAULTS["diversity"]),
+                                              "--diversity", help=DIVERSITY_HELP),
+    c: float = typer.Option(DEFAULTS["c"], "--c", help=C_HELP),
     delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help=DELTA_HELP),
     beta: int = typer.Option(DEFAULTS["beta"], "--beta", min=1, help=BETA_HELP),
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
@@ -203,9 +221,13 @@ def castle_command(
         fail(f"--rules {rules_path}: {exc}")
     if not is_kafka(source):
         require_input(source)
-    operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
-                                suppression=suppression, split=split.value,
-                                max_delay=max_delay, loss_field=loss_column)
+    try:
+        operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
+                                    suppression=suppression, split=split.value,
+                                    max_delay=max_delay, loss_field=loss_column,
+                                    diversity=diversity.value, c=c)
+    except StreamanonError as exc:
+        fail(str(exc))
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = default_rejects(output)
     out_format = out_format or detect_format(None if output == "-" or is_kafka(output)

@@ -110,7 +110,8 @@ OUTPUT, and check every released row against the input.
 With --rules the checker reads the rules file itself (id, generalizer of each attribute,
 domains, hierarchies, sensitive flags). Checks: every class of released rows with equal
 quasi-identifiers holds >= k distinct individuals and >= l distinct values of each sensitive
-attribute (an empty value never counts); with --input, every released row stands for its own
+attribute (an empty value never counts); with --diversity entropy or recursive (--c C),
+each class also meets that rule on each sensitive attribute; with --input, every released row stands for its own
 input row of the same individual: pass-through columns equal, a \\[lo,hi] range contains the
 input value and lies within the domain, a hierarchy node is the input's value or one of its
 ancestors, a *-mask agrees on every unmasked character; with --suppressed too, every input
@@ -154,11 +155,22 @@ def verify_castle(
                                  "columns (repeat or comma-separate); their generalizations "
                                  "can then be checked only partly."),
     sa: list[str] = typer.Option(None, "--sa", help="Without --rules: sensitive columns."),
+    diversity: str = typer.Option("distinct", "--diversity", help="The l-diversity rule the "
+                                  "release was made with: distinct, entropy (entropy of each "
+                                  "class's values >= ln l) or recursive ((c,l), needs --c); "
+                                  "entropy and recursive are checked besides distinct l."),
+    c: float = typer.Option(None, "--c", help="The c of --diversity recursive."),
     delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from streamanon.verify._read import field_delimiter
     from streamanon.verify.castle import check_castle_files, columns_spec, load_rules
+    from streamanon.verify.diversity import MEASURES
+
+    if diversity not in MEASURES:
+        fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
+    if (diversity == "recursive") != (c is not None) or (c is not None and not c > 0):
+        fail("--c (a number > 0) goes with --diversity recursive, and only with it")
 
     qis, sas = _split(qi), _split(sa)
     if rules_path is not None and (id_field or qis or sas):
@@ -188,6 +200,19 @@ def verify_castle(
         fail(str(exc))
     except OSError as exc:
         fail(f"{exc.filename}: {exc.strerror}")
+    summary = report.to_dict()
+    ok, problem = report.ok, report.first_problem
+    if diversity != "distinct" and l > 1:
+        from streamanon.verify.diversity import check_diversity_file
+
+        try:
+            div = check_diversity_file(output, qi=[a.name for a in spec.qi],
+                                       sensitive=spec.sensitive, measure=diversity, l=l, c=c)
+        except (InputError, ConfigError) as exc:
+            fail(str(exc))
+        summary["diversity"] = div.to_dict()
+        ok = ok and div.ok
+        problem = problem or div.first_problem
     notes = []
     if source is None:
         notes.append("without --input only k and l were checked, not what each row stands for")
@@ -197,5 +222,6 @@ def verify_castle(
                                       "give --rules to check hierarchy nodes") + ")")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    _finish(f"verify castle (k={k}, l={l})", report.to_dict(), report.ok, report.first_problem,
-            as_json)
+    rule = "" if diversity == "distinct" else f", {diversity}" + (
+        f" c={c:g}" if c is not None else "")
+    _finish(f"verify castle (k={k}, l={l}{rule})", summary, ok, problem, as_json)
