@@ -587,11 +587,8 @@ class ClusterSet:
             return False
         if rule.off:
             return True
-        if not rule.distinct:
-            return rule.all_hold(sum((c.sensitive_counts[j] for c in self.clusters), Counter())
-                                 for j in range(self.n_sensitive))
         l = rule.l  # noqa: E741
-        for j in range(self.n_sensitive):
+        for j in range(self.n_sensitive):  # >= l values: every rule needs it
             seen = set()
             for c in self.clusters:
                 seen.update(c.sensitive_counts[j])
@@ -599,7 +596,13 @@ class ClusterSet:
                     break
             else:
                 return False
-        return True
+        if rule.distinct:
+            return True
+        totals: list[Counter[str]] = [Counter() for _ in range(self.n_sensitive)]
+        for c in self.clusters:
+            for total, counts in zip(totals, c.sensitive_counts, strict=True):
+                total.update(counts)
+        return rule.all_hold(totals)
 
     def detach(self, c: Cluster) -> None:
         """Close ``c``: its tuples leave the pool (they are being released or merged away)."""

@@ -10,6 +10,7 @@ The definitions, next to the proof sketch of what CASTLE relies on: :class:`Dive
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -86,12 +87,14 @@ class Diversity:
             return False
         if self.measure == "distinct":
             return True
+        n = sum(counts)
         if self.measure == "entropy":
-            n = sum(counts)
+            if n >= self.l * max(counts):  # min-entropy ln(n/r1) <= entropy: holds
+                return True
             h = math.log(n) - sum(r * math.log(r) for r in counts) / n
             return h >= math.log(self.l) - ENTROPY_SLACK
-        r = sorted(counts, reverse=True)
-        return r[0] < self.c * sum(r[self.l - 1:])  # type: ignore[operator]
+        top = heapq.nlargest(self.l - 1, counts)  # r1 .. r_{l-1}
+        return top[0] < self.c * (n - sum(top))  # type: ignore[operator]
 
     def shortfall(self, counts: Collection[int]) -> float:
         """How far one attribute is from the rule, to rank candidates (larger = further;

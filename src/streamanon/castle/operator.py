@@ -381,8 +381,15 @@ class CastleAnonymizer(OperatorBase):
         distinct rule; the other rules can fail when a tuple of a frequent value joins.)"""
         if kept.counts is None:
             return True
-        return self._rule.all_hold(c + Counter({v: 1})
-                                   for c, v in zip(kept.counts, item.sensitive, strict=True))
+        for counts, v in zip(kept.counts, item.sensitive, strict=True):
+            counts[v] += 1
+            ok = self._rule.holds(list(counts.values()))
+            counts[v] -= 1
+            if not counts[v]:
+                del counts[v]
+            if not ok:
+                return False
+        return True
 
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
         whole = cset.cluster_state(c)

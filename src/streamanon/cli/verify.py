@@ -111,11 +111,12 @@ With --rules the checker reads the rules file itself (id, generalizer of each at
 domains, hierarchies, sensitive flags). Checks: every class of released rows with equal
 quasi-identifiers holds >= k distinct individuals and >= l distinct values of each sensitive
 attribute (an empty value never counts); with --diversity entropy or recursive (--c C),
-each class also meets that rule on each sensitive attribute; with --input, every released row stands for its own
-input row of the same individual: pass-through columns equal, a \\[lo,hi] range contains the
-input value and lies within the domain, a hierarchy node is the input's value or one of its
-ancestors, a *-mask agrees on every unmasked character; with --suppressed too, every input
-row is released or suppressed exactly once (lines in --rejects excepted).
+each class also meets that rule on each sensitive attribute; with --input, every released
+row stands for its own input row of the same individual: pass-through columns equal, a
+\\[lo,hi] range contains the input value and lies within the domain, a hierarchy node is the
+input's value or one of its ancestors, a *-mask agrees on every unmasked character; with
+--suppressed too, every input row is released or suppressed exactly once (lines in
+--rejects excepted).
 
 k and l default to `streamanon castle`'s defaults (5 and 2): pass the values the release was
 made with. An empty release of a non-empty input is a problem (nothing can be released when

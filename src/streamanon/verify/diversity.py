@@ -128,9 +128,8 @@ def check_diversity(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
             if fails:
                 report.violations += 1
                 if report.first_problem is None:
-                    name = {"distinct": f"distinct {l}-diversity",
-                            "entropy": f"entropy {l}-diversity",
-                            "recursive": f"recursive ({c:g},{l})-diversity"}[measure]
+                    name = (f"recursive ({c:g},{l})-diversity" if measure == "recursive"
+                            else f"{measure} {l}-diversity")
                     report.first_problem = (f"class {dict(zip(qi, key, strict=True))} fails "
                                             f"{name} of {s}: counts {rs}")
     return report
