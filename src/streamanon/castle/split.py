@@ -54,8 +54,14 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     median), and takes, among the cuts whose halves both hold >= k distinct individuals and
     meet the diversity rule on every sensitive attribute, the one whose halves lose least
     (tuples times the halves' weighted loss); a class of fewer than 2k individuals is not
-    cut. Returns ``[list(items)]`` when no cut is allowed. ``rule`` defaults to distinct
-    ``l``-diversity.
+    cut. Returns ``[list(items)]`` when no cut is allowed.
+
+    Args:
+        cset: the cluster set the items belong to (their generalizers and losses).
+        items: the tuples of the cluster.
+        k: distinct individuals each class holds.
+        l: distinct l-diversity, when no ``rule`` is given.
+        rule: the diversity rule each class meets (default: distinct ``l``).
     """
     if rule is None:
         from streamanon.castle.diversity import Diversity
