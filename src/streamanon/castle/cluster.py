@@ -602,7 +602,7 @@ class ClusterSet:
         for c in self.clusters:
             for total, counts in zip(totals, c.sensitive_counts, strict=True):
                 total.update(counts)
-        return rule.all_hold(totals)
+        return rule.all_hold(totals, self.rules.sensitive)
 
     def detach(self, c: Cluster) -> None:
         """Close ``c``: its tuples leave the pool (they are being released or merged away)."""

@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "split": "prink",
     "diversity": "distinct",
     "c": None,
+    "t": None,
+    "reference": None,
 }
 
 __all__ = ["DEFAULTS", "Suppression"]

@@ -54,10 +54,10 @@ class Diversity:
         c: the c of the recursive rule (a number > 0; only for ``recursive``).
     """
 
-    __slots__ = ("c", "l", "measure")
+    __slots__ = ("c", "closeness", "l", "measure")
 
-    def __init__(self, measure: str = "distinct", *, l: int, c: float | None = None  # noqa: E741
-                 ) -> None:
+    def __init__(self, measure: str = "distinct", *, l: int, c: float | None = None,  # noqa: E741
+                 closeness: Closeness | None = None) -> None:
         if measure not in DIVERSITIES:
             raise ConfigError(f"diversity must be one of {', '.join(DIVERSITIES)}, "
                               f"got {measure!r}")
@@ -67,16 +67,17 @@ class Diversity:
         elif c is not None:
             raise ConfigError(f"c is the recursive rule's; diversity = {measure!r} takes none")
         self.measure, self.l, self.c = measure, int(l), c
+        self.closeness = closeness
 
     @property
     def off(self) -> bool:
-        """``l <= 1``: every class holds."""
-        return self.l <= 1
+        """``l <= 1`` and no t-closeness: every class holds."""
+        return self.l <= 1 and self.closeness is None
 
     @property
     def distinct(self) -> bool:
-        """The plain rule (``m >= l``): adding any tuple keeps it."""
-        return self.measure == "distinct" or self.off
+        """The plain rule (``m >= l``, no t-closeness): adding any tuple keeps it."""
+        return (self.measure == "distinct" or self.l <= 1) and self.closeness is None
 
     def holds(self, counts: Collection[int]) -> bool:
         """Does one attribute whose values occur ``counts`` times (each > 0) meet the rule?"""
@@ -112,18 +113,130 @@ class Diversity:
         n = sum(counts)
         return (r[0] - self.c * sum(r[self.l - 1:])) / n  # type: ignore[operator]
 
-    def all_hold(self, per_attribute: Iterable[Mapping[Any, int]]) -> bool:
-        """Does every attribute (value -> count) meet the rule?"""
-        if self.l <= 1:
+    def gap(self, per_attribute: Sequence[Mapping[Any, int]], names: Sequence[str] = ()
+            ) -> float:
+        """How far the attributes are from the rule, to rank candidates (the largest of
+        :meth:`shortfall` and, with t-closeness, distance minus t)."""
+        out = -math.inf
+        for j, cnt in enumerate(per_attribute):
+            if self.l > 1:
+                out = max(out, self.shortfall([v for v in cnt.values() if v > 0]))
+            if self.closeness is not None:
+                out = max(out, self.closeness.distance(names[j], cnt) - self.closeness.t)
+        return out
+
+    def all_hold(self, per_attribute: Iterable[Mapping[Any, int]],
+                 names: Sequence[str] = ()) -> bool:
+        """Does every attribute (value -> count; ``names`` in the same order, for
+        t-closeness) meet the rule?"""
+        if self.off:
             return True
-        return all(self.holds([v for v in cnt.values() if v > 0]) for cnt in per_attribute)
+        close = self.closeness
+        for j, cnt in enumerate(per_attribute):
+            if self.l > 1 and not self.holds([v for v in cnt.values() if v > 0]):
+                return False
+            if close is not None and not close.holds(names[j], cnt):
+                return False
+        return True
 
     def describe(self) -> dict[str, Any]:
         """The rule as data (summaries)."""
         out: dict[str, Any] = {"diversity": self.measure, "l": self.l}
         if self.c is not None:
             out["c"] = self.c
+        if self.closeness is not None:
+            out["t"] = self.closeness.t
         return out
+
+
+def _number(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+class Closeness:
+    """t-closeness: each class's distribution of a sensitive attribute lies within earth
+    mover's distance ``t`` of a fixed reference distribution (Li et al., ICDE 2007).
+
+    The distance over values (the ground distance) is, per attribute: *ordered* when every
+    reference value is a number (values ``v1 < ... < vm`` of the reference, ``EMD = 1/(m-1)
+    sum_{i<m} |F_P(v_i) - F_Q(v_i)|`` with F the cumulative shares; a class value between
+    two reference values counts from the next one up, one above all of them counts beyond
+    ``vm``), else *equal* (``EMD = 1/2 sum_v |p_v - q_v|``, total variation). The reference
+    is fixed for the run (configured: the stream's distribution cannot be known before it
+    ends). Closed under union (what CASTLE relies on, see :class:`Diversity`): for a fixed
+    reference both distances are convex in the class's distribution (sums of absolute
+    values of linear maps), so a mixture of two classes within t is within t.
+
+    Args:
+        t: the largest distance allowed (0 <= t <= 1).
+        reference: per sensitive attribute, its values' weights (counts or shares).
+    """
+
+    __slots__ = ("_cdf", "_ordered", "_share", "_values", "t")
+
+    def __init__(self, t: float, reference: Mapping[str, Mapping[str, float]]) -> None:
+        if not (isinstance(t, int | float) and 0 <= t <= 1):
+            raise ConfigError(f"t must be a number in [0, 1], got {t!r}")
+        self.t = float(t)
+        self._share: dict[str, dict[str, float]] = {}
+        self._ordered: dict[str, bool] = {}
+        self._values: dict[str, list[float]] = {}
+        self._cdf: dict[str, list[float]] = {}
+        for name, weights in reference.items():
+            total = float(sum(weights.values()))
+            if not weights or total <= 0 or min(weights.values()) < 0:
+                raise ConfigError(f"t-closeness: the reference of {name!r} needs positive "
+                                  "weights")
+            share = {str(v): w / total for v, w in weights.items() if w > 0}
+            self._share[name] = share
+            nums = {v: _number(v) for v in share}
+            ordered = all(x is not None for x in nums.values())
+            self._ordered[name] = ordered
+            if ordered:
+                pairs = sorted((x, share[v]) for v, x in nums.items())  # type: ignore[misc]
+                acc, cdf = 0.0, []
+                for _, w in pairs:
+                    acc += w
+                    cdf.append(acc)
+                self._values[name] = [x for x, _ in pairs]
+                self._cdf[name] = cdf
+
+    def attributes(self) -> list[str]:
+        """The attributes that have a reference."""
+        return list(self._share)
+
+    def distance(self, name: str, counts: Mapping[str, int]) -> float:
+        """The earth mover's distance of one attribute's class distribution (value -> count)
+        to its reference."""
+        n = sum(counts.values())
+        if not n:
+            return 1.0
+        if not self._ordered[name]:
+            share = self._share[name]
+            out = sum(abs(r - counts.get(v, 0) / n) for v, r in share.items())
+            out += sum(q for v, q in counts.items() if v not in share) / n
+            return out / 2
+        values, cdf = self._values[name], self._cdf[name]
+        m = len(values)
+        if m == 1:
+            return sum(q for v, q in counts.items() if _number(v) != values[0]) / n
+        xs = sorted((math.inf if (x := _number(v)) is None else x, q)
+                    for v, q in counts.items())
+        total, j, acc = 0.0, 0, 0
+        for i in range(m - 1):
+            while j < len(xs) and xs[j][0] <= values[i]:
+                acc += xs[j][1]
+                j += 1
+            total += abs(cdf[i] - acc / n)
+        return total / (m - 1)
+
+    def holds(self, name: str, counts: Mapping[str, int]) -> bool:
+        """Is one attribute's class distribution within ``t`` of its reference?"""
+        return self.distance(name, counts) <= self.t + 1e-12
 
 
 def value_counts(values: Sequence[Any]) -> list[int]:
@@ -134,4 +247,4 @@ def value_counts(values: Sequence[Any]) -> list[int]:
     return list(seen.values())
 
 
-__all__ = ["DIVERSITIES", "ENTROPY_SLACK", "Diversity", "value_counts"]
+__all__ = ["DIVERSITIES", "ENTROPY_SLACK", "Closeness", "Diversity", "value_counts"]

@@ -32,7 +32,7 @@ from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import Suppression
-from streamanon.castle.diversity import Diversity
+from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
@@ -109,6 +109,10 @@ class CastleAnonymizer(OperatorBase):
         diversity: the l-diversity rule, ``"distinct"``, ``"entropy"`` or ``"recursive"``
             (:class:`~streamanon.castle.diversity.Diversity`).
         c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
+        t: t-closeness of every sensitive attribute to ``reference`` (``None``: none;
+            :class:`~streamanon.castle.diversity.Closeness`).
+        reference: per sensitive attribute, the weights of its values (counts or shares):
+            the distribution t-closeness measures against (needed with ``t``).
     """
 
     @classmethod
@@ -165,6 +169,8 @@ class CastleAnonymizer(OperatorBase):
         split: str = "prink",
         diversity: str = "distinct",
         c: float | None = None,
+        t: float | None = None,
+        reference: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -183,8 +189,11 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.split = split
         self.k, self.l, self.delta = int(k), int(l), int(delta)
-        self.diversity, self.c = diversity, c
-        self._rule = Diversity(diversity, l=self.l, c=c)
+        self.diversity, self.c, self.t, self.reference = diversity, c, t, reference
+        if (t is None) != (reference is None):
+            raise ConfigError("t-closeness needs both t and a reference distribution")
+        self._rule = Diversity(diversity, l=self.l, c=c,
+                               closeness=None if t is None else Closeness(t, reference or {}))
         self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
         self.suppression = suppression
         self.max_delay = max_delay
@@ -217,6 +226,12 @@ class CastleAnonymizer(OperatorBase):
         if self.l > 1 and not rules.sensitive:
             raise ConfigError(f"l = {self.l} needs at least one sensitive attribute in the "
                               "rules (l-diversity of nothing cannot be met)")
+        close = self._rule.closeness
+        if close is not None:
+            missing = [s for s in rules.sensitive if s not in close.attributes()]
+            if missing or not rules.sensitive:
+                raise ConfigError("t-closeness needs a sensitive attribute and a reference "
+                                  f"for each (missing: {', '.join(missing) or 'all'})")
         cset = ClusterSet(rules)
         self._sets.append(cset)
         self._current = cset
@@ -332,19 +347,21 @@ class CastleAnonymizer(OperatorBase):
                 break
 
     # -- CASTLE ------------------------------------------------------------------------------
-    def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
+    def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]],
+               names: list[str]) -> bool:
         if len(ids) < self.k:
             return False
         if self._rule.distinct:
             return self.l <= 1 or all(len(s) >= self.l for s in sens)
-        return self._rule.all_hold(sens)
+        return self._rule.all_hold(sens, names)
 
     def _delay_constraint(self, item: Item, out: list[Any]) -> None:
         c = item.cluster
         if c is None:
             raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
-        if self._meets(c.individuals, c.sensitive_counts):
+        names = cset.rules.sensitive
+        if self._meets(c.individuals, c.sensitive_counts, names):
             self._output(cset, c, out)
             return
         kept = self._covering(cset, item)
@@ -360,7 +377,7 @@ class CastleAnonymizer(OperatorBase):
         if not cset.pool_meets(self.k, self._rule):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
-        while not self._meets(c.individuals, c.sensitive_counts):
+        while not self._meets(c.individuals, c.sensitive_counts, names):
             e = cset.merge_enlargement(c)
             cset.absorb(c, cset.clusters[int(np.argmin(e))])
         self._output(cset, c, out)
@@ -383,13 +400,12 @@ class CastleAnonymizer(OperatorBase):
             return True
         for counts, v in zip(kept.counts, item.sensitive, strict=True):
             counts[v] += 1
-            ok = self._rule.holds(list(counts.values()))
+        ok = self._rule.all_hold(kept.counts, kept.cset.rules.sensitive)
+        for counts, v in zip(kept.counts, item.sensitive, strict=True):
             counts[v] -= 1
             if not counts[v]:
                 del counts[v]
-            if not ok:
-                return False
-        return True
+        return ok
 
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
         whole = cset.cluster_state(c)
@@ -465,13 +481,15 @@ class CastleAnonymizer(OperatorBase):
             pid: [Counter(it.sensitive[j] for it in b) for j in range(cset.n_sensitive)]
             for pid, b in buckets.items()}
 
+        names = cset.rules.sensitive
+
         def meets(pids: list[str]) -> bool:
             if len(pids) < self.k:
                 return False
+            if counts is not None:
+                return rule.all_hold(_summed(counts, pids, cset.n_sensitive), names)
             if self.l <= 1:
                 return True
-            if counts is not None:
-                return rule.all_hold(_summed(counts, pids, cset.n_sensitive))
             return all(len(set().union(*(values[p][j] for p in pids))) >= self.l
                        for j in range(cset.n_sensitive))
 
@@ -486,7 +504,7 @@ class CastleAnonymizer(OperatorBase):
             while len(group) < self.k:
                 group.append(rest.pop(0))
             if counts is not None:
-                self._grow_diverse(group, rest, counts, cset.n_sensitive)
+                self._grow_diverse(group, rest, counts, names)
             for j in range(cset.n_sensitive if counts is None and self.l > 1 else 0):
                 have = set().union(*(values[p][j] for p in group))
                 while len(have) < self.l:
@@ -510,18 +528,17 @@ class CastleAnonymizer(OperatorBase):
         return [[it for p in g for it in buckets[p]] for g in groups]
 
     def _grow_diverse(self, group: list[str], rest: list[str],
-                      counts: dict[str, list[Counter[str]]], n_sensitive: int) -> None:
+                      counts: dict[str, list[Counter[str]]], names: list[str]) -> None:
         """Grow ``group`` (individuals) from ``rest`` (nearest first) until it meets the rule:
         each step adds, among the nearest individuals, the one that brings the group closest
-        to it (its :meth:`~streamanon.castle.diversity.Diversity.shortfall`). Ends, at worst,
-        with the whole pool, which meets the rule."""
+        to it (its :meth:`~streamanon.castle.diversity.Diversity.gap`). Ends, at worst, with
+        the whole pool, which meets the rule."""
         rule = self._rule
-        have = _summed(counts, group, n_sensitive)
-        while not rule.all_hold(have) and rest:
+        have = _summed(counts, group, len(names))
+        while not rule.all_hold(have, names) and rest:
             best, best_gap = 0, math.inf
             for i, pid in enumerate(rest[:16]):
-                gap = max(rule.shortfall(list((h + c).values()))
-                          for h, c in zip(have, counts[pid], strict=True))
+                gap = rule.gap([h + c for h, c in zip(have, counts[pid], strict=True)], names)
                 if gap < best_gap:
                     best, best_gap = i, gap
             pid = rest.pop(best)

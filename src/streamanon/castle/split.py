@@ -77,16 +77,21 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     nodes = np.array([it.nodes for it in items], dtype=np.int64).reshape(n, h)
     trees = [(_tree_arrays(g.tree), g.tree.lca_table()) for g in cset.hier]
     _, ind = np.unique([it.individual for it in items], return_inverse=True)
-    sens = [np.unique([it.sensitive[j] for it in items], return_inverse=True)[1]
+    uniq = [np.unique([it.sensitive[j] for it in items], return_inverse=True)
             for j in range(cset.n_sensitive)] if not rule.off else []
+    sens = [u[1] for u in uniq]
+    names = cset.rules.sensitive
 
     def allowed(part: np.ndarray) -> bool:
         if len(np.unique(ind[part])) < k:
             return False
         if rule.distinct:
             return all(len(np.unique(s[part])) >= rule.l for s in sens)
-        return all(rule.holds(np.unique(s[part], return_counts=True)[1].tolist())
-                   for s in sens)
+        counts = []
+        for (values, _), s in zip(uniq, sens, strict=True):
+            codes, n = np.unique(s[part], return_counts=True)
+            counts.append(dict(zip(values[codes].tolist(), n.tolist(), strict=True)))
+        return rule.all_hold(counts, names)
 
     def common(part: np.ndarray, j: int) -> int:
         table = trees[j][1]

@@ -299,7 +299,8 @@ def _ints(text: str, option: str) -> list[int]:
 
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
-EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split")
+EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
+                       "t", "reference")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"
