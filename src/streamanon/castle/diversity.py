@@ -15,6 +15,8 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from streamanon.errors import ConfigError
 
 DIVERSITIES = ("distinct", "entropy", "recursive")
@@ -176,7 +178,7 @@ class Closeness:
         reference: per sensitive attribute, its values' weights (counts or shares).
     """
 
-    __slots__ = ("_cdf", "_ordered", "_share", "_values", "t")
+    __slots__ = ("_cdf", "_known", "_ordered", "_share", "_values", "t")
 
     def __init__(self, t: float, reference: Mapping[str, Mapping[str, float]]) -> None:
         if not (isinstance(t, int | float) and 0 <= t <= 1):
@@ -184,8 +186,9 @@ class Closeness:
         self.t = float(t)
         self._share: dict[str, dict[str, float]] = {}
         self._ordered: dict[str, bool] = {}
-        self._values: dict[str, list[float]] = {}
-        self._cdf: dict[str, list[float]] = {}
+        self._values: dict[str, np.ndarray] = {}
+        self._cdf: dict[str, np.ndarray] = {}
+        self._known: dict[str, float] = {}  # a class value's number, parsed once
         for name, weights in reference.items():
             total = float(sum(weights.values()))
             if not weights or total <= 0 or min(weights.values()) < 0:
@@ -202,8 +205,8 @@ class Closeness:
                 for _, w in pairs:
                     acc += w
                     cdf.append(acc)
-                self._values[name] = [x for x, _ in pairs]
-                self._cdf[name] = cdf
+                self._values[name] = np.array([x for x, _ in pairs], dtype=np.float64)
+                self._cdf[name] = np.array(cdf, dtype=np.float64)
 
     def attributes(self) -> list[str]:
         """The attributes that have a reference."""
@@ -222,21 +225,44 @@ class Closeness:
             return out / 2
         values, cdf = self._values[name], self._cdf[name]
         m = len(values)
+        known = self._known
+        xs = np.array([known[v] if v in known else self._learn(v) for v in counts],
+                      dtype=np.float64)
         if m == 1:
-            return sum(q for v, q in counts.items() if _number(v) != values[0]) / n
-        xs = sorted((math.inf if (x := _number(v)) is None else x, q)
-                    for v, q in counts.items())
-        total, j, acc = 0.0, 0, 0
-        for i in range(m - 1):
-            while j < len(xs) and xs[j][0] <= values[i]:
-                acc += xs[j][1]
-                j += 1
-            total += abs(cdf[i] - acc / n)
-        return total / (m - 1)
+            return float(np.dot(xs != values[0], list(counts.values()))) / n
+        qs = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        order = np.argsort(xs, kind="stable")
+        cum = np.concatenate(([0.0], np.cumsum(qs[order])))
+        below = np.searchsorted(xs[order], values[:-1], side="right")  # class values <= v_i
+        return float(np.abs(cdf[:-1] - cum[below] / n).sum()) / (m - 1)
+
+    def _learn(self, v: str) -> float:
+        x = _number(v)
+        self._known[v] = out = math.inf if x is None else x
+        return out
 
     def holds(self, name: str, counts: Mapping[str, int]) -> bool:
         """Is one attribute's class distribution within ``t`` of its reference?"""
         return self.distance(name, counts) <= self.t + 1e-12
+
+
+def reference_of(rows: Iterable[Mapping[str, Any]], names: Sequence[str]
+                 ) -> dict[str, dict[str, int]]:
+    """The reference distribution of each attribute of ``names`` in ``rows`` (value ->
+    count, values as the operator identifies them; a missing value is no value)."""
+    from streamanon.castle.records import canonical
+
+    out: dict[str, dict[str, int]] = {n: {} for n in names}
+    for row in rows:
+        for n in names:
+            v = row.get(n)
+            if isinstance(v, str):
+                v = v.strip()
+            if v is None or v == "":
+                continue
+            key = canonical(v)
+            out[n][key] = out[n].get(key, 0) + 1
+    return out
 
 
 def value_counts(values: Sequence[Any]) -> list[int]:
@@ -247,4 +273,5 @@ def value_counts(values: Sequence[Any]) -> list[int]:
     return list(seen.values())
 
 
-__all__ = ["DIVERSITIES", "ENTROPY_SLACK", "Closeness", "Diversity", "value_counts"]
+__all__ = ["DIVERSITIES", "ENTROPY_SLACK", "Closeness", "Diversity", "reference_of",
+           "value_counts"]

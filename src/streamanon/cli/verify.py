@@ -161,6 +161,11 @@ def verify_castle(
                                   "class's values >= ln l) or recursive ((c,l), needs --c); "
                                   "entropy and recursive are checked besides distinct l."),
     c: float = typer.Option(None, "--c", help="The c of --diversity recursive."),
+    t: float = typer.Option(None, "--t", min=0, max=1, help="Check t-closeness: every "
+                            "class's distribution of each sensitive attribute within earth "
+                            "mover's distance t of --t-reference's."),
+    t_reference: str = typer.Option(None, "--t-reference", help="With --t: the file the "
+                                    "release's reference distribution was taken from."),
     delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -172,6 +177,8 @@ def verify_castle(
         fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
     if (diversity == "recursive") != (c is not None) or (c is not None and not c > 0):
         fail("--c (a number > 0) goes with --diversity recursive, and only with it")
+    if (t is None) != (t_reference is None):
+        fail("--t and --t-reference go together")
 
     qis, sas = _split(qi), _split(sa)
     if rules_path is not None and (id_field or qis or sas):
@@ -214,6 +221,20 @@ def verify_castle(
         summary["diversity"] = div.to_dict()
         ok = ok and div.ok
         problem = problem or div.first_problem
+    if t is not None:
+        from streamanon.verify.diversity import check_closeness, read_rows, reference_from_rows
+
+        try:
+            reference = reference_from_rows(read_rows(t_reference), spec.sensitive)
+            close = check_closeness(read_rows(output), qi=[a.name for a in spec.qi],
+                                    sensitive=spec.sensitive, t=t, reference=reference)
+        except (InputError, ConfigError) as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"{exc.filename}: {exc.strerror}")
+        summary["closeness"] = close.to_dict()
+        ok = ok and close.ok
+        problem = problem or close.first_problem
     notes = []
     if source is None:
         notes.append("without --input only k and l were checked, not what each row stands for")
@@ -225,4 +246,5 @@ def verify_castle(
         print(f"note: {note}", file=sys.stderr)
     rule = "" if diversity == "distinct" else f", {diversity}" + (
         f" c={c:g}" if c is not None else "")
+    rule += "" if t is None else f", t={t:g}"
     _finish(f"verify castle (k={k}, l={l}{rule})", summary, ok, problem, as_json)

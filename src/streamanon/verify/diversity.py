@@ -14,6 +14,7 @@ sensitive value is no value. Written apart from the operator's rule
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -156,4 +157,122 @@ def check_diversity_file(output: str | Path | TextIO, *, qi: Sequence[str],
                            l=l, c=c)
 
 
-__all__ = ["MEASURES", "DiversityReport", "check_diversity", "check_diversity_file"]
+@dataclass
+class ClosenessReport:
+    """t-closeness of every class: ``worst`` per attribute is the largest earth mover's
+    distance of a class to the reference; ``ok`` when none exceeds t."""
+
+    t: float
+    ground: dict[str, str] = field(default_factory=dict)
+    classes: int = 0
+    violations: int = 0
+    worst: dict[str, float] = field(default_factory=dict)
+    first_problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"t": self.t, "ground_distance": dict(self.ground), "ok": self.ok,
+                "classes": self.classes, "violations": self.violations,
+                "worst": dict(self.worst), "first_problem": self.first_problem}
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _emd(counts: Counter[str], ref: Mapping[str, float]) -> tuple[float, str]:
+    """Earth mover's distance of a class (value -> count) to the reference (value -> count)
+    and the ground distance used: Li et al.'s formulas, ordered over the reference's sorted
+    values when every one is a number, else equal distance."""
+    n, total = sum(counts.values()), sum(ref.values())
+    if not n:
+        return 1.0, "equal"
+    numbers = {v: _as_number(v) for v in ref}
+    if any(x is None for x in numbers.values()):
+        keys = set(ref) | set(counts)
+        return 0.5 * sum(abs(ref.get(v, 0) / total - counts.get(v, 0) / n)
+                         for v in keys), "equal"
+    order = sorted(ref, key=lambda v: numbers[v])  # type: ignore[arg-type, return-value]
+    points = [numbers[v] for v in order]
+    m = len(order)
+    q = [0.0] * (m + 1)  # a class value counts at the first reference value >= it
+    for v, cnt in counts.items():
+        x = _as_number(v)
+        q[m if x is None else bisect.bisect_left(points, x)] += cnt / n  # type: ignore[arg-type]
+    if m == 1:  # one reference value: the share of the class away from it
+        return sum(c for v, c in counts.items() if _as_number(v) != points[0]) / n, "ordered"
+    acc, out = 0.0, 0.0
+    for i in range(m - 1):
+        acc += ref[order[i]] / total - q[i]
+        out += abs(acc)
+    return out / (m - 1), "ordered"
+
+
+def check_closeness(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
+                    sensitive: Sequence[str], t: float,
+                    reference: Mapping[str, Mapping[str, float]]) -> ClosenessReport:
+    """Check that every class of ``rows`` is within earth mover's distance ``t`` of the
+    reference, per sensitive attribute.
+
+    Args:
+        rows: the released rows (column -> cell).
+        qi: the quasi-identifier columns (they define the classes).
+        sensitive: the sensitive columns.
+        t: the largest distance allowed.
+        reference: per sensitive column, its values' counts (:func:`reference_from_rows`).
+    """
+    missing = [s for s in sensitive if s not in reference]
+    if missing:
+        raise ConfigError(f"t-closeness: no reference for {', '.join(missing)}")
+    report = ClosenessReport(float(t))
+    counts: dict[tuple[str | None, ...], list[Counter[str]]] = defaultdict(
+        lambda: [Counter() for _ in sensitive])
+    for row in rows:
+        cls = counts[tuple(_cell(row.get(q)) for q in qi)]
+        for i, s in enumerate(sensitive):
+            v = _value(row.get(s))
+            if v is not None:
+                cls[i][v] += 1
+    report.classes = len(counts)
+    for key, per in counts.items():
+        for s, cnt in zip(sensitive, per, strict=True):
+            d, ground = _emd(cnt, reference[s])
+            report.ground[s] = ground
+            report.worst[s] = round(max(report.worst.get(s, 0.0), d), 9)
+            if d > t + 1e-9:
+                report.violations += 1
+                if report.first_problem is None:
+                    report.first_problem = (f"class {dict(zip(qi, key, strict=True))}: "
+                                            f"{s} at distance {d:.4f} of the reference, "
+                                            f"t = {t:g}")
+    return report
+
+
+def reference_from_rows(rows: Iterable[Mapping[str, Any]], sensitive: Sequence[str]
+                        ) -> dict[str, dict[str, int]]:
+    """Per sensitive column, the count of each of its values in ``rows`` (the reference)."""
+    out: dict[str, dict[str, int]] = {s: {} for s in sensitive}
+    for row in rows:
+        for s in sensitive:
+            v = _value(row.get(s))
+            if v is not None:
+                out[s][v] = out[s].get(v, 0) + 1
+    return out
+
+
+def read_rows(source: str | Path | TextIO, fmt: str | None = None) -> list[dict[str, Any]]:
+    """The rows of a file as the checkers read them (CSV with a header, or JSON Lines)."""
+    from streamanon.verify.castle import read_released
+
+    return [r for _, r in read_released(source, fmt)[0]]
+
+
+__all__ = ["MEASURES", "ClosenessReport", "DiversityReport", "check_closeness",
+           "check_diversity", "check_diversity_file", "read_rows", "reference_from_rows"]
