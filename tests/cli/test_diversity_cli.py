@@ -101,3 +101,34 @@ def test_c_goes_with_recursive_only(tmp_path) -> None:
     assert _castle(data, rules, out, "--diversity", "entropy", "--c", "2").exit_code == 2
     assert _verify(out, rules, data, "--diversity", "recursive").exit_code == 2
     assert _verify(out, rules, data, "--diversity", "gini").exit_code == 2
+
+
+def test_t_closeness_runs_verifies_and_catches_a_tampered_class(tmp_path) -> None:
+    data, rules = _inputs(tmp_path)
+    out = tmp_path / "out.csv"
+    extra = ["--t", "0.15", "--t-reference", str(data)]
+    res = _castle(data, rules, out, *extra)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["params"]["t"] == 0.15
+    ok = _verify(out, rules, data, *extra)
+    assert ok.exit_code == 0, ok.output
+    report = json.loads(ok.stdout)["closeness"]
+    assert report["ok"] and report["worst"]["s"] <= 0.15
+    plain = tmp_path / "plain.csv"
+    assert _castle(data, rules, plain).exit_code == 0
+    assert _verify(plain, rules, data, *extra).exit_code == 1  # no t: classes stray
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    first = rows[0]["a"]
+    for r in rows:
+        if r["a"] == first:
+            r["s"] = "v"
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    bad = _verify(out, rules, data, *extra)
+    assert bad.exit_code == 1
+    assert json.loads(bad.stdout)["closeness"]["violations"] == 1
+    assert _castle(data, rules, out, "--t", "0.2").exit_code == 2
+    assert _verify(out, rules, data, "--t", "0.2").exit_code == 2

@@ -88,3 +88,29 @@ def test_numbers_by_value_and_files_read_alike(tmp_path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     again = check_diversity_file(path, qi=QI, sensitive=SA, measure="entropy", l=2)
     assert again.to_dict() == report.to_dict()
+
+
+def test_closeness_mutations_are_caught() -> None:
+    from streamanon.castle.diversity import reference_of
+    from streamanon.verify.diversity import check_closeness, reference_from_rows
+
+    rules = RuleSet.from_dict({"id": "u", "attribute": [
+        {"name": "a", "generalizer": "range"}, {"name": "s", "sensitive": True}]})
+    rnd = random.Random(8)
+    rows = [{"u": f"p{rnd.randrange(20)}", "a": rnd.randint(0, 50),
+             "s": rnd.choice("wxyz")} for _ in range(400)]
+    op = CastleAnonymizer(rules, k=3, l=0, delta=50, beta=6, t=0.2,
+                          reference=reference_of(rows, ["s"]))
+    out = [x for r in rows for x in op.process(r)] + op.flush()
+    released = [dict(x.values) for x in out if isinstance(x, Released)]
+    ref = reference_from_rows(rows, ["s"])
+    assert check_closeness(released, qi=QI, sensitive=SA, t=0.2, reference=ref).ok
+    target = max(_classes(released).values(), key=len)[0]["a"]
+    broken = [dict(r, s="w") if r["a"] == target else r for r in released]
+    report = check_closeness(broken, qi=QI, sensitive=SA, t=0.2, reference=ref)
+    assert not report.ok and report.violations == 1 and target in (report.first_problem or "")
+    # a reference skewed away from the one the release was made with: classes now stray
+    skewed = {"s": {"w": 97, "x": 1, "y": 1, "z": 1}}
+    assert not check_closeness(released, qi=QI, sensitive=SA, t=0.2, reference=skewed).ok
+    with pytest.raises(ConfigError, match="no reference"):
+        check_closeness(released, qi=QI, sensitive=SA, t=0.2, reference={})
