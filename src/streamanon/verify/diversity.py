@@ -14,13 +14,14 @@ sensitive value is no value. Written apart from the operator's rule
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import numpy as np
 
 from streamanon.errors import ConfigError
 
@@ -187,32 +188,38 @@ def _as_number(text: str) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _emd(counts: Counter[str], ref: Mapping[str, float]) -> tuple[float, str]:
-    """Earth mover's distance of a class (value -> count) to the reference (value -> count)
-    and the ground distance used: Li et al.'s formulas, ordered over the reference's sorted
-    values when every one is a number, else equal distance."""
-    n, total = sum(counts.values()), sum(ref.values())
-    if not n:
-        return 1.0, "equal"
-    numbers = {v: _as_number(v) for v in ref}
-    if any(x is None for x in numbers.values()):
-        keys = set(ref) | set(counts)
-        return 0.5 * sum(abs(ref.get(v, 0) / total - counts.get(v, 0) / n)
-                         for v in keys), "equal"
-    order = sorted(ref, key=lambda v: numbers[v])  # type: ignore[arg-type, return-value]
-    points = [numbers[v] for v in order]
-    m = len(order)
-    q = [0.0] * (m + 1)  # a class value counts at the first reference value >= it
-    for v, cnt in counts.items():
-        x = _as_number(v)
-        q[m if x is None else bisect.bisect_left(points, x)] += cnt / n  # type: ignore[arg-type]
-    if m == 1:  # one reference value: the share of the class away from it
-        return sum(c for v, c in counts.items() if _as_number(v) != points[0]) / n, "ordered"
-    acc, out = 0.0, 0.0
-    for i in range(m - 1):
-        acc += ref[order[i]] / total - q[i]
-        out += abs(acc)
-    return out / (m - 1), "ordered"
+class _Reference:
+    """One attribute's reference, prepared once: ordered (sorted numbers and their shares)
+    when every value is a number, else equal distance over its values' shares."""
+
+    def __init__(self, ref: Mapping[str, float]) -> None:
+        total = sum(ref.values())
+        self.share = {v: w / total for v, w in ref.items()}
+        numbers = {v: _as_number(v) for v in ref}
+        self.ordered = all(x is not None for x in numbers.values())
+        if self.ordered:
+            order = sorted(ref, key=lambda v: numbers[v])  # type: ignore[arg-type, return-value]
+            self.points = np.array([numbers[v] for v in order], dtype=np.float64)
+            self.p = np.array([self.share[v] for v in order], dtype=np.float64)
+
+    def emd(self, counts: Counter[str]) -> float:
+        """Earth mover's distance of a class (value -> count): Li et al.'s formulas, ordered
+        (``1/(m-1) sum_{i<m} |sum_{j<=i} p_j - q_j|``, a class value counting at the first
+        reference value >= it) or equal (``1/2 sum |p_v - q_v|``)."""
+        n = sum(counts.values())
+        if not n:
+            return 1.0
+        if not self.ordered:
+            keys = set(self.share) | set(counts)
+            return 0.5 * sum(abs(self.share.get(v, 0.0) - counts.get(v, 0) / n) for v in keys)
+        m = len(self.points)
+        xs = np.array([math.inf if (x := _as_number(v)) is None else x for v in counts])
+        w = np.array(list(counts.values()), dtype=np.float64) / n
+        if m == 1:
+            return float(w[xs != self.points[0]].sum())
+        q = np.bincount(np.searchsorted(self.points, xs, side="left"), weights=w,
+                        minlength=m + 1)
+        return float(np.abs(np.cumsum(self.p[:-1] - q[:m - 1])).sum()) / (m - 1)
 
 
 def check_closeness(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
@@ -241,10 +248,12 @@ def check_closeness(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
             if v is not None:
                 cls[i][v] += 1
     report.classes = len(counts)
+    refs = {s: _Reference(reference[s]) for s in sensitive}
+    for s in sensitive:
+        report.ground[s] = "ordered" if refs[s].ordered else "equal"
     for key, per in counts.items():
         for s, cnt in zip(sensitive, per, strict=True):
-            d, ground = _emd(cnt, reference[s])
-            report.ground[s] = ground
+            d = refs[s].emd(cnt)
             report.worst[s] = round(max(report.worst.get(s, 0.0), d), 9)
             if d > t + 1e-9:
                 report.violations += 1
