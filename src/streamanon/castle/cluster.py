@@ -20,7 +20,7 @@ import operator
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from streamanon.castle.records import CastleRow, canonical
 from streamanon.castle.rules import RuleSet
 from streamanon.errors import BadValueError, MissingFieldError, ProtocolError
 from streamanon.timefmt import parse_time
+
+if TYPE_CHECKING:
+    from streamanon.castle.diversity import Diversity
 
 
 def _canonical(value: Any) -> str:
@@ -572,9 +575,9 @@ class ClusterSet:
         except ValueError:
             raise KeyError("cluster is not open") from None
 
-    def pool_meets(self, k: int, l: int) -> bool:  # noqa: E741
-        """All open clusters together hold >= k individuals and, when ``l > 1``, >= l values
-        of every sensitive attribute (counted on demand: needed only before a merge)."""
+    def pool_meets(self, k: int, rule: Diversity) -> bool:
+        """All open clusters together hold >= k individuals and meet the diversity ``rule``
+        on every sensitive attribute (counted on demand: needed only before a merge)."""
         seen: set[str] = set()
         for c in self.clusters:
             seen.update(c.individuals)
@@ -582,9 +585,10 @@ class ClusterSet:
                 break
         else:
             return False
-        if l <= 1:
+        if rule.off:
             return True
-        for j in range(self.n_sensitive):
+        l = rule.l  # noqa: E741
+        for j in range(self.n_sensitive):  # >= l values: every rule needs it
             seen = set()
             for c in self.clusters:
                 seen.update(c.sensitive_counts[j])
@@ -592,7 +596,13 @@ class ClusterSet:
                     break
             else:
                 return False
-        return True
+        if rule.distinct:
+            return True
+        totals: list[Counter[str]] = [Counter() for _ in range(self.n_sensitive)]
+        for c in self.clusters:
+            for total, counts in zip(totals, c.sensitive_counts, strict=True):
+                total.update(counts)
+        return rule.all_hold(totals, self.rules.sensitive)
 
     def detach(self, c: Cluster) -> None:
         """Close ``c``: its tuples leave the pool (they are being released or merged away)."""

@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "max_delay": None,
     "loss_field": None,
     "split": "prink",
+    "diversity": "distinct",
+    "c": None,
+    "t": None,
+    "reference": None,
 }
 
 __all__ = ["DEFAULTS", "Suppression"]

@@ -32,6 +32,7 @@ from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import Suppression
+from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
@@ -51,6 +52,17 @@ class _Kept:
     loss: float
     attr_losses: dict[str, float]
     cluster: int
+    counts: list[Counter[str]] | None = None  # sensitive values of its class (non-distinct)
+
+
+def _summed(counts: Mapping[str, list[Counter[str]]], pids: list[str],
+            n_sensitive: int) -> list[Counter[str]]:
+    """The sensitive value counts of the individuals ``pids`` together, per attribute."""
+    out: list[Counter[str]] = [Counter() for _ in range(n_sensitive)]
+    for p in pids:
+        for o, c in zip(out, counts[p], strict=True):
+            o.update(c)
+    return out
 
 
 def _time_of_row(row: CastleRow) -> float:
@@ -94,6 +106,13 @@ class CastleAnonymizer(OperatorBase):
         split: how a cluster of >= 2k individuals is split on release: ``"prink"`` (groups of
             whole individuals, the papers' behaviour) or ``"median"`` (Mondrian's median cuts;
             an individual's tuples may go to different classes): :mod:`streamanon.castle.split`.
+        diversity: the l-diversity rule, ``"distinct"``, ``"entropy"`` or ``"recursive"``
+            (:class:`~streamanon.castle.diversity.Diversity`).
+        c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
+        t: t-closeness of every sensitive attribute to ``reference`` (``None``: none;
+            :class:`~streamanon.castle.diversity.Closeness`).
+        reference: per sensitive attribute, the weights of its values (counts or shares):
+            the distribution t-closeness measures against (needed with ``t``).
     """
 
     @classmethod
@@ -148,6 +167,10 @@ class CastleAnonymizer(OperatorBase):
         max_delay: float | None = None,
         loss_field: str | None = None,
         split: str = "prink",
+        diversity: str = "distinct",
+        c: float | None = None,
+        t: float | None = None,
+        reference: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -166,6 +189,11 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.split = split
         self.k, self.l, self.delta = int(k), int(l), int(delta)
+        self.diversity, self.c, self.t, self.reference = diversity, c, t, reference
+        if (t is None) != (reference is None):
+            raise ConfigError("t-closeness needs both t and a reference distribution")
+        self._rule = Diversity(diversity, l=self.l, c=c,
+                               closeness=None if t is None else Closeness(t, reference or {}))
         self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
         self.suppression = suppression
         self.max_delay = max_delay
@@ -198,6 +226,12 @@ class CastleAnonymizer(OperatorBase):
         if self.l > 1 and not rules.sensitive:
             raise ConfigError(f"l = {self.l} needs at least one sensitive attribute in the "
                               "rules (l-diversity of nothing cannot be met)")
+        close = self._rule.closeness
+        if close is not None:
+            missing = [s for s in rules.sensitive if s not in close.attributes()]
+            if missing or not rules.sensitive:
+                raise ConfigError("t-closeness needs a sensitive attribute and a reference "
+                                  f"for each (missing: {', '.join(missing) or 'all'})")
         cset = ClusterSet(rules)
         self._sets.append(cset)
         self._current = cset
@@ -313,17 +347,21 @@ class CastleAnonymizer(OperatorBase):
                 break
 
     # -- CASTLE ------------------------------------------------------------------------------
-    def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]]) -> bool:
+    def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]],
+               names: list[str]) -> bool:
         if len(ids) < self.k:
             return False
-        return self.l <= 1 or all(len(s) >= self.l for s in sens)
+        if self._rule.distinct:
+            return self.l <= 1 or all(len(s) >= self.l for s in sens)
+        return self._rule.all_hold(sens, names)
 
     def _delay_constraint(self, item: Item, out: list[Any]) -> None:
         c = item.cluster
         if c is None:
             raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
-        if self._meets(c.individuals, c.sensitive_counts):
+        names = cset.rules.sensitive
+        if self._meets(c.individuals, c.sensitive_counts, names):
             self._output(cset, c, out)
             return
         kept = self._covering(cset, item)
@@ -336,10 +374,10 @@ class CastleAnonymizer(OperatorBase):
         if larger > len(cset.clusters) / 2:
             self._suppress(cset, item, "outlier", out)
             return
-        if not cset.pool_meets(self.k, self.l):
+        if not cset.pool_meets(self.k, self._rule):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
-        while not self._meets(c.individuals, c.sensitive_counts):
+        while not self._meets(c.individuals, c.sensitive_counts, names):
             e = cset.merge_enlargement(c)
             cset.absorb(c, cset.clusters[int(np.argmin(e))])
         self._output(cset, c, out)
@@ -348,17 +386,34 @@ class CastleAnonymizer(OperatorBase):
         best: _Kept | None = None
         for kept in self._kept:
             if kept.cset is cset and cset.covers(kept.state, item) and (
-                    best is None or kept.loss < best.loss):
+                    best is None or kept.loss < best.loss) and self._still_diverse(kept, item):
                 best = kept
+        if best is not None and best.counts is not None:
+            for cnt, v in zip(best.counts, item.sensitive, strict=True):
+                cnt[v] += 1
         return best
+
+    def _still_diverse(self, kept: _Kept, item: Item) -> bool:
+        """Does ``kept``'s class still meet the rule with ``item`` added? (Always for the
+        distinct rule; the other rules can fail when a tuple of a frequent value joins.)"""
+        if kept.counts is None:
+            return True
+        for counts, v in zip(kept.counts, item.sensitive, strict=True):
+            counts[v] += 1
+        ok = self._rule.all_hold(kept.counts, kept.cset.rules.sensitive)
+        for counts, v in zip(kept.counts, item.sensitive, strict=True):
+            counts[v] -= 1
+            if not counts[v]:
+                del counts[v]
+        return ok
 
     def _output(self, cset: ClusterSet, c: _Cluster, out: list[Any]) -> None:
         whole = cset.cluster_state(c)
         cset.detach(c)
         groups = [c.items]
         if len(c.individuals) >= 2 * self.k:
-            groups = (median_split(cset, c.items, k=self.k, l=self.l) if self.split == "median"
-                      else self._split(cset, c.items))
+            groups = (median_split(cset, c.items, k=self.k, rule=self._rule)
+                      if self.split == "median" else self._split(cset, c.items))
         for items in groups:
             st = whole if items is c.items else cset.state_of(items)
             attr = cset.attr_losses(st)
@@ -371,7 +426,9 @@ class CastleAnonymizer(OperatorBase):
             self._recent.append(loss)
             self.tau = sum(self._recent) / len(self._recent)
             if self.zeta and loss < self.tau:
-                self._kept.append(_Kept(cset, st, values, loss, attr, cid))
+                counts = None if self._rule.distinct else [
+                    Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+                self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:
@@ -419,9 +476,18 @@ class CastleAnonymizer(OperatorBase):
         values = {pid: [{it.sensitive[j] for it in b} for j in range(cset.n_sensitive)]
                   for pid, b in buckets.items()}
 
+        rule = self._rule
+        counts = None if rule.distinct else {
+            pid: [Counter(it.sensitive[j] for it in b) for j in range(cset.n_sensitive)]
+            for pid, b in buckets.items()}
+
+        names = cset.rules.sensitive
+
         def meets(pids: list[str]) -> bool:
             if len(pids) < self.k:
                 return False
+            if counts is not None:
+                return rule.all_hold(_summed(counts, pids, cset.n_sensitive), names)
             if self.l <= 1:
                 return True
             return all(len(set().union(*(values[p][j] for p in pids))) >= self.l
@@ -437,7 +503,9 @@ class CastleAnonymizer(OperatorBase):
             rest = [p for p in order if p != pool[0]]
             while len(group) < self.k:
                 group.append(rest.pop(0))
-            for j in range(cset.n_sensitive if self.l > 1 else 0):
+            if counts is not None:
+                self._grow_diverse(group, rest, counts, names)
+            for j in range(cset.n_sensitive if counts is None and self.l > 1 else 0):
                 have = set().union(*(values[p][j] for p in group))
                 while len(have) < self.l:
                     nxt = next(p for p in rest if values[p][j] - have)
@@ -453,7 +521,45 @@ class CastleAnonymizer(OperatorBase):
         for pid in pool:
             d = cset.pair_distance(seeds, buckets[pid][0])
             groups[int(np.argmin(d))].append(pid)
+        if counts is not None:  # a leftover can break a non-distinct rule: merge such groups
+            groups, seeds = self._merge_failing(cset, groups, seeds, meets, buckets)
+            if len(groups) <= 1:
+                return [items]
         return [[it for p in g for it in buckets[p]] for g in groups]
+
+    def _grow_diverse(self, group: list[str], rest: list[str],
+                      counts: dict[str, list[Counter[str]]], names: list[str]) -> None:
+        """Grow ``group`` (individuals) from ``rest`` (nearest first) until it meets the rule:
+        each step adds, among the nearest individuals, the one that brings the group closest
+        to it (its :meth:`~streamanon.castle.diversity.Diversity.gap`). Ends, at worst, with
+        the whole pool, which meets the rule."""
+        rule = self._rule
+        have = _summed(counts, group, len(names))
+        while not rule.all_hold(have, names) and rest:
+            best, best_gap = 0, math.inf
+            for i, pid in enumerate(rest[:16]):
+                gap = rule.gap([h + c for h, c in zip(have, counts[pid], strict=True)], names)
+                if gap < best_gap:
+                    best, best_gap = i, gap
+            pid = rest.pop(best)
+            group.append(pid)
+            for h, c in zip(have, counts[pid], strict=True):
+                h.update(c)
+
+    @staticmethod
+    def _merge_failing(cset: ClusterSet, groups: list[list[str]], seeds: list[Item],
+                       meets: Any, buckets: dict[str, list[Item]]
+                       ) -> tuple[list[list[str]], list[Item]]:
+        """Merge each group that fails the rule into the group with the nearest seed, until
+        every group meets it (at worst one group: the whole cluster, which meets it)."""
+        while len(groups) > 1:
+            bad = next((i for i, g in enumerate(groups) if not meets(g)), None)
+            if bad is None:
+                break
+            g, seed = groups.pop(bad), seeds.pop(bad)
+            d = cset.pair_distance(seeds, seed)
+            groups[int(np.argmin(d))].extend(g)
+        return groups, seeds
 
     # -- reporting -------------------------------------------------------------------------
     @property

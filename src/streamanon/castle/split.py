@@ -5,7 +5,7 @@
   (:meth:`~streamanon.castle.operator.CastleAnonymizer._split`);
 * ``median``: Mondrian's strict median cuts inside the cluster (:func:`median_split`): a cut
   at the median of one attribute (between subtrees for a hierarchy) while both halves keep
-  >= k distinct individuals and l distinct values of every sensitive attribute, the
+  >= k distinct individuals and meet the diversity rule on every sensitive attribute, the
   attribute whose cut loses least, recursively. An
   individual's tuples may land in different classes (k_s-anonymity still holds per class); the
   classes are narrower, and intersecting an individual's releases narrows it further (see
@@ -24,6 +24,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from streamanon.castle.cluster import ClusterSet, Item
+    from streamanon.castle.diversity import Diversity
 
 SPLITS = ("prink", "median")
 
@@ -44,17 +45,28 @@ def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.array([rank.get(n, len(rank)) for n in names], dtype=np.float64), parent
 
 
-def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int,
-                 l: int) -> list[list[Item]]:  # noqa: E741
-    """Split ``items`` by strict median cuts into classes of >= k individuals and l-diverse.
+def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,  # noqa: E741
+                 rule: Diversity | None = None) -> list[list[Item]]:
+    """Split ``items`` by strict median cuts into classes of >= k individuals meeting ``rule``.
 
     Each step tries one cut per attribute: a number at its median, a hierarchy attribute
     between the subtrees below the class's common node (at the subtree boundary nearest the
-    median), and takes, among the cuts whose halves both hold >= k distinct individuals and l
-    distinct values of every sensitive attribute, the one whose halves lose least (tuples times
-    the halves' weighted loss); a class of fewer than 2k individuals is not cut. Returns
-    ``[list(items)]`` when no cut is allowed.
+    median), and takes, among the cuts whose halves both hold >= k distinct individuals and
+    meet the diversity rule on every sensitive attribute, the one whose halves lose least
+    (tuples times the halves' weighted loss); a class of fewer than 2k individuals is not
+    cut. Returns ``[list(items)]`` when no cut is allowed.
+
+    Args:
+        cset: the cluster set the items belong to (their generalizers and losses).
+        items: the tuples of the cluster.
+        k: distinct individuals each class holds.
+        l: distinct l-diversity, when no ``rule`` is given.
+        rule: the diversity rule each class meets (default: distinct ``l``).
     """
+    if rule is None:
+        from streamanon.castle.diversity import Diversity
+
+        rule = Diversity(l=l)
     n = len(items)
     d = len(cset.num)
     h = len(cset.hier)
@@ -65,13 +77,21 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int,
     nodes = np.array([it.nodes for it in items], dtype=np.int64).reshape(n, h)
     trees = [(_tree_arrays(g.tree), g.tree.lca_table()) for g in cset.hier]
     _, ind = np.unique([it.individual for it in items], return_inverse=True)
-    sens = [np.unique([it.sensitive[j] for it in items], return_inverse=True)[1]
-            for j in range(cset.n_sensitive)] if l > 1 else []
+    uniq = [np.unique([it.sensitive[j] for it in items], return_inverse=True)
+            for j in range(cset.n_sensitive)] if not rule.off else []
+    sens = [u[1] for u in uniq]
+    names = cset.rules.sensitive
 
     def allowed(part: np.ndarray) -> bool:
         if len(np.unique(ind[part])) < k:
             return False
-        return all(len(np.unique(s[part])) >= l for s in sens)
+        if rule.distinct:
+            return all(len(np.unique(s[part])) >= rule.l for s in sens)
+        counts = []
+        for (values, _), s in zip(uniq, sens, strict=True):
+            codes, n = np.unique(s[part], return_counts=True)
+            counts.append(dict(zip(values[codes].tolist(), n.tolist(), strict=True)))
+        return rule.all_hold(counts, names)
 
     def common(part: np.ndarray, j: int) -> int:
         table = trees[j][1]

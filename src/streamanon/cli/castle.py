@@ -107,6 +107,40 @@ MU_HELP = "τ, the loss threshold for new clusters, is the mean loss of the last
 ZETA_HELP = "Released clusters kept for reuse (ζ; 0 = no reuse)."
 
 
+class DiversityChoice(StrEnum):
+    """The rules of :mod:`streamanon.castle.diversity` (named here: the CLI loads without it)."""
+
+    distinct = "distinct"
+    entropy = "entropy"
+    recursive = "recursive"
+
+
+DIVERSITY_HELP = ("The l-diversity rule of each sensitive attribute in a released cluster: "
+                  "distinct (>= l values), entropy (entropy of the values >= ln l) or "
+                  "recursive ((c,l): the most frequent value occurs fewer than c times the "
+                  "l-th to last most frequent together; needs --c).")
+C_HELP = "The c of --diversity recursive (a number > 0)."
+T_HELP = ("t-closeness: each released cluster's distribution of every sensitive attribute "
+          "lies within earth mover's distance t (0..1) of the --t-reference distribution "
+          "(ordered distance for numbers, equal distance otherwise).")
+T_REFERENCE_HELP = ("With --t: a CSV (with a header) or JSON Lines file whose sensitive "
+                    "columns give the reference distribution (e.g. the input itself, or an "
+                    "earlier period's data); fixed for the run.")
+
+
+def read_reference(path: Path, names: list[str]) -> dict[str, dict[str, int]]:
+    """The reference distribution of the sensitive attributes ``names`` in the file."""
+    from streamanon.castle.diversity import reference_of
+
+    require_input(path, "--t-reference")
+    with path.open(encoding="utf-8", newline="") as fh:
+        if path.suffix in (".jsonl", ".ndjson", ".json"):
+            rows = [json.loads(line) for line in fh if line.strip()]
+        else:
+            rows = list(csv.DictReader(fh))
+    return reference_of(rows, names)
+
+
 class SplitChoice(StrEnum):
     """The splits of :mod:`streamanon.castle.split` (named here: the CLI loads without it)."""
 
@@ -125,6 +159,11 @@ def castle_command(
                                     "(every key: docs, CASTLE guide)."),
     k: int = typer.Option(DEFAULTS["k"], "--k", min=1, help=K_HELP),
     l: int = typer.Option(DEFAULTS["l"], "--l", min=0, help=L_HELP),  # noqa: E741
+    diversity: DiversityChoice = typer.Option(DiversityChoice(DEFAULTS["diversity"]),
+                                              "--diversity", help=DIVERSITY_HELP),
+    c: float = typer.Option(DEFAULTS["c"], "--c", help=C_HELP),
+    t: float = typer.Option(DEFAULTS["t"], "--t", min=0, max=1, help=T_HELP),
+    t_reference: Path = typer.Option(None, "--t-reference", help=T_REFERENCE_HELP),
     delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help=DELTA_HELP),
     beta: int = typer.Option(DEFAULTS["beta"], "--beta", min=1, help=BETA_HELP),
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
@@ -203,9 +242,16 @@ def castle_command(
         fail(f"--rules {rules_path}: {exc}")
     if not is_kafka(source):
         require_input(source)
-    operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
-                                suppression=suppression, split=split.value,
-                                max_delay=max_delay, loss_field=loss_column)
+    if (t is None) != (t_reference is None):
+        fail("--t and --t-reference go together")
+    reference = None if t_reference is None else read_reference(t_reference, rules.sensitive)
+    try:
+        operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
+                                    suppression=suppression, split=split.value,
+                                    max_delay=max_delay, loss_field=loss_column,
+                                    diversity=diversity.value, c=c, t=t, reference=reference)
+    except StreamanonError as exc:
+        fail(str(exc))
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = default_rejects(output)
     out_format = out_format or detect_format(None if output == "-" or is_kafka(output)
@@ -277,7 +323,8 @@ def _ints(text: str, option: str) -> list[int]:
 
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
-EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split")
+EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
+                       "t", "reference")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"

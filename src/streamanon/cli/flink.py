@@ -25,11 +25,14 @@ import typer
 from streamanon.cli.app import app
 from streamanon.cli.castle import (
     BETA_HELP,
+    C_HELP,
     DEFAULTS,
+    DIVERSITY_HELP,
     K_HELP,
     L_HELP,
     MU_HELP,
     ZETA_HELP,
+    DiversityChoice,
 )
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -587,6 +590,9 @@ def flink_castle(
                                        "the job)."),
     k: int = typer.Option(DEFAULTS["k"], "--k", min=1, help=K_HELP),
     l: int = typer.Option(DEFAULTS["l"], "--l", min=0, help=L_HELP),  # noqa: E741
+    diversity: DiversityChoice = typer.Option(DiversityChoice(DEFAULTS["diversity"]),
+                                              "--diversity", help=DIVERSITY_HELP),
+    c: float = typer.Option(DEFAULTS["c"], "--c", help=C_HELP),
     delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help="A tuple leaves at "
                               "the latest after δ further tuples of its partition have "
                               "arrived."),
@@ -669,6 +675,7 @@ def flink_castle(
     from streamanon.castle import CastleAnonymizer
     from streamanon.pipeline.stages import signature_params
 
+    diversity = DiversityChoice(diversity).value  # read by signature_params below
     params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job

@@ -110,11 +110,13 @@ OUTPUT, and check every released row against the input.
 With --rules the checker reads the rules file itself (id, generalizer of each attribute,
 domains, hierarchies, sensitive flags). Checks: every class of released rows with equal
 quasi-identifiers holds >= k distinct individuals and >= l distinct values of each sensitive
-attribute (an empty value never counts); with --input, every released row stands for its own
-input row of the same individual: pass-through columns equal, a \\[lo,hi] range contains the
-input value and lies within the domain, a hierarchy node is the input's value or one of its
-ancestors, a *-mask agrees on every unmasked character; with --suppressed too, every input
-row is released or suppressed exactly once (lines in --rejects excepted).
+attribute (an empty value never counts); with --diversity entropy or recursive (--c C),
+each class also meets that rule on each sensitive attribute; with --input, every released
+row stands for its own input row of the same individual: pass-through columns equal, a
+\\[lo,hi] range contains the input value and lies within the domain, a hierarchy node is the
+input's value or one of its ancestors, a *-mask agrees on every unmasked character; with
+--suppressed too, every input row is released or suppressed exactly once (lines in
+--rejects excepted).
 
 k and l default to `streamanon castle`'s defaults (5 and 2): pass the values the release was
 made with. An empty release of a non-empty input is a problem (nothing can be released when
@@ -154,11 +156,29 @@ def verify_castle(
                                  "columns (repeat or comma-separate); their generalizations "
                                  "can then be checked only partly."),
     sa: list[str] = typer.Option(None, "--sa", help="Without --rules: sensitive columns."),
+    diversity: str = typer.Option("distinct", "--diversity", help="The l-diversity rule the "
+                                  "release was made with: distinct, entropy (entropy of each "
+                                  "class's values >= ln l) or recursive ((c,l), needs --c); "
+                                  "entropy and recursive are checked besides distinct l."),
+    c: float = typer.Option(None, "--c", help="The c of --diversity recursive."),
+    t: float = typer.Option(None, "--t", min=0, max=1, help="Check t-closeness: every "
+                            "class's distribution of each sensitive attribute within earth "
+                            "mover's distance t of --t-reference's."),
+    t_reference: str = typer.Option(None, "--t-reference", help="With --t: the file the "
+                                    "release's reference distribution was taken from."),
     delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from streamanon.verify._read import field_delimiter
     from streamanon.verify.castle import check_castle_files, columns_spec, load_rules
+    from streamanon.verify.diversity import MEASURES
+
+    if diversity not in MEASURES:
+        fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
+    if (diversity == "recursive") != (c is not None) or (c is not None and not c > 0):
+        fail("--c (a number > 0) goes with --diversity recursive, and only with it")
+    if (t is None) != (t_reference is None):
+        fail("--t and --t-reference go together")
 
     qis, sas = _split(qi), _split(sa)
     if rules_path is not None and (id_field or qis or sas):
@@ -188,6 +208,33 @@ def verify_castle(
         fail(str(exc))
     except OSError as exc:
         fail(f"{exc.filename}: {exc.strerror}")
+    summary = report.to_dict()
+    ok, problem = report.ok, report.first_problem
+    if diversity != "distinct" and l > 1:
+        from streamanon.verify.diversity import check_diversity_file
+
+        try:
+            div = check_diversity_file(output, qi=[a.name for a in spec.qi],
+                                       sensitive=spec.sensitive, measure=diversity, l=l, c=c)
+        except (InputError, ConfigError) as exc:
+            fail(str(exc))
+        summary["diversity"] = div.to_dict()
+        ok = ok and div.ok
+        problem = problem or div.first_problem
+    if t is not None:
+        from streamanon.verify.diversity import check_closeness, read_rows, reference_from_rows
+
+        try:
+            reference = reference_from_rows(read_rows(t_reference), spec.sensitive)
+            close = check_closeness(read_rows(output), qi=[a.name for a in spec.qi],
+                                    sensitive=spec.sensitive, t=t, reference=reference)
+        except (InputError, ConfigError) as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"{exc.filename}: {exc.strerror}")
+        summary["closeness"] = close.to_dict()
+        ok = ok and close.ok
+        problem = problem or close.first_problem
     notes = []
     if source is None:
         notes.append("without --input only k and l were checked, not what each row stands for")
@@ -197,5 +244,7 @@ def verify_castle(
                                       "give --rules to check hierarchy nodes") + ")")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    _finish(f"verify castle (k={k}, l={l})", report.to_dict(), report.ok, report.first_problem,
-            as_json)
+    rule = "" if diversity == "distinct" else f", {diversity}" + (
+        f" c={c:g}" if c is not None else "")
+    rule += "" if t is None else f", t={t:g}"
+    _finish(f"verify castle (k={k}, l={l}{rule})", summary, ok, problem, as_json)

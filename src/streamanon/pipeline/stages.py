@@ -120,7 +120,7 @@ def signature_params(cls: type, arguments: Mapping[str, Any], *,
 Z_UNLISTED = ("separator",)
 ADAPTIVE_UNLISTED = ("z0", "z_max", "separator")
 #: CASTLE parameters a summary does not list (the checkpoint identity lists every one).
-CASTLE_UNLISTED = ("max_delay", "loss_field")
+CASTLE_UNLISTED = ("max_delay", "loss_field", "reference")
 
 
 class Stage(Protocol):
