@@ -12,6 +12,16 @@ from enum import StrEnum
 from typing import Any
 
 
+class Missing(StrEnum):
+    """What an empty quasi-identifier does to its tuple: ``reject`` it (an input error),
+    ``suppress`` it (counted, not published) or ``star`` (the value counts as the
+    attribute's top: the tuple's cluster publishes that attribute fully generalized)."""
+
+    reject = "reject"
+    suppress = "suppress"
+    star = "star"
+
+
 class Suppression(StrEnum):
     """What a suppressed tuple becomes (it is always counted, never lost silently)."""
 
@@ -32,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "max_delay": None,
     "loss_field": None,
     "split": "prink",
+    "missing": Missing.reject,
 }
 
-__all__ = ["DEFAULTS", "Suppression"]
+__all__ = ["DEFAULTS", "Missing", "Suppression"]
