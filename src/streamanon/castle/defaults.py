@@ -22,6 +22,11 @@ class Missing(StrEnum):
     star = "star"
 
 
+#: The reason (and ``suppressed_by_reason`` key) of a tuple suppressed for an empty
+#: quasi-identifier under ``missing="suppress"``.
+MISSING_REASON = "missing value"
+
+
 class Suppression(StrEnum):
     """What a suppressed tuple becomes (it is always counted, never lost silently)."""
 
@@ -45,4 +50,4 @@ DEFAULTS: dict[str, Any] = {
     "missing": Missing.reject,
 }
 
-__all__ = ["DEFAULTS", "Missing", "Suppression"]
+__all__ = ["DEFAULTS", "MISSING_REASON", "Missing", "Suppression"]

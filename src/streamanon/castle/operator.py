@@ -31,7 +31,7 @@ import numpy as np
 from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
-from streamanon.castle.defaults import Missing, Suppression
+from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
@@ -45,9 +45,6 @@ from streamanon.errors import (
 from streamanon.records import Suppressed
 
 _EPS = 1e-12
-#: The reason (and ``suppressed_by_reason`` key) of a tuple suppressed for an empty
-#: quasi-identifier under ``missing="suppress"``.
-MISSING_REASON = "missing value"
 
 
 @dataclass

@@ -30,6 +30,8 @@ from streamanon.cli.castle import (
     L_HELP,
     MU_HELP,
     ZETA_HELP,
+    Missing,
+    missing_option,
 )
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -594,6 +596,7 @@ def flink_castle(
                              "partition."),
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
     zeta: int = typer.Option(DEFAULTS["zeta"], "--zeta", min=0, help=ZETA_HELP),
+    missing: Missing = missing_option,
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "
@@ -667,9 +670,10 @@ def flink_castle(
                           unaligned=unaligned, batch_size=batch_size, batch_ms=batch_ms,
                           read_ahead=read_ahead)
     from streamanon.castle import CastleAnonymizer
-    from streamanon.pipeline.stages import signature_params
+    from streamanon.pipeline.stages import missing_unlisted, signature_params
 
-    params = signature_params(CastleAnonymizer, locals())  # the operator's options given
+    params = signature_params(CastleAnonymizer, locals(),  # the operator's options given
+                              omit=missing_unlisted(missing))
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job
 

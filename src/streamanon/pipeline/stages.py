@@ -71,6 +71,30 @@ def delimiter_identity(delimiter: str) -> dict[str, str]:
     return {} if delimiter == "," else {"delimiter": delimiter}
 
 
+def missing_unlisted(missing: str) -> tuple[str, ...]:
+    """CASTLE's ``missing`` as summaries and checkpoint identities list it: only when it is
+    not ``reject`` (so that those of earlier runs, and their checkpoints, stay as they were).
+
+    >>> missing_unlisted("reject"), missing_unlisted("star")
+    (('missing',), ())
+    """
+    return ("missing",) if missing == "reject" else ()
+
+
+def missing_details(missing: str, suppressed_by_reason: Mapping[str, int]) -> dict[str, int]:
+    """The summary's count of tuples suppressed for an empty quasi-identifier (under
+    ``missing="suppress"`` only).
+
+    >>> missing_details("suppress", {"missing value": 3, "outlier": 1})
+    {'suppressed_missing': 3}
+    """
+    from streamanon.castle.defaults import MISSING_REASON
+
+    if missing != "suppress":
+        return {}
+    return {"suppressed_missing": suppressed_by_reason.get(MISSING_REASON, 0)}
+
+
 def _as_list(result: Any) -> list[Any]:
     """An operator's outcome as a list (operators return one outcome or a list of them)."""
     return result if isinstance(result, list) else [result]
@@ -579,7 +603,8 @@ class CastleStage:
     def stats(self) -> RunStats:
         op = self.op
         s = op.summary()
-        stats = RunStats(params={**listed_params(op, omit=CASTLE_UNLISTED),
+        stats = RunStats(params={**listed_params(op, omit=(*CASTLE_UNLISTED,
+                                                           *missing_unlisted(op.missing))),
                                  "input": self.positions.name})
         stats.count_read(self.rows + self.rejects.count)
         stats.count_rejected(self.rejects.count)
@@ -588,6 +613,7 @@ class CastleStage:
         stats.held = s["held"]
         stats.details = {
             "suppressed_by_reason": s["suppressed_by_reason"],
+            **missing_details(op.missing, s["suppressed_by_reason"]),
             "clusters_released": s["clusters_released"],
             "tau": s["tau"],
             "info_loss": s["info_loss"],
@@ -609,12 +635,12 @@ class CastleStage:
 
     def identity(self) -> dict[str, Any]:
         op = self.op
-        return {"operator": "castle", **listed_params(op),
+        return {"operator": "castle", **listed_params(op, omit=missing_unlisted(op.missing)),
                 "rules": self.rules.describe(),
                 "input_format": self.in_format, "output_format": self.out_format,
                 "suppressed_format": self.suppressed_format, "on_error": str(self.on_error),
                 **delimiter_identity(self.reader.delimiter)}
 
 
-__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params", "seen_up_to",
-           "signature_params"]
+__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params",
+           "missing_details", "missing_unlisted", "seen_up_to", "signature_params"]
