@@ -232,3 +232,18 @@ def test_star_reuses_no_kept_cluster_below_the_top() -> None:
             assert isinstance(late[0], Suppressed)
         else:
             assert isinstance(late[0], Released) and late[0].values["age"] == expected
+
+
+@pytest.mark.parametrize("missing", ["suppress", "star"])
+def test_an_empty_time_is_refused_even_when_it_is_a_quasi_identifier(missing) -> None:
+    rules = {"id": "u", "time": "t", "attribute": [
+        {"name": "t", "generalizer": "range"}, {"name": "age", "generalizer": "range"}]}
+    op = CastleAnonymizer(RuleSet.from_dict(rules), k=2, l=0, max_delay=10, missing=missing)
+    with pytest.raises(MissingFieldError) as err:
+        op.process({"u": "a", "t": "", "age": ""})
+    assert err.value.field == "t"
+    assert op.summary()["read"] == 0
+    out = op.process({"u": "a", "t": 5, "age": ""})  # the age alone: taken
+    assert [getattr(x, "reason", None) for x in out] == (
+        ["missing value"] if missing == "suppress" else [])
+    assert op.summary()["read"] == 1

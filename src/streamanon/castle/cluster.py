@@ -112,6 +112,8 @@ class State:
 class ClusterSet:
     """The open clusters of one rule set, with their states as arrays (one row per cluster)."""
 
+    _star = False  # (also for a set pickled before there was missing="star")
+
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
         self.num: list[RangeGeneralizer] = []
@@ -252,7 +254,8 @@ class ClusterSet:
     def is_qi(self, name: str | None) -> bool:
         """``name`` is one of the quasi-identifiers (not the id, a sensitive attribute or the
         time)."""
-        return any(r.name == name for r in self.rules.qi_rules) and name != self._id_field
+        return (any(r.name == name for r in self.rules.qi_rules)
+                and name not in (self._id_field, self.rules.time_field))
 
     def parse_star(self, row: CastleRow, pos: int, need_time: bool = False, *,
                    observe: bool = True) -> tuple[Item, list[Any], list[Any]]:
@@ -268,7 +271,8 @@ class ClusterSet:
         blank: set[str] = set()
         for name, g, kind in self._all:
             raw = values.get(name)
-            if (not raw.strip()) if type(raw) is str else _missing(raw):
+            if name != self.rules.time_field and (
+                    (not raw.strip()) if type(raw) is str else _missing(raw)):
                 blank.add(name)
                 values[name] = (0.0 if kind == "num" else g.tree.root if kind == "hier"
                                 else g.maximal())
