@@ -174,7 +174,7 @@ def test_missing_reject_suppress_star_then_verify(tmp_path) -> None:
                               "--on-error", "skip"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
-    assert summary["rejected"] == n_blank and "missing" not in summary["params"]
+    assert summary["rejected"] == n_blank and summary["params"]["missing"] == "reject"
     assert "suppressed_missing" not in summary
     for mode in ("suppress", "star"):
         out, sup = tmp_path / f"{mode}.csv", tmp_path / f"{mode}.sup.csv"

@@ -670,10 +670,9 @@ def flink_castle(
                           unaligned=unaligned, batch_size=batch_size, batch_ms=batch_ms,
                           read_ahead=read_ahead)
     from streamanon.castle import CastleAnonymizer
-    from streamanon.pipeline.stages import missing_unlisted, signature_params
+    from streamanon.pipeline.stages import signature_params
 
-    params = signature_params(CastleAnonymizer, locals(),  # the operator's options given
-                              omit=missing_unlisted(missing))
+    params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job
 

@@ -71,16 +71,6 @@ def delimiter_identity(delimiter: str) -> dict[str, str]:
     return {} if delimiter == "," else {"delimiter": delimiter}
 
 
-def missing_unlisted(missing: str) -> tuple[str, ...]:
-    """CASTLE's ``missing`` as summaries and checkpoint identities list it: only when it is
-    not ``reject`` (so that those of earlier runs, and their checkpoints, stay as they were).
-
-    >>> missing_unlisted("reject"), missing_unlisted("star")
-    (('missing',), ())
-    """
-    return ("missing",) if missing == "reject" else ()
-
-
 def missing_details(missing: str, suppressed_by_reason: Mapping[str, int]) -> dict[str, int]:
     """The summary's count of tuples suppressed for an empty quasi-identifier (under
     ``missing="suppress"`` only).
@@ -603,8 +593,7 @@ class CastleStage:
     def stats(self) -> RunStats:
         op = self.op
         s = op.summary()
-        stats = RunStats(params={**listed_params(op, omit=(*CASTLE_UNLISTED,
-                                                           *missing_unlisted(op.missing))),
+        stats = RunStats(params={**listed_params(op, omit=CASTLE_UNLISTED),
                                  "input": self.positions.name})
         stats.count_read(self.rows + self.rejects.count)
         stats.count_rejected(self.rejects.count)
@@ -635,7 +624,7 @@ class CastleStage:
 
     def identity(self) -> dict[str, Any]:
         op = self.op
-        return {"operator": "castle", **listed_params(op, omit=missing_unlisted(op.missing)),
+        return {"operator": "castle", **listed_params(op),
                 "rules": self.rules.describe(),
                 "input_format": self.in_format, "output_format": self.out_format,
                 "suppressed_format": self.suppressed_format, "on_error": str(self.on_error),
@@ -643,4 +632,4 @@ class CastleStage:
 
 
 __all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params",
-           "missing_details", "missing_unlisted", "seen_up_to", "signature_params"]
+           "missing_details", "seen_up_to", "signature_params"]
