@@ -139,3 +139,95 @@ def test_castle_split_median_then_verify(tmp_path) -> None:
     assert outs["prink"] != outs["median"]
     bad = runner.invoke(app, ["castle", "--rules", str(rules), "--split", "widest", str(data)])
     assert bad.exit_code != 0
+
+
+def blank_some(data, tmp_path, every: int = 11):
+    """A copy of ``data`` with every ``every``-th row's square_feet and primary_use empty;
+    returns it and the number of rows with an empty quasi-identifier."""
+    with data.open() as fh:
+        rows = list(csv.DictReader(fh))
+    n = 0
+    for i, r in enumerate(rows):
+        if i % every == 3:
+            r["square_feet"] = ""
+            n += 1
+        elif i % every == 7:
+            r["primary_use"] = ""
+            n += 1
+    path = tmp_path / "blank.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path, n
+
+
+def test_missing_reject_suppress_star_then_verify(tmp_path) -> None:
+    data, rules = write_inputs(tmp_path, 600)
+    blank, n_blank = blank_some(data, tmp_path)
+    base = ["castle", "--rules", str(rules), "--k", "5", "--l", "2", "--delta", "300",
+            str(blank), "--json"]
+    res = runner.invoke(app, [*base, "-o", str(tmp_path / "r.csv")])
+    assert res.exit_code == 2
+    assert "blank.csv:5: missing field square_feet" in res.output
+    res = runner.invoke(app, [*base, "-o", str(tmp_path / "r.csv"), "--missing", "reject",
+                              "--on-error", "skip"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["rejected"] == n_blank and summary["params"]["missing"] == "reject"
+    assert "suppressed_missing" not in summary
+    for mode in ("suppress", "star"):
+        out, sup = tmp_path / f"{mode}.csv", tmp_path / f"{mode}.sup.csv"
+        res = runner.invoke(app, [*base, "-o", str(out), "--suppressed", str(sup),
+                                  "--missing", mode])
+        assert res.exit_code == 0, res.output
+        summary = json.loads(res.stdout)
+        assert summary["params"]["missing"] == mode
+        assert summary["rejected"] == 0 and summary["balanced"]
+        assert summary["read"] == 600 == summary["published"] + summary["suppressed"]
+        with out.open() as fh:
+            released = list(csv.DictReader(fh))
+        if mode == "suppress":
+            assert summary["suppressed_missing"] == n_blank
+            assert summary["suppressed_by_reason"]["missing value"] == n_blank
+            with sup.open() as fh:
+                reasons = [r["reason"] for r in csv.DictReader(fh)]
+            assert reasons.count("missing value") == n_blank
+            assert all(r["square_feet"] and r["primary_use"] for r in released)
+        else:
+            assert "suppressed_missing" not in summary
+            assert sum(r["primary_use"] == "*" for r in released) >= n_blank // 2
+        ok = runner.invoke(app, ["verify", "castle", str(out), "--rules", str(rules), "--k",
+                                 "5", "--l", "2", "--input", str(blank), "--suppressed",
+                                 str(sup), "--json"])
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)["ok"]
+
+
+def test_missing_from_the_config_file_and_refused_values(tmp_path) -> None:
+    data, rules = write_inputs(tmp_path, 300)
+    blank, _ = blank_some(data, tmp_path)
+    config = tmp_path / "c.toml"
+    config.write_text('missing = "star"\n')
+    args = ["castle", "--rules", str(rules), "--delta", "100", str(blank), "--json"]
+    res = runner.invoke(app, [*args, "-o", str(tmp_path / "a.csv"), "--config", str(config)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["params"]["missing"] == "star"
+    res = runner.invoke(app, [*args, "-o", str(tmp_path / "b.csv"), "--missing", "star"])
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    res = runner.invoke(app, [*args, "-o", str(tmp_path / "c.csv"), "--missing", "drop"])
+    assert res.exit_code == 2 and "--missing" in res.output
+
+
+def test_flink_castle_shares_the_missing_option() -> None:
+    from streamanon.cli.flink import flink_castle
+    from streamanon.pipeline.stages import signature_params
+
+    res = runner.invoke(app, ["flink", "castle", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "--missing" in res.output
+    params = [p.name for p in __import__("inspect").signature(flink_castle).parameters.values()]
+    assert "missing" in params
+    from streamanon.castle import CastleAnonymizer
+
+    assert signature_params(CastleAnonymizer, {"missing": "star", "k": 3}) == {
+        "k": 3, "missing": "star"}

@@ -18,7 +18,7 @@ import gc
 import math
 import operator
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from streamanon.castle.generalizers import Generalizer, HierarchyGeneralizer, Ra
 from streamanon.castle.loss import Metric
 from streamanon.castle.records import CastleRow, canonical
 from streamanon.castle.rules import RuleSet
-from streamanon.errors import BadValueError, MissingFieldError, ProtocolError
+from streamanon.errors import BadRecordError, BadValueError, MissingFieldError, ProtocolError
 from streamanon.timefmt import parse_time
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ class Item:
         t: the arrival time in seconds (NaN when the tuple has none).
     """
 
-    __slots__ = ("cluster", "done", "individual", "nodes", "numbers", "plugin_values", "pos",
-                 "row", "sensitive", "t")
+    __slots__ = ("cluster", "done", "individual", "missing", "nodes", "numbers",
+                 "plugin_values", "pos", "row", "sensitive", "t")
 
     def __init__(self, row: CastleRow, pos: int, individual: str, numbers: np.ndarray,
                  nodes: list[int], plugin_values: tuple[Any, ...], sensitive: tuple[str, ...],
@@ -79,6 +79,9 @@ class Item:
         self.t = t
         self.cluster: Cluster | None = None
         self.done = False
+        # the range attributes (indices) whose value is missing (NaN in numbers): each counts
+        # as its whole domain (``missing="star"``, :meth:`ClusterSet.parse_star`)
+        self.missing: tuple[int, ...] = ()
 
     @property
     def bounds_row(self) -> np.ndarray:
@@ -111,6 +114,8 @@ class State:
 
 class ClusterSet:
     """The open clusters of one rule set, with their states as arrays (one row per cluster)."""
+
+    _star = False  # (also for a set pickled before there was missing="star")
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
@@ -180,6 +185,7 @@ class ClusterSet:
         self._kernel_ints = np.empty(0, dtype=np.int64)
         self._packed: tuple[Any, ...] | None = None
         self._stale = True  # a hierarchy's losses or tree may have changed: compare versions
+        self._star = False  # a tuple with a missing range value was taken (parse_star)
 
     # -- tuples ----------------------------------------------------------------------------
     def parse(self, row: CastleRow, pos: int, need_time: bool = False
@@ -248,6 +254,126 @@ class ClusterSet:
         item = Item(row, pos, cpid, num, cat, (), tuple(sens), t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
+    def is_qi(self, name: str | None) -> bool:
+        """``name`` is one of the quasi-identifiers (not the id, a sensitive attribute or the
+        time)."""
+        return (any(r.name == name for r in self.rules.qi_rules)
+                and name not in (self._id_field, self.rules.time_field))
+
+    def parse_star(self, row: CastleRow, pos: int, need_time: bool = False, *,
+                   observe: bool = True) -> tuple[Item, list[Any], list[Any]]:
+        """:meth:`parse` for a tuple with empty quasi-identifiers, each taken as its
+        attribute's top: a range value as the whole domain (``Item.missing``), a hierarchy
+        value as the root, a plug-in's as the value of its ``maximal()`` (a plug-in that
+        cannot parse that refuses the tuple). Raises as :meth:`parse` for anything else.
+
+        The tuple's values are observed here unless not ``observe`` (a validation only), so
+        the raw values returned for :meth:`observe` are empty.
+        """
+        values = dict(row.values)
+        blank: set[str] = set()
+        for name, g, kind in self._all:
+            raw = values.get(name)
+            if name != self.rules.time_field and (
+                    (not raw.strip()) if type(raw) is str else _missing(raw)):
+                blank.add(name)
+                values[name] = (0.0 if kind == "num" else g.tree.root if kind == "hier"
+                                else g.maximal())
+        try:
+            item, hier_raw, other_raw = self.parse(CastleRow(values, row.line, row.t), pos,
+                                                   need_time)
+        except BadRecordError as exc:
+            if exc.field in blank:  # a plug-in without a top it can parse
+                raise MissingFieldError(exc.field) from None
+            raise
+        if not observe:
+            return item, [], []
+        item.row = row
+        hier_names = [name for name, _, kind in self._all if kind == "hier"]
+        if hier_raw:
+            cat = []
+            for name, g, v in zip(hier_names, self.hier, hier_raw, strict=True):
+                if name in blank:
+                    cat.append(g.tree.index(g.tree.root))
+                elif g.metric is _GLM and type(v) is str:
+                    cat.append(g.tree.index(v))
+                else:
+                    cat.append(g.tree.index(g.observe(v)))
+                    self._stale = True
+            item.nodes = cat
+        else:  # the known nodes, or no hierarchy
+            item.nodes = [g.tree.index(g.tree.root) if name in blank else node
+                          for name, g, node in zip(hier_names, self.hier, item.nodes,
+                                                   strict=True)]
+        if self.other:
+            item.plugin_values = tuple(g.observe(v) for g, v in zip(self.other, other_raw,
+                                                                    strict=True))
+        missing = tuple(j for j, name in enumerate(self._num_names) if name in blank)
+        if missing:
+            item.numbers = item.numbers.copy()
+            item.numbers[list(missing)] = np.nan
+            item.missing = missing
+            self._star = True
+        return item, [], []
+
+    def _star_row(self, item: Item) -> np.ndarray:
+        """``item.bounds_row`` with each missing value as its whole domain (``-inf``, which
+        changes no maximum, while the domain is empty)."""
+        row = item.bounds_row
+        d = len(self.num)
+        for j in item.missing:
+            lo, hi = self._dom[0, j], self._dom[1, j]
+            row[j], row[d + j] = (-lo, hi) if lo <= hi else (-np.inf, -np.inf)
+        return row
+
+    def _top_columns(self, i: int, columns: Collection[int]) -> None:
+        """Row ``i`` spans the whole domain of each range attribute in ``columns`` (a
+        harmless ``[0,0]`` while a domain is empty: its weight is 0 then)."""
+        d = len(self.num)
+        for j in columns:
+            lo, hi = self._dom[0, j], self._dom[1, j]
+            self._bounds[i, j], self._bounds[i, d + j] = (-lo, hi) if lo <= hi else (0.0, 0.0)
+
+    def _place_star(self, item: Item, tau: float, beta: int, eps: float) -> None:
+        """:meth:`place` for a tuple with missing range values, in numpy (the compiled
+        kernel takes points): the same rule, the missing values as their whole domains."""
+        x = item.numbers
+        with np.errstate(invalid="ignore"):  # NaN (missing) is never outside
+            if ((x < self._dom[0]) | (x > self._dom[1])).any():
+                self._widen(x)
+        n = len(self.clusters)
+        if n == 0:
+            self.open_cluster(item)
+            return
+        lh, nodes = self.bounds, self.nodes
+        grown = np.maximum(lh, self._star_row(item))
+        new_nodes = nodes.copy()
+        for j, g in enumerate(self.hier):
+            new_nodes[:, j] = g.tree.lca_table()[nodes[:, j], item.nodes[j]]
+        cur, new = self.loss_of(lh, nodes), self.loss_of(grown, new_nodes)
+        if self.other:
+            other_cur, other_new, _ = self._other_parts(item)
+            cur, new = cur + other_cur, new + other_new
+        e = new - cur
+        best = int(np.argmin(e))
+        picks = np.flatnonzero(e <= e[best] + eps)
+        bound = tau + eps
+        if len(picks) == 1:
+            if new[best] > bound and n < beta:
+                self.open_cluster(item)
+                return
+            idx = best
+        else:
+            ok = picks[new[picks] <= bound]
+            if not len(ok):
+                if n < beta:
+                    self.open_cluster(item)
+                    return
+                ok = picks
+            sizes = [len(self.clusters[i].individuals) for i in ok.tolist()]
+            idx = int(ok[sizes.index(min(sizes))])
+        self.insert(idx, item)
+
     def _fast_numbers(self, values: Mapping[str, Any]) -> np.ndarray | None:
         """All numeric attributes at once; ``None`` when one is bad (the slow path says why).
 
@@ -303,11 +429,16 @@ class ClusterSet:
 
     def _widen(self, x: np.ndarray) -> None:
         """Widen the range domains to take ``x`` (a tuple with values outside them)."""
-        np.minimum(self.dlo, x, out=self.dlo)
-        np.maximum(self.dhi, x, out=self.dhi)
+        np.fmin(self.dlo, x, out=self.dlo)  # a missing value (NaN) widens nothing
+        np.fmax(self.dhi, x, out=self.dhi)
         for j, g in enumerate(self.num):
             g.observe(float(x[j]))
         self._refresh_inv()
+        if self._star:  # rows holding a missing value span the (wider) domain again
+            for i, c in enumerate(self.clusters):
+                columns = {j for it in c.items for j in it.missing}
+                if columns:
+                    self._top_columns(i, columns)
         if self._packed is not None:  # the kernel's copy of the weights and domains, in place
             d = len(self.num)
             self._kernel_floats[HEAD:HEAD + 2 * d] = self._inv
@@ -350,6 +481,9 @@ class ClusterSet:
         :func:`streamanon.castle._kernel.best_selection`, which also grows the chosen row and
         finds values outside the range domains (they are widened first, then it runs again).
         """
+        if item.missing:
+            self._place_star(item, tau, beta, eps)
+            return
         clusters = self.clusters
         n = len(clusters)
         x = item.numbers
@@ -441,7 +575,7 @@ class ClusterSet:
 
     def _grow_row(self, idx: int, item: Item) -> None:
         row = self._bounds[idx]
-        np.maximum(row, item.bounds_row, out=row)
+        np.maximum(row, self._star_row(item) if item.missing else item.bounds_row, out=row)
         for j, g in enumerate(self.hier):
             self._nodes[idx, j] = g.tree.lca_table()[self._nodes[idx, j], item.nodes[j]]
 
@@ -457,6 +591,10 @@ class ClusterSet:
                 out[rule.name] = g.loss(g.tree.names[int(st.nodes[j])])
             else:
                 out[rule.name] = self.other[j].loss(st.plugin_states[j])
+        if self._star:  # a domain still empty: released as [*], the top
+            for g in self.num:
+                if g.hi < g.lo:
+                    out[g.name] = 1.0
         return out
 
     def weighted(self, losses: dict[str, float]) -> float:
@@ -475,6 +613,10 @@ class ClusterSet:
                 out[rule.name] = self.hier[j].tree.names[int(st.nodes[j])]
             else:
                 out[rule.name] = self.other[j].output(st.plugin_states[j])
+        if self._star:  # a domain still empty: only missing values were seen, top is [*]
+            for g in self.num:
+                if g.hi < g.lo:
+                    out[g.name] = g.maximal()
         return out
 
     def maximal_values(self) -> dict[str, Any]:
@@ -485,6 +627,11 @@ class ClusterSet:
         if self.num:
             x = np.array([it.numbers for it in items])
             lo, hi = x.min(axis=0), x.max(axis=0)
+            if self._star:  # a missing value (NaN) counts as the whole domain
+                lo, hi = np.fmin.reduce(x, axis=0), np.fmax.reduce(x, axis=0)
+                for j in {j for it in items for j in it.missing}:
+                    dlo, dhi = self._dom[0, j], self._dom[1, j]
+                    lo[j], hi[j] = (dlo, dhi) if dlo <= dhi else (0.0, 0.0)
         else:
             lo = hi = np.empty(0)
         nodes = np.empty(len(self.hier), dtype=np.int64)
@@ -519,9 +666,19 @@ class ClusterSet:
     def covers(self, st: State, item: Item) -> bool:
         if self.num:
             x = item.numbers.tolist()
+            if item.missing:  # a missing value: only the whole domain covers it
+                x_lo, x_hi = list(x), list(x)
+                for j in item.missing:
+                    x_lo[j], x_hi[j] = self._dom[0, j], self._dom[1, j]
+                return (all(map(operator.le, st.lo.tolist(), x_lo))
+                        and all(map(operator.le, x_hi, st.hi.tolist()))
+                        and self._covers_rest(st, item))
             if not (all(map(operator.le, st.lo.tolist(), x))
                     and all(map(operator.le, x, st.hi.tolist()))):
                 return False
+        return self._covers_rest(st, item)
+
+    def _covers_rest(self, st: State, item: Item) -> bool:
         for j, g in enumerate(self.hier):
             if int(g.tree.lca_table()[st.nodes[j], item.nodes[j]]) != st.nodes[j]:
                 return False
@@ -539,6 +696,8 @@ class ClusterSet:
         self._bounds[idx, :d] = -item.numbers
         self._bounds[idx, d:] = item.numbers
         self._nodes[idx] = item.nodes
+        if item.missing:
+            self._top_columns(idx, item.missing)
         self.clusters.append(c)
         c.plugin_states = [None] * len(self.other)
         self._other_key = None
@@ -673,6 +832,8 @@ class ClusterSet:
         """Loss of generalizing each representative together with ``seed`` (for splits)."""
         if self.num:  # |(-x, x) - (-s, s)| counts each attribute twice
             dist = np.abs(np.stack([r.numbers for r in reps]) - seed.numbers)
+            if self._star:  # a missing value: the pair spans the whole domain
+                dist = np.where(np.isnan(dist), np.maximum(self.dhi - self.dlo, 0.0), dist)
             out = np.concatenate((dist, dist), axis=1) @ self._inv * 0.5
         else:
             out = np.zeros(len(reps))

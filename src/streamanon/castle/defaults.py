@@ -12,6 +12,21 @@ from enum import StrEnum
 from typing import Any
 
 
+class Missing(StrEnum):
+    """What an empty quasi-identifier does to its tuple: ``reject`` it (an input error),
+    ``suppress`` it (counted, not published) or ``star`` (the value counts as the
+    attribute's top: the tuple's cluster publishes that attribute fully generalized)."""
+
+    reject = "reject"
+    suppress = "suppress"
+    star = "star"
+
+
+#: The reason (and ``suppressed_by_reason`` key) of a tuple suppressed for an empty
+#: quasi-identifier under ``missing="suppress"``.
+MISSING_REASON = "missing value"
+
+
 class Suppression(StrEnum):
     """What a suppressed tuple becomes (it is always counted, never lost silently)."""
 
@@ -36,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "c": None,
     "t": None,
     "reference": None,
+    "missing": Missing.reject,
 }
 
-__all__ = ["DEFAULTS", "Suppression"]
+__all__ = ["DEFAULTS", "MISSING_REASON", "Missing", "Suppression"]

@@ -31,12 +31,18 @@ import numpy as np
 from streamanon.base import OperatorBase, legacy_positional
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
-from streamanon.castle.defaults import Suppression
+from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
 from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
-from streamanon.errors import BadRecordError, BadValueError, ConfigError, ProtocolError
+from streamanon.errors import (
+    BadRecordError,
+    BadValueError,
+    ConfigError,
+    MissingFieldError,
+    ProtocolError,
+)
 from streamanon.records import Suppressed
 
 _EPS = 1e-12
@@ -113,6 +119,13 @@ class CastleAnonymizer(OperatorBase):
             :class:`~streamanon.castle.diversity.Closeness`).
         reference: per sensitive attribute, the weights of its values (counts or shares):
             the distribution t-closeness measures against (needed with ``t``).
+        missing: what an empty quasi-identifier does (:class:`Missing`): ``"reject"`` the
+            tuple (a :class:`~streamanon.errors.MissingFieldError`, the default),
+            ``"suppress"`` it (counted as suppressed, reason ``"missing value"``) or
+            ``"star"``: the value counts as its attribute's top (a range's whole domain, a
+            hierarchy's root, a plug-in's ``maximal()``), so the tuple's cluster releases
+            that attribute fully generalized and only a kept cluster that does may be reused
+            for it. An empty id, sensitive value or time is refused whatever this says.
     """
 
     @classmethod
@@ -171,6 +184,7 @@ class CastleAnonymizer(OperatorBase):
         c: float | None = None,
         t: float | None = None,
         reference: Mapping[str, Mapping[str, float]] | None = None,
+        missing: Missing | str = Missing.reject,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -185,6 +199,12 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"suppression must be one of "
                               f"{', '.join(s.value for s in Suppression)}, got {suppression!r}"
                               ) from None
+        try:
+            missing = Missing(missing)
+        except ValueError:
+            raise ConfigError(f"missing must be one of {', '.join(m.value for m in Missing)}, "
+                              f"got {missing!r}") from None
+        self.missing = missing
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.split = split
@@ -287,7 +307,19 @@ class CastleAnonymizer(OperatorBase):
             item, hier_raw, other_raw = cset.parse(row, self._pos + 1,
                                                    self.max_delay is not None)
         except BadRecordError as exc:
-            raise exc.about(given) from None
+            if (self.missing is Missing.reject or not isinstance(exc, MissingFieldError)
+                    or not cset.is_qi(exc.field)):
+                raise exc.about(given) from None
+            try:  # an empty quasi-identifier: the rest of the tuple must still be valid
+                item, hier_raw, other_raw = cset.parse_star(
+                    row, self._pos + 1, self.max_delay is not None,
+                    observe=self.missing is Missing.star)
+            except BadRecordError as again:
+                raise again.about(given) from None
+            if self.missing is Missing.suppress:
+                self.read += 1
+                self.suppressed_by_reason[MISSING_REASON] += 1
+                return [self._suppressed(cset, row, MISSING_REASON)]
         if self.max_delay is not None and math.isnan(item.t):
             raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
                               "the rules or pass CastleRow(t=...)")
@@ -449,17 +481,20 @@ class CastleAnonymizer(OperatorBase):
         cset.remove_item(item)
         item.done = True
         self.suppressed_by_reason[reason] += 1
+        out.append(self._suppressed(cset, item.row, reason))
+
+    def _suppressed(self, cset: ClusterSet, given: CastleRow, reason: str) -> Suppressed:
+        """What the suppression mode makes of suppressed tuple ``given``."""
         if self.suppression is Suppression.drop:
-            out.append(Suppressed(item.row, reason))
-            return
-        row = dict(item.row.values)
+            return Suppressed(given, reason)
+        row = dict(given.values)
         if self.suppression is Suppression.null:
             row.update({r.name: None for r in cset.rules.qi_rules})
         else:
             row.update(cset.maximal_values())
         if self.loss_field:
             row[self.loss_field] = 1.0
-        out.append(Suppressed(Released(row, 1.0, -1, item.row.line), reason))
+        return Suppressed(Released(row, 1.0, -1, given.line), reason)
 
     def _split(self, cset: ClusterSet, items: list[Item]) -> list[list[Item]]:
         """Split into groups of whole individuals, each meeting k and l.

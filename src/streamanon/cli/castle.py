@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streamanon.castle.defaults import DEFAULTS, Suppression
+from streamanon.castle.defaults import DEFAULTS, Missing, Suppression
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -105,6 +105,14 @@ BETA_HELP = "Maximum number of open clusters (β)."
 MU_HELP = "τ, the loss threshold for new clusters, is the mean loss of the last μ released " \
     "clusters."
 ZETA_HELP = "Released clusters kept for reuse (ζ; 0 = no reuse)."
+MISSING_HELP = ("An empty quasi-identifier: reject the tuple (an input error, as --on-error "
+                "says), suppress it (counted as suppressed, reason 'missing value', no error) "
+                "or star (it counts as the attribute's top: the tuple's cluster publishes "
+                "that attribute fully generalized, * or the whole domain, loss 1). An empty "
+                "id, sensitive value or time is an input error whatever this says.")
+#: --missing of `castle` and `flink castle` (one declaration; the config key is ``missing``)
+missing_option: Any = typer.Option(Missing(DEFAULTS["missing"]), "--missing",
+                                   help=MISSING_HELP)
 
 
 class DiversityChoice(StrEnum):
@@ -181,6 +189,7 @@ def castle_command(
                                       "papers' behaviour) or median (Mondrian's median cuts; "
                                       "an individual's tuples may go to different classes: "
                                       "narrower classes, more narrowing by intersection)."),
+    missing: Missing = missing_option,
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -249,7 +258,8 @@ def castle_command(
         operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
                                     suppression=suppression, split=split.value,
                                     max_delay=max_delay, loss_field=loss_column,
-                                    diversity=diversity.value, c=c, t=t, reference=reference)
+                                    diversity=diversity.value, c=c, t=t, reference=reference,
+                                    missing=missing)
     except StreamanonError as exc:
         fail(str(exc))
     if on_error is OnError.skip and rejects is None and output != "-":
@@ -324,7 +334,7 @@ def _ints(text: str, option: str) -> list[int]:
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
 EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
-                       "t", "reference")
+                       "t", "reference", "missing")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"

@@ -33,6 +33,8 @@ from streamanon.cli.castle import (
     MU_HELP,
     ZETA_HELP,
     DiversityChoice,
+    Missing,
+    missing_option,
 )
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -600,6 +602,7 @@ def flink_castle(
                              "partition."),
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
     zeta: int = typer.Option(DEFAULTS["zeta"], "--zeta", min=0, help=ZETA_HELP),
+    missing: Missing = missing_option,
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "

@@ -59,6 +59,7 @@ from streamanon.flink.runtime import (
 )
 from streamanon.io import OnError, detect_format
 from streamanon.io.rows import RowReader
+from streamanon.pipeline.stages import missing_details
 from streamanon.records import RunStats
 
 
@@ -243,6 +244,7 @@ def run_castle_job(
                     "batch_size": options.batch_size, "batch_ms": options.batch_ms}
     stats.details = {
         "suppressed_by_reason": result.suppressed_by_reason,
+        **missing_details(params.get("missing", "reject"), result.suppressed_by_reason),
         "mean_cluster_loss": round(result.mean_cluster_loss, 6),
         **run.details(stats.read),
     }

@@ -73,6 +73,20 @@ def delimiter_identity(delimiter: str) -> dict[str, str]:
     return {} if delimiter == "," else {"delimiter": delimiter}
 
 
+def missing_details(missing: str, suppressed_by_reason: Mapping[str, int]) -> dict[str, int]:
+    """The summary's count of tuples suppressed for an empty quasi-identifier (under
+    ``missing="suppress"`` only).
+
+    >>> missing_details("suppress", {"missing value": 3, "outlier": 1})
+    {'suppressed_missing': 3}
+    """
+    from streamanon.castle.defaults import MISSING_REASON
+
+    if missing != "suppress":
+        return {}
+    return {"suppressed_missing": suppressed_by_reason.get(MISSING_REASON, 0)}
+
+
 def _as_list(result: Any) -> list[Any]:
     """An operator's outcome as a list (operators return one outcome or a list of them)."""
     return result if isinstance(result, list) else [result]
@@ -605,6 +619,7 @@ class CastleStage:
         stats.held = s["held"]
         stats.details = {
             "suppressed_by_reason": s["suppressed_by_reason"],
+            **missing_details(op.missing, s["suppressed_by_reason"]),
             "clusters_released": s["clusters_released"],
             "tau": s["tau"],
             "info_loss": s["info_loss"],
@@ -646,5 +661,5 @@ _VALUES_OF = operator.attrgetter("values")
 _CLUSTER_OF = operator.attrgetter("cluster")
 
 
-__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params", "seen_up_to",
-           "signature_params"]
+__all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params",
+           "missing_details", "seen_up_to", "signature_params"]

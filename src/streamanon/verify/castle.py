@@ -579,6 +579,9 @@ class _Coverage:
         self.bounds: dict[str, tuple[float, float]] = {}
         self.trees: dict[str, _Tree] = {}
         self.leaf: dict[tuple[int, str], str | None] = {}
+        # per range attribute with missing input values: the domain as it stood when each
+        # input row arrived (running min and max), which a missing value's top must cover
+        self.arrived: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for attr in spec.qi:
             if attr.kind == "range":
                 xs = [x for _, r in inputs if (x := _number(r.get(attr.name))) is not None]
@@ -586,6 +589,15 @@ class _Coverage:
                 if attr.domain is not None:
                     lo, hi = min(lo, attr.domain[0]), max(hi, attr.domain[1])
                 self.bounds[attr.name] = (lo, hi)
+                if len(xs) < len(inputs) and any(_text(r.get(attr.name)) is None
+                                                 for _, r in inputs):
+                    col = np.array([np.nan if (x := _number(r.get(attr.name))) is None else x
+                                    for _, r in inputs], dtype=np.float64)
+                    if attr.domain is not None:
+                        col = np.concatenate((list(attr.domain), col))
+                    first = 2 if attr.domain is not None else 0
+                    self.arrived[attr.name] = (np.fmin.accumulate(col)[first:],
+                                               np.fmax.accumulate(col)[first:])
             elif attr.kind == "hierarchy" and attr.tree is not None:
                 tree = self.trees[attr.name] = copy.deepcopy(attr.tree)  # grown per check
                 for n, (_, r) in enumerate(inputs):
@@ -613,6 +625,8 @@ class _Coverage:
         """``(reason or None, unverified)`` for input row ``n``'s value ``original``."""
         name = attr.name
         text, orig = _text(shown), _text(original)
+        if orig is None:
+            return self._why_not_top(n, attr, text)
         if attr.kind == "range":
             x = _number(original)
             if x is None:
@@ -660,6 +674,38 @@ class _Coverage:
         # a mask that agrees, or a hierarchy node, or a plug-in's output: cannot tell
         return None, True
 
+    def _why_not_top(self, n: int, attr: AttributeSpec, text: str | None
+                     ) -> tuple[str | None, bool]:
+        """A missing input value (``castle --missing star``) stands only under its
+        attribute's top: a range's whole domain as it stood when input row ``n`` arrived
+        (or ``[*]``), a hierarchy's root, a mask of ``*`` only."""
+        name = attr.name
+        why = f"{name} {text!r} is not the attribute's top, but the input value is missing"
+        stars = text is not None and set(text) == {"*"}
+        if attr.kind == "range":
+            if text == "[*]":
+                return None, False
+            bounds = _interval(text)
+            if bounds is None:
+                return why, False
+            lo, hi = bounds
+            dlo, dhi = self.bounds[name]
+            arrived = self.arrived.get(name)
+            alo, ahi = ((float(arrived[0][n]), float(arrived[1][n])) if arrived is not None
+                        and 0 <= n < len(arrived[0]) else (dlo, dhi))
+            if lo < dlo or hi > dhi or (alo <= ahi and not (lo <= alo and ahi <= hi)):
+                return (f"{why} (the whole domain [{_number_text(alo)},{_number_text(ahi)}] "
+                        "when the row arrived)"), False
+            return None, False
+        if attr.kind == "reduction":
+            return (None if stars else why), False
+        tree = self.trees.get(name)
+        if tree is not None:
+            return (None if text == tree.root else f"{why} (the root {tree.root!r})"), False
+        # a plug-in generalizer, or no rules: a mask of * says nothing, anything else
+        # cannot be told
+        return None, not (stars or text == "[*]")
+
 
 def _match(released: list[tuple[int, Mapping[str, Any]]],
            source: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
@@ -684,9 +730,11 @@ def _match(released: list[tuple[int, Mapping[str, Any]]],
     matched: set[int] = set()
     for key, outs in groups.items():
         cands = pool.get(key, [])
+        loose: list[int] = []  # candidates without a number on the axis: in every slice
         if axis is not None:
             cands = sorted(cands, key=lambda n: _number(source[n][1].get(axis)) or 0.0)
             xs = [_number(source[n][1].get(axis)) or 0.0 for n in cands]
+            loose = [n for n in cands if _number(source[n][1].get(axis)) is None]
         reasons: dict[int, str] = {}
         edges = []
         for j in outs:
@@ -699,6 +747,8 @@ def _match(released: list[tuple[int, Mapping[str, Any]]],
                 near = cands[bisect.bisect_left(xs, lo): bisect.bisect_right(xs, hi)]
                 if not near:
                     near = cands[:1]  # for the reason it does not cover
+                if loose:
+                    near = [*near, *(n for n in loose if n not in set(near))]
             for n in near:
                 why, unsure = None, False
                 for attr in qi:
