@@ -41,6 +41,24 @@ def _dialer() -> ThreadPoolExecutor:
     return _DIALER
 
 
+# the sensors with a session, per event loop: one task keeps all their sessions alive
+_LIVE: dict[asyncio.AbstractEventLoop, set[MqttSensor]] = {}
+_TICKERS: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+
+
+async def _tick(loop: asyncio.AbstractEventLoop) -> None:
+    """paho's housekeeping (keepalive pings, retries) for every sensor on ``loop``, once a
+    second: one task for a district's hundreds of sensors, not one timer each."""
+    try:
+        while _LIVE.get(loop):
+            await asyncio.sleep(1.0)
+            for sensor in list(_LIVE.get(loop, ())):
+                sensor.client.loop_misc()
+    finally:
+        _LIVE.pop(loop, None)
+        _TICKERS.pop(loop, None)
+
+
 class MqttSensor:
     """One sensor node's MQTT client; ``topic`` defaults to the sensor's own.
 
@@ -108,7 +126,7 @@ class MqttSensor:
             self.refusal = str(rc)
         elif self.receipts:  # up once the receipt topic is subscribed (again: the broker
             self.refusal = None  # may have lost the session)
-            client.subscribe(self.receipt_topic, qos=1)
+            client.subscribe(self.receipt_topic, qos=0)
         else:
             self._ready()
 
@@ -177,7 +195,7 @@ class MqttSensor:
         self.client.loop_write()
 
     async def _keep_connected(self) -> None:
-        """Dial, keep the session alive (keepalive pings), dial again after a loss."""
+        """Dial, dial again after a loss (the keepalive pings: :func:`_tick`)."""
         host, port = split_address(self.address)
         delay, first = 0.1, True
         while True:
@@ -196,10 +214,10 @@ class MqttSensor:
                 delay = min(1.0, 2 * delay)
                 continue
             delay = 0.1
-            while not self.lost.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.lost.wait(), 1.0)
-                self.client.loop_misc()
+            _LIVE.setdefault(loop, set()).add(self)
+            if loop not in _TICKERS:
+                _TICKERS[loop] = loop.create_task(_tick(loop))
+            await self.lost.wait()
             await asyncio.sleep(delay)
 
     def _on_publish(self, client: Any, userdata: Any, mid: int, rc: Any, props: Any) -> None:
@@ -280,6 +298,8 @@ class MqttSensor:
         if self.started:
             if self.task is not None:
                 self.task.cancel()
+            if self.loop is not None:
+                _LIVE.get(self.loop, set()).discard(self)
             self.client.disconnect()
             with contextlib.suppress(Exception):
                 self.client.loop_write()  # the DISCONNECT, then paho closes the socket

@@ -168,7 +168,7 @@ class MqttIntake:
     are handed to the event loop, where :meth:`SensorIntake.offer` runs as for a line of the
     line port; a sensor that asks for a receipt (MQTT 5 response topic = its
     :func:`~.mqtt_broker.receipt_topic`, with correlation data) gets the line port's reply
-    there, published only once the reading is in the gateway.
+    there (QoS 0), published only once the reading is in the gateway.
 
     Args:
         intake: the line port's intake, whose rules every reading goes through.
@@ -264,7 +264,9 @@ class MqttIntake:
             props = Properties(PacketTypes.PUBLISH)
             if corr is not None:
                 props.CorrelationData = corr
-            self.client.publish(answer, reply.encode(), qos=1, properties=props)
+            # QoS 0: a receipt lost with its broker is a reading the sensor counts undelivered
+            # (the safe side); it never stands for a reading the gateway does not have
+            self.client.publish(answer, reply.encode(), qos=0, properties=props)
 
     # -- the event loop ---------------------------------------------------------------------
     def offer(self, topic: str, payload: bytes) -> str:
