@@ -1,19 +1,18 @@
 """A sensor node as a real MQTT client (paho-mqtt) of its gateway's broker, for the replay.
 
 MQTT 5 over TLS with the sensor's own certificate, a persistent session (client ID = the
-sensor ID, no clean start): a reading published with QoS 1 and not yet acknowledged when the
-broker goes away is sent again once it is back. :meth:`MqttSensor.send` has the line
-connection's shape (lines in, one reply per line out): with receipts (the default) the
-gateway's reply, ``ok <cycle>`` or ``err <reason>``, which the gateway publishes to the
-sensor's receipt topic once the reading is in the gateway (a killed broker cannot lose a
-reading so acknowledged); without (a device that only speaks QoS 1) ``ok`` once the broker
-acknowledged it. Either way ``err refused by the broker: <reason>`` when the broker refused it
-(e.g. ``Not authorized``: a topic the ACL does not give this certificate).
+sensor ID, no clean start): a QoS 1 reading not yet acknowledged when the broker goes away is
+sent again once it is back. :meth:`MqttSensor.send` has the line connection's shape (lines
+in, one reply per line out): with receipts (the default) the gateway's reply, ``ok <cycle>``
+or ``err <reason>``, published to the sensor's receipt topic once the reading is in the
+gateway (a killed broker cannot lose a reading so acknowledged); without (a device that only
+speaks QoS 1) ``ok`` once the broker acknowledged it; ``err refused by the broker: <reason>``
+when the broker refused it (e.g. ``Not authorized``: a topic the ACL does not give it).
 
 The clients run on the replay's event loop (paho's external-loop interface: the loop watches
-each socket, the TLS handshake of a (re)connection runs on a worker thread), not one
-``select()`` thread each: a district of hundreds of sensors needs more than the 1,024 file
-descriptors ``select()`` can watch (paho's own thread uses three per client).
+each socket, a (re)connection's TLS handshake runs on a worker thread), not a ``select()``
+thread each: hundreds of sensors need more than the 1,024 descriptors ``select()`` watches.
+Design: docs/design/dezent-network.md
 """
 
 from __future__ import annotations
