@@ -23,11 +23,13 @@ the direct mode. Bytes per day (96 cycles) on the ring and to the CE, as framed 
 
 Then, side by side on the same district, 25 gateways x 20 sensor nodes: the sensors over MQTT
 (``[sensors] transport = "mqtt"``: a mosquitto broker per gateway, TLS 1.2+ with the sensors'
-client certificates, QoS 1) against the TLS line port, in back-to-back pairs of runs; median
-cycle round. Target: MQTT at most 1.2x the line port.
+client certificates, QoS 1, the gateway's receipts) against the TLS line port, runs
+interleaved with the order swapped every pair; median cycle round over all measured cycles of
+each side, and per pair. Target: MQTT at most 1.2x the line port.
 
 Run:  .venv/bin/python benchmarks/bench_dezent_net.py [--gateways 5,10,25] [--cycles 8]
-      [--skip-sizes] [--skip-tls] [--skip-store] [--skip-mix] [--skip-mqtt]
+      [--skip-sizes] [--skip-tls] [--skip-store] [--skip-mix] [--skip-mqtt] [--repeat 3]
+      [--mqtt-repeat 6]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from streamanon.harness.local_site import LocalSite, LocalSiteSpec, free_ports, read_stats
 from streamanon.harness.pg_server import NoServer, temporary_server
@@ -52,7 +55,7 @@ CYCLE_SECONDS = 900.0
 
 def one_size(gateways: int, cycles: int, period: float, structure: str, workdir: Path,
              insecure: bool = False, publication: str = "direct",
-             sensor_transport: str = "line") -> dict[str, float]:
+             sensor_transport: str = "line") -> dict[str, Any]:
     spec = LocalSiteSpec(gateways=gateways, period=period, cycles=cycles, z=10, max_sn=40,
                          sn_sd=0.0, seed=1, p_pub=0.5, structure=structure, lead=period,
                          insecure_plaintext_sensors=insecure, publication=publication,
@@ -103,7 +106,7 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
             "ce_max": max(to_ce), "frames_per_cycle": statistics.mean(frames),
             "published_per_cycle": statistics.mean(n_tuples.get(c, 0)
                                                    for c in range(2, cycles)),
-            "run_seconds": wall, "published_total": summary["published"],
+            "rounds": rounds, "run_seconds": wall, "published_total": summary["published"],
             "ce_over_round": statistics.median(per_cycle),
             "ring_bytes_per_day": 96 * statistics.mean(ring_bytes),
             "ce_bytes_per_day": 96 * statistics.mean(to_ce_bytes)}
@@ -133,8 +136,9 @@ def main() -> None:
     ap.add_argument("--skip-store", action="store_true")
     ap.add_argument("--skip-mix", action="store_true")
     ap.add_argument("--skip-mqtt", action="store_true")
-    ap.add_argument("--repeat", type=int, default=3, help="Mix and MQTT parts: runs of each "
-                    "mode.")
+    ap.add_argument("--repeat", type=int, default=3, help="Mix part: runs of each mode.")
+    ap.add_argument("--mqtt-repeat", type=int, default=6, help="MQTT part: runs of each "
+                    "transport, interleaved.")
     ap.add_argument("--batches", type=int, default=100, help="Store benchmark: batches of "
                     "1,000 tuples.")
     args = ap.parse_args()
@@ -210,25 +214,31 @@ def mix_vs_direct(args: argparse.Namespace) -> None:
 def mqtt_vs_line(args: argparse.Namespace) -> None:
     print(f"\nsensors over MQTT/TLS vs the TLS line port: 25 gateways x 20 sensor nodes, "
           f"{args.structure}, {args.cycles} cycles of {args.period:g} s (first 2 not measured); "
-          "round = coordinator's start to the structure's return")
+          "round = coordinator's start to the structure's return; runs interleaved, the order "
+          "swapped every pair (line, mqtt, mqtt, line, ...) so that a drift of the load hits "
+          "both alike")
     med: dict[str, list[float]] = {"line": [], "mqtt": []}
-    for _ in range(args.repeat):  # pairs back to back, so that a change of load hits both
-        for transport in ("line", "mqtt"):
+    rounds: dict[str, list[float]] = {"line": [], "mqtt": []}
+    loads: list[float] = []
+    for i in range(args.mqtt_repeat):
+        for transport in (("line", "mqtt") if i % 2 == 0 else ("mqtt", "line")):
             with tempfile.TemporaryDirectory(prefix=f"bench-net-{transport}-") as tmp:
                 r = one_size(25, args.cycles, args.period, args.structure, Path(tmp),
                              sensor_transport=transport)
             med[transport].append(r["round_median"])
+            rounds[transport] += r["rounds"]
+            loads.append(os.getloadavg()[0])
             print(f"  {transport:>4}: round median {r['round_median'] * 1e3:8.1f} ms, max "
                   f"{r['round_max'] * 1e3:8.1f} ms, to CE median {r['ce_median'] * 1e3:8.1f} "
                   f"ms ({r['full_rings']}/{r['cycles_measured']} full rings, "
                   f"{r['published_per_cycle']:.0f} tuples/cycle, {r['published_total']} "
-                  f"published); load {os.getloadavg()[0]:.1f}")
+                  f"published); load {loads[-1]:.1f}")
     pairs = [m / d for m, d in zip(med["mqtt"], med["line"], strict=True)]
-    ratio = statistics.median(med["mqtt"]) / statistics.median(med["line"])
-    print(f"  median round, line port {statistics.median(med['line']) * 1e3:.1f} ms, MQTT "
-          f"{statistics.median(med['mqtt']) * 1e3:.1f} ms; MQTT / line per pair: "
-          f"{', '.join(f'{x:.2f}' for x in pairs)}; ratio of the medians {ratio:.3f} "
-          "(target <= 1.2)")
+    line, mqtt = statistics.median(rounds["line"]), statistics.median(rounds["mqtt"])
+    print(f"  median round over all measured cycles ({len(rounds['line'])} each): line port "
+          f"{line * 1e3:.1f} ms, MQTT {mqtt * 1e3:.1f} ms, MQTT / line {mqtt / line:.3f} "
+          f"(target <= 1.2); per pair: {', '.join(f'{x:.2f}' for x in pairs)}, median of the "
+          f"pairs {statistics.median(pairs):.3f}; load {min(loads):.1f}-{max(loads):.1f}")
 
 
 def sizes(args: argparse.Namespace) -> None:

@@ -374,8 +374,8 @@ def test_the_mix_loses_and_duplicates_nothing_when_a_gateway_dies_holding_the_ba
 def test_a_site_over_mqtt_passes_the_z_checker_and_loses_nothing_across_a_broker_kill(tmp_path):
     """cluster up --sensor-transport mqtt --gateways 5 --period 1 --cycles 20 --z 3, one
     gateway's broker killed (SIGKILL) mid-run: the gateway starts it again on its database,
-    every published tuple passes the independent z checker and every reading a broker
-    acknowledged was counted by its gateway."""
+    every published tuple passes the independent z checker and every reading acknowledged
+    (the gateway's receipt) was counted by its gateway, and no other."""
     import os
     import signal
 

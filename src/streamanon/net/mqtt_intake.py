@@ -27,10 +27,12 @@ from typing import Any
 
 from streamanon.errors import ConfigError
 from streamanon.net.intake import LOGGED_REFUSALS, SensorIntake
-from streamanon.net.mqtt_broker import TOPIC_ROOT
+from streamanon.net.mqtt_broker import TOPIC_ROOT, receipt_topic
 from streamanon.net.pki import gateway_name
 
 log = logging.getLogger("streamanon.gateway")
+
+SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # MQTT 5: the session outlives any disconnection
 
 
 @dataclass(frozen=True)
@@ -160,10 +162,13 @@ def mqtt_client_context(ca: str | Path, cert: str | Path | None, key: str | Path
 class MqttIntake:
     """The gateway's subscription to its own broker, feeding ``intake``.
 
-    A persistent session (client ID = the gateway's name, clean session off, QoS 1): what the
-    broker took while the gateway was away, or before the broker restarted, is delivered
-    once it is back. Messages arrive on paho's thread and are handed to the event loop, where
-    :meth:`SensorIntake.offer` runs as for a line of the line port.
+    A persistent MQTT 5 session (client ID = the gateway's name, no clean start, a session
+    that never expires, QoS 1): what the broker took while the gateway was away, or before
+    the broker restarted, is delivered once it is back. Messages arrive on paho's thread and
+    are handed to the event loop, where :meth:`SensorIntake.offer` runs as for a line of the
+    line port; a sensor that asks for a receipt (MQTT 5 response topic = its
+    :func:`~.mqtt_broker.receipt_topic`, with correlation data) gets the line port's reply
+    there (QoS 0), published only once the reading is in the gateway.
 
     Args:
         intake: the line port's intake, whose rules every reading goes through.
@@ -194,12 +199,14 @@ class MqttIntake:
 
     def start(self) -> None:
         import paho.mqtt.client as mqtt
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
 
         from streamanon.net.tls import split_address
 
         self.loop = asyncio.get_running_loop()
         client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.name,
-                             clean_session=False, protocol=mqtt.MQTTv311)
+                             protocol=mqtt.MQTTv5)
         client.tls_set_context(self.ctx)
         client.reconnect_delay_set(0.1, 1.0)
         client.max_inflight_messages_set(1000)
@@ -207,8 +214,10 @@ class MqttIntake:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = SESSION_NEVER_EXPIRES
         host, port = split_address(self.address)
-        client.connect_async(host, port, keepalive=30)
+        client.connect_async(host, port, keepalive=30, clean_start=False, properties=props)
         client.loop_start()
         self.client = client
 
@@ -237,12 +246,38 @@ class MqttIntake:
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         assert self.loop is not None
-        self.loop.call_soon_threadsafe(self.offer, msg.topic, bytes(msg.payload))
+        props = getattr(msg, "properties", None)
+        answer = getattr(props, "ResponseTopic", None)
+        corr = getattr(props, "CorrelationData", None)
+        self.loop.call_soon_threadsafe(self._take, msg.topic, bytes(msg.payload), answer, corr)
+
+    def _take(self, topic: str, payload: bytes, answer: str | None,
+              corr: bytes | None) -> None:
+        """Offer a message; when its sender asked for a receipt on its own receipt topic,
+        publish the reply (QoS 1) now that the reading is in the gateway."""
+        sensor, reply, _outcome = self.judge(topic, payload)
+        if answer is not None and sensor is not None \
+                and answer == receipt_topic(self.gateway, sensor):
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties
+
+            props = Properties(PacketTypes.PUBLISH)
+            if corr is not None:
+                props.CorrelationData = corr
+            # QoS 0: a receipt lost with its broker is a reading the sensor counts undelivered
+            # (the safe side); it never stands for a reading the gateway does not have
+            self.client.publish(answer, reply.encode(), qos=0, properties=props)
 
     # -- the event loop ---------------------------------------------------------------------
     def offer(self, topic: str, payload: bytes) -> str:
         """One message -> the outcome (``ok`` or a refusal's kind), counted and logged as a
         line of the line port is."""
+        return self.judge(topic, payload)[2]
+
+    def judge(self, topic: str, payload: bytes) -> tuple[str | None, str, str]:
+        """One message -> ``(sensor, reply, outcome)``: the sensor it is of (None: none),
+        the line port's reply and the outcome (``ok`` or a refusal's kind), counted and
+        logged."""
         sensor, line = self._reading(topic, payload)
         if sensor is None:
             reply, outcome = f"err topic {topic!r} names no sensor of {self.name}", "malformed"
@@ -262,7 +297,7 @@ class MqttIntake:
             elif n == LOGGED_REFUSALS + 1:
                 log.warning("sensor %s (MQTT): more refusals, counted only (the first %d "
                             "logged)", key, LOGGED_REFUSALS)
-        return outcome
+        return sensor, reply, outcome
 
     def _reading(self, topic: str, payload: bytes) -> tuple[str | None, str | None]:
         if topic.startswith(self.prefix):
