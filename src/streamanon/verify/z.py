@@ -71,13 +71,20 @@ class _Texts(Sequence[str]):
         return codes, names, {name: i for i, name in enumerate(names)}
 
 
-def _arrow(function: str, *args: Any, options: Any = None) -> Any:
-    """Arrow's compute ``function`` on ``args``, called through its registry: importing
-    ``pyarrow.compute`` (a wrapper and docstring made per function) costs more than a
-    check of a small file."""
-    from pyarrow._compute import call_function
+def _compute() -> Any:
+    """Arrow's compute registry: its private module where it is (importing
+    ``pyarrow.compute``, a wrapper and docstring made per function, costs more than a check
+    of a small file), the public one where a pyarrow release has moved it."""
+    try:
+        import pyarrow._compute as registry
+    except ImportError:  # pragma: no cover - a pyarrow without the private module
+        import pyarrow.compute as registry
+    return registry
 
-    return call_function(function, list(args), options)
+
+def _arrow(function: str, *args: Any, options: Any = None) -> Any:
+    """Arrow's compute ``function`` on ``args``, called through its registry."""
+    return _compute().call_function(function, list(args), options)
 
 
 def _numbers(column: Any, dtype: Any) -> np.ndarray:
@@ -208,9 +215,8 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
     if not _NUMBER_BYTES[np.frombuffer(_text_bytes(t_text), dtype=np.uint8)].all():
         return None
     try:
-        from pyarrow._compute import CastOptions
-
-        t = _numbers(_arrow("cast", t_text, options=CastOptions.safe(pa.float64())), np.float64)
+        cast = _compute().CastOptions.safe(pa.float64())
+        t = _numbers(_arrow("cast", t_text, options=cast), np.float64)
     except (pa.ArrowInvalid, pa.ArrowException):  # not a number as Arrow reads one
         return None
     if not np.isfinite(t).all() or (in_stream_order and not bool(np.all(t[1:] >= t[:-1]))):
