@@ -230,6 +230,8 @@ class BatchMessages(_ChunkStage):
         on_error: ``fail`` fails the job at the first bad message; ``skip`` rejects it and goes on.
         partitions: the input topic's partitions (merged).
         ends: each partition's end offset of a bounded input (``None``: a live topic).
+        starts: each partition's first offset the source reads (a partition that starts at
+            its end is exhausted at once; ``None``: offset 0).
         idle_ms: milliseconds a partition of a live topic may stay empty before the merge
             goes on without it.
         pace: seconds to wait per line read (0: none).
@@ -238,13 +240,15 @@ class BatchMessages(_ChunkStage):
     def __init__(self, parser: Any, routing: list[int], *, source_name: str, max_bytes: int,
                  header: str | None, header_given: bool, on_error: str,
                  partitions: Sequence[int] = (0,), ends: dict[int, int] | None = None,
-                 idle_ms: float = IDLE_MS, pace: float = 0.0) -> None:
+                 starts: dict[int, int] | None = None, idle_ms: float = IDLE_MS,
+                 pace: float = 0.0) -> None:
         super().__init__(parser, routing, pace)
         self.source_name, self.max_bytes = source_name, int(max_bytes)
         self.header, self.header_given = header, header_given
         self.on_error = on_error
         self.partitions = sorted(int(p) for p in partitions) or [0]
         self.ends = None if ends is None else {int(p): int(o) for p, o in ends.items()}
+        self.starts = {int(p): int(o) for p, o in (starts or {}).items()}
         self.idle_ms = float(idle_ms)
 
     def open(self, runtime_context: Any) -> None:
@@ -283,7 +287,8 @@ class BatchMessages(_ChunkStage):
     def _exhausted(self, partition: int) -> bool:
         """A bounded input's partition read up to its end offset (the pure path's rule)."""
         return self.ends is not None and (
-            self._position.get(partition, 0) >= self.ends.get(partition, 0))
+            self._position.get(partition, self.starts.get(partition, 0))
+            >= self.ends.get(partition, 0))
 
     def _idle(self, partition: int) -> bool:
         """A live topic's partition with nothing buffered for ``idle_ms`` (the pure path's
@@ -453,6 +458,8 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
                          header=header, header_given=header is not None,
                          on_error=source.on_error, partitions=source.partitions,
                          ends=dict(source.end_offsets) if source.until_end else None,
+                         starts=(start_offsets(source, options.restore_from is not None)
+                                 if source.until_end and len(source.partitions) > 1 else None),
                          pace=options.pace)
     readers = max(1, min(options.parallelism, len(source.partitions) or 1))
     records = kafka_source(env, source, options.restore_from is not None, parallelism=readers)
@@ -461,6 +468,24 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
     return (keyed_rows(batches, gathered_type())
             .process(step, output_type=batch_rows_type())
             .name("messages to record batches").uid("read").set_parallelism(1))
+
+
+def start_offsets(source: KafkaInput, restoring: bool) -> dict[int, int]:
+    """Where the job's source starts in each partition (as :func:`kafka_source` sets it: the
+    group's committed offsets, else the earliest; the earliest on a fresh run from the
+    earliest), by the pure path's reader's rule (:class:`~streamanon.pipeline.kafka.client.
+    KafkaSource`): a partition that starts at its end offset sends nothing, and the merge must
+    not wait for it."""
+    from streamanon.pipeline.kafka.client import KafkaSource
+
+    start = "committed" if source.start == "committed" or restoring else "earliest"
+    probe = KafkaSource(source.bootstrap, source.topic, group=source.group or "streamanon-probe",
+                        start=start, config=source.config or None)
+    try:
+        probe.open()
+        return dict(probe.positions)
+    finally:
+        probe.close()
 
 
 def gathered_type() -> Any:
@@ -954,5 +979,5 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
 __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
            "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
            "kafka_result", "kafka_source", "parse_position_line", "position_line",
-           "prepare_endpoints"]
+           "prepare_endpoints", "start_offsets"]
 
