@@ -11,10 +11,12 @@ from collections import Counter
 from tests.flink.conftest import require_flink
 from tests.pipeline.kafka.conftest import (
     EXE,
+    cli,
     produce,
     read_topic,
     require_kafka,
     summary_of,
+    write_lines,
     z_trace,
 )
 
@@ -73,6 +75,39 @@ def test_flink_z_kafka_equals_the_pure_command_per_record(kafka_broker):
     # the job's own stream time (first record taken to last output sent) is in the summary,
     # within Flink's net runtime
     assert 0 < s["stream_seconds"] <= s["job_seconds"] and s["stream_tuples_per_second"] > 0
+
+
+def test_flink_z_kafka_merges_two_partitions_as_the_pure_command(kafka_broker, tmp_path):
+    """A topic written by ``kafka produce --partitions 2 --key-column u --time-column t``
+    (a header message in each partition, one user's records in one partition, Kafka
+    timestamps from ``t``): the Flink job merges its partitions by the pure path's rule, so
+    each output partition holds the pure command's messages (same tag, same text), each once,
+    and one user's records keep their order."""
+    b = kafka_broker
+    src = write_lines(tmp_path / "t.csv", "t,u,a", z_trace(5000, seed=27))
+    inp, flink_out, pure_out = b.names("in2", "flink2", "pure2")
+    cli("kafka", "produce", str(src), b.url(inp), "--partitions", "2", "--key-column", "u",
+        "--time-column", "t")
+    assert sorted(read_topic(b.bootstrap, inp)) == [0, 1]
+    common = ("--z", "3", "--delta-t", "30", "--until-end", "--json")
+    s = summary_of(flink_cli("z", b.url(inp), "-o", b.url(flink_out), "-p", "2",
+                             "--checkpoint-interval", "500", *common))
+    ref = summary_of(subprocess.run([str(EXE), "z", b.url(inp), "-o", b.url(pure_out),
+                                     "--from", "earliest", *common], capture_output=True,
+                                    text=True, timeout=120))
+    got, want = read_topic(b.bootstrap, flink_out), read_topic(b.bootstrap, pure_out)
+    assert sorted(got) == sorted(want) == [0, 1]
+    released = 0
+    for part in (0, 1):
+        g = [(h.get("streamanon-in", b""), v) for v, h in got[part]]
+        w = [(h.get("streamanon-in", b""), v) for v, h in want[part]]
+        assert Counter(g) == Counter(w) and len(g) == len(set(g)), part
+        assert per_user(g) == per_user(w), part
+        released += len(g)
+    assert (s["read"], s["released"], s["suppressed"], s["rejected"]) == (
+        ref["read"], ref["released"], ref["suppressed"], ref["rejected"]) == (
+        5000, released, 5000 - released, 0)
+    assert 0 < released < 5000
 
 
 def test_flink_z_kafka_fails_on_a_bad_message_naming_partition_and_offset(kafka_broker):

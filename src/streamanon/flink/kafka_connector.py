@@ -42,6 +42,7 @@ from streamanon.flink.runtime import JobOptions, JobRun, RunRecord, batch_rows_t
 from streamanon.io import OnError
 from streamanon.io.writers import RecordWriter
 from streamanon.pipeline.chunks import LineChunk, message_chunk
+from streamanon.pipeline.kafka.merge import MergedBatch, PartitionMerge
 from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
 from streamanon.pipeline.positions import HEADER_IN, MessagePositions
 from streamanon.pipeline.stages import reject_lines
@@ -52,9 +53,16 @@ POSITIONS = "%"
 #: first field of a read-time line: ``! \t wall-clock ms`` at which the JVM took the first
 #: record of a batch (the job's "first record read", in its accounting)
 READ_AT = "!"
+#: milliseconds a partition may stay empty before the reading step's merge goes on without
+#: it (a live topic of several partitions), as the pure path's ``idle_ms``
+IDLE_MS = 500.0
+
+
 def record_type() -> Any:
+    """``Row(0, Row(partition, offset, value, timestamp))`` (TaggedRecords)."""
     return Types.ROW([Types.INT(), Types.ROW([Types.INT(), Types.LONG(),
-                                              Types.PRIMITIVE_ARRAY(Types.BYTE())])])
+                                              Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                                              Types.LONG()])])
 
 
 def message_batch_type() -> Any:
@@ -135,7 +143,7 @@ class KafkaOutput:
 
 def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
                  parallelism: int = 1) -> Any:
-    """The records of ``source`` as ``Row(0, Row(partition, offset, value))``, read by
+    """The records of ``source`` as ``Row(0, Row(partition, offset, value, timestamp))``, read by
     ``parallelism`` readers (each partition by one reader: its order on one channel)."""
     from pyflink.common import WatermarkStrategy
     from pyflink.datastream.connectors.kafka import KafkaSource as PyKafkaSource
@@ -199,9 +207,14 @@ def parse_position_line(line: str) -> tuple[int, np.ndarray]:
 class BatchMessages(_ChunkStage):
     """Batches of Kafka records in, gathered in the JVM (``GatherRecords``: ``batch_size``
     records or ``batch_ms`` after the first, per partition) as ``Row(partition, offsets,
-    sizes, data)``; a batch's messages pass the pure path's message checks
-    (:func:`~streamanon.pipeline.message_chunk`: empty, oversized, not UTF-8, several lines;
-    a repeated header skipped) and the file job's chunk parser.
+    sizes, data, opened, timestamps)``; the partitions are merged into one record order by
+    the pure path's rule (:class:`~streamanon.pipeline.kafka.merge.PartitionMerge`: running
+    maximum Kafka timestamp, partition, offset; a record is released once no partition can
+    still precede it: every other partition has sent a later key, reached its end offset
+    (``ends``), or stayed empty for ``idle_ms`` on a live topic); the merged records pass the
+    pure path's message checks (:func:`~streamanon.pipeline.message_chunk`: empty, oversized,
+    not UTF-8, several lines; a repeated header skipped) and the file job's chunk parser.
+    The merge's buffered records are part of this step's Flink state.
 
     Out: the keyed batches, and on the side (META) the batch's position map and its
     rejected / header / blank outcome lines. Under ``on_error="fail"`` a bad message fails
@@ -215,21 +228,38 @@ class BatchMessages(_ChunkStage):
         header: the header line a message may repeat (skipped; ``None``: none known).
         header_given: whether ``header`` is fed to the parser before the first message.
         on_error: ``fail`` fails the job at the first bad message; ``skip`` rejects it and goes on.
+        partitions: the input topic's partitions (merged).
+        ends: each partition's end offset of a bounded input (``None``: a live topic).
+        starts: each partition's first offset the source reads (a partition that starts at
+            its end is exhausted at once; ``None``: offset 0).
+        idle_ms: milliseconds a partition of a live topic may stay empty before the merge
+            goes on without it.
         pace: seconds to wait per line read (0: none).
     """
 
     def __init__(self, parser: Any, routing: list[int], *, source_name: str, max_bytes: int,
                  header: str | None, header_given: bool, on_error: str,
+                 partitions: Sequence[int] = (0,), ends: dict[int, int] | None = None,
+                 starts: dict[int, int] | None = None, idle_ms: float = IDLE_MS,
                  pace: float = 0.0) -> None:
         super().__init__(parser, routing, pace)
         self.source_name, self.max_bytes = source_name, int(max_bytes)
         self.header, self.header_given = header, header_given
         self.on_error = on_error
+        self.partitions = sorted(int(p) for p in partitions) or [0]
+        self.ends = None if ends is None else {int(p): int(o) for p, o in ends.items()}
+        self.starts = {int(p): int(o) for p, o in (starts or {}).items()}
+        self.idle_ms = float(idle_ms)
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
         self._position: Any = {}  # partition -> the next offset this step takes
         self._read_at_sent = False  # this task's first batch's read time sent on
+        self._read_at: int | None = None  # ... taken, not sent yet
+        self._merge_state = runtime_context.get_state(
+            ValueStateDescriptor("merge", Types.PICKLED_BYTE_ARRAY()))
+        self._merge: PartitionMerge | None = None
+        self._empty_since: dict[int, float] = {}
 
     def _load(self) -> Any:
         fresh = self._parser is None
@@ -242,33 +272,90 @@ class BatchMessages(_ChunkStage):
                 parser.feed_header(self.header)
         return parser
 
+    def _load_merge(self) -> PartitionMerge:
+        if self._merge is None:
+            saved = self._merge_state.value()
+            self._merge = (PartitionMerge(self.partitions) if saved is None
+                           else PartitionMerge.from_buffers(pickle.loads(saved)))
+        return self._merge
+
+    def _save_merge(self) -> None:
+        assert self._merge is not None
+        self._merge_state.update(pickle.dumps(self._merge.with_buffers(),
+                                              protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _exhausted(self, partition: int) -> bool:
+        """A bounded input's partition read up to its end offset (the pure path's rule)."""
+        return self.ends is not None and (
+            self._position.get(partition, self.starts.get(partition, 0))
+            >= self.ends.get(partition, 0))
+
+    def _idle(self, partition: int) -> bool:
+        """A live topic's partition with nothing buffered for ``idle_ms`` (the pure path's
+        rule: the merge goes on without it)."""
+        if self._merge is None or self._merge.buffered(partition):
+            self._empty_since.pop(partition, None)
+            return False
+        now = time.monotonic()
+        since = self._empty_since.setdefault(partition, now)
+        return (now - since) * 1000 >= self.idle_ms
+
     def process_element(self, batch: Any, ctx: Any):  # type: ignore[override]
         self._load()
+        merge = self._load_merge()
         partition = int(batch[0])
         offsets = np.frombuffer(bytes(batch[1]), dtype="<i8")
         sizes = np.frombuffer(bytes(batch[2]), dtype="<i4")
         data = bytes(batch[3])
+        stamps = np.frombuffer(bytes(batch[5]), dtype="<i8")
         ends = np.cumsum(sizes, dtype=np.int64)
         starts = (ends - sizes).tolist()
         taken = self._position.get(partition, 0)
         keep = offsets >= taken  # (the JVM step drops these already; a restore's guard)
         if not keep.all():
-            offsets = offsets[keep]
+            offsets, stamps = offsets[keep], stamps[keep]
             starts = [s for s, k in zip(starts, keep.tolist(), strict=True) if k]
             ends = ends[keep]
         if not len(offsets):
             return
         self._position[partition] = int(offsets[-1]) + 1
         values = [data[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
-        read_at = None
-        if not self._read_at_sent and len(batch) > 4 and batch[4]:
-            read_at, self._read_at_sent = int(batch[4]), True
-        yield from self._flush(partition, offsets, values, read_at)
+        if not self._read_at_sent and self._read_at is None and batch[4]:
+            self._read_at = int(batch[4])
+        merge.add(partition, offsets.astype(np.int64), stamps.astype(np.int64), values)
+        yield from self._release(ctx, merge.take(self._exhausted, self._idle))
 
-    def _flush(self, partition: int, offsets: np.ndarray, values: list[bytes],
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        self._load()
+        merge = self._load_merge()
+        if timestamp == END_OF_INPUT:  # the input ended: nothing can precede what is held
+            yield from self._release(ctx, merge.take(lambda p: True))
+        else:
+            yield from self._release(ctx, merge.take(self._exhausted, self._idle))
+
+    def _release(self, ctx: Any, batch: MergedBatch | None) -> Any:
+        """Pass a merged batch on; while records are held, wake up to look again."""
+        merge = self._merge
+        assert merge is not None
+        if any(merge.buffered(p) for p in self.partitions):
+            timers = ctx.timer_service()
+            timers.register_event_time_timer(END_OF_INPUT)  # (one: same timestamp)
+            if self.ends is None:  # a live topic: an empty partition may turn idle
+                timers.register_processing_time_timer(
+                    int(timers.current_processing_time() + self.idle_ms))
+        self._save_merge()
+        if batch is None:
+            self._save()
+            return
+        codes = (batch.offsets.astype(np.int64) << 16) | batch.partitions.astype(np.int64)
+        read_at, self._read_at = self._read_at, None
+        if read_at is not None:
+            self._read_at_sent = True
+        yield from self._flush(codes, batch.values, read_at)
+
+    def _flush(self, codes: np.ndarray, values: list[bytes],
                read_at: int | None = None) -> Any:
         parser = self._parser
-        codes = (offsets.astype(np.int64) << 16) | partition
         first = parser.line + 1
         meta: list[str] = []
         batches: list[tuple[int, Any]] = []
@@ -369,7 +456,11 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
     step = BatchMessages(KafkaHeaderParser(parser, parser.fmt), record.routing,
                          source_name=source.url, max_bytes=source.max_message_bytes,
                          header=header, header_given=header is not None,
-                         on_error=source.on_error, pace=options.pace)
+                         on_error=source.on_error, partitions=source.partitions,
+                         ends=dict(source.end_offsets) if source.until_end else None,
+                         starts=(start_offsets(source, options.restore_from is not None)
+                                 if source.until_end and len(source.partitions) > 1 else None),
+                         pace=options.pace)
     readers = max(1, min(options.parallelism, len(source.partitions) or 1))
     records = kafka_source(env, source, options.restore_from is not None, parallelism=readers)
     batches = gather_records(records, batch_size=options.batch_size, batch_ms=options.batch_ms,
@@ -379,13 +470,31 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
             .name("messages to record batches").uid("read").set_parallelism(1))
 
 
+def start_offsets(source: KafkaInput, restoring: bool) -> dict[int, int]:
+    """Where the job's source starts in each partition (as :func:`kafka_source` sets it: the
+    group's committed offsets, else the earliest; the earliest on a fresh run from the
+    earliest), by the pure path's reader's rule (:class:`~streamanon.pipeline.kafka.client.
+    KafkaSource`): a partition that starts at its end offset sends nothing, and the merge must
+    not wait for it."""
+    from streamanon.pipeline.kafka.client import KafkaSource
+
+    start = "committed" if source.start == "committed" or restoring else "earliest"
+    probe = KafkaSource(source.bootstrap, source.topic, group=source.group or "streamanon-probe",
+                        start=start, config=source.config or None)
+    try:
+        probe.open()
+        return dict(probe.positions)
+    finally:
+        probe.close()
+
+
 def gathered_type() -> Any:
-    """``Row(partition, offsets, sizes, data, opened)`` (GatherRecords: little-endian int64
-    offsets, int32 sizes, the values one after another, the wall-clock ms of the batch's
-    first record)."""
+    """``Row(partition, offsets, sizes, data, opened, timestamps)`` (GatherRecords:
+    little-endian int64 offsets, int32 sizes, the values one after another, the wall-clock ms
+    of the batch's first record, the records' Kafka timestamps as little-endian int64 ms)."""
     return Types.ROW([Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
                       Types.PRIMITIVE_ARRAY(Types.BYTE()), Types.PRIMITIVE_ARRAY(Types.BYTE()),
-                      Types.LONG()])
+                      Types.LONG(), Types.PRIMITIVE_ARRAY(Types.BYTE())])
 
 
 def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelism: int,
@@ -870,5 +979,5 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
 __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
            "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
            "kafka_result", "kafka_source", "parse_position_line", "position_line",
-           "prepare_endpoints"]
+           "prepare_endpoints", "start_offsets"]
 

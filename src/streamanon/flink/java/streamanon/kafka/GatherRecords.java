@@ -18,12 +18,13 @@ import org.apache.flink.types.Row;
 import org.apache.flink.util.Collector;
 
 /**
- * The records of one Kafka partition (the key), {@code Row(0, Row(partition, offset, value))},
- * gathered in the JVM into batches that cross into Python as one element: a batch closes on
- * {@code batchSize} records or {@code batchMs} after its first record, and at the end of a
- * bounded input (the final watermark). Out: {@code Row(key, Row(partition, offsets, sizes,
- * data, opened))}, offsets as little-endian int64, sizes as little-endian int32, data the
- * values one after another, opened the wall-clock milliseconds at which this step took the
+ * The records of one Kafka partition (the key), {@code Row(0, Row(partition, offset, value,
+ * timestamp))}, gathered in the JVM into batches that cross into Python as one element: a batch
+ * closes on {@code batchSize} records or {@code batchMs} after its first record, and at the end
+ * of a bounded input (the final watermark). Out: {@code Row(key, Row(partition, offsets, sizes,
+ * data, opened, timestamps))}, offsets and timestamps (the records' Kafka timestamps, ms: the
+ * reading step's partition merge key) as little-endian int64, sizes as little-endian int32, data
+ * the values one after another, opened the wall-clock milliseconds at which this step took the
  * batch's first record (the job's "first record read" in its accounting); {@code key} is the
  * Python reading step's key (0: one task; the partition: one per partition).
  *
@@ -68,7 +69,8 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
     @Override
     public void open(OpenContext openContext) {
         pending = getRuntimeContext().getListState(new ListStateDescriptor<>("pending",
-                Types.ROW(Types.INT, Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE))));
+                Types.ROW(Types.INT, Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE),
+                        Types.LONG)));
         next = getRuntimeContext().getState(new ValueStateDescriptor<>("next", Types.LONG));
         deadline = getRuntimeContext().getState(new ValueStateDescriptor<>("deadline", Types.LONG));
         count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Types.INT));
@@ -145,6 +147,7 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
         }
         ByteBuffer offsets = ByteBuffer.allocate(8 * items.size()).order(ByteOrder.LITTLE_ENDIAN);
         ByteBuffer sizes = ByteBuffer.allocate(4 * items.size()).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer stamps = ByteBuffer.allocate(8 * items.size()).order(ByteOrder.LITTLE_ENDIAN);
         int total = 0;
         for (Row r : items) {
             total += ((byte[]) r.getField(2)).length;
@@ -154,16 +157,18 @@ public class GatherRecords extends KeyedProcessFunction<Integer, Row, Row>
             byte[] value = (byte[]) r.getField(2);
             offsets.putLong((Long) r.getField(1));
             sizes.putInt(value.length);
+            stamps.putLong((Long) r.getField(3));
             data.write(value, 0, value.length);
         }
         out.collect(Row.of(keyByPartition ? partition : 0, Row.of(partition, offsets.array(),
-                sizes.array(), data.toByteArray(), first == null ? 0L : first)));
+                sizes.array(), data.toByteArray(), first == null ? 0L : first,
+                stamps.array())));
     }
 
     @Override
     public TypeInformation<Row> getProducedType() {
         return Types.ROW(Types.INT, Types.ROW(Types.INT, Types.PRIMITIVE_ARRAY(Types.BYTE),
                 Types.PRIMITIVE_ARRAY(Types.BYTE), Types.PRIMITIVE_ARRAY(Types.BYTE),
-                Types.LONG));
+                Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE)));
     }
 }
