@@ -248,7 +248,7 @@ def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
             # away: the broker keeps the readings for the gateway's session across a clean
             # restart (SIGTERM saves its database); the receipts come once it is back
             gw.sub.stop()
-            away = [asyncio.ensure_future(report(s, sid, rounds, 20))
+            away = [asyncio.ensure_future(report(s, sid, rounds, 60))
                     for s, sid in zip(sensors, ids, strict=True)]
             await asyncio.sleep(1)
             await asyncio.to_thread(gw.broker.restart)
