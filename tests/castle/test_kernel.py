@@ -7,17 +7,10 @@ import numpy as np
 import pytest
 
 from streamanon.castle import CastleAnonymizer, RuleSet
+from streamanon.castle._kernel import SCREEN_FROM, best_selection, merged_rows
 from streamanon.castle.cluster import ClusterSet
 from streamanon.castle.records import CastleRow
 from streamanon.data import ashrae
-
-pytest.importorskip("numba")
-
-from streamanon.castle._kernel import (  # noqa: E402
-    SCREEN_FROM,
-    best_selection,
-    merged_rows,
-)
 
 
 def _case(rng: np.random.Generator, n: int, d: int, size: int, spread: float
