@@ -9,7 +9,13 @@ import numpy as np
 from numba import njit
 
 OPEN, OUTSIDE, TIED = -1, -2, -3  # answers besides a cluster index (TIED - m: m tied)
-HEAD = 3  # fl starts with beta, eps, and 1.0 when plug-ins add to the losses
+#: fl starts with beta, eps, 1.0 when plug-ins add to the losses, and the sum of the
+#: hierarchies' largest loss terms (-1.0 when a weight or a loss is negative: no screening)
+HEAD = 4
+#: open clusters from which a tuple is first screened against a new cluster (below: no gain)
+SCREEN_FROM = 32
+#: 2**-52; the rounding error of a sum of N products is below N * EPS52 * sum(|term|) / 2
+EPS52 = 2.220446049250313e-16
 
 
 @njit(cache=True, nogil=True)
@@ -20,13 +26,17 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
     hierarchy nodes ``cat`` (``h``); grow its row and nodes by the tuple; return its index.
 
     Rows ``0..n-1`` of ``lh`` (``(-lo, hi)``) and ``nodes`` are the open clusters (n >= 1).
-    ``fl`` holds beta, eps, the plug-in flag, then the weights ``w/span`` of ``lh``'s
-    ``2d`` columns, the range domains' ``d`` lows and ``d`` highs, then every hierarchy's
+    ``fl`` holds beta, eps, the plug-in flag, the hierarchies' largest terms, then the
+    weights ``w/span`` of ``lh``'s ``2d`` columns, the range domains' ``d`` lows and ``d``
+    highs, then every hierarchy's
     ``w_j * loss(lca(a, b))``; ``it`` holds the ``h`` offsets and ``h`` sizes of the
     hierarchies' tables, then their ``lca(a, b)`` (entry ``offset + b * size + a`` in both).
     ``work`` (4 x n) is scratch for the losses without and with the tuple, then the
     plug-ins' part of each (rows 2 and 3, filled by the caller when the flag is set);
     ``picks`` (n) is scratch for tied candidates. Few arguments: each costs ~75 ns per call.
+
+    With many open clusters and room for more, :func:`_must_open` first screens them: when
+    no cluster can take the tuple within τ, the answer is ``OPEN`` without the full pass.
 
     Returns the index; ``OPEN`` when a new cluster must be opened; ``OUTSIDE`` (nothing done)
     when a value lies outside its range's domain, which must first be widened;
@@ -57,6 +67,9 @@ def best_selection(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat
     for c in range(d):
         if x[c] < fl[dlo + c] or x[c] > fl[dhi + c]:
             return OUTSIDE
+    if n >= SCREEN_FROM and n < beta and not plug and _must_open(lh, nodes, n, x, cat, tau,
+                                                                   fl, it):
+        return OPEN
     cur = work[0]
     new = work[1]
     # the sums run over the clusters in the inner loop: each cluster's sum is still added
@@ -142,3 +155,80 @@ def _grow(lh: np.ndarray, nodes: np.ndarray, i: int, x: np.ndarray, cat: np.ndar
             lh[i, d + c] = x[c]
     for j in range(nh):
         nodes[i, j] = it[2 * nh + it[j] + cat[j] * it[nh + j] + nodes[i, j]]
+
+
+@njit(cache=True, nogil=True)
+def _must_open(lh: np.ndarray, nodes: np.ndarray, n: int, x: np.ndarray, cat: np.ndarray,
+               tau: float, fl: np.ndarray, it: np.ndarray) -> bool:  # pragma: no cover - numba
+    """True when no open cluster's loss with the tuple is <= tau + eps, exactly as
+    :func:`best_selection` computes it: its answer is then ``OPEN`` (with n < beta).
+
+    A cluster whose weighted span ``w * (max(hi, x) - min(lo, x))`` on one attribute alone
+    exceeds ``tau + eps`` plus a bound on the rounding error of the full sum cannot qualify
+    (every other term is >= 0); most clusters are ruled out by one attribute. The few left
+    are computed in full, term by term in the kernel's order. Needs weights >= 0 that are
+    equal on both halves and hierarchy terms >= 0 (else False: the full pass decides).
+    """
+    d = x.shape[0]
+    nh = cat.shape[0]
+    hmax = fl[3]
+    if hmax < 0.0:
+        return False
+    inv = HEAD
+    dlo = HEAD + 2 * d
+    dhi = dlo + d
+    hloss = dhi + d
+    total = hmax  # >= the sum of |terms| of any cluster (rows and x lie in the domains)
+    for c in range(d):
+        w = fl[inv + c]
+        if not (w >= 0.0 and fl[inv + d + c] == w):
+            return False
+        total += 2.0 * w * max(abs(fl[dlo + c]), abs(fl[dhi + c]))
+    bound = tau + fl[1]
+    limit = (bound + 2.0 * (2 * d + nh + 2) * EPS52 * total) * (1.0 + 1e-6)
+    if not (limit < np.inf):  # also NaN
+        return False
+    for i in range(n):
+        ruled_out = False
+        for c in range(d):
+            w = fl[inv + c]
+            if w > 0.0:
+                a = lh[i, c]
+                b = -x[c]
+                lo_part = a if a >= b else b
+                a = lh[i, d + c]
+                b = x[c]
+                hi_part = a if a >= b else b
+                if (lo_part + hi_part) * w > limit:
+                    ruled_out = True
+                    break
+        if ruled_out:
+            continue
+        new = 0.0  # the kernel's sum for this cluster, term by term in its order
+        for c in range(d):
+            a = lh[i, c]
+            b = -x[c]
+            new += (a if a >= b else b) * fl[inv + c]
+        for c in range(d):
+            a = lh[i, d + c]
+            b = x[c]
+            new += (a if a >= b else b) * fl[inv + d + c]
+        for j in range(nh):
+            base = hloss + it[j]
+            size = it[nh + j]
+            new += fl[base + cat[j] * size + nodes[i, j]]
+        if new <= bound:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def merged_rows(lh: np.ndarray, n: int, i: int, out: np.ndarray) -> None:  # pragma: no cover
+    """``out[:n] = np.maximum(lh[:n], lh[i])``, element by element as numpy's maximum (a NaN
+    wins): each cluster's bounds merged with cluster ``i``'s, without numpy's per-row loop."""
+    m = lh.shape[1]
+    for r in range(n):
+        for c in range(m):
+            a = lh[r, c]
+            b = lh[i, c]
+            out[r, c] = a if (a >= b or a != a) else b

@@ -168,12 +168,16 @@ class ClusterSet:
         self._inv_version = 0
         self._refresh_inv()
         self.clusters: list[Cluster] = []
+        # the individuals and sensitive values of all open clusters together (pool_meets)
+        self._pool_ids: Counter[str] = Counter()
+        self._pool_sens: list[Counter[str]] = [Counter() for _ in range(self.n_sensitive)]
         # one row per open cluster, in the rows 0..n-1 of buffers that grow by doubling:
         # (-lo, hi), so that adding x is a maximum with (-x, x) and the range part of the loss
         # is a product with (w/span, w/span); the hierarchy nodes
         self._bounds = np.empty((8, 2 * d))
         self._nodes = np.empty((8, len(self.hier)), dtype=np.int64)
         self._work = np.zeros((4, 8))
+        self._merged = np.empty((0, 2 * d))  # scratch of merge_enlargement
         self._picks = np.empty(8, dtype=np.int64)
         # plug-ins' part of every open cluster's loss, cached while _other_key matches
         self._other_cur: np.ndarray | None = None
@@ -537,8 +541,8 @@ class ClusterSet:
 
     def _pack(self, key: tuple[Any, ...], beta: int, eps: float) -> None:
         """Lay out what the kernel reads besides the rows (see its docstring): beta, eps, the
-        plug-in flag, the weights, the domains, then every hierarchy's ``w * loss(lca(a, b))``
-        and ``lca(a, b)`` as flat tables."""
+        plug-in flag, the hierarchies' largest terms, the weights, the domains, then every
+        hierarchy's ``w * loss(lca(a, b))`` and ``lca(a, b)`` as flat tables."""
         losses, lcas, offs, sizes = [], [], [], []
         off = 0
         for j, g in enumerate(self.hier):
@@ -549,7 +553,10 @@ class ClusterSet:
             offs.append(off)
             sizes.append(n)
             off += n * n
-        head = [float(beta), float(eps), 1.0 if self.other else 0.0]  # HEAD values
+        # the kernel screens clusters only when every hierarchy term is >= 0 (see _must_open)
+        hmax = (sum(float(t.max()) for t in losses if t.size)
+                if all(bool((t >= 0).all()) for t in losses) else -1.0)
+        head = [float(beta), float(eps), 1.0 if self.other else 0.0, hmax]  # HEAD values
         self._beta, self._eps = beta, eps
         self._kernel_floats = np.concatenate((head, self._inv, self._dom[0], self._dom[1], *losses))
         self._kernel_ints = np.concatenate((np.array(offs + sizes, dtype=np.int64), *lcas))
@@ -712,9 +719,12 @@ class ClusterSet:
         pid = item.individual
         ids = c.individuals
         ids[pid] = ids.get(pid, 0) + 1
+        pool = self._pool_ids
+        pool[pid] = pool.get(pid, 0) + 1
         # as long: one per attribute
-        for cs, v in zip(c.sensitive_counts, item.sensitive, strict=False):
+        for cs, ps, v in zip(c.sensitive_counts, self._pool_sens, item.sensitive, strict=False):
             cs[v] = cs.get(v, 0) + 1
+            ps[v] = ps.get(v, 0) + 1
         if not grown:
             self._other_key = None
             self._grow_row(idx, item)
@@ -736,38 +746,27 @@ class ClusterSet:
 
     def pool_meets(self, k: int, rule: Diversity) -> bool:
         """All open clusters together hold >= k individuals and meet the diversity ``rule``
-        on every sensitive attribute (counted on demand: needed only before a merge)."""
-        seen: set[str] = set()
-        for c in self.clusters:
-            seen.update(c.individuals)
-            if len(seen) >= k:
-                break
-        else:
+        on every sensitive attribute (counted as tuples enter and leave the open clusters)."""
+        if len(self._pool_ids) < k:
             return False
         if rule.off:
             return True
-        l = rule.l  # noqa: E741
-        for j in range(self.n_sensitive):  # >= l values: every rule needs it
-            seen = set()
-            for c in self.clusters:
-                seen.update(c.sensitive_counts[j])
-                if len(seen) >= l:
-                    break
-            else:
-                return False
-        if rule.distinct:
-            return True
-        totals: list[Counter[str]] = [Counter() for _ in range(self.n_sensitive)]
-        for c in self.clusters:
-            for total, counts in zip(totals, c.sensitive_counts, strict=True):
-                total.update(counts)
-        return rule.all_hold(totals, self.rules.sensitive)
+        if not all(len(ps) >= rule.l for ps in self._pool_sens):  # every rule needs it
+            return False
+        return rule.distinct or rule.all_hold(self._pool_sens, self.rules.sensitive)
+
+    def _leave_pool(self, c: Cluster) -> None:
+        """``c``'s tuples leave the open clusters (``c`` was closed)."""
+        _subtract(self._pool_ids, c.individuals)
+        for ps, cs in zip(self._pool_sens, c.sensitive_counts, strict=True):
+            _subtract(ps, cs)
 
     def detach(self, c: Cluster) -> None:
         """Close ``c``: its tuples leave the pool (they are being released or merged away)."""
         i = self.index(c)
         self.clusters.pop(i)
         self._drop_row(i)
+        self._leave_pool(c)
 
     def remove_item(self, item: Item) -> None:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""
@@ -778,8 +777,10 @@ class ClusterSet:
         c.items.remove(item)
         item.cluster = None
         _dec(c.individuals, item.individual)
+        _dec(self._pool_ids, item.individual)
         for j, v in enumerate(item.sensitive):
             _dec(c.sensitive_counts[j], v)
+            _dec(self._pool_sens[j], v)
         i = self.index(c)
         if not c.items:
             self.clusters.pop(i)
@@ -792,8 +793,18 @@ class ClusterSet:
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""
+        self._absorb_at(self.index(into), self.index(other))
+
+    def absorb_nearest(self, c: Cluster) -> None:
+        """Merge into open cluster ``c`` the one that enlarges its loss least (the first of
+        equal ones): ``absorb(c, clusters[argmin(merge_enlargement(c))])``, with ``c`` looked
+        up once."""
+        i = self.index(c)
+        self._absorb_at(i, int(np.argmin(self._merge_enlargement_at(i, c))))
+
+    def _absorb_at(self, i: int, j: int) -> None:
         self._other_key = None
-        i, j = self.index(into), self.index(other)
+        into, other = self.clusters[i], self.clusters[j]
         np.maximum(self._bounds[i], self._bounds[j], out=self._bounds[i])
         for h, g in enumerate(self.hier):
             self._nodes[i, h] = g.tree.lca_table()[self._nodes[i, h], self._nodes[j, h]]
@@ -810,9 +821,17 @@ class ClusterSet:
 
     def merge_enlargement(self, c: Cluster) -> np.ndarray:
         """``loss(c + other) - loss(c)`` for every open cluster (``inf`` for ``c`` itself)."""
-        i = self.index(c)
+        return self._merge_enlargement_at(self.index(c), c)
+
+    def _merge_enlargement_at(self, i: int, c: Cluster) -> np.ndarray:
         lh_all, nodes_all = self.bounds, self.nodes
-        lh = np.maximum(lh_all, lh_all[i])
+        n = len(lh_all)
+        if len(self._merged) < n:
+            self._merged = np.empty_like(self._bounds)
+        lh = self._merged[:n]
+        if not _KERNEL:
+            _load_kernel()
+        _KERNEL[1](self._bounds, n, i, lh)  # np.maximum(lh_all, lh_all[i])
         nodes = nodes_all.copy()
         for h, g in enumerate(self.hier):
             nodes[:, h] = g.tree.lca_table()[nodes_all[:, h], nodes_all[i, h]]
@@ -853,7 +872,7 @@ _FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
 _GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
-HEAD = 3  # values before the weights in the kernel's ``fl`` (as there; numba is imported late)
+HEAD = 4  # values before the weights in the kernel's ``fl`` (as there; numba is imported late)
 
 
 _KERNEL: list[Any] = []
@@ -873,16 +892,17 @@ def _load_kernel() -> Any:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            from streamanon.castle._kernel import HEAD, best_selection
+            from streamanon.castle._kernel import HEAD, best_selection, merged_rows
 
             best_selection(np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64), 1,
                            np.empty(0), _NO_NODES, 0.0, np.zeros(HEAD), _NO_NODES,
                            np.zeros((4, 1)), np.zeros(1, dtype=np.int64))
+            merged_rows(np.zeros((1, 0)), 1, 0, np.zeros((1, 0)))
         finally:
             gc.freeze()
             if enabled:
                 gc.enable()
-        _KERNEL.append(best_selection)
+        _KERNEL.extend((best_selection, merged_rows))
     return _KERNEL[0]
 
 
@@ -892,6 +912,15 @@ def _dec(counter: Counter[str], key: str) -> None:
         counter[key] = n
     else:
         del counter[key]
+
+
+def _subtract(pool: Counter[str], counts: Counter[str]) -> None:
+    for key, n in counts.items():
+        left = pool[key] - n
+        if left:
+            pool[key] = left
+        else:
+            del pool[key]
 
 
 def _parse_time(raw: Any, name: str) -> float:

@@ -410,8 +410,7 @@ class CastleAnonymizer(OperatorBase):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
         while not self._meets(c.individuals, c.sensitive_counts, names):
-            e = cset.merge_enlargement(c)
-            cset.absorb(c, cset.clusters[int(np.argmin(e))])
+            cset.absorb_nearest(c)
         self._output(cset, c, out)
 
     def _covering(self, cset: ClusterSet, item: Item) -> _Kept | None:
