@@ -258,6 +258,46 @@ class ClusterSet:
         item = Item(row, pos, cpid, num, cat, (), tuple(sens), t if t is not None else math.nan)
         return item, hier_raw, other_raw
 
+    def parse_columns(self, n: int, numbers: Mapping[str, Sequence[float]],
+                      texts: Mapping[str, tuple[Sequence[str | None], Sequence[int]]]
+                      ) -> tuple[np.ndarray, list[str], list[list[int]], list[tuple[str, ...]],
+                                 list[bool]] | None:
+        """What :meth:`parse` takes from each of ``n`` rows given as columns (a reader's clean
+        block: numeric columns as finite floats, text columns as distinct values, ``None``
+        for blank, and codes into them), a block at a time: the numbers (a row per tuple),
+        ids, hierarchy nodes and sensitive values, and per row whether it is one that
+        :meth:`parse`'s fast branch takes as given (a non-blank id, known non-blank hierarchy
+        values, non-blank sensitive values). Any other row must go through :meth:`parse`,
+        which says what is wrong. ``None``: the rules need :meth:`parse` for every row
+        (plug-ins, hierarchies that observe, a column not given as expected).
+        """
+        if self._slow and self._known is None:
+            return None
+        try:
+            mat = np.empty((n, len(self._num_names)))
+            for j, name in enumerate(self._num_names):
+                mat[:, j] = numbers[name]
+            ids, id_codes = texts[self._id_field]
+            hier = [(texts[name], nodes) for name, nodes in self._known or ()]
+            sens = [texts[name] for name in self._sens_names]
+        except KeyError:
+            return None
+        ok = np.ones(n, dtype=bool)
+
+        def column(names: Sequence[str | None], codes: Sequence[int],
+                   value: Any) -> list[Any]:
+            given = [value(v) if type(v) is str and v.strip() else None for v in names]
+            good = np.array([v is not None for v in given], dtype=bool)
+            ok[:] &= good[np.asarray(codes, dtype=np.int64)]
+            return list(map(given.__getitem__, codes))
+
+        id_col = column(ids, id_codes, str)
+        node_cols = [column(names, codes, nodes.get) for (names, codes), nodes in hier]
+        sens_cols = [column(names, codes, str) for names, codes in sens]
+        cats = list(map(list, zip(*node_cols, strict=True))) if node_cols else [_NO_CAT] * n
+        sens_rows = list(zip(*sens_cols, strict=True)) if sens_cols else [()] * n
+        return mat, id_col, cats, sens_rows, ok.tolist()
+
     def is_qi(self, name: str | None) -> bool:
         """``name`` is one of the quasi-identifiers (not the id, a sensitive attribute or the
         time)."""

@@ -21,7 +21,7 @@ import copy
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
@@ -326,6 +326,56 @@ class CastleAnonymizer(OperatorBase):
         if hier_raw or other_raw:
             cset.observe(item, hier_raw, other_raw)
         self.read += 1
+        return self._take(cset, item)
+
+    def process_block(self, rows: Iterable[CastleRow], *, n: int,
+                      numbers: Mapping[str, Sequence[float]],
+                      texts: Mapping[str, tuple[Sequence[str | None], Sequence[int]]],
+                      start: int = 0) -> tuple[list[Any], int, BadRecordError | None]:
+        """:meth:`process` for rows ``start..n-1`` of a block given also as columns (a
+        reader's clean block, see :meth:`ClusterSet.parse_columns`): the same outcomes, with
+        the values the rules need taken from the columns instead of each row's mapping.
+
+        Rows the columns cannot vouch for go through :meth:`process` (and so does the rest
+        of the block after one of them). Returns what the rows release or suppress, how many
+        rows were taken, and the error of the row that stopped the block (``None``: all
+        were taken); the operator is then as after the rows before it.
+
+        Args:
+            rows: the block's rows from ``start`` on, in order.
+            n: the number of rows in the block.
+            numbers: the numeric columns, a float per row.
+            texts: the text columns, as distinct values (``None`` for blank) and a code per row.
+            start: the first row of the block that ``rows`` gives.
+        """
+        out: list[Any] = []
+        cset = self._current
+        parsed = (None if cset is None or self.max_delay is not None
+                  else cset.parse_columns(n, numbers, texts))
+        taken = 0
+        rows = iter(rows)
+        if parsed is not None and cset is not None:
+            mat, ids, cats, sens, ok = parsed
+            for i in range(start, n):
+                if not ok[i]:
+                    break
+                row = next(rows)
+                t = row.t
+                item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i],
+                            math.nan if t is None else t)
+                self.read += 1
+                out += self._take(cset, item)
+                taken += 1
+        for row in rows:
+            try:
+                out += self.process(row)
+            except BadRecordError as exc:
+                return out, taken, exc
+            taken += 1
+        return out, taken, None
+
+    def _take(self, cset: ClusterSet, item: Item) -> list[Any]:
+        """Place a parsed tuple and release what its arrival releases."""
         self._pos += 1
         if item.t == item.t:  # not NaN: a time was given
             self._clock = max(self._clock, item.t)

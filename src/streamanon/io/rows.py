@@ -26,7 +26,8 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
+from dataclasses import dataclass
+from itertools import islice, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
@@ -66,6 +67,15 @@ def _shown(text: str | None) -> str:
     if _SURROGATE.search(text):
         return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class CleanBlock:
+    """A block of lines that Arrow's lane read (:meth:`RowReader.parse_parts`): its first line
+    number and its columns."""
+
+    first: int
+    columns: RowColumns
 
 
 class RowReader:
@@ -357,6 +367,17 @@ class RowReader:
         and the header always go line by line. With ``repeated_header`` a block that may hold
         the header again (it holds every column name) goes line by line, which skips it.
         """
+        for part in self.parse_parts(first, data):
+            if type(part) is CastleRow:
+                yield part
+            else:
+                assert isinstance(part, CleanBlock)
+                yield from self.rows_of(part)
+
+    def parse_parts(self, first: int, data: bytes | str) -> Iterator[CastleRow | CleanBlock]:
+        """:meth:`parse_block`, with each block that Arrow's lane read given whole, as its
+        columns (:class:`CleanBlock`; its rows: :meth:`rows_of`), and the rows of the other
+        lines one by one. A block's rows count as read when it is given."""
         if self.fmt != "csv" or isinstance(data, str):
             text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
             yield from self.parse_lines(enumerate(text.split("\n"), first))
@@ -373,11 +394,11 @@ class RowReader:
             end = data.find(b"\n", min(pos + _BLOCK, size)) if pos + _BLOCK < size else -1
             end = size if end < 0 else end
             block = data[pos:end]
-            yield from self._block_rows(first, block)
+            yield from self._block_parts(first, block)
             first += block.count(b"\n") + 1
             pos = end + 1
 
-    def _block_rows(self, first: int, block: bytes) -> Iterator[CastleRow]:
+    def _block_parts(self, first: int, block: bytes) -> Iterator[CastleRow | CleanBlock]:
         header = self._header
         assert header is not None
         cols = None
@@ -389,9 +410,13 @@ class RowReader:
                 block.decode("utf-8", "surrogateescape").split("\n"), first))
             return
         self._block = (first, block, cols.starts)
-        for row in self._rows_of(first, cols):
-            self.read += 1
-            yield row
+        self.read += cols.n
+        yield CleanBlock(first, cols)
+
+    def rows_of(self, block: CleanBlock, start: int = 0) -> Iterator[CastleRow]:
+        """The rows of a block from :meth:`parse_parts`, from its row ``start`` on."""
+        rows = self._rows_of(block.first, block.columns)
+        return islice(rows, start, None) if start else rows
 
     def check_header_seen(self) -> None:
         """At the end of the input: a CSV source without a header is unreadable."""
@@ -732,4 +757,4 @@ def read_rows(source: str | Path | TextIO, fmt: str | None = None, **options: An
     return [dict(r.values) for r in RowReader(source, fmt, **options)]
 
 
-__all__ = ["RowReader", "RowWriter", "read_rows"]
+__all__ = ["CleanBlock", "RowReader", "RowWriter", "read_rows"]

@@ -16,7 +16,7 @@ import itertools
 import json
 import operator
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,7 +49,7 @@ from streamanon.zanon import AdaptiveZAnonymizer, ZAnonymizer
 if TYPE_CHECKING:  # the CASTLE stage loads them when it runs (a z run does not)
     from streamanon.castle import CastleAnonymizer
     from streamanon.castle.records import CastleRow
-    from streamanon.io.rows import RowWriter
+    from streamanon.io.rows import CleanBlock, RowWriter
 
 BOM = b"\xef\xbb\xbf"
 
@@ -476,30 +476,44 @@ class CastleStage:
         released: list[Any] = []
         codes = chunk.codes
         observe = self.latency or self._need_ids or self._need_values
+        block_lane = codes is None and not self.latency  # clean blocks go as columns
         try:
-            for row in reader.parse_block(chunk.first, chunk.data):
-                line = row.line or 0
-                if found:  # the reader's rejects before this row
-                    if fail:
-                        stop = min(found[0].line, stop if stop is not None else line)
-                    rejected += found
-                    found.clear()
-                if stop is not None and stop < line:
-                    break
-                code = line if codes is None else int(codes[line - chunk.first])
-                if observe:
-                    self._observe(row, code)
-                    observe = self.latency or self._need_ids or self._need_values
-                try:  # a file's row is numbered by its line already
-                    items = self.op.process(row if codes is None else
-                                            CastleRow(row.values, code, row.t))
-                except BAD_RECORD_ERRORS as exc:
-                    rejected.append(Rejected(line, reader.text_of_row(row), str(exc)))
-                    if fail:
+            for part in reader.parse_parts(chunk.first, chunk.data):
+                rows: Iterable[CastleRow]
+                if type(part) is CastleRow:
+                    rows = (part,)
+                elif block_lane and stop is None and not found:
+                    if self._take_block(part, released, rejected, fail):
                         break
                     continue
-                self.rows += 1
-                released += _as_list(items)
+                else:
+                    rows = reader.rows_of(part)
+                for row in rows:
+                    line = row.line or 0
+                    if found:  # the reader's rejects before this row
+                        if fail:
+                            stop = min(found[0].line, stop if stop is not None else line)
+                        rejected += found
+                        found.clear()
+                    if stop is not None and stop < line:
+                        break
+                    code = line if codes is None else int(codes[line - chunk.first])
+                    if observe:
+                        self._observe(row, code)
+                        observe = self.latency or self._need_ids or self._need_values
+                    try:  # a file's row is numbered by its line already
+                        items = self.op.process(row if codes is None else
+                                                CastleRow(row.values, code, row.t))
+                    except BAD_RECORD_ERRORS as exc:
+                        rejected.append(Rejected(line, reader.text_of_row(row), str(exc)))
+                        if fail:
+                            break
+                        continue
+                    self.rows += 1
+                    released += _as_list(items)
+                else:
+                    continue
+                break
         except UnreadableInputError as exc:
             if self.positions.kind == "message":
                 r = exc.rejected
@@ -520,6 +534,45 @@ class CastleStage:
         out.add(REJECTS, text_out, codes)
         self.rejects.add(rejected, chunk, self.positions)
         return out, None
+
+    def _take_block(self, block: CleanBlock, released: list[Any], rejected: list[Rejected],
+                    fail: bool) -> bool:
+        """A clean block of a file through the operator's block entry point
+        (:meth:`~streamanon.castle.CastleAnonymizer.process_block`), its first rows one by
+        one while the summary still counts individuals or sensitive values; ``True``: a row
+        was refused under ``fail`` (the rows after it are not taken)."""
+        from streamanon.castle.records import CastleRow
+
+        reader = self.reader
+        cols = block.columns
+        rows = reader.rows_of(block)
+        start = 0
+        while (self._need_ids or self._need_values) and start < cols.n:
+            row = next(rows)
+            start += 1
+            self._observe(row, row.line or 0)
+            try:
+                items = self.op.process(row)
+            except BAD_RECORD_ERRORS as exc:
+                rejected.append(Rejected(row.line or 0, reader.text_of_row(row), str(exc)))
+                if fail:
+                    return True
+                continue
+            self.rows += 1
+            released += _as_list(items)
+        while start < cols.n:
+            items, taken, error = self.op.process_block(
+                rows, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start)
+            self.rows += taken
+            released += items
+            if error is None:
+                break
+            line = block.first + start + taken
+            rejected.append(Rejected(line, reader.text_of_row(CastleRow({}, line)), str(error)))
+            if fail:
+                return True
+            start += taken + 1
+        return False
 
     def _observe(self, row: CastleRow, code: int) -> None:
         if self.latency:
