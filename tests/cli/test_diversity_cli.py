@@ -132,3 +132,24 @@ def test_t_closeness_runs_verifies_and_catches_a_tampered_class(tmp_path) -> Non
     assert json.loads(bad.stdout)["closeness"]["violations"] == 1
     assert _castle(data, rules, out, "--t", "0.2").exit_code == 2
     assert _verify(out, rules, data, "--t", "0.2").exit_code == 2
+
+
+def test_the_rules_and_closeness_options_come_from_a_config_file(tmp_path) -> None:
+    data, rules = _inputs(tmp_path)
+    given = tmp_path / "given.csv"
+    options = ["--diversity", "entropy", "--t", "0.2", "--t-reference", str(data)]
+    assert _castle(data, rules, given, *options).exit_code == 0
+    config = tmp_path / "castle.toml"
+    config.write_text(f'diversity = "entropy"\nt = 0.2\nt-reference = "{data}"\n')
+    from_file = tmp_path / "from_file.csv"
+    res = _castle(data, rules, from_file, "--config", str(config))
+    assert res.exit_code == 0, res.output
+    params = json.loads(res.stdout)["params"]
+    assert params["diversity"] == "entropy" and params["t"] == 0.2
+    assert from_file.read_bytes() == given.read_bytes()
+    config.write_text('diversity = "recursive"\nc = 2.5\n')
+    res = _castle(data, rules, from_file, "--config", str(config))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["params"]["c"] == 2.5
+    ok = _verify(from_file, rules, data, "--diversity", "recursive", "--c", "2.5")
+    assert ok.exit_code == 0, ok.output

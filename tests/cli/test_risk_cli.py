@@ -10,6 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from streamanon.castle import RuleSet
 from streamanon.cli import app
 from streamanon.data import ashrae
 from streamanon.risk import population_counts, reidentification_risk
@@ -114,3 +115,42 @@ def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:
         assert message in res.output, (args, res.output)
     res = runner.invoke(app, ["risk", str(tmp_path / "missing.csv"), "--qi", "a"])
     assert res.exit_code == 2
+
+
+def test_castle_risk_summary_equals_streamanon_risk_on_its_output(tmp_path: Path) -> None:
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=4))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    for name in ("out.csv", "out.jsonl"):
+        out = tmp_path / name
+        gauges = tmp_path / f"{name}.prom"
+        res = runner.invoke(app, ["castle", "--rules", str(rules), "--delta", "300", str(data),
+                                  "-o", str(out), "--risk", "--risk-window", "100",
+                                  "--risk-metrics", str(gauges), "--json"])
+        assert res.exit_code == 0, res.output
+        got = json.loads(res.stdout)["risk"]
+        qis = got["qi"]
+        assert qis == RuleSet.load(rules).quasi_identifiers  # the rules' by default
+        want = risk(str(out), "--qi", ",".join(qis), "--window", "100")
+        assert got["overall"] == want["overall"]
+        assert got["worst_window"] == want["worst_window"]
+        assert got["windows"] == want["windows"] > 1
+        # the gauges file holds the whole release's figures, in Prometheus' text format
+        from prometheus_client.parser import text_string_to_metric_families
+
+        values = {s.name: s.value for f in text_string_to_metric_families(gauges.read_text())
+                  for s in f.samples}
+        assert values["streamanon_release_prosecutor"] == want["overall"]["prosecutor"]
+        assert values["streamanon_release_smallest_class"] == \
+            want["overall"]["smallest_class"]
+        assert values["streamanon_release_rows"] == want["overall"]["rows"]
+    # --risk-qi names the columns; an unknown one, or stdout as the output, exits 2
+    out = tmp_path / "out2.csv"
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--delta", "300", str(data),
+                              "-o", str(out), "--risk-qi", "primary_use,year_built", "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)["risk"]
+    assert got["overall"] == risk(str(out), "--qi", "primary_use,year_built")["overall"]
+    for extra in (["-o", str(tmp_path / "o3.csv"), "--risk-qi", "nope"], ["--risk"]):
+        res = runner.invoke(app, ["castle", "--rules", str(rules), str(data), *extra])
+        assert res.exit_code == 2, res.output

@@ -112,3 +112,32 @@ def test_castle_kill_after_checkpoint_and_restore_at_another_parallelism_changes
     assert out.read_bytes() == flink_out.read_bytes()
     for key in ("read", "released", "suppressed", "rejected", "suppressed_by_reason"):
         assert summary[key] == flink_summary[key], key
+
+
+def test_flink_castle_takes_entropy_diversity_and_t_closeness(tmp_path):
+    import random
+
+    rnd = random.Random(4)
+    data = tmp_path / "in.csv"
+    with data.open("w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["u", "a", "s"])
+        for _ in range(600):
+            w.writerow([f"p{rnd.randrange(30)}", rnd.randint(0, 99),
+                        rnd.choices("vwxyz", weights=[50, 20, 15, 10, 5])[0]])
+    rules = tmp_path / "rules.toml"
+    rules.write_text('id = "u"\n[[attribute]]\nname = "a"\ngeneralizer = "range"\n'
+                     '[[attribute]]\nname = "s"\nsensitive = true\n')
+    options = ["--k", "3", "--l", "3", "--delta", "60", "--beta", "8", "--diversity",
+               "entropy", "--t", "0.2", "--t-reference", str(data)]
+    out = tmp_path / "flink.csv"
+    summary = streamanon("flink", "castle", "--rules", str(rules), *options, "-p", "1",
+                         "--partitions", "1", str(data), "-o", str(out))
+    assert summary["params"]["t"] == 0.2 and "reference" not in summary["params"]
+    pure = tmp_path / "pure.csv"
+    streamanon("castle", "--rules", str(rules), *options, str(data), "-o", str(pure))
+    assert Counter(out.read_text().splitlines()) == Counter(pure.read_text().splitlines())
+    assert summary["released"] > 0
+    streamanon("verify", "castle", str(out), "--rules", str(rules), *options[:4],
+               "--diversity", "entropy", "--t", "0.2", "--t-reference", str(data),
+               "--input", str(data))

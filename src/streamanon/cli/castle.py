@@ -149,6 +149,58 @@ def read_reference(path: Path, names: list[str]) -> dict[str, dict[str, int]]:
     return reference_of(rows, names)
 
 
+RISK_HELP = ("Add the released rows' re-identification risk to the summary (prosecutor, "
+             "journalist and marketer risk, sample uniques, smallest class: the figures of "
+             "`streamanon risk` on the output file) over the rules' quasi-identifiers; needs "
+             "a file --output.")
+RISK_QI_HELP = "With --risk (implied): the quasi-identifier columns (default: the rules')."
+RISK_WINDOW_HELP = "With --risk (implied): also the worst window of this many released rows."
+RISK_METRICS_HELP = ("With --risk (implied): also write the whole release's figures as "
+                     "Prometheus gauges (streamanon_release_*, text format) to this file, "
+                     "for a textfile collector (replaced at the end of the run).")
+
+
+def _risk_columns(risk: bool, risk_qi: str | None, window: int | None,
+                 metrics: Path | None, rules_qis: list[str], output: str) -> list[str]:
+    """The quasi-identifiers of ``--risk`` (empty: no risk figures); exits 2 when the
+    output is not a file."""
+    from streamanon.pipeline.kafka.options import is_kafka
+
+    if not (risk or risk_qi or window or metrics):
+        return []
+    qis = [q.strip() for q in (risk_qi or "").split(",") if q.strip()] or rules_qis
+    if not qis:
+        fail("--risk: no quasi-identifier (the rules have none; name them with --risk-qi)")
+    if output == "-" or is_kafka(output):
+        fail("--risk reads the released rows back from the --output file: give a file "
+             "(then run `streamanon risk` on a topic's or stdout's rows yourself)")
+    return qis
+
+
+def _release_risk(path: str | Path, fmt: str, qis: list[str], window: int | None,
+                 metrics: Path | None) -> dict[str, Any]:
+    """The ``risk`` entry of the summary: :func:`streamanon.cli.risk.file_risk` on the
+    released rows, and the gauges file of ``--risk-metrics``."""
+    from streamanon.cli.risk import file_risk
+
+    figures = file_risk(path, qis, fmt=fmt, window=window)
+    if metrics is not None:
+        try:
+            from streamanon.net.metrics import ReleaseRiskMetrics
+        except ModuleNotFoundError as exc:
+            from streamanon.extras import install_hint
+
+            fail(f"--risk-metrics: {install_hint(exc) or exc}")
+        gauges = ReleaseRiskMetrics()
+        gauges.update(figures["overall"])
+        try:
+            gauges.write(metrics)
+        except OSError as exc:
+            fail(f"--risk-metrics {metrics}: {exc.strerror}")
+        figures["metrics"] = str(metrics)
+    return figures
+
+
 class SplitChoice(StrEnum):
     """The splits of :mod:`streamanon.castle.split` (named here: the CLI loads without it)."""
 
@@ -220,6 +272,10 @@ def castle_command(
     config_file: Path = kafka_config_option,
     as_json: bool = typer.Option(False, "--json", help=JSON_DATA_HELP),
     summary_file: Path = typer.Option(None, "--summary", help=SUMMARY_HELP),
+    risk: bool = typer.Option(False, "--risk", help=RISK_HELP),
+    risk_qi: str = typer.Option(None, "--risk-qi", metavar="QI,...", help=RISK_QI_HELP),
+    risk_window: int = typer.Option(None, "--risk-window", min=1, help=RISK_WINDOW_HELP),
+    risk_metrics: Path = typer.Option(None, "--risk-metrics", help=RISK_METRICS_HELP),
     config: Path | None = config_option,
 ) -> None:
     """k_s-anonymize a stream with CASTLE (and l-diversity): clusters of >= k individuals.
@@ -253,6 +309,8 @@ def castle_command(
         require_input(source)
     if (t is None) != (t_reference is None):
         fail("--t and --t-reference go together")
+    risk_qis = _risk_columns(risk, risk_qi, risk_window, risk_metrics, rules.quasi_identifiers,
+                            output)
     reference = None if t_reference is None else read_reference(t_reference, rules.sensitive)
     try:
         operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
@@ -289,6 +347,9 @@ def castle_command(
                 summary: dict[str, Any] = stats.to_dict()
                 summary["outputs"] = [str(t) for t in (output, suppressed, rejects)
                                       if t is not None]
+                if risk_qis:
+                    summary["risk"] = _release_risk(output, out_format, risk_qis, risk_window,
+                                                   risk_metrics)
                 castle_warnings(k, l, rules.id_field, summary)
                 write_summary(summary_tmp, summary)
         print_summary(title, summary, as_json, stdout_has_data=output == "-")
@@ -316,6 +377,8 @@ def castle_command(
         summary = stats.to_dict()
         summary["outputs"] = [*[t for t in (output, suppressed, rejects)
                                 if t is not None and is_kafka(t)], *outs.targets]
+        if risk_qis:
+            summary["risk"] = _release_risk(out, out_format, risk_qis, risk_window, risk_metrics)
         castle_warnings(k, l, rules.id_field, summary)
         write_summary(summary_tmp, summary)
     print_summary(title, summary, as_json, stdout_has_data=output == "-")

@@ -31,10 +31,13 @@ from streamanon.cli.castle import (
     K_HELP,
     L_HELP,
     MU_HELP,
+    T_HELP,
+    T_REFERENCE_HELP,
     ZETA_HELP,
     DiversityChoice,
     Missing,
     missing_option,
+    read_reference,
 )
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -595,6 +598,8 @@ def flink_castle(
     diversity: DiversityChoice = typer.Option(DiversityChoice(DEFAULTS["diversity"]),
                                               "--diversity", help=DIVERSITY_HELP),
     c: float = typer.Option(DEFAULTS["c"], "--c", help=C_HELP),
+    t: float = typer.Option(DEFAULTS["t"], "--t", min=0, max=1, help=T_HELP),
+    t_reference: Path = typer.Option(None, "--t-reference", help=T_REFERENCE_HELP),
     delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help="A tuple leaves at "
                               "the latest after δ further tuples of its partition have "
                               "arrived."),
@@ -679,6 +684,17 @@ def flink_castle(
     from streamanon.pipeline.stages import signature_params
 
     diversity = DiversityChoice(diversity).value  # read by signature_params below
+    if (t is None) != (t_reference is None):
+        fail("--t and --t-reference go together")
+    if t_reference is not None:
+        from streamanon.castle import RuleSet
+        from streamanon.errors import StreamanonError
+
+        try:
+            sensitive = RuleSet.load(rules_paths[0]).sensitive
+        except (OSError, StreamanonError) as exc:
+            fail(f"--rules {rules_paths[0]}: {exc}")
+        reference = read_reference(t_reference, sensitive)  # read by signature_params
     params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job

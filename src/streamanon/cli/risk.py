@@ -105,6 +105,26 @@ def release_times(column: Any) -> Any:
     return parsed[codes]
 
 
+def file_risk(path: str | Path, qis: list[str], *, fmt: str | None = None,
+              window: int | None = None) -> dict[str, Any]:
+    """The risk summary of a release file (the figures of ``streamanon risk``'s summary:
+    the quasi-identifiers, the whole release's figures and, with ``window``, the worst
+    window's); a missing column exits 2."""
+    from streamanon.risk import reidentification_risk
+
+    try:
+        report = reidentification_risk(read_columns(path, qis, fmt), window=window)
+    except ConfigError as exc:
+        fail(str(exc))
+    out: dict[str, Any] = {
+        "qi": qis, "windows": len(report.windows),
+        "overall": {k: v for k, v in report.overall.to_dict().items() if k != "start"}}
+    if window is not None:
+        out["window_rows"] = window
+        out["worst_window"] = report.worst()
+    return out
+
+
 @app.command("risk", help="""Re-identification risk of a released stream: prosecutor,
 journalist and marketer risk, sample uniques and smallest class, per window of rows.
 

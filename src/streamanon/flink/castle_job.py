@@ -69,6 +69,12 @@ def numeric_columns(rules: RuleSet) -> list[str]:
             if type(r.generalizer).__name__ == "RangeGeneralizer"]
 
 
+def listed(params: dict[str, Any]) -> dict[str, Any]:
+    """The CASTLE parameters a job's summary lists: all but the t-closeness reference
+    distribution (a table of counts; the checkpoint identity keeps it)."""
+    return {k: v for k, v in params.items() if k != "reference"}
+
+
 def read_rules(rules_paths: Sequence[str | Path], params: dict[str, Any]
                ) -> tuple[list[str], RuleSet]:
     """The ``--rules`` files' texts and the first one's rule set; refused
@@ -239,7 +245,7 @@ def run_castle_job(
                                        on_error=on_error, rejects_path=rejects_path,
                                        rejects_name=rejects_name, source=str(source))
     stats = result.stats
-    stats.params = {**params, "input": str(source), "partitions": record.key_groups,
+    stats.params = {**listed(params), "input": str(source), "partitions": record.key_groups,
                     "parallelism": options.parallelism, "mode": options.mode,
                     "batch_size": options.batch_size, "batch_ms": options.batch_ms}
     stats.details = {
@@ -291,7 +297,8 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())
-        stats = RunStats(params={**params, "input": source.url, "output": out.published,
+        stats = RunStats(params={**listed(params), "input": source.url,
+                                 "output": out.published,
                                  "partitions": record.key_groups,
                                  "parallelism": options.parallelism, "mode": options.mode,
                                  "delivery": out.delivery})

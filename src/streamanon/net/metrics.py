@@ -74,6 +74,35 @@ class CEMetrics:
                                    "batches", registry=r)
 
 
+class ReleaseRiskMetrics:
+    """The re-identification risk of a released stream (:mod:`streamanon.risk`) as gauges:
+    :meth:`update` sets them from a window's figures (the whole release's, or the last
+    window's); :meth:`write` writes them in Prometheus' text format (a textfile collector's
+    file, for runs without a metrics port)."""
+
+    FIGURES = ("prosecutor", "prosecutor_avg", "journalist", "marketer", "sample_uniques",
+               "smallest_class", "classes", "rows")
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.gauges = {name: Gauge(f"streamanon_release_{name}",
+                                   f"Re-identification risk of the released rows: {name}",
+                                   registry=r) for name in self.FIGURES}
+
+    def update(self, figures: Any) -> None:
+        """Set every gauge from a :class:`~streamanon.risk.WindowRisk` (or its dict)."""
+        values = figures if isinstance(figures, dict) else figures.to_dict()
+        for name, gauge in self.gauges.items():
+            gauge.set(float(values[name]))
+
+    def write(self, path: str | Path) -> None:
+        """The gauges in Prometheus' text exposition format, written to ``path`` (replaced
+        atomically)."""
+        from prometheus_client import write_to_textfile
+
+        write_to_textfile(str(path), self.registry)
+
+
 _FRIENDLY = {"PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate",
              "HTTP_REQUEST": "plain HTTP on the TLS port",
              "WRONG_VERSION_NUMBER": "not TLS", "UNSUPPORTED_PROTOCOL": "TLS version too old",

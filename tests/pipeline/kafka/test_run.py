@@ -405,3 +405,21 @@ def test_another_writer_on_the_output_stops_the_run(kafka_broker):
     with pytest.raises(EndpointError, match=r"landed at offset \d+, expected \d+: another"):
         run_z(b.url(inp), b.url(out), ZAnonymizer(z=2, delta_t=10), kafka=KafkaOptions(
             until_end=True, fetch_batch=500, log=lambda s: None, after_batch=intrude))
+
+
+def test_castle_from_a_topic_takes_t_closeness_and_reports_the_risk(kafka_broker, tmp_path):
+    b = kafka_broker
+    data, rules = _castle_files(tmp_path, 600, seed=5)
+    header, *lines = data.read_bytes().splitlines()
+    (inp,) = b.topics("in")
+    produce(b.bootstrap, inp, [header, *lines])
+    options = ["--rules", str(rules), "--k", "5", "--l", "2", "--delta", "300", "--t", "0.5",
+               "--t-reference", str(data), "--risk", "--json"]
+    released = tmp_path / "released.csv"
+    s = summary_of(cli("castle", *options, b.url(inp), "-o", str(released), "--until-end",
+                       "--group", "closeness"))
+    pure = tmp_path / "pure.csv"
+    ref = summary_of(cli("castle", *options, str(data), "-o", str(pure)))
+    assert s["params"]["t"] == 0.5 and s["released"] == ref["released"] > 0
+    assert released.read_bytes() == pure.read_bytes()
+    assert s["risk"] == ref["risk"] and s["risk"]["overall"]["smallest_class"] >= 1
