@@ -229,6 +229,13 @@ def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
             await asyncio.to_thread(gw.broker.proc.wait)
             await asyncio.to_thread(gw.broker.restart)
 
+        def resubscribe() -> None:  # the gateway back, on its persistent session
+            gw.sub = MqttIntake(gw.intake, 0, address=gw.address, ca=site / "pki/ca.crt",
+                                cert=site / "pki/gw0.crt", key=site / "pki/gw0.key",
+                                devices=(TASMOTA,), wall_cycle=lambda: gw.wall, count=gw.count,
+                                clock=time.time)
+            gw.sub.start()
+
         async def report(s: MqttSensor, sid: str, c: int, timeout: float) -> None:
             try:
                 (reply,) = await s.send([f"{900 * c},{c}"], timeout)
@@ -252,11 +259,7 @@ def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
                     for s, sid in zip(sensors, ids, strict=True)]
             await asyncio.sleep(1)
             await asyncio.to_thread(gw.broker.restart)
-            gw.sub = MqttIntake(gw.intake, 0, address=gw.address, ca=site / "pki/ca.crt",
-                                cert=site / "pki/gw0.crt", key=site / "pki/gw0.key",
-                                devices=(TASMOTA,), wall_cycle=lambda: gw.wall, count=gw.count,
-                                clock=time.time)
-            gw.sub.start()
+            resubscribe()
             await asyncio.gather(*away)
             # away again, and the broker killed right after acknowledging the publications
             # (QoS 1): what its database missed gets no receipt, what it kept gets one later
@@ -266,11 +269,7 @@ def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
                     for s, sid in zip(sensors, ids, strict=True)]
             await asyncio.sleep(0.3)
             await kill(0.0)
-            gw.sub = MqttIntake(gw.intake, 0, address=gw.address, ca=site / "pki/ca.crt",
-                                cert=site / "pki/gw0.crt", key=site / "pki/gw0.key",
-                                devices=(TASMOTA,), wall_cycle=lambda: gw.wall, count=gw.count,
-                                clock=time.time)
-            gw.sub.start()
+            resubscribe()
             await asyncio.gather(*away)
         finally:
             for s in sensors:

@@ -47,8 +47,27 @@ def _value(value: Any) -> str | None:
     return _cell(value)
 
 
+@dataclass(kw_only=True)
+class _Tally:
+    """The counts every check of classes reports: classes seen, violating classes, the worst
+    figure per attribute and the first problem found."""
+
+    classes: int = 0
+    violations: int = 0
+    worst: dict[str, float] = field(default_factory=dict)
+    first_problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def _tally(self) -> dict[str, Any]:
+        return {"ok": self.ok, "classes": self.classes, "violations": self.violations,
+                "worst": dict(self.worst), "first_problem": self.first_problem}
+
+
 @dataclass
-class DiversityReport:
+class DiversityReport(_Tally):
     """What the check found: ``ok`` when every class meets the rule on every attribute.
 
     ``worst`` per attribute: for ``entropy`` the smallest ``exp(H)`` of a class (its
@@ -59,19 +78,9 @@ class DiversityReport:
     measure: str
     l: int  # noqa: E741
     c: float | None
-    classes: int = 0
-    violations: int = 0
-    worst: dict[str, float] = field(default_factory=dict)
-    first_problem: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
 
     def to_dict(self) -> dict[str, Any]:
-        return {"measure": self.measure, "l": self.l, "c": self.c, "ok": self.ok,
-                "classes": self.classes, "violations": self.violations,
-                "worst": dict(self.worst), "first_problem": self.first_problem}
+        return {"measure": self.measure, "l": self.l, "c": self.c, **self._tally()}
 
 
 def _entropy(counts: Sequence[int]) -> float:
@@ -159,25 +168,15 @@ def check_diversity_file(output: str | Path | TextIO, *, qi: Sequence[str],
 
 
 @dataclass
-class ClosenessReport:
+class ClosenessReport(_Tally):
     """t-closeness of every class: ``worst`` per attribute is the largest earth mover's
     distance of a class to the reference; ``ok`` when none exceeds t."""
 
     t: float
     ground: dict[str, str] = field(default_factory=dict)
-    classes: int = 0
-    violations: int = 0
-    worst: dict[str, float] = field(default_factory=dict)
-    first_problem: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
 
     def to_dict(self) -> dict[str, Any]:
-        return {"t": self.t, "ground_distance": dict(self.ground), "ok": self.ok,
-                "classes": self.classes, "violations": self.violations,
-                "worst": dict(self.worst), "first_problem": self.first_problem}
+        return {"t": self.t, "ground_distance": dict(self.ground), **self._tally()}
 
 
 def _as_number(text: str) -> float | None:
