@@ -47,6 +47,20 @@ def _value(value: Any) -> str | None:
     return _cell(value)
 
 
+def _class_counts(rows: Iterable[Mapping[str, Any]], qi: Sequence[str],
+                  sensitive: Sequence[str]) -> dict[tuple[str | None, ...], list[Counter[str]]]:
+    """Per class (its quasi-identifier cells), the counts of each sensitive column's values."""
+    counts: dict[tuple[str | None, ...], list[Counter[str]]] = defaultdict(
+        lambda: [Counter() for _ in sensitive])
+    for row in rows:
+        cls = counts[tuple(_cell(row.get(q)) for q in qi)]
+        for i, s in enumerate(sensitive):
+            v = _value(row.get(s))
+            if v is not None:
+                cls[i][v] += 1
+    return counts
+
+
 @dataclass(kw_only=True)
 class _Tally:
     """The counts every check of classes reports: classes seen, violating classes, the worst
@@ -113,14 +127,7 @@ def check_diversity(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
     if measure == "recursive" and (c is None or not c > 0):
         raise ConfigError("recursive (c,l)-diversity needs c > 0")
     report = DiversityReport(measure, int(l), c)
-    counts: dict[tuple[str | None, ...], list[Counter[str]]] = defaultdict(
-        lambda: [Counter() for _ in sensitive])
-    for row in rows:
-        cls = counts[tuple(_cell(row.get(q)) for q in qi)]
-        for i, s in enumerate(sensitive):
-            v = _value(row.get(s))
-            if v is not None:
-                cls[i][v] += 1
+    counts = _class_counts(rows, qi, sensitive)
     report.classes = len(counts)
     for key, per in counts.items():
         for s, cnt in zip(sensitive, per, strict=True):
@@ -238,14 +245,7 @@ def check_closeness(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
     if missing:
         raise ConfigError(f"t-closeness: no reference for {', '.join(missing)}")
     report = ClosenessReport(float(t))
-    counts: dict[tuple[str | None, ...], list[Counter[str]]] = defaultdict(
-        lambda: [Counter() for _ in sensitive])
-    for row in rows:
-        cls = counts[tuple(_cell(row.get(q)) for q in qi)]
-        for i, s in enumerate(sensitive):
-            v = _value(row.get(s))
-            if v is not None:
-                cls[i][v] += 1
+    counts = _class_counts(rows, qi, sensitive)
     report.classes = len(counts)
     refs = {s: _Reference(reference[s]) for s in sensitive}
     for s in sensitive:
