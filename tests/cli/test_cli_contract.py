@@ -153,6 +153,18 @@ def test_k_and_l_that_cannot_be_reached_are_warned(tmp_path) -> None:
     assert "warning: --k 1000" in res.stderr
 
 
+def test_a_delta_below_k_is_warned_and_the_defaults_are_not(tmp_path) -> None:
+    data, rules = castle_files(tmp_path, 200)
+    runs = {}
+    for name, extra in {"below": ["--k", "10", "--delta", "5"], "defaults": []}.items():
+        res = runner.invoke(app, ["castle", "--rules", str(rules), *extra, str(data), "-o",
+                                  str(tmp_path / f"{name}.csv"), "--json"])
+        assert res.exit_code == 0, res.output
+        runs[name] = " ".join(json.loads(res.stdout).get("warnings", []))
+    assert "--delta 5 --k 10: δ = 5 < k = 10: Prink requires δ >= k" in runs["below"]
+    assert "Prink requires" not in runs["defaults"]
+
+
 def test_pointless_z_parameters_are_warned(tmp_path) -> None:
     src = tmp_path / "in.csv"
     src.write_text("t,u,a\n1,a,x\n2,b,x\n")

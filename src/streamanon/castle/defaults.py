@@ -54,4 +54,23 @@ DEFAULTS: dict[str, Any] = {
     "missing": Missing.reject,
 }
 
-__all__ = ["DEFAULTS", "MISSING_REASON", "Missing", "Suppression"]
+
+
+def delta_below_k(k: int, delta: int) -> str | None:
+    """The warning when δ < k, else ``None``: Prink requires δ >= k (Sect. 4.1.1).
+
+    A tuple must leave within δ tuples of its arrival, and its cluster needs k individuals:
+    with δ < k most tuples expire before k individuals can have arrived and are suppressed.
+
+    >>> delta_below_k(5, 5) is None
+    True
+    >>> delta_below_k(10, 5).split(" (")[0]
+    'δ = 5 < k = 10: Prink requires δ >= k'
+    """
+    if delta < k:
+        return (f"δ = {delta} < k = {k}: Prink requires δ >= k (a tuple would have to leave "
+                "before k individuals can have arrived; most tuples are then suppressed)")
+    return None
+
+
+__all__ = ["DEFAULTS", "MISSING_REASON", "Missing", "Suppression", "delta_below_k"]

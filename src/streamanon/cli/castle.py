@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streamanon.castle.defaults import DEFAULTS, Missing, Suppression
+from streamanon.castle.defaults import DEFAULTS, Missing, Suppression, delta_below_k
 from streamanon.cli.app import app, experiment_app
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -74,8 +74,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any]) -> None:  # noqa: E741
-    """Say when k or l cannot be reached on this input (the run released nothing for it)."""
+def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any], *,  # noqa: E741
+                    delta: int | None = None) -> None:
+    """Say when k or l cannot be reached on this input (the run released nothing for it),
+    and when δ < k (Prink's requirement; most tuples are then suppressed)."""
+    msg = None if delta is None else delta_below_k(k, delta)
+    if msg:
+        warn(f"--delta {delta} --k {k}: {msg}", summary)
     if not summary["read"]:
         return
     for name, (lo, hi) in summary.get("domains_widened", {}).items():
@@ -350,7 +355,7 @@ def castle_command(
                 if risk_qis:
                     summary["risk"] = _release_risk(output, out_format, risk_qis, risk_window,
                                                    risk_metrics)
-                castle_warnings(k, l, rules.id_field, summary)
+                castle_warnings(k, l, rules.id_field, summary, delta=delta)
                 write_summary(summary_tmp, summary)
         print_summary(title, summary, as_json, stdout_has_data=output == "-")
         return
@@ -379,7 +384,7 @@ def castle_command(
                                 if t is not None and is_kafka(t)], *outs.targets]
         if risk_qis:
             summary["risk"] = _release_risk(out, out_format, risk_qis, risk_window, risk_metrics)
-        castle_warnings(k, l, rules.id_field, summary)
+        castle_warnings(k, l, rules.id_field, summary, delta=delta)
         write_summary(summary_tmp, summary)
     print_summary(title, summary, as_json, stdout_has_data=output == "-")
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from streamanon.castle.defaults import delta_below_k
 from streamanon.cli.app import experiment_app
 from streamanon.cli.common import JSON_HELP, fail, warn
 
@@ -138,9 +139,9 @@ def experiment_prink(
     k_list, d_list, l_list = _ints(ks, "--k"), _ints(deltas, "--delta"), _ints(ls, "--l")
     for k in k_list:
         for d in d_list:
-            if d < k:
-                warn(f"--delta {d} < --k {k}: Prink requires δ >= k; most tuples of that "
-                     "configuration will be suppressed")
+            msg = delta_below_k(k, d)
+            if msg:
+                warn(f"--delta {d} --k {k}: {msg}")
     if data is not None and not data.is_dir():
         fail(f"--data {data}: not a folder")
     from rich.console import Console

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from streamanon.castle import CastleAnonymizer, RuleSet
+from streamanon.castle.defaults import delta_below_k
 from streamanon.castle.records import CastleRow, Released
 
 __all__ = ["PAPER_DELTAS", "PAPER_KS", "PAPER_LS", "PrinkRun", "aggregate", "run_grid",
@@ -216,14 +217,6 @@ def run_one(rows: Sequence[Mapping[str, Any]], rules_text: str, run: PrinkRun, *
     return row
 
 
-def check_delta(k: int, delta: int) -> str | None:
-    """Prink requires δ >= k (Sect. 4.1.1): the text of the warning when it does not hold."""
-    if delta < k:
-        return (f"δ = {delta} < k = {k}: Prink requires δ >= k (a tuple would have to leave "
-                "before k individuals can have arrived; most tuples are then suppressed)")
-    return None
-
-
 def run_grid(rows: Sequence[Mapping[str, Any]], rules_text: str, *, ks: Iterable[int],
              deltas: Iterable[int], ls: Iterable[int], repeat: int = 3,
              beta: int | None = None, mu: int = PAPER_MU, zeta: int = PAPER_ZETA,
@@ -247,7 +240,7 @@ def run_grid(rows: Sequence[Mapping[str, Any]], rules_text: str, *, ks: Iterable
     out = []
     for d in deltas:
         for k in ks:
-            msg = check_delta(k, d)
+            msg = delta_below_k(k, d)
             if msg:
                 warnings.warn(msg, stacklevel=2)
             for l in ls:  # noqa: E741
