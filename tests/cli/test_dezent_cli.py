@@ -110,3 +110,33 @@ def test_simulate_mix_and_random_order_report_linkability_bias_and_bytes():
     assert res.exit_code == 0 and "gateway linkability (mix" in res.output
     assert run("simulate", *SMALL, "--publication", "proxy")[0] == 2
     assert run("simulate", *SMALL, "--publication-order", "ccc-last")[0] == 2
+
+
+def test_every_entry_point_defaults_to_one_p_pub():
+    """The CLI states its defaults literally (its modules load no protocol code for --help);
+    this holds them to the protocol's one default, as the API, the daemons' configs, the
+    simulation and the local site take it."""
+    import dataclasses
+
+    import typer
+
+    from streamanon.dezent.protocol import DEFAULT_P_PUB, ProtocolConfig
+    from streamanon.dezent.stream import DezentRing
+    from streamanon.harness.local_site import LocalSiteSpec
+    from streamanon.net.config import ProtocolSection
+    from streamanon.sim.config import SimConfig
+
+    root = typer.main.get_command(app)
+    commands = {"simulate": root.commands["simulate"],
+                "experiment dezent": root.commands["experiment"].commands["dezent"],
+                "cluster init": root.commands["cluster"].commands["init"],
+                "cluster up": root.commands["cluster"].commands["up"]}
+    cli = {name: next(p.default for p in cmd.params if p.name == "p_pub")
+           for name, cmd in commands.items()}
+    assert cli == dict.fromkeys(commands, DEFAULT_P_PUB)
+    for cls in (ProtocolConfig, SimConfig, ProtocolSection, LocalSiteSpec):
+        field = next(f for f in dataclasses.fields(cls) if f.name == "p_pub")
+        assert field.default == DEFAULT_P_PUB, cls
+    import inspect
+
+    assert inspect.signature(DezentRing).parameters["p_pub"].default == DEFAULT_P_PUB

@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 
 from streamanon.base import OperatorBase
-from streamanon.dezent.protocol import Gateway, ProtocolConfig, StructureSpec, run_cycle
+from streamanon.dezent.protocol import (
+    DEFAULT_P_PUB,
+    Gateway,
+    ProtocolConfig,
+    StructureSpec,
+    run_cycle,
+)
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.rules import PAPER
 from streamanon.errors import (
@@ -77,7 +83,7 @@ class DezentRing(OperatorBase):
                (Record(last.t - 2000, "sn99", "low"), TimeOrderError, "t")]
         return {"name": "dezent-ring", "seeded": True,
                 "params": {"z": 3, "delta_t": 1800, "period": 900, "gateways": 4,
-                           "domain": domain, "p_pub": 0.5},
+                           "domain": domain, "p_pub": DEFAULT_P_PUB},
                 "records": records, "bad": bad, "time_of": _time_of,
                 "checks": ("ring_equals_centralized_rule",)}
 
@@ -90,7 +96,7 @@ class DezentRing(OperatorBase):
         gateways: int,
         domain: Sequence[str],
         rule: str = PAPER,
-        p_pub: float = 0.5,
+        p_pub: float = DEFAULT_P_PUB,
         t0: float = 0.0,
         seed: int = 0,
         bits: int = 20,

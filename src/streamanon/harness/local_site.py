@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from streamanon.dezent.protocol import DEFAULT_P_PUB
 from streamanon.errors import ConfigError, SiteStartError, WorkdirInUse
 from streamanon.net.config import toml_dump
 from streamanon.net.pki import gateway_name, init_pki, write_mix_keys
@@ -40,7 +41,7 @@ class LocalSiteSpec:
     seed: int = 1
     start_cycle: int = 0
     delta_t: float = 7260.0
-    p_pub: float = 0.5
+    p_pub: float = DEFAULT_P_PUB
     rule: str = "paper"
     structure: str = "exact"
     fp_rate: float = 0.05

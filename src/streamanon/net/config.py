@@ -15,7 +15,12 @@ from typing import Any
 
 from streamanon.dezent.cbf import Key
 from streamanon.dezent.mix import load_public_key
-from streamanon.dezent.protocol import ProtocolConfig, StructureSpec, window_cycles
+from streamanon.dezent.protocol import (
+    DEFAULT_P_PUB,
+    ProtocolConfig,
+    StructureSpec,
+    window_cycles,
+)
 from streamanon.dezent.ring import Ring
 from streamanon.dezent.securesum import bits_for, max_true_count
 from streamanon.errors import ConfigError, MixError, StreamanonError
@@ -27,7 +32,7 @@ from streamanon.net.pki import parse_gateway_name
 class ProtocolSection:
     z: int
     delta_t: float
-    p_pub: float = 1.0
+    p_pub: float = DEFAULT_P_PUB
     rule: str = "paper"
     structure: str = "exact"
     domain_max_w: float | None = None

@@ -15,7 +15,12 @@ from streamanon.dezent.grid import CYCLE_SECONDS, CYCLES_PER_DAY
 from streamanon.dezent.mix import DEFAULT_PADDING, check_padding
 from streamanon.dezent.order import PAPER as PAPER_ORDER
 from streamanon.dezent.order import check_order
-from streamanon.dezent.protocol import PUBLICATIONS, StructureSpec, window_cycles
+from streamanon.dezent.protocol import (
+    DEFAULT_P_PUB,
+    PUBLICATIONS,
+    StructureSpec,
+    window_cycles,
+)
 from streamanon.dezent.rules import PAPER, check_rule
 from streamanon.dezent.securesum import bits_for, max_true_count
 from streamanon.errors import ConfigError
@@ -30,7 +35,7 @@ class SimConfig:
 
     z: int = 10
     delta_t: float = 7260.0
-    p_pub: float = 0.5
+    p_pub: float = DEFAULT_P_PUB
     rule: str = PAPER
     structure: str = "exact"  # the defaults of every entry point: docs/guides/dezent-simulation.md
     fp_rate: float = 0.05
