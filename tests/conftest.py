@@ -48,7 +48,8 @@ def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A broker reached only through TLS with client certificates (a TLS front on loopback
     that forwards to a second Tansu broker, which advertises the front), for the whole
     session: ``.bootstrap``, ``.url(topic)``, ``.names(...)``, ``.config`` (a
-    ``--kafka-config`` file), ``.files`` (the PEM files). See tests/pipeline/kafka/tls_front.py.
+    ``--kafka-config`` file: PEM files), ``.keystore_config`` (the same with a PKCS#12 key
+    store), ``.files`` (the PEM files). See tests/pipeline/kafka/tls_front.py.
     """
     from tests.pipeline.kafka.conftest import SharedBroker, require_kafka
 
@@ -66,6 +67,8 @@ def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     shared.bootstrap = f"localhost:{front.port}"
     shared.files = files  # type: ignore[attr-defined]
     shared.config = client_properties(work / "client.properties", files)  # type: ignore[attr-defined]
+    shared.keystore_config = client_properties(  # type: ignore[attr-defined]
+        work / "client-keystore.properties", files, keystore=True)
     shared.front = front  # type: ignore[attr-defined]
     try:
         yield shared

@@ -31,11 +31,13 @@ class TlsFiles:
     server_key: Path
     client_cert: Path
     client_key: Path  # encrypted with KEY_PASSWORD
+    client_keystore: Path  # the client's pair as PKCS#12, encrypted with KEY_PASSWORD
 
 
 def make_tls_files(directory: Path) -> TlsFiles:
     """A CA, a server certificate for ``localhost`` and a client certificate, in ``directory``."""
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
 
     from streamanon.net.pki import ROLE_CE, make_ca, make_leaf
 
@@ -45,7 +47,7 @@ def make_tls_files(directory: Path) -> TlsFiles:
     client_cert, client_key = make_leaf("kafka-client", ca_cert, ca_key, role="kafka-client")
     pem = serialization.Encoding.PEM
     files = TlsFiles(*(directory / n for n in ("ca.crt", "server.crt", "server.key",
-                                                "client.crt", "client.key")))
+                                                "client.crt", "client.key", "client.p12")))
     files.ca.write_bytes(ca_cert.public_bytes(pem))
     files.server_cert.write_bytes(server_cert.public_bytes(pem))
     files.server_key.write_bytes(server_key.private_bytes(
@@ -54,19 +56,28 @@ def make_tls_files(directory: Path) -> TlsFiles:
     files.client_key.write_bytes(client_key.private_bytes(
         pem, serialization.PrivateFormat.PKCS8,
         serialization.BestAvailableEncryption(KEY_PASSWORD.encode())))
-    for key in (files.server_key, files.client_key):
+    files.client_keystore.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"kafka-client", client_key, client_cert, None,
+        serialization.BestAvailableEncryption(KEY_PASSWORD.encode())))
+    for key in (files.server_key, files.client_key, files.client_keystore):
         key.chmod(0o600)
     return files
 
 
-def client_properties(path: Path, files: TlsFiles) -> Path:
-    """A ``--kafka-config`` file for the front: SSL, the CA, the client's pair and password."""
+def client_properties(path: Path, files: TlsFiles, *, keystore: bool = False) -> Path:
+    """A ``--kafka-config`` file for the front: SSL, the CA, the client's pair and password.
+
+    The pair as PEM files with an encrypted key, or (``keystore``) as a PKCS#12 key store:
+    Java 17's Kafka clients cannot decrypt a PEM key (PBES2), both clients read the store.
+    """
+    pair = (f"ssl.keystore.location={files.client_keystore}\n"
+            f"ssl.keystore.password={KEY_PASSWORD}\n" if keystore else
+            f"ssl.certificate.location={files.client_cert}\n"
+            f"ssl.key.location={files.client_key}\n"
+            f"ssl.key.password={KEY_PASSWORD}\n")
     path.write_text("# a TLS cluster with client certificates\n"
                     "security.protocol=SSL\n"
-                    f"ssl.ca.location={files.ca}\n"
-                    f"ssl.certificate.location={files.client_cert}\n"
-                    f"ssl.key.location={files.client_key}\n"
-                    f"ssl.key.password={KEY_PASSWORD}\n")
+                    f"ssl.ca.location={files.ca}\n" + pair)
     return path
 
 
