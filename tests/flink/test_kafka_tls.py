@@ -23,7 +23,7 @@ from tests.pipeline.kafka.conftest import (
 require_flink()
 require_kafka()
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
 
 def test_flink_z_over_tls_with_the_same_properties_file(tls_kafka_broker, tmp_path):

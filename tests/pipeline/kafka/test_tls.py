@@ -80,3 +80,30 @@ def test_produce_z_and_consume_over_tls_equal_the_file_run_and_print_no_secret(
             assert part
             assert all(secret not in v and all(secret not in h for h in hs.values())
                        for v, hs in part)
+
+
+def test_an_encrypted_pem_key_is_refused_for_the_java_clients_a_key_store_passes(
+        tmp_path):
+    """Java 17's Kafka clients cannot decrypt a PBES2 PEM key (a Flink job would fail after
+    its start-up): the translation refuses it at once, naming the file, never the password;
+    the PKCS#12 key store of the same pair passes to the Java clients as it is."""
+    from streamanon.errors import KafkaConfigError
+    from streamanon.pipeline.kafka.options import java_kafka_config, read_kafka_config
+    from tests.pipeline.kafka.tls_front import (
+        KEY_PASSWORD,
+        client_properties,
+        make_tls_files,
+    )
+
+    files = make_tls_files(tmp_path / "pki")
+    pem = read_kafka_config(client_properties(tmp_path / "pem.properties", files))
+    with pytest.raises(KafkaConfigError, match="PBES2") as err:
+        java_kafka_config(pem)
+    assert str(files.client_key) in str(err.value) and KEY_PASSWORD not in str(err.value)
+    store = read_kafka_config(client_properties(tmp_path / "p12.properties", files,
+                                                keystore=True))
+    java = java_kafka_config(store)
+    assert java["ssl.keystore.location"] == str(files.client_keystore)
+    assert java["ssl.keystore.password"] == KEY_PASSWORD
+    assert java["ssl.truststore.certificates"] == files.ca.read_text()
+    assert java["security.protocol"] == "SSL"
