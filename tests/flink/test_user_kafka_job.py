@@ -40,7 +40,7 @@ def test_the_guides_own_kafka_job_writes_what_streamanon_z_writes(kafka_broker):
     spec = importlib.util.spec_from_file_location("flink_kafka_job", EXAMPLE)
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
-    sys.modules["flink_kafka_job"] = example  # the job's functions are pickled by reference
+    sys.modules["flink_kafka_job"] = example  # its functions are pickled by reference
     try:
         spec.loader.exec_module(example)
         b = kafka_broker
@@ -51,6 +51,7 @@ def test_the_guides_own_kafka_job_writes_what_streamanon_z_writes(kafka_broker):
         produce(b.bootstrap, inp, z_trace(3000, seed=6))
         env = make_env(parallelism=1, checkpoint_interval_ms=500)
         env.add_jars(*jar_urls(ensure_jars()))
+        env.add_python_file(str(EXAMPLE))  # the Python workers import the job's module too
         example.build(env, bootstrap=b.bootstrap, source_topic=inp, sink_topic=out, z=3,
                       delta_t=30)
         ref = summary_of(cli("z", b.url(inp), "-o", b.url(pure), "--z", "3", "--delta-t",
