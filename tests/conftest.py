@@ -41,3 +41,38 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         broker.stop(kill=True)  # memory storage: nothing to keep (a clean stop takes 5 s)
         broker.close()
+
+
+@pytest.fixture(scope="session")
+def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A broker reached only through TLS with client certificates (a TLS front on loopback
+    that forwards to a second Tansu broker, which advertises the front), for the whole
+    session: ``.bootstrap``, ``.url(topic)``, ``.names(...)``, ``.config`` (a
+    ``--kafka-config`` file: PEM files), ``.keystore_config`` (the same with a PKCS#12 key
+    store), ``.files`` (the PEM files). See tests/pipeline/kafka/tls_front.py.
+    """
+    from tests.pipeline.kafka.conftest import SharedBroker, require_kafka
+
+    require_kafka()
+    from streamanon.harness.kafka_broker import Broker
+    from tests.pipeline.kafka.tls_front import TlsFront, client_properties, make_tls_files
+
+    work = tmp_path_factory.mktemp("kafka-tls")
+    files = make_tls_files(work / "pki")
+    front = TlsFront(files)
+    broker = Broker(work / "broker", storage="memory", advertised=f"localhost:{front.port}")
+    broker.start()
+    front.start((broker.host, broker.port))
+    shared = SharedBroker(broker)
+    shared.bootstrap = f"localhost:{front.port}"
+    shared.files = files  # type: ignore[attr-defined]
+    shared.config = client_properties(work / "client.properties", files)  # type: ignore[attr-defined]
+    shared.keystore_config = client_properties(  # type: ignore[attr-defined]
+        work / "client-keystore.properties", files, keystore=True)
+    shared.front = front  # type: ignore[attr-defined]
+    try:
+        yield shared
+    finally:
+        front.stop()
+        broker.stop(kill=True)
+        broker.close()

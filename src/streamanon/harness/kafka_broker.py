@@ -126,10 +126,13 @@ class Broker:
 
     ``storage="memory"`` (fast; lost on stop) or ``"s3"`` (kept in a local S3 server that
     survives broker restarts). ``bootstrap`` lists every loopback address the broker may use,
-    so clients keep finding it after :meth:`restart`.
+    so clients keep finding it after :meth:`restart`. ``advertised`` (``HOST:PORT``) is the
+    address given to clients in metadata instead of the broker's own, for a front that
+    speaks TLS to the clients and plain TCP to the broker (this broker serves no TLS).
     """
 
-    def __init__(self, workdir: str | Path, storage: str = "memory") -> None:
+    def __init__(self, workdir: str | Path, storage: str = "memory", *,
+                 advertised: str | None = None) -> None:
         if storage not in ("memory", "s3"):
             raise ConfigError("storage must be 'memory' or 's3'")
         self.workdir = Path(workdir)
@@ -139,6 +142,7 @@ class Broker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.s3: S3Server | None = None
         self.restarts = 0
+        self.advertised = advertised
 
     @staticmethod
     def available() -> bool:
@@ -168,8 +172,9 @@ class Broker:
         if not self.port:
             self.port = free_port(LOOPBACK_HOSTS)
         env = dict(os.environ)
+        advertised = self.advertised or f"{self.host}:{self.port}"
         args = [tansu_binary(), "broker", "--listener-url", f"tcp://{self.host}:{self.port}",
-                "--advertised-listener-url", f"tcp://{self.host}:{self.port}"]
+                "--advertised-listener-url", f"tcp://{advertised}"]
         if self.storage == "s3":
             if self.s3 is None:
                 self.s3 = S3Server(self.workdir / "s3")

@@ -79,19 +79,22 @@ def produce(bootstrap: str, topic: str, values: Sequence[bytes], *,
     assert p.flush(60) == 0
 
 
-def read_topic(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes, dict[str, bytes]]]]:
-    """Every message of every partition: ``{partition: [(value, headers)]}`` in offset order."""
+def read_topic(bootstrap: str, topic: str, config: dict[str, str] | None = None
+               ) -> dict[int, list[tuple[bytes, dict[str, bytes]]]]:
+    """Every message of every partition: ``{partition: [(value, headers)]}`` in offset order
+    (``config``: client settings, e.g. TLS)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from streamanon.pipeline.kafka.admin import partitions_of
     from streamanon.pipeline.kafka.client import end_offsets
     from streamanon.pipeline.kafka.connection import quiet_logs
 
-    parts = partitions_of(bootstrap, topic)
-    ends = end_offsets(bootstrap, topic, parts)
+    parts = partitions_of(bootstrap, topic, config)
+    ends = end_offsets(bootstrap, topic, parts, config=config)
     out: dict[int, list[tuple[bytes, dict[str, bytes]]]] = {p: [] for p in parts}
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader",
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 10, **quiet_logs()})
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 10, **quiet_logs(),
+                  **(config or {})})
     c.assign([TopicPartition(topic, p, 0) for p in parts if ends[p] > 0])
     deadline = time.monotonic() + 60
     while any(len(out[p]) < ends[p] for p in parts):

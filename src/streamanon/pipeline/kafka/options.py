@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 import sys
@@ -180,6 +182,30 @@ _SAME_IN_JAVA = ("security.protocol", "ssl.endpoint.identification.algorithm",
                  "client.id", "client.rack")
 
 
+#: DER of the object identifier of PBES2 (1.2.840.113549.1.5.13), the scheme of an encrypted
+#: PKCS#8 PEM key written by OpenSSL 3 or ``cryptography``
+_PBES2 = bytes.fromhex("06092a864886f70d01050d")
+_ENCRYPTED_PEM = "-----BEGIN ENCRYPTED PRIVATE KEY-----"
+
+
+def _check_java_key(name: str, path: str, text: str) -> None:
+    """Refuse a PBES2-encrypted PEM key: Java 17's Kafka clients fail on it at run time
+    ("PBES2 SecretKeyFactory not available"), after the whole job has started."""
+    if _ENCRYPTED_PEM not in text:
+        return
+    body = text.split(_ENCRYPTED_PEM, 1)[1].split("-----END", 1)[0]
+    try:
+        der = base64.b64decode("".join(body.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return  # not base64: the Java client's own error names the file
+    if _PBES2 in der[:64]:
+        raise KafkaConfigError(
+            f"{name}: {path} is a PEM key encrypted with PBES2, which the Java Kafka clients "
+            "of the Flink jobs cannot decrypt (Java 17); give the certificate and key as a "
+            "PKCS#12 key store instead (ssl.keystore.location, ssl.keystore.password: "
+            "librdkafka reads it too), or the key unencrypted")
+
+
 def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
     """librdkafka settings (:func:`read_kafka_config`) as the Java clients' properties.
 
@@ -188,7 +214,9 @@ def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
     -> a PEM trust store (``ssl.truststore.type=PEM``, ``ssl.truststore.certificates``: the
     file's content); ``ssl.certificate.location`` + ``ssl.key.location`` -> a PEM key store
     (``ssl.keystore.type=PEM``, its chain and key: the files' content);
-    ``ssl.endpoint.identification.algorithm=none`` -> empty (Java's "off"). Names that are
+    ``ssl.endpoint.identification.algorithm=none`` -> empty (Java's "off"); a PEM key
+    encrypted with PBES2, which Java 17's clients cannot decrypt, is refused
+    (:class:`KafkaConfigError`: use a PKCS#12 key store). Names that are
     already Java's (``ssl.truststore.*``, ``ssl.keystore.*``, ``sasl.jaas.config``, ...)
     pass as they are; librdkafka-only names (``ssl.*.location`` once translated,
     ``enable.ssl.certificate.verification``...) are left out.
@@ -232,6 +260,7 @@ def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
         out["ssl.keystore.type"] = "PEM"
         out["ssl.keystore.certificate.chain"] = content("ssl.certificate.location")
         out["ssl.keystore.key"] = content("ssl.key.location")
+        _check_java_key("ssl.key.location", conf["ssl.key.location"], out["ssl.keystore.key"])
     for name, value in conf.items():
         if name.startswith(("ssl.truststore.", "ssl.keystore.", "sasl.jaas.", "sasl.login.",
                             "sasl.client.", "sasl.oauthbearer.")) and name not in out:
