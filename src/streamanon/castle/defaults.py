@@ -52,6 +52,9 @@ DEFAULTS: dict[str, Any] = {
     "t": None,
     "reference": None,
     "missing": Missing.reject,
+    "dp_epsilon": None,
+    "dp_beta": None,
+    "dp_rng": None,
 }
 
 __all__ = ["DEFAULTS", "MISSING_REASON", "Missing", "Suppression"]

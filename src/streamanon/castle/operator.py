@@ -33,6 +33,7 @@ from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
 from streamanon.castle.diversity import Closeness, Diversity
+from streamanon.castle.dp import NOT_SAMPLED, Perturbation
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
@@ -126,6 +127,13 @@ class CastleAnonymizer(OperatorBase):
             hierarchy's root, a plug-in's ``maximal()``), so the tuple's cluster releases
             that attribute fully generalized and only a kept cluster that does may be reused
             for it. An empty id, sensitive value or time is refused whatever this says.
+        dp_epsilon: CASTLEGUARD's differential privacy: Laplace noise of scale R / ε on every
+            range quasi-identifier before clustering (``None``: none;
+            :mod:`streamanon.castle.dp`, docs/design/dp.md).
+        dp_beta: CASTLEGUARD's β-sampling: each tuple is kept with this probability, else
+            suppressed (reason ``"not sampled (dp-beta)"``; ``None``: every tuple is kept).
+        dp_rng: a :class:`numpy.random.Generator` for the noise and the sampling (tests);
+            ``None``: the operating system's source.
     """
 
     @classmethod
@@ -185,6 +193,9 @@ class CastleAnonymizer(OperatorBase):
         t: float | None = None,
         reference: Mapping[str, Mapping[str, float]] | None = None,
         missing: Missing | str = Missing.reject,
+        dp_epsilon: float | None = None,
+        dp_beta: float | None = None,
+        dp_rng: np.random.Generator | None = None,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -205,6 +216,9 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"missing must be one of {', '.join(m.value for m in Missing)}, "
                               f"got {missing!r}") from None
         self.missing = missing
+        self.dp_epsilon, self.dp_beta, self.dp_rng = dp_epsilon, dp_beta, dp_rng
+        self._dp = None if dp_epsilon is None and dp_beta is None else Perturbation(
+            epsilon=dp_epsilon, beta=dp_beta, rng=dp_rng)
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.split = split
@@ -323,6 +337,8 @@ class CastleAnonymizer(OperatorBase):
         if self.max_delay is not None and math.isnan(item.t):
             raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
                               "the rules or pass CastleRow(t=...)")
+        if self._dp is not None and not self._dp.admit(cset, item):
+            return [self._not_sampled(cset, row)]
         if hier_raw or other_raw:
             cset.observe(item, hier_raw, other_raw)
         self.read += 1
@@ -363,6 +379,10 @@ class CastleAnonymizer(OperatorBase):
                 t = row.t
                 item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i],
                             math.nan if t is None else t)
+                if self._dp is not None and not self._dp.admit(cset, item):
+                    out.append(self._not_sampled(cset, row))
+                    taken += 1
+                    continue
                 self.read += 1
                 out += self._take(cset, item)
                 taken += 1
@@ -531,6 +551,12 @@ class CastleAnonymizer(OperatorBase):
         item.done = True
         self.suppressed_by_reason[reason] += 1
         out.append(self._suppressed(cset, item.row, reason))
+
+    def _not_sampled(self, cset: ClusterSet, row: CastleRow) -> Suppressed:
+        """A tuple β-sampling left out: read, and counted as suppressed (never lost)."""
+        self.read += 1
+        self.suppressed_by_reason[NOT_SAMPLED] += 1
+        return self._suppressed(cset, row, NOT_SAMPLED)
 
     def _suppressed(self, cset: ClusterSet, given: CastleRow, reason: str) -> Suppressed:
         """What the suppression mode makes of suppressed tuple ``given``."""

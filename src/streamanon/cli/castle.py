@@ -397,7 +397,7 @@ def _ints(text: str, option: str) -> list[int]:
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
 EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
-                       "t", "reference", "missing")
+                       "t", "reference", "missing", "dp_epsilon", "dp_beta", "dp_rng")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"
