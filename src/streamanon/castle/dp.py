@@ -93,7 +93,7 @@ class Perturbation:
         lo = [g.lo if g.configured else math.inf for g in cset.num]
         hi = [g.hi if g.configured else -math.inf for g in cset.num]
         fixed = [bool(g.configured) for g in cset.num]
-        entry = [cset, len(fixed), fixed, all(fixed), lo, hi]
+        entry = [cset, len(fixed), fixed, lo, hi]
         self._by_set.append(entry)
         return entry
 
@@ -115,7 +115,7 @@ class Perturbation:
         entry = next((e for e in reversed(self._by_set) if e[0] is cset), None)
         if entry is None:
             entry = self._setup(cset)
-        _, d, fixed, all_fixed, lo, hi = entry
+        _, d, fixed, lo, hi = entry
         row = self._row(d)
         if row[0] > self._keep:
             return False

@@ -149,6 +149,15 @@ def read_reference(path: Path, names: list[str]) -> dict[str, dict[str, int]]:
     return reference_of(rows, names)
 
 
+DP_EPSILON_HELP = ("CASTLEGUARD's differential privacy: Laplace noise of scale R/ε on every "
+                   "range quasi-identifier before clustering (R: the rules' domain width, "
+                   "values clamped to it; without a domain, the width seen so far). Per "
+                   "tuple and attribute; what it protects and what not: docs, privacy "
+                   "models. The noise comes from the operating system's random source.")
+DP_BETA_HELP = ("CASTLEGUARD's β-sampling: each tuple is kept with probability β (0 < β <= "
+                "1); the others are suppressed with the reason 'not sampled (dp-beta)'.")
+
+
 RISK_HELP = ("Add the released rows' re-identification risk to the summary (prosecutor, "
              "journalist and marketer risk, sample uniques, smallest class: the figures of "
              "`streamanon risk` on the output file) over the rules' quasi-identifiers; needs "
@@ -242,6 +251,10 @@ def castle_command(
                                       "an individual's tuples may go to different classes: "
                                       "narrower classes, more narrowing by intersection)."),
     missing: Missing = missing_option,
+    dp_epsilon: float = typer.Option(DEFAULTS["dp_epsilon"], "--dp-epsilon", min=0,
+                                     help=DP_EPSILON_HELP),
+    dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
+                                  help=DP_BETA_HELP),
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -317,7 +330,7 @@ def castle_command(
                                     suppression=suppression, split=split.value,
                                     max_delay=max_delay, loss_field=loss_column,
                                     diversity=diversity.value, c=c, t=t, reference=reference,
-                                    missing=missing)
+                                    missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta)
     except StreamanonError as exc:
         fail(str(exc))
     if on_error is OnError.skip and rejects is None and output != "-":

@@ -28,6 +28,8 @@ from streamanon.cli.castle import (
     C_HELP,
     DEFAULTS,
     DIVERSITY_HELP,
+    DP_BETA_HELP,
+    DP_EPSILON_HELP,
     K_HELP,
     L_HELP,
     MU_HELP,
@@ -608,6 +610,10 @@ def flink_castle(
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
     zeta: int = typer.Option(DEFAULTS["zeta"], "--zeta", min=0, help=ZETA_HELP),
     missing: Missing = missing_option,
+    dp_epsilon: float = typer.Option(DEFAULTS["dp_epsilon"], "--dp-epsilon", min=0,
+                                     help=DP_EPSILON_HELP + " Per partition."),
+    dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
+                                  help=DP_BETA_HELP),
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "
