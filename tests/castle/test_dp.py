@@ -223,3 +223,41 @@ def test_the_observed_range_survives_a_pickle_of_the_operator() -> None:
     assert 20 <= entry[3][0] < 30 and 70 < entry[4][0] <= 80
     assert [getattr(r, "values", None) for row in rows[200:] for r in again.process(row)] == \
         [getattr(r, "values", None) for row in rows[200:] for r in op.process(row)]
+
+
+def test_the_block_entry_samples_and_perturbs_as_process_does() -> None:
+    from streamanon.data import ashrae
+
+    rules = RuleSet.from_toml(ashrae.rules_toml())
+    numeric = set(ashrae.NUMERIC_QI) | {"timestamp"}
+    data = [{k: float(v) if k in numeric else str(v) for k, v in r.items()}
+            for r in ashrae.generate(1200, seed=4)]
+    options = {"k": 5, "delta": 200, "dp_epsilon": 3.0, "dp_beta": 0.8}
+    one = CastleAnonymizer(rules, **options, dp_rng=np.random.default_rng(9))
+    expected = [x for i, r in enumerate(data) for x in one.process(CastleRow(r, i + 2))]
+    expected += one.flush()
+    block = CastleAnonymizer(rules, **options, dp_rng=np.random.default_rng(9))
+    got: list = []
+    for lo in range(0, len(data), 300):
+        part = data[lo:lo + 300]
+        numbers = {name: [r[name] for r in part] for name in part[0] if name in numeric}
+        texts = {}
+        for name in part[0]:
+            if name not in numeric:
+                distinct: dict[str, int] = {}
+                codes = [distinct.setdefault(r[name], len(distinct)) for r in part]
+                texts[name] = (list(distinct), codes)
+        rows = iter([CastleRow(r, lo + i + 2) for i, r in enumerate(part)])
+        items, taken, error = block.process_block(rows, n=len(part), numbers=numbers,
+                                                  texts=texts)
+        assert error is None and taken == len(part)
+        got += items
+    got += block.flush()
+
+    def outcome(items: list) -> list:
+        return [(type(x).__name__, getattr(x, "line", None), getattr(x, "reason", None),
+                 sorted(getattr(x, "values", {}).items(), key=str)) for x in items]
+
+    assert outcome(got) == outcome(expected)
+    assert block.summary() == one.summary()
+    assert one.summary()["suppressed_by_reason"][NOT_SAMPLED] > 100
