@@ -23,8 +23,8 @@ Loss, the same for all: per released tuple, the mean over the nine attributes of
 interval's width over the attribute's width in the raw stream (capped at 1). "moved": the
 share of released values whose interval does not contain the true value (the noise's doing).
 Throughput: tuples read per second of anonymizing (streamanon: the best of ``--repeat``
-runs; loss and "moved" of the first, DP runs differ by their noise). Figures on this shared machine are noisy.
-Target: DP mode >= 10,000 tuples/s.
+runs; loss and "moved" of the first, DP runs differ by their noise). Figures on this shared
+machine are noisy. Target: DP mode >= 10,000 tuples/s.
 """
 
 from __future__ import annotations
