@@ -51,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "c": None,
     "t": None,
     "reference": None,
+    "closeness": "auto",
+    "t_hierarchy": None,
     "missing": Missing.reject,
     "dp_epsilon": None,
     "dp_beta": None,

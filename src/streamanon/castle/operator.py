@@ -120,6 +120,10 @@ class CastleAnonymizer(OperatorBase):
             :class:`~streamanon.castle.diversity.Closeness`).
         reference: per sensitive attribute, the weights of its values (counts or shares):
             the distribution t-closeness measures against (needed with ``t``).
+        closeness: t-closeness's ground distance: ``"auto"`` (ordered for numbers, else
+            equal), ``"equal"``, ``"ordered"`` or ``"hierarchical"`` (needs ``t_hierarchy``).
+        t_hierarchy: per sensitive attribute, the hierarchy of its values as paths (root
+            side first, the value last, as a hierarchy generalizer's ``paths``).
         missing: what an empty quasi-identifier does (:class:`Missing`): ``"reject"`` the
             tuple (a :class:`~streamanon.errors.MissingFieldError`, the default),
             ``"suppress"`` it (counted as suppressed, reason ``"missing value"``) or
@@ -192,6 +196,8 @@ class CastleAnonymizer(OperatorBase):
         c: float | None = None,
         t: float | None = None,
         reference: Mapping[str, Mapping[str, float]] | None = None,
+        closeness: str = "auto",
+        t_hierarchy: Mapping[str, Sequence[Sequence[str]]] | None = None,
         missing: Missing | str = Missing.reject,
         dp_epsilon: float | None = None,
         dp_beta: float | None = None,
@@ -226,8 +232,12 @@ class CastleAnonymizer(OperatorBase):
         self.diversity, self.c, self.t, self.reference = diversity, c, t, reference
         if (t is None) != (reference is None):
             raise ConfigError("t-closeness needs both t and a reference distribution")
-        self._rule = Diversity(diversity, l=self.l, c=c,
-                               closeness=None if t is None else Closeness(t, reference or {}))
+        self.closeness, self.t_hierarchy = closeness, t_hierarchy
+        if t is None and (closeness != "auto" or t_hierarchy):
+            raise ConfigError("closeness and t_hierarchy go with t (t-closeness)")
+        self._rule = Diversity(diversity, l=self.l, c=c, closeness=None if t is None else
+                               Closeness(t, reference or {}, distance=closeness,
+                                         hierarchies=t_hierarchy))
         self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
         self.suppression = suppression
         self.max_delay = max_delay

@@ -134,7 +134,7 @@ def signature_params(cls: type, arguments: Mapping[str, Any], *,
 Z_UNLISTED = ("separator",)
 ADAPTIVE_UNLISTED = ("z0", "z_max", "separator")
 #: CASTLE parameters a summary does not list (the checkpoint identity lists every one).
-CASTLE_UNLISTED = ("max_delay", "loss_field", "reference", "dp_rng")
+CASTLE_UNLISTED = ("max_delay", "loss_field", "reference", "t_hierarchy", "dp_rng")
 
 
 class Stage(Protocol):
