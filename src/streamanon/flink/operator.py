@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -384,6 +384,8 @@ def castle(
     c: float | None = None,
     t: float | None = None,
     reference: Mapping[str, Mapping[str, float]] | None = None,
+    closeness: str = "auto",
+    t_hierarchy: Mapping[str, Sequence[Sequence[str]]] | None = None,
     dp_epsilon: float | None = None,
     dp_beta: float | None = None,
     partitions: int | None = None,
@@ -418,6 +420,10 @@ def castle(
         reference: per sensitive attribute, the weights of its values: the distribution
             t-closeness measures against (needed with ``t``;
             :func:`streamanon.castle.diversity.reference_of` makes it from rows).
+        closeness: t-closeness's ground distance (``auto``, ``equal``, ``ordered``,
+            ``hierarchical``).
+        t_hierarchy: with ``closeness="hierarchical"``: per sensitive attribute, the paths
+            of its values' hierarchy (root side first).
         dp_epsilon: CASTLEGUARD's Laplace noise of scale R / ε on the range attributes
             (None: none; :mod:`streamanon.castle.dp`).
         dp_beta: CASTLEGUARD's β-sampling: the probability that a record is kept (None: 1;
@@ -445,7 +451,8 @@ def castle(
                               "zeta": zeta, "suppression": suppression,
                               "max_delay": max_delay, "loss_field": loss_field,
                               "diversity": diversity, "c": c, "t": t,
-                              "reference": reference, "dp_epsilon": dp_epsilon,
+                              "reference": reference, "closeness": closeness,
+                              "t_hierarchy": t_hierarchy, "dp_epsilon": dp_epsilon,
                               "dp_beta": dp_beta}
     text = _rules_text(rules)
     first = RuleSet.from_toml(text)
