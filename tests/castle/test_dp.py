@@ -129,10 +129,12 @@ def test_noise_is_laplace_of_scale_domain_over_epsilon_clamped_to_the_domain() -
     assert 0 <= far.numbers[0] <= 10
 
 
-def test_without_a_domain_the_scale_is_the_range_seen_so_far_at_least_one() -> None:
+def test_without_a_domain_the_scale_is_the_range_seen_so_far_at_least_one(monkeypatch) -> None:
+    import streamanon.castle.dp as dp_module
+
+    monkeypatch.setattr(dp_module, "_BLOCK", 1)  # each fresh operator below draws one tuple
     cset = ClusterSet(RuleSet.from_dict({"id": "u", "attribute": [
         {"name": "x", "generalizer": "range"}]}))
-    dp = Perturbation(epsilon=2.0, beta=None, rng=np.random.default_rng(4))
     first = []
     for _ in range(2000):  # every value alike: the range is 0, the scale the floor 1/2
         fresh = Perturbation(epsilon=2.0, beta=None, rng=np.random.default_rng(len(first)))
@@ -140,6 +142,8 @@ def test_without_a_domain_the_scale_is_the_range_seen_so_far_at_least_one() -> N
         fresh.admit(cset, it)
         first.append(it.numbers[0] - 7.0)
     assert abs(np.mean(np.abs(first)) - 0.5) < 0.05
+    monkeypatch.setattr(dp_module, "_BLOCK", 4096)
+    dp = Perturbation(epsilon=2.0, beta=None, rng=np.random.default_rng(4))
     for v in (0.0, 1000.0):
         dp.admit(cset, _Item(v))
     noise = []
