@@ -265,3 +265,22 @@ def test_the_block_entry_samples_and_perturbs_as_process_does() -> None:
     assert outcome(got) == outcome(expected)
     assert block.summary() == one.summary()
     assert one.summary()["suppressed_by_reason"][NOT_SAMPLED] > 100
+
+
+def test_a_checkpoint_identity_lists_the_options_as_json_and_a_generator_by_its_kind() -> None:
+    import json
+
+    from streamanon.pipeline.positions import LinePositions
+    from streamanon.pipeline.stages import CastleStage
+
+    def identity(**kw) -> dict:
+        op = CastleAnonymizer(_rules(), k=3, l=2, dp_epsilon=1.5, dp_beta=0.5, **kw)
+        return json.loads(json.dumps(CastleStage(op, LinePositions("in.csv")).identity()))
+
+    os_run = identity()
+    assert os_run["dp_epsilon"] == 1.5 and os_run["dp_beta"] == 0.5
+    assert os_run["dp_rng"] is None
+    assert identity(dp_rng=np.random.default_rng(1))["dp_rng"] == "Generator"
+    stats = CastleStage(CastleAnonymizer(_rules(), dp_beta=0.5),
+                        LinePositions("in.csv")).stats()
+    assert stats.params["dp_beta"] == 0.5 and "dp_rng" not in stats.params
