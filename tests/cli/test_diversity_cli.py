@@ -153,3 +153,43 @@ def test_the_rules_and_closeness_options_come_from_a_config_file(tmp_path) -> No
     assert json.loads(res.stdout)["params"]["c"] == 2.5
     ok = _verify(from_file, rules, data, "--diversity", "recursive", "--c", "2.5")
     assert ok.exit_code == 0, ok.output
+
+
+HIERARCHY = """[s]
+paths = [["common", "v"], ["common", "w"], ["rare", "x"], ["rare", "y"], ["rare", "z"]]
+"""
+
+
+def test_hierarchical_closeness_runs_verifies_and_catches_a_tampered_class(tmp_path) -> None:
+    data, rules = _inputs(tmp_path)
+    tree = tmp_path / "tree.toml"
+    tree.write_text(HIERARCHY)
+    out = tmp_path / "out.csv"
+    extra = ["--t", "0.1", "--t-reference", str(data), "--closeness", "hierarchical",
+             "--t-hierarchy", str(tree)]
+    res = _castle(data, rules, out, *extra)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["params"]["closeness"] == "hierarchical"
+    ok = _verify(out, rules, data, *extra)
+    assert ok.exit_code == 0, ok.output
+    report = json.loads(ok.stdout)["closeness"]
+    assert report["ok"] and report["ground_distance"] == {"s": "hierarchical"}
+    assert report["worst"]["s"] <= 0.1
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    first = rows[0]["a"]
+    for r in rows:
+        if r["a"] == first:
+            r["s"] = "z"
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    bad = _verify(out, rules, data, *extra)
+    assert bad.exit_code == 1
+    assert json.loads(bad.stdout)["closeness"]["violations"] == 1
+    # the options go together, on both commands
+    assert _castle(data, rules, out, *extra[:6]).exit_code == 2
+    assert _verify(out, rules, data, *extra[:6]).exit_code == 2
+    assert _castle(data, rules, out, "--closeness", "hierarchical", "--t-hierarchy",
+                   str(tree)).exit_code == 2  # without --t

@@ -141,3 +141,45 @@ def test_flink_castle_takes_entropy_diversity_and_t_closeness(tmp_path):
     streamanon("verify", "castle", str(out), "--rules", str(rules), *options[:4],
                "--diversity", "entropy", "--t", "0.2", "--t-reference", str(data),
                "--input", str(data))
+
+
+def test_flink_castle_takes_hierarchical_closeness_and_the_dp_options(tmp_path):
+    import random
+
+    rnd = random.Random(6)
+    data = tmp_path / "in.csv"
+    with data.open("w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["u", "a", "s"])
+        for _ in range(600):
+            w.writerow([f"p{rnd.randrange(30)}", rnd.randint(0, 99),
+                        rnd.choices("vwxyz", weights=[50, 20, 15, 10, 5])[0]])
+    rules = tmp_path / "rules.toml"
+    rules.write_text('id = "u"\n[[attribute]]\nname = "a"\ngeneralizer = "range"\n'
+                     'domain = [0, 99]\n[[attribute]]\nname = "s"\nsensitive = true\n')
+    tree = tmp_path / "tree.toml"
+    tree.write_text('[s]\npaths = [["c", "v"], ["c", "w"], ["r", "x"], ["r", "y"], '
+                    '["r", "z"]]\n')
+    options = ["--k", "3", "--l", "2", "--delta", "60", "--beta", "8", "--t", "0.1",
+               "--t-reference", str(data), "--closeness", "hierarchical", "--t-hierarchy",
+               str(tree)]
+    out = tmp_path / "flink.csv"
+    summary = streamanon("flink", "castle", "--rules", str(rules), *options, "-p", "1",
+                         "--partitions", "1", str(data), "-o", str(out))
+    assert summary["params"]["closeness"] == "hierarchical"
+    assert "t_hierarchy" not in summary["params"]
+    pure = tmp_path / "pure.csv"
+    streamanon("castle", "--rules", str(rules), *options, str(data), "-o", str(pure))
+    assert Counter(out.read_text().splitlines()) == Counter(pure.read_text().splitlines())
+    streamanon("verify", "castle", str(out), "--rules", str(rules), *options[:4], *options[8:],
+               "--input", str(data))
+    # DP: the left-out tuples are counted per partition, the classes still verify
+    dp = tmp_path / "dp.csv"
+    summary = streamanon("flink", "castle", "--rules", str(rules), *options[:8], "-p", "1",
+                         "--partitions", "1", "--dp-epsilon", "4", "--dp-beta", "0.6",
+                         str(data), "-o", str(dp))
+    assert summary["params"]["dp_beta"] == 0.6
+    left_out = summary["suppressed_by_reason"]["not sampled (dp-beta)"]
+    assert 150 < left_out < 330  # Binomial(600, 0.4): mean 240, sd 12
+    assert summary["read"] == summary["released"] + summary["suppressed"]
+    streamanon("verify", "castle", str(dp), "--rules", str(rules), *options[:4])

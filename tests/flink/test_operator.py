@@ -78,3 +78,19 @@ def test_castle_releases_what_the_pure_operator_releases(tmp_path):
     released = castle(user_stream(env, rows), rules=text, k=5, l=2, delta=150)
     got = Counter(json.dumps(r, sort_keys=True) for r in released.execute_and_collect())
     assert got == want and sum(want.values()) > 0
+
+
+def test_castle_takes_the_diversity_closeness_and_dp_options_and_checks_them() -> None:
+    from streamanon.errors import ConfigError
+    from streamanon.flink.operator import castle
+
+    text = ('id = "u"\n[[attribute]]\nname = "a"\ngeneralizer = "range"\n'
+            '[[attribute]]\nname = "s"\nsensitive = true\n')
+    # refused while the job is built, by the operator the partitions will run
+    with pytest.raises(ConfigError, match="needs c > 0"):
+        castle(None, rules=text, k=3, l=2, delta=10, diversity="recursive")
+    with pytest.raises(ConfigError, match="dp_beta"):
+        castle(None, rules=text, k=3, l=2, delta=10, dp_beta=0)
+    with pytest.raises(ConfigError, match="hierarchy"):
+        castle(None, rules=text, k=3, l=2, delta=10, t=0.2, reference={"s": {"x": 1}},
+               closeness="hierarchical")

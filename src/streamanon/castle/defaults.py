@@ -51,7 +51,12 @@ DEFAULTS: dict[str, Any] = {
     "c": None,
     "t": None,
     "reference": None,
+    "closeness": "auto",
+    "t_hierarchy": None,
     "missing": Missing.reject,
+    "dp_epsilon": None,
+    "dp_beta": None,
+    "dp_rng": None,
 }
 
 

@@ -20,6 +20,9 @@ import numpy as np
 from streamanon.errors import ConfigError
 
 DIVERSITIES = ("distinct", "entropy", "recursive")
+#: The ground distances of t-closeness: ``auto`` (ordered for numbers, else equal), ``equal``,
+#: ``ordered`` and ``hierarchical`` (over a hierarchy of the sensitive values).
+CLOSENESS_DISTANCES = ("auto", "equal", "ordered", "hierarchical")
 
 #: Slack of the entropy test: a class of exactly l equally frequent values has entropy ln l,
 #: which floating point may compute a hair below it.
@@ -178,17 +181,28 @@ class Closeness:
         reference: per sensitive attribute, its values' weights (counts or shares).
     """
 
-    __slots__ = ("_cdf", "_known", "_ordered", "_share", "_values", "t")
+    __slots__ = ("_cdf", "_known", "_ordered", "_share", "_trees", "_values", "distance_kind",
+                 "t")
 
-    def __init__(self, t: float, reference: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(self, t: float, reference: Mapping[str, Mapping[str, float]], *,
+                 distance: str = "auto",
+                 hierarchies: Mapping[str, Sequence[Sequence[str]]] | None = None) -> None:
         if not (isinstance(t, int | float) and 0 <= t <= 1):
             raise ConfigError(f"t must be a number in [0, 1], got {t!r}")
+        if distance not in CLOSENESS_DISTANCES:
+            raise ConfigError(f"closeness must be one of {', '.join(CLOSENESS_DISTANCES)}, "
+                              f"got {distance!r}")
         self.t = float(t)
+        self.distance_kind = distance
         self._share: dict[str, dict[str, float]] = {}
         self._ordered: dict[str, bool] = {}
         self._values: dict[str, np.ndarray] = {}
         self._cdf: dict[str, np.ndarray] = {}
         self._known: dict[str, float] = {}  # a class value's number, parsed once
+        self._trees: dict[str, _Tree] = {}
+        if distance != "hierarchical" and hierarchies:
+            raise ConfigError("a sensitive attribute's hierarchy is for closeness = "
+                              "'hierarchical'")
         for name, weights in reference.items():
             total = float(sum(weights.values()))
             if not weights or total <= 0 or min(weights.values()) < 0:
@@ -196,8 +210,18 @@ class Closeness:
                                   "weights")
             share = {str(v): w / total for v, w in weights.items() if w > 0}
             self._share[name] = share
+            if distance == "hierarchical":
+                paths = (hierarchies or {}).get(name)
+                if not paths:
+                    raise ConfigError(f"hierarchical t-closeness needs a hierarchy of {name!r}")
+                self._trees[name] = _Tree(name, paths, share)
+                self._ordered[name] = False
+                continue
             nums = {v: _number(v) for v in share}
-            ordered = all(x is not None for x in nums.values())
+            ordered = distance != "equal" and all(x is not None for x in nums.values())
+            if distance == "ordered" and not ordered:
+                raise ConfigError(f"ordered t-closeness needs numbers: the reference of "
+                                  f"{name!r} has other values")
             self._ordered[name] = ordered
             if ordered:
                 pairs = sorted((x, share[v]) for v, x in nums.items())  # type: ignore[misc]
@@ -218,6 +242,9 @@ class Closeness:
         n = sum(counts.values())
         if not n:
             return 1.0
+        tree = self._trees.get(name)
+        if tree is not None:
+            return tree.distance(counts, n)
         if not self._ordered[name]:
             share = self._share[name]
             out = sum(abs(r - counts.get(v, 0) / n) for v, r in share.items())
@@ -244,6 +271,71 @@ class Closeness:
     def holds(self, name: str, counts: Mapping[str, int]) -> bool:
         """Is one attribute's class distribution within ``t`` of its reference?"""
         return self.distance(name, counts) <= self.t + 1e-12
+
+
+class _Tree:
+    """A sensitive attribute's hierarchy for the hierarchical ground distance of Li et al.:
+    ``d(u, v) = (H - depth(lca(u, v))) / H`` (H: the deepest leaf's depth, the root at 0), and
+    the EMD by their formula, bottom-up: at each inner node N, ``min(pos, neg) (H -
+    depth N) / H`` with pos/neg the children's positive/negative surplus (class share minus
+    reference share), the rest passed up. A value outside the hierarchy hangs under the root.
+    """
+
+    __slots__ = ("_depth_weight", "_index", "_levels", "_parent", "_ref")
+
+    def __init__(self, name: str, paths: Sequence[Sequence[str]],
+                 share: Mapping[str, float]) -> None:
+        index: dict[tuple[str, ...], int] = {(): 0}
+        parent, depth = [-1], [0]
+        leaf: dict[str, int] = {}
+        for path in paths:
+            if isinstance(path, str) or not path:
+                raise ConfigError(f"the hierarchy of {name!r}: each path is a list of names, "
+                                  "root side first")
+            for i in range(1, len(path) + 1):
+                key = tuple(str(x) for x in path[:i])
+                if key not in index:
+                    index[key] = len(parent)
+                    parent.append(index[key[:-1]])
+                    depth.append(i)
+            full = tuple(str(x) for x in path)
+            if leaf.setdefault(full[-1], index[full]) != index[full]:
+                raise ConfigError(f"the hierarchy of {name!r}: {full[-1]!r} is in two places")
+        for key, i in index.items():  # an inner node's name stands for itself too
+            if key and key[-1] not in leaf:
+                leaf[key[-1]] = i
+        h = max(depth) or 1
+        self._index = leaf
+        self._parent = parent
+        self._depth_weight = [(h - d) / h for d in depth]
+        self._levels = sorted(range(1, len(parent)), key=lambda i: -depth[i])
+        self._ref = [0.0] * len(parent)
+        outside = sum(w for v, w in share.items() if v not in leaf)
+        for v, w in share.items():
+            if v in leaf:
+                self._ref[leaf[v]] += w
+        self._ref[0] += outside  # reference values outside the hierarchy: at the root
+
+    def distance(self, counts: Mapping[str, int], n: int) -> float:
+        x = [-r for r in self._ref]
+        for v, c in counts.items():
+            x[self._index.get(v, 0)] += c / n
+        m = len(x)
+        pos, neg = [0.0] * m, [0.0] * m
+        parent, weight = self._parent, self._depth_weight
+        cost = 0.0
+        for i in self._levels:  # deepest first: a node's children are done before it
+            own = x[i]
+            p, q = pos[i] + (own if own > 0 else 0.0), neg[i] + (-own if own < 0 else 0.0)
+            cost += weight[i] * (p if p < q else q)
+            e = p - q
+            if e > 0:
+                pos[parent[i]] += e
+            else:
+                neg[parent[i]] -= e
+        own = x[0]
+        p, q = pos[0] + (own if own > 0 else 0.0), neg[0] + (-own if own < 0 else 0.0)
+        return cost + (p if p < q else q)
 
 
 def reference_of(rows: Iterable[Mapping[str, Any]], names: Sequence[str]
@@ -273,5 +365,5 @@ def value_counts(values: Sequence[Any]) -> list[int]:
     return list(seen.values())
 
 
-__all__ = ["DIVERSITIES", "ENTROPY_SLACK", "Closeness", "Diversity", "reference_of",
-           "value_counts"]
+__all__ = ["CLOSENESS_DISTANCES", "DIVERSITIES", "ENTROPY_SLACK", "Closeness", "Diversity",
+           "reference_of", "value_counts"]

@@ -33,6 +33,7 @@ from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
 from streamanon.castle.diversity import Closeness, Diversity
+from streamanon.castle.dp import NOT_SAMPLED, Perturbation
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
@@ -119,6 +120,10 @@ class CastleAnonymizer(OperatorBase):
             :class:`~streamanon.castle.diversity.Closeness`).
         reference: per sensitive attribute, the weights of its values (counts or shares):
             the distribution t-closeness measures against (needed with ``t``).
+        closeness: t-closeness's ground distance: ``"auto"`` (ordered for numbers, else
+            equal), ``"equal"``, ``"ordered"`` or ``"hierarchical"`` (needs ``t_hierarchy``).
+        t_hierarchy: per sensitive attribute, the hierarchy of its values as paths (root
+            side first, the value last, as a hierarchy generalizer's ``paths``).
         missing: what an empty quasi-identifier does (:class:`Missing`): ``"reject"`` the
             tuple (a :class:`~streamanon.errors.MissingFieldError`, the default),
             ``"suppress"`` it (counted as suppressed, reason ``"missing value"``) or
@@ -126,6 +131,13 @@ class CastleAnonymizer(OperatorBase):
             hierarchy's root, a plug-in's ``maximal()``), so the tuple's cluster releases
             that attribute fully generalized and only a kept cluster that does may be reused
             for it. An empty id, sensitive value or time is refused whatever this says.
+        dp_epsilon: CASTLEGUARD's differential privacy: Laplace noise of scale R / ε on every
+            range quasi-identifier before clustering (``None``: none;
+            :mod:`streamanon.castle.dp`, docs/design/dp.md).
+        dp_beta: CASTLEGUARD's β-sampling: each tuple is kept with this probability, else
+            suppressed (reason ``"not sampled (dp-beta)"``; ``None``: every tuple is kept).
+        dp_rng: a :class:`numpy.random.Generator` for the noise and the sampling (tests);
+            ``None``: the operating system's source.
     """
 
     @classmethod
@@ -184,7 +196,12 @@ class CastleAnonymizer(OperatorBase):
         c: float | None = None,
         t: float | None = None,
         reference: Mapping[str, Mapping[str, float]] | None = None,
+        closeness: str = "auto",
+        t_hierarchy: Mapping[str, Sequence[Sequence[str]]] | None = None,
         missing: Missing | str = Missing.reject,
+        dp_epsilon: float | None = None,
+        dp_beta: float | None = None,
+        dp_rng: np.random.Generator | None = None,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -205,6 +222,9 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"missing must be one of {', '.join(m.value for m in Missing)}, "
                               f"got {missing!r}") from None
         self.missing = missing
+        self.dp_epsilon, self.dp_beta, self.dp_rng = dp_epsilon, dp_beta, dp_rng
+        self._dp = None if dp_epsilon is None and dp_beta is None else Perturbation(
+            epsilon=dp_epsilon, beta=dp_beta, rng=dp_rng)
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         self.split = split
@@ -212,8 +232,12 @@ class CastleAnonymizer(OperatorBase):
         self.diversity, self.c, self.t, self.reference = diversity, c, t, reference
         if (t is None) != (reference is None):
             raise ConfigError("t-closeness needs both t and a reference distribution")
-        self._rule = Diversity(diversity, l=self.l, c=c,
-                               closeness=None if t is None else Closeness(t, reference or {}))
+        self.closeness, self.t_hierarchy = closeness, t_hierarchy
+        if t is None and (closeness != "auto" or t_hierarchy):
+            raise ConfigError("closeness and t_hierarchy go with t (t-closeness)")
+        self._rule = Diversity(diversity, l=self.l, c=c, closeness=None if t is None else
+                               Closeness(t, reference or {}, distance=closeness,
+                                         hierarchies=t_hierarchy))
         self.beta, self.mu, self.zeta = int(beta), int(mu), int(zeta)
         self.suppression = suppression
         self.max_delay = max_delay
@@ -323,6 +347,8 @@ class CastleAnonymizer(OperatorBase):
         if self.max_delay is not None and math.isnan(item.t):
             raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
                               "the rules or pass CastleRow(t=...)")
+        if self._dp is not None and not self._dp.admit(cset, item):
+            return [self._not_sampled(cset, row)]
         if hier_raw or other_raw:
             cset.observe(item, hier_raw, other_raw)
         self.read += 1
@@ -363,6 +389,10 @@ class CastleAnonymizer(OperatorBase):
                 t = row.t
                 item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i],
                             math.nan if t is None else t)
+                if self._dp is not None and not self._dp.admit(cset, item):
+                    out.append(self._not_sampled(cset, row))
+                    taken += 1
+                    continue
                 self.read += 1
                 out += self._take(cset, item)
                 taken += 1
@@ -531,6 +561,12 @@ class CastleAnonymizer(OperatorBase):
         item.done = True
         self.suppressed_by_reason[reason] += 1
         out.append(self._suppressed(cset, item.row, reason))
+
+    def _not_sampled(self, cset: ClusterSet, row: CastleRow) -> Suppressed:
+        """A tuple β-sampling left out: read, and counted as suppressed (never lost)."""
+        self.read += 1
+        self.suppressed_by_reason[NOT_SAMPLED] += 1
+        return self._suppressed(cset, row, NOT_SAMPLED)
 
     def _suppressed(self, cset: ClusterSet, given: CastleRow, reason: str) -> Suppressed:
         """What the suppression mode makes of suppressed tuple ``given``."""

@@ -141,6 +141,41 @@ T_REFERENCE_HELP = ("With --t: a CSV (with a header) or JSON Lines file whose se
                     "earlier period's data); fixed for the run.")
 
 
+class ClosenessChoice(StrEnum):
+    """The ground distances of t-closeness (named here: the CLI loads without the rule)."""
+
+    auto = "auto"
+    equal = "equal"
+    ordered = "ordered"
+    hierarchical = "hierarchical"
+
+
+CLOSENESS_HELP = ("With --t: the ground distance of the earth mover's distance: auto "
+                  "(ordered for numbers, else equal), equal, ordered, or hierarchical (Li et "
+                  "al.: values meet at their lowest common ancestor in --t-hierarchy).")
+T_HIERARCHY_HELP = ("With --closeness hierarchical: a TOML file with a table per sensitive "
+                    "attribute and its paths, root side first, as a hierarchy generalizer's "
+                    "(e.g. [dx] paths = [[\"respiratory\", \"flu\"], ...]).")
+
+
+def read_hierarchy(path: Path) -> dict[str, list[list[str]]]:
+    """The sensitive attributes' hierarchies of ``--t-hierarchy`` (exit 2 when unusable)."""
+    import tomllib
+
+    require_input(path, "--t-hierarchy")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        fail(f"--t-hierarchy {path}: {exc}")
+    out: dict[str, list[list[str]]] = {}
+    for name, table in data.items():
+        paths = table.get("paths") if isinstance(table, dict) else None
+        if not isinstance(paths, list) or not all(isinstance(p, list) for p in paths):
+            fail(f"--t-hierarchy {path}: [{name}] needs paths = [[...], ...]")
+        out[name] = [[str(x) for x in p] for p in paths]
+    return out
+
+
 def read_reference(path: Path, names: list[str]) -> dict[str, dict[str, int]]:
     """The reference distribution of the sensitive attributes ``names`` in the file."""
     from streamanon.castle.diversity import reference_of
@@ -152,6 +187,15 @@ def read_reference(path: Path, names: list[str]) -> dict[str, dict[str, int]]:
         else:
             rows = list(csv.DictReader(fh))
     return reference_of(rows, names)
+
+
+DP_EPSILON_HELP = ("CASTLEGUARD's differential privacy: Laplace noise of scale R/ε on every "
+                   "range quasi-identifier before clustering (R: the rules' domain width, "
+                   "values clamped to it; without a domain, the width seen so far). Per "
+                   "tuple and attribute; what it protects and what not: docs, privacy "
+                   "models. The noise comes from the operating system's random source.")
+DP_BETA_HELP = ("CASTLEGUARD's β-sampling: each tuple is kept with probability β (0 < β <= "
+                "1); the others are suppressed with the reason 'not sampled (dp-beta)'.")
 
 
 RISK_HELP = ("Add the released rows' re-identification risk to the summary (prosecutor, "
@@ -229,6 +273,9 @@ def castle_command(
     c: float = typer.Option(DEFAULTS["c"], "--c", help=C_HELP),
     t: float = typer.Option(DEFAULTS["t"], "--t", min=0, max=1, help=T_HELP),
     t_reference: Path = typer.Option(None, "--t-reference", help=T_REFERENCE_HELP),
+    closeness: ClosenessChoice = typer.Option(ClosenessChoice(DEFAULTS["closeness"]),
+                                              "--closeness", help=CLOSENESS_HELP),
+    t_hierarchy: Path = typer.Option(None, "--t-hierarchy", help=T_HIERARCHY_HELP),
     delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help=DELTA_HELP),
     beta: int = typer.Option(DEFAULTS["beta"], "--beta", min=1, help=BETA_HELP),
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
@@ -247,6 +294,10 @@ def castle_command(
                                       "an individual's tuples may go to different classes: "
                                       "narrower classes, more narrowing by intersection)."),
     missing: Missing = missing_option,
+    dp_epsilon: float = typer.Option(DEFAULTS["dp_epsilon"], "--dp-epsilon", min=0,
+                                     help=DP_EPSILON_HELP),
+    dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
+                                  help=DP_BETA_HELP),
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -317,12 +368,16 @@ def castle_command(
     risk_qis = _risk_columns(risk, risk_qi, risk_window, risk_metrics, rules.quasi_identifiers,
                             output)
     reference = None if t_reference is None else read_reference(t_reference, rules.sensitive)
+    if (closeness is ClosenessChoice.hierarchical) != (t_hierarchy is not None):
+        fail("--closeness hierarchical and --t-hierarchy go together")
+    hierarchy = None if t_hierarchy is None else read_hierarchy(t_hierarchy)
     try:
         operator = CastleAnonymizer(rules, k=k, l=l, delta=delta, beta=beta, mu=mu, zeta=zeta,
                                     suppression=suppression, split=split.value,
                                     max_delay=max_delay, loss_field=loss_column,
                                     diversity=diversity.value, c=c, t=t, reference=reference,
-                                    missing=missing)
+                                    closeness=closeness.value, t_hierarchy=hierarchy,
+                                    missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta)
     except StreamanonError as exc:
         fail(str(exc))
     if on_error is OnError.skip and rejects is None and output != "-":
@@ -402,7 +457,8 @@ def _ints(text: str, option: str) -> list[int]:
 #: CASTLE parameters the experiment's CSV does not list (the grid leaves them at their
 #: defaults; its columns stay those of earlier runs).
 EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
-                       "t", "reference", "missing")
+                       "t", "reference", "closeness", "t_hierarchy", "missing", "dp_epsilon",
+                       "dp_beta", "dp_rng")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"

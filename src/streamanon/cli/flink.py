@@ -26,17 +26,23 @@ from streamanon.cli.app import app
 from streamanon.cli.castle import (
     BETA_HELP,
     C_HELP,
+    CLOSENESS_HELP,
     DEFAULTS,
     DIVERSITY_HELP,
+    DP_BETA_HELP,
+    DP_EPSILON_HELP,
     K_HELP,
     L_HELP,
     MU_HELP,
     T_HELP,
+    T_HIERARCHY_HELP,
     T_REFERENCE_HELP,
     ZETA_HELP,
+    ClosenessChoice,
     DiversityChoice,
     Missing,
     missing_option,
+    read_hierarchy,
     read_reference,
 )
 from streamanon.cli.common import (
@@ -600,6 +606,9 @@ def flink_castle(
     c: float = typer.Option(DEFAULTS["c"], "--c", help=C_HELP),
     t: float = typer.Option(DEFAULTS["t"], "--t", min=0, max=1, help=T_HELP),
     t_reference: Path = typer.Option(None, "--t-reference", help=T_REFERENCE_HELP),
+    closeness: ClosenessChoice = typer.Option(ClosenessChoice(DEFAULTS["closeness"]),
+                                              "--closeness", help=CLOSENESS_HELP),
+    t_hierarchy: Path = typer.Option(None, "--t-hierarchy", help=T_HIERARCHY_HELP),
     delta: int = typer.Option(DEFAULTS["delta"], "--delta", min=1, help="A tuple leaves at "
                               "the latest after δ further tuples of its partition have "
                               "arrived."),
@@ -608,6 +617,10 @@ def flink_castle(
     mu: int = typer.Option(DEFAULTS["mu"], "--mu", min=1, help=MU_HELP),
     zeta: int = typer.Option(DEFAULTS["zeta"], "--zeta", min=0, help=ZETA_HELP),
     missing: Missing = missing_option,
+    dp_epsilon: float = typer.Option(DEFAULTS["dp_epsilon"], "--dp-epsilon", min=0,
+                                     help=DP_EPSILON_HELP + " Per partition."),
+    dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
+                                  help=DP_BETA_HELP),
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "
@@ -695,6 +708,11 @@ def flink_castle(
         except (OSError, StreamanonError) as exc:
             fail(f"--rules {rules_paths[0]}: {exc}")
         reference = read_reference(t_reference, sensitive)  # read by signature_params
+    if (closeness is ClosenessChoice.hierarchical) != (t_hierarchy is not None):
+        fail("--closeness hierarchical and --t-hierarchy go together")
+    closeness = ClosenessChoice(closeness).value  # read by signature_params below
+    if t_hierarchy is not None:
+        t_hierarchy = read_hierarchy(t_hierarchy)  # type: ignore[assignment]
     params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job

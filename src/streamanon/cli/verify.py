@@ -166,6 +166,13 @@ def verify_castle(
                             "mover's distance t of --t-reference's."),
     t_reference: str = typer.Option(None, "--t-reference", help="With --t: the file the "
                                     "release's reference distribution was taken from."),
+    closeness: str = typer.Option("auto", "--closeness", help="With --t: the ground distance "
+                                  "the release was made with: auto (ordered for numbers, "
+                                  "else equal), equal, ordered or hierarchical (needs "
+                                  "--t-hierarchy)."),
+    t_hierarchy: str = typer.Option(None, "--t-hierarchy", help="With --closeness "
+                                    "hierarchical: the TOML file of the sensitive "
+                                    "attributes' hierarchies the release was made with."),
     delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -179,6 +186,8 @@ def verify_castle(
         fail("--c (a number > 0) goes with --diversity recursive, and only with it")
     if (t is None) != (t_reference is None):
         fail("--t and --t-reference go together")
+    if (closeness == "hierarchical") != (t_hierarchy is not None):
+        fail("--closeness hierarchical and --t-hierarchy go together")
 
     qis, sas = _split(qi), _split(sa)
     if rules_path is not None and (id_field or qis or sas):
@@ -222,12 +231,19 @@ def verify_castle(
         ok = ok and div.ok
         problem = problem or div.first_problem
     if t is not None:
-        from streamanon.verify.diversity import check_closeness, read_rows, reference_from_rows
+        from streamanon.verify.diversity import (
+            check_closeness,
+            read_hierarchies,
+            read_rows,
+            reference_from_rows,
+        )
 
         try:
             reference = reference_from_rows(read_rows(t_reference), spec.sensitive)
+            trees = None if t_hierarchy is None else read_hierarchies(t_hierarchy)
             close = check_closeness(read_rows(output), qi=[a.name for a in spec.qi],
-                                    sensitive=spec.sensitive, t=t, reference=reference)
+                                    sensitive=spec.sensitive, t=t, reference=reference,
+                                    ground=closeness, hierarchies=trees)
         except (InputError, ConfigError) as exc:
             fail(str(exc))
         except OSError as exc:

@@ -72,7 +72,7 @@ def numeric_columns(rules: RuleSet) -> list[str]:
 def listed(params: dict[str, Any]) -> dict[str, Any]:
     """The CASTLE parameters a job's summary lists: all but the t-closeness reference
     distribution (a table of counts; the checkpoint identity keeps it)."""
-    return {k: v for k, v in params.items() if k != "reference"}
+    return {k: v for k, v in params.items() if k not in ("reference", "t_hierarchy")}
 
 
 def read_rules(rules_paths: Sequence[str | Path], params: dict[str, Any]

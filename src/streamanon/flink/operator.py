@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -380,6 +380,14 @@ def castle(
     suppression: str = "drop",
     max_delay: float | None = None,
     loss_field: str | None = None,
+    diversity: str = "distinct",
+    c: float | None = None,
+    t: float | None = None,
+    reference: Mapping[str, Mapping[str, float]] | None = None,
+    closeness: str = "auto",
+    t_hierarchy: Mapping[str, Sequence[Sequence[str]]] | None = None,
+    dp_epsilon: float | None = None,
+    dp_beta: float | None = None,
     partitions: int | None = None,
     rules_stream: Any = None,
     bad_rules: str = "skip",
@@ -405,6 +413,21 @@ def castle(
         suppression: what leaves a tuple that cannot be released in time (``drop``, ...).
         max_delay: the longest a tuple waits, in the time field's unit (None: no limit).
         loss_field: a field added to each released record with its information loss.
+        diversity: the l-diversity rule, ``distinct``, ``entropy`` or ``recursive``
+            (:class:`~streamanon.castle.diversity.Diversity`).
+        c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
+        t: t-closeness of every sensitive attribute to ``reference`` (None: none).
+        reference: per sensitive attribute, the weights of its values: the distribution
+            t-closeness measures against (needed with ``t``;
+            :func:`streamanon.castle.diversity.reference_of` makes it from rows).
+        closeness: t-closeness's ground distance (``auto``, ``equal``, ``ordered``,
+            ``hierarchical``).
+        t_hierarchy: with ``closeness="hierarchical"``: per sensitive attribute, the paths
+            of its values' hierarchy (root side first).
+        dp_epsilon: CASTLEGUARD's Laplace noise of scale R / ε on the range attributes
+            (None: none; :mod:`streamanon.castle.dp`).
+        dp_beta: CASTLEGUARD's β-sampling: the probability that a record is kept (None: 1;
+            the others are suppressed, reason ``not sampled (dp-beta)``).
         partitions: partitions of the individuals (crc32 of the id mod this), each its own
             CASTLE operator and state key, fixed for the job (a restore at another
             parallelism keeps them); k and l hold within each. Default: the job's
@@ -426,7 +449,11 @@ def castle(
     _check(batch_size, batch_ms, on_error)
     params: dict[str, Any] = {"k": k, "l": l, "delta": delta, "beta": beta, "mu": mu,
                               "zeta": zeta, "suppression": suppression,
-                              "max_delay": max_delay, "loss_field": loss_field}
+                              "max_delay": max_delay, "loss_field": loss_field,
+                              "diversity": diversity, "c": c, "t": t,
+                              "reference": reference, "closeness": closeness,
+                              "t_hierarchy": t_hierarchy, "dp_epsilon": dp_epsilon,
+                              "dp_beta": dp_beta}
     text = _rules_text(rules)
     first = RuleSet.from_toml(text)
     check_rules(text, first.id_field, params)  # refused here, not in a task

@@ -134,7 +134,7 @@ def signature_params(cls: type, arguments: Mapping[str, Any], *,
 Z_UNLISTED = ("separator",)
 ADAPTIVE_UNLISTED = ("z0", "z_max", "separator")
 #: CASTLE parameters a summary does not list (the checkpoint identity lists every one).
-CASTLE_UNLISTED = ("max_delay", "loss_field", "reference")
+CASTLE_UNLISTED = ("max_delay", "loss_field", "reference", "t_hierarchy", "dp_rng")
 
 
 class Stage(Protocol):
@@ -695,6 +695,8 @@ class CastleStage:
     def identity(self) -> dict[str, Any]:
         op = self.op
         return {"operator": "castle", **listed_params(op),
+                # an injected generator by its kind only (its state is in the checkpoint)
+                "dp_rng": None if op.dp_rng is None else type(op.dp_rng).__name__,
                 "rules": self.rules.describe(),
                 "input_format": self.in_format, "output_format": self.out_format,
                 "suppressed_format": self.suppressed_format, "on_error": str(self.on_error),

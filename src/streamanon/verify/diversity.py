@@ -194,15 +194,79 @@ def _as_number(text: str) -> float | None:
     return x if math.isfinite(x) else None
 
 
+#: The ground distances the closeness check knows (``auto``: ordered for numbers, else equal).
+GROUNDS = ("auto", "equal", "ordered", "hierarchical")
+
+
+class _Hierarchy:
+    """The hierarchical ground distance ``d(u, v) = (H - depth(lca)) / H`` (Li et al.) as a
+    tree metric: an edge from node N down to child C weighs ``(h(N) - h(C)) / 2`` with ``h``
+    = ``(H - depth) / H`` and ``h = 0`` at a leaf, so two leaves are ``h(lca)`` apart; the
+    EMD on a tree is then ``sum over edges of weight x |class share - reference share below
+    the edge|``. A value that is no node of the hierarchy hangs under the root as a leaf; an
+    inner node's name stands for a leaf under that node."""
+
+    def __init__(self, paths: Sequence[Sequence[Any]]) -> None:
+        nodes: set[tuple[str, ...]] = set()
+        for path in paths:
+            names = tuple(str(x) for x in path)
+            nodes.update(names[:i] for i in range(1, len(names) + 1))
+        inner = {n[:-1] for n in nodes if len(n) > 1}
+        height = max((len(n) for n in nodes), default=1)
+        self.h = height
+        self.where: dict[str, tuple[str, ...]] = {}
+        for n in sorted(nodes, key=len):
+            self.where.setdefault(n[-1], n)
+        # the edges above each leaf-like point: (node tuple) -> weight of the edge into it
+        self.inner = inner
+
+    def _point(self, value: str) -> tuple[tuple[str, ...], bool]:
+        """Where ``value`` sits: its node and whether it is a leaf (a value at an inner node
+        or outside the hierarchy is a leaf child of that node, or of the root)."""
+        node = self.where.get(value)
+        if node is None:
+            return (), False
+        return node, node not in self.inner
+
+    def emd(self, p: Mapping[str, float], q: Mapping[str, float]) -> float:
+        below: dict[tuple[str, ...], float] = defaultdict(float)  # node -> (p - q) under it
+        extra: dict[tuple[str, ...], float] = defaultdict(float)  # leaf child of an inner
+        for share, sign in ((p, 1.0), (q, -1.0)):
+            for v, w in share.items():
+                node, is_leaf = self._point(v)
+                if not is_leaf:
+                    extra[node] += sign * w
+                for i in range(1, len(node) + 1):
+                    below[node[:i]] += sign * w
+        h = self.h
+
+        def height(node: tuple[str, ...], leaf: bool) -> float:
+            return 0.0 if leaf else (h - len(node)) / h
+
+        out = 0.0
+        for node, diff in below.items():  # the edge from node's parent down to node
+            up = height(node[:-1], False)
+            out += (up - height(node, node not in self.inner)) / 2 * abs(diff)
+        for node, diff in extra.items():  # the edge from an inner node to its own value
+            out += height(node, False) / 2 * abs(diff)
+        return out
+
+
 class _Reference:
     """One attribute's reference, prepared once: ordered (sorted numbers and their shares)
-    when every value is a number, else equal distance over its values' shares."""
+    when every value is a number, else equal distance over its values' shares, or the
+    hierarchical distance over ``paths``."""
 
-    def __init__(self, ref: Mapping[str, float]) -> None:
+    def __init__(self, ref: Mapping[str, float], ground: str = "auto",
+                 paths: Sequence[Sequence[Any]] | None = None) -> None:
         total = sum(ref.values())
         self.share = {v: w / total for v, w in ref.items()}
+        self.tree = _Hierarchy(paths) if ground == "hierarchical" and paths else None
         numbers = {v: _as_number(v) for v in ref}
-        self.ordered = all(x is not None for x in numbers.values())
+        self.ordered = self.tree is None and ground != "equal" and all(
+            x is not None for x in numbers.values())
+        if ground == "ordered" and not self.ordered:
+            raise ConfigError("ordered t-closeness needs a reference of numbers")
         if self.ordered:
             order = sorted(ref, key=lambda v: numbers[v])  # type: ignore[arg-type, return-value]
             self.points = np.array([numbers[v] for v in order], dtype=np.float64)
@@ -215,6 +279,8 @@ class _Reference:
         n = sum(counts.values())
         if not n:
             return 1.0
+        if self.tree is not None:
+            return self.tree.emd({v: c / n for v, c in counts.items()}, self.share)
         if not self.ordered:
             keys = set(self.share) | set(counts)
             return 0.5 * sum(abs(self.share.get(v, 0.0) - counts.get(v, 0) / n) for v in keys)
@@ -230,7 +296,9 @@ class _Reference:
 
 def check_closeness(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
                     sensitive: Sequence[str], t: float,
-                    reference: Mapping[str, Mapping[str, float]]) -> ClosenessReport:
+                    reference: Mapping[str, Mapping[str, float]], ground: str = "auto",
+                    hierarchies: Mapping[str, Sequence[Sequence[Any]]] | None = None
+                    ) -> ClosenessReport:
     """Check that every class of ``rows`` is within earth mover's distance ``t`` of the
     reference, per sensitive attribute.
 
@@ -240,16 +308,26 @@ def check_closeness(rows: Iterable[Mapping[str, Any]], *, qi: Sequence[str],
         sensitive: the sensitive columns.
         t: the largest distance allowed.
         reference: per sensitive column, its values' counts (:func:`reference_from_rows`).
+        ground: the ground distance (:data:`GROUNDS`).
+        hierarchies: with ``ground="hierarchical"``: per sensitive column, its hierarchy's
+            paths (root side first; :func:`read_hierarchies`).
     """
     missing = [s for s in sensitive if s not in reference]
     if missing:
         raise ConfigError(f"t-closeness: no reference for {', '.join(missing)}")
+    if ground not in GROUNDS:
+        raise ConfigError(f"t-closeness: the ground distance is one of {', '.join(GROUNDS)}")
+    if ground == "hierarchical":
+        missing = [s for s in sensitive if not (hierarchies or {}).get(s)]
+        if missing:
+            raise ConfigError(f"hierarchical t-closeness: no hierarchy of {', '.join(missing)}")
     report = ClosenessReport(float(t))
     counts = _class_counts(rows, qi, sensitive)
     report.classes = len(counts)
-    refs = {s: _Reference(reference[s]) for s in sensitive}
+    refs = {s: _Reference(reference[s], ground, (hierarchies or {}).get(s)) for s in sensitive}
     for s in sensitive:
-        report.ground[s] = "ordered" if refs[s].ordered else "equal"
+        report.ground[s] = ("hierarchical" if refs[s].tree is not None else
+                            "ordered" if refs[s].ordered else "equal")
     for key, per in counts.items():
         for s, cnt in zip(sensitive, per, strict=True):
             d = refs[s].emd(cnt)
@@ -275,6 +353,23 @@ def reference_from_rows(rows: Iterable[Mapping[str, Any]], sensitive: Sequence[s
     return out
 
 
+def read_hierarchies(path: str | Path) -> dict[str, list[list[str]]]:
+    """The hierarchies of a TOML file: a table per sensitive column with its ``paths``."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    out: dict[str, list[list[str]]] = {}
+    for name, table in data.items():
+        paths = table.get("paths") if isinstance(table, dict) else None
+        if not isinstance(paths, list) or not all(isinstance(p, list) and p for p in paths):
+            raise ConfigError(f"{path}: [{name}] needs paths = [[...], ...]")
+        out[name] = [[str(x) for x in p] for p in paths]
+    return out
+
+
 def read_rows(source: str | Path | TextIO, fmt: str | None = None) -> list[dict[str, Any]]:
     """The rows of a file as the checkers read them (CSV with a header, or JSON Lines)."""
     from streamanon.verify.castle import read_released
@@ -282,5 +377,6 @@ def read_rows(source: str | Path | TextIO, fmt: str | None = None) -> list[dict[
     return [r for _, r in read_released(source, fmt)[0]]
 
 
-__all__ = ["MEASURES", "ClosenessReport", "DiversityReport", "check_closeness",
-           "check_diversity", "check_diversity_file", "read_rows", "reference_from_rows"]
+__all__ = ["GROUNDS", "MEASURES", "ClosenessReport", "DiversityReport", "check_closeness",
+           "check_diversity", "check_diversity_file", "read_hierarchies", "read_rows",
+           "reference_from_rows"]
