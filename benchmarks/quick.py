@@ -29,6 +29,7 @@ import compileall
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -219,7 +220,9 @@ def main() -> None:
                   f"{pure:.2f} s ({flink_s / pure:.1f}x the pure command's time; output "
                   f"identical: {same})")
     rounds = ", ".join(f"{label} {n}" for label, n in ROUNDS.items())
-    print(f"\n(quick.py took {time.perf_counter() - started:.0f} s wall clock; load average "
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\n(quick.py took {time.perf_counter() - started:.0f} s wall clock, its child "
+          f"processes {kids.ru_utime + kids.ru_stime:.0f} s CPU; load average "
           f"{bench_zanon.load()}; rounds: {rounds})")
 
 if __name__ == "__main__":

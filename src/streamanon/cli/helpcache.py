@@ -51,9 +51,11 @@ def is_help(argv: Sequence[str]) -> bool:
 
 
 def enabled() -> bool:
-    """Whether the cache is on (:data:`OPT_OUT` unset, no shell completion under way)."""
+    """Whether the cache is on (:data:`OPT_OUT` unset, no shell completion under way, a
+    stdout to print to)."""
     return (os.environ.get(OPT_OUT, "") in ("", "0")
-            and "_STREAMANON_COMPLETE" not in os.environ)
+            and "_STREAMANON_COMPLETE" not in os.environ
+            and sys.stdout is not None and sys.stderr is not None)
 
 
 def directory() -> str:
