@@ -34,9 +34,16 @@ def command_paths() -> list[tuple[str, ...]]:
     return out
 
 
+def no_early_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run earlier in this process may have asked :func:`main` to end the process
+    at once (``skip_teardown``): not the test process."""
+    monkeypatch.setattr("streamanon.cli.exitcodes._skip_teardown", False)
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh cache directory, a fixed width, the cache on."""
+    no_early_exit(monkeypatch)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.delenv(helpcache.OPT_OUT, raising=False)
@@ -153,6 +160,7 @@ def test_what_is_not_a_help_page_is_not_stored(cache, monkeypatch, capsys) -> No
 
 
 def test_an_unwritable_cache_still_prints_the_help(tmp_path, monkeypatch, capsys) -> None:
+    no_early_exit(monkeypatch)
     (tmp_path / "file").write_text("", encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # a file: no directory
     monkeypatch.delenv(helpcache.OPT_OUT, raising=False)

@@ -19,7 +19,6 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from streamanon.cli import helpcache
 from streamanon.cli.exitcodes import ExitCode, teardown_skipped
 
 if TYPE_CHECKING:
@@ -62,6 +61,8 @@ def main() -> None:
     (:func:`~streamanon.cli.exitcodes.skip_teardown`): the process then ends with its exit
     code as soon as stdout and stderr are flushed.
     """
+    from streamanon.cli import helpcache
+
     argv = sys.argv[1:]
     if helpcache.is_help(argv) and helpcache.enabled():
         page = helpcache.lookup(argv)
