@@ -1,8 +1,8 @@
 """The cache of rendered help pages: a cached page is the rendered one, byte for byte.
 
-Every command's ``--help`` (groups too) is rendered by typer with the cache off, then once
-with it on (a miss, which stores the page), then again (a hit, which must not render): the
-three are identical. A changed module file or a changed rendering setting (width, colours)
+Every command's ``--help`` (groups too) is rendered once with the cache on (a miss, which
+stores the page; for a sample, also with the cache off), then again (a hit, which must not
+render): the same text. A changed module file or a changed rendering setting (width, colours)
 makes a miss; a fresh interpreter prints a hit without importing typer, rich or click.
 """
 
@@ -81,16 +81,24 @@ def uncached(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
         return page(monkeypatch, capsys, *argv)
 
 
+#: Commands whose first (cached) rendering is also compared with one with the cache off: the
+#: copy of stdout the cache keeps passes every write on unchanged, whatever the command.
+BOTH_WAYS = [(), ("z",), ("castle",), ("verify", "castle")]
+
+
 def test_every_cached_help_is_the_rendered_one(cache, monkeypatch, capsys) -> None:
+    """A first run renders (through the copy of stdout) and stores; a second prints the
+    stored page without rendering: the same text, for every command and group."""
     paths = command_paths()
-    assert len(paths) > 30 and () in paths and ("verify", "castle") in paths
+    assert len(paths) > 30 and set(BOTH_WAYS) <= set(paths)
     for path in paths:
         argv = (*path, "--help")
-        rendered = uncached(monkeypatch, capsys, *argv)
-        assert "Usage: " in rendered and "Options" in rendered, path
         entries = set(os.listdir(cache)) if cache.exists() else set()
-        assert page(monkeypatch, capsys, *argv) == rendered, path  # a miss, stored
+        rendered = page(monkeypatch, capsys, *argv)  # a miss: rendered by typer, stored
+        assert "Usage: " in rendered and "Options" in rendered, path
         assert len(set(os.listdir(cache)) - entries) == 1, path
+        if path in BOTH_WAYS:
+            assert uncached(monkeypatch, capsys, *argv) == rendered, path
         assert hit(monkeypatch, capsys, *argv) == rendered, path
 
 
