@@ -3,9 +3,12 @@
     .venv/bin/python benchmarks/quick.py [--z-n 1000000] [--castle-n 100000]
 
 Each pair (and each group: the checkers, the start-ups) is run side by side, interleaved
-(A, B, A, B, ...) ``--repeat`` times (Flink: ``--flink-repeat``), and every figure is the best
-(least CPU or wall time) of its runs, for both sides alike: a burst of load on a shared
-machine then slows one run, not one side. One core (``taskset -c 0`` when available). A
+(A, B, A, B, ...) up to ``--repeat`` times (Flink: ``--flink-repeat``), and every figure is the
+best (least CPU or wall time) of its runs, for both sides alike: a burst of load on a shared
+machine then slows one run, not one side. A pair stops after two rounds when, on each side,
+the two best runs agree within ``--agree`` (2%): a third run could only lower a best that a
+second run already confirmed. The start-ups run 5 times each with a fresh help cache, after
+one first run each that renders the page (shown too). One core (``taskset -c 0`` when available). A
 missed target prints its ratio and ``MISS``; the script never fails on one. The package is
 byte-compiled first, as an installed one is. The generators and
 helpers are those of ``bench_zanon.py``, ``bench_castle.py`` and ``bench_flink.py``.
@@ -26,6 +29,7 @@ import compileall
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -58,13 +62,24 @@ def cpu_of(cmd: list[str], **kw: object) -> tuple[float, str]:
     return cpu, proc.stdout
 
 
-def interleaved(runs: dict[str, Callable[[], float]], repeat: int) -> dict[str, float]:
-    """The best (least) time of each of ``runs``, run in turn ``repeat`` times."""
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(repeat):
+#: Rounds each group of runs took (for the closing line).
+ROUNDS: dict[str, int] = {}
+
+
+def interleaved(runs: dict[str, Callable[[], float]], repeat: int, *, label: str,
+                agree: float = 0.0) -> dict[str, float]:
+    """The best (least) time of each of ``runs``, run in turn up to ``repeat`` times; done
+    after two rounds or more once every side's two best runs agree within ``agree``."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for done in range(1, repeat + 1):
         for name, run in runs.items():
-            best[name] = min(best[name], run())
-    return best
+            times[name].append(run())
+        ROUNDS[label] = done
+        if agree > 0 and done >= 2 and all(
+                (two[1] - two[0]) <= agree * two[0]
+                for two in (sorted(t)[:2] for t in times.values())):
+            break
+    return {name: min(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -79,6 +94,9 @@ def main() -> None:
                     help="interleaved runs of each pair (best of them is shown)")
     ap.add_argument("--flink-repeat", type=int, default=2,
                     help="interleaved runs of the Flink pair (a JVM start each)")
+    ap.add_argument("--agree", type=float, default=0.02,
+                    help="stop a pair after two rounds when each side's two best runs "
+                         "differ by at most this share (0: always --repeat rounds)")
     args = ap.parse_args()
     started = time.perf_counter()
     import streamanon
@@ -88,7 +106,8 @@ def main() -> None:
     compileall.compile_dir(Path(streamanon.__file__).parent, quiet=1)
     print(f"quick benchmark; {'one core (taskset -c 0)' if PIN else 'not pinned'}; "
           f"load average {bench_zanon.load()} on {os.cpu_count()} CPU(s); every figure the "
-          f"best of {args.repeat} interleaved runs (Flink: {args.flink_repeat})")
+          f"best of up to {args.repeat} interleaved runs, 2 when each side's two best agree "
+          f"within {args.agree:.0%} (Flink: {args.flink_repeat})")
     with tempfile.TemporaryDirectory(prefix="quick-") as tmpdir:
         tmp = Path(tmpdir)
         # -- z whole command vs the original zanon ------------------------------------------
@@ -110,7 +129,7 @@ def main() -> None:
             return cpu / got["tuples"] * args.z_n  # whole process, CPU
 
         z_pair = interleaved({"ours": run_ours, **({"ref": run_ref} if have_ref else {})},
-                             args.repeat)
+                             args.repeat, label="z", agree=args.agree)
         ours, ref = z_pair["ours"], z_pair.get("ref", float("inf"))
         n = args.z_n
         print(f"\nz on {n:,} tuples: whole command {n / ours:,.0f} tuples/s ({ours:.2f} s CPU)")
@@ -135,7 +154,7 @@ def main() -> None:
             return float(out.splitlines()[0].split()[1])
 
         castle_pair = interleaved({"whole": lambda: cpu_of(cmd)[0], "op": run_operator},
-                                  args.repeat)
+                                  args.repeat, label="CASTLE", agree=args.agree)
         whole, op = castle_pair["whole"], castle_pair["op"]
         print(f"\nCASTLE l=2 on {cn:,} ASHRAE-shaped rows: whole command {cn / whole:,.0f} "
               f"tuples/s ({whole:.2f} s CPU), in-process operator {cn / op:,.0f} tuples/s "
@@ -156,7 +175,8 @@ def main() -> None:
                          "--sa", "meter_reading", "--k", "5", "--l", "2", "--input", str(data),
                          "--json"]
         checkers = interleaved({"z": lambda: cpu_of(verify_z)[0],
-                                "castle": lambda: cpu_of(verify_castle)[0]}, args.repeat)
+                                "castle": lambda: cpu_of(verify_castle)[0]}, args.repeat,
+                               label="checkers", agree=args.agree)
         vz, vc = checkers["z"], checkers["castle"]
         print(f"\nverify z on {vn:,} tuples (2,500 users, 6,000 values), verify castle on "
               f"{cn:,} rows; whole commands, CPU")
@@ -167,10 +187,16 @@ def main() -> None:
         print("\nstart-up (best of 5 interleaved runs, CPU seconds, from bytecode)")
         helps = {" ".join(["streamanon", *sub, "--help"]): [*CLI, *sub, "--help"]
                  for sub in ([], ["z"], ["castle"])}
-        starts = interleaved({label: (lambda c=c: cpu_of(c)[0]) for label, c in helps.items()},
-                             max(5, args.repeat))
+        fresh = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache")}  # no page cached yet
+        fresh.pop("STREAMANON_NO_HELP_CACHE", None)
+        first = {label: cpu_of(c, env=fresh)[0] for label, c in helps.items()}
+        starts = interleaved({label: (lambda c=c: cpu_of(c, env=fresh)[0])
+                              for label, c in helps.items()}, max(5, args.repeat),
+                             label="start-up")
         for label, best in starts.items():
             print(f"  {label:<26}{verdict(best, 0.2, 's', higher=False)}")
+        print("  first runs (render, then cache the page): "
+              + " / ".join(f"{cpu:.2f}" for cpu in first.values()) + " s")
 
         # -- Flink -----------------------------------------------------------------------------
         print()
@@ -187,14 +213,17 @@ def main() -> None:
                 "flink": lambda: bench_flink.timed([
                     *bench_flink.cli(), "flink", "z", "--z", str(Z), "--delta-t",
                     str(DELTA_T), str(ftrace), "-o", str(tmp / "fflink.csv"), "--json"])[1]},
-                args.flink_repeat)
+                args.flink_repeat, label="Flink")
             pure, flink_s = flink_pair["pure"], flink_pair["flink"]
             same = (tmp / "fpure.csv").read_bytes() == (tmp / "fflink.csv").read_bytes()
             print(f"Flink z on 100,000 tuples (wall clock, both): {flink_s:.2f} s vs pure "
                   f"{pure:.2f} s ({flink_s / pure:.1f}x the pure command's time; output "
                   f"identical: {same})")
-    print(f"\n(quick.py took {time.perf_counter() - started:.0f} s wall clock; load average "
-          f"{bench_zanon.load()})")
+    rounds = ", ".join(f"{label} {n}" for label, n in ROUNDS.items())
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\n(quick.py took {time.perf_counter() - started:.0f} s wall clock, its child "
+          f"processes {kids.ru_utime + kids.ru_stime:.0f} s CPU; load average "
+          f"{bench_zanon.load()}; rounds: {rounds})")
 
 if __name__ == "__main__":
     try:

@@ -1,8 +1,9 @@
 """The ``streamanon`` command line: one module per command group, all on one typer app.
 
-Importing this package loads typer and the app's table of commands, nothing else: each
-command's module is imported when that command runs or its help is shown (see
-:mod:`streamanon.cli.app`), so start-up stays instant.
+Importing this package loads no typer: its ``app`` attribute (the typer app and its table of
+commands, :mod:`streamanon.cli.app`) loads when first asked for, and each command's module
+when that command runs or its help is shown. :func:`main` prints a cached help page
+(:mod:`streamanon.cli.helpcache`) before it loads typer at all.
 
 Exit codes are those of :class:`streamanon.cli.exitcodes.ExitCode`; :func:`main` turns an
 unexpected exception (a bug) into exit 70 with its traceback (and a
@@ -15,27 +16,85 @@ line naming the extra to install.
 
 import os
 import sys
-import traceback
+import types
+from typing import TYPE_CHECKING, Any
 
-from streamanon.cli.app import app
 from streamanon.cli.exitcodes import ExitCode, teardown_skipped
-from streamanon.errors import ConfigError
-from streamanon.extras import install_hint
+
+if TYPE_CHECKING:
+    from streamanon.cli.app import app
+
+
+class _Package(types.ModuleType):
+    """This package, whose ``app`` is the typer app, loaded on first use.
+
+    The submodule :mod:`streamanon.cli.app` has the attribute's name: the import system binds
+    the submodule to it once loaded, which the setter declines, so that ``app`` stays the
+    typer app however the two were imported.
+    """
+
+    @property
+    def app(self) -> Any:
+        override = self.__dict__.get("_app_override")
+        if override is not None:
+            return override
+        from streamanon.cli.app import app as typer_app
+
+        return typer_app
+
+    @app.setter
+    def app(self, value: Any) -> None:
+        if not isinstance(value, types.ModuleType):  # e.g. a test's stand-in
+            self.__dict__["_app_override"] = value
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def main() -> None:
     """The console script: run the app; a crash is an internal error (exit 70).
 
+    ``streamanon [COMMAND ...] --help`` prints the cached page when there is a fresh one, and
+    caches the page it renders otherwise (:mod:`streamanon.cli.helpcache`).
+
     A command whose outputs are all committed may ask to skip the interpreter's teardown
     (:func:`~streamanon.cli.exitcodes.skip_teardown`): the process then ends with its exit
     code as soon as stdout and stderr are flushed.
     """
+    from streamanon.cli import helpcache
+
+    argv = sys.argv[1:]
+    if helpcache.is_help(argv) and helpcache.enabled():
+        page = helpcache.lookup(argv)
+        if page is not None:
+            sys.stdout.write(page)
+            sys.stdout.flush()
+            sys.exit(int(ExitCode.OK))  # as typer ends a help
+        with helpcache.recording(argv) as rec:
+            try:
+                _run()
+            except SystemExit as exc:
+                if exc.code in (None, 0):
+                    rec.store()
+                raise
+        return
+    _run()
+
+
+def _run() -> None:
+    import traceback
+
+    from streamanon.errors import ConfigError
+    from streamanon.extras import install_hint
+
     if "_STREAMANON_COMPLETE" in os.environ:  # shell completion (docs/reference/cli.md)
         from typer._completion_classes import completion_init
 
         completion_init()
+    from streamanon.cli.app import app as typer_app
+
     try:
-        app()
+        typer_app()
     except SystemExit as exc:
         if teardown_skipped() and (exc.code is None or isinstance(exc.code, int)):
             try:
