@@ -25,11 +25,13 @@ Then, side by side on the same district, 25 gateways x 20 sensor nodes: the sens
 (``[sensors] transport = "mqtt"``: a mosquitto broker per gateway, TLS 1.2+ with the sensors'
 client certificates, QoS 1, the gateway's receipts) against the TLS line port, runs
 interleaved with the order swapped every pair; median cycle round over all measured cycles of
-each side, and per pair. Target: MQTT at most 1.2x the line port.
+each side, and per pair. Target: MQTT at most 1.2x the line port. Per run, the round's stages
+(from the gateways' stats): the ring messages' handling (wall, CPU and page faults per
+message) and the rest (transfer, waits for a CPU), and when the sensors' messages ended.
 
 Run:  .venv/bin/python benchmarks/bench_dezent_net.py [--gateways 5,10,25] [--cycles 8]
       [--skip-sizes] [--skip-tls] [--skip-store] [--skip-mix] [--skip-mqtt] [--repeat 3]
-      [--mqtt-repeat 6]
+      [--mqtt-repeat 6] [--mqtt-gateways 25]
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
         by_cycle[row["cycle"]].append(row)
     rounds, to_ce, frames, full, ring_bytes, to_ce_bytes = [], [], [], 0, [], []
     per_cycle = []  # to the CE's commit / the publication round, in the same cycle
+    stages: dict[str, list[float]] = defaultdict(list)  # per measured cycle
     for c in range(2, cycles):
         rows = by_cycle[c]
         ccc = [r for r in rows if r["ccc"] == r["gateway"] and r.get("complete")]
@@ -99,6 +102,20 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
         ring_bytes.append(sum(r["ring_bytes"] for r in rows))
         to_ce_bytes.append(ce_bytes.get(c, 0))
         full += len(ccc[0]["members"]) == gateways
+        handled = sum(r.get("handled", 0) for r in rows)
+        if handled:  # the ring's messages are handled one after the other: the round is
+            # their handling plus their transfer (and the waits for a CPU between)
+            handle = sum(r.get("handle_ms", 0.0) for r in rows) / 1e3
+            stages["handle"].append(handle)
+            stages["transfer"].append(rounds[-1] - handle)
+            stages["handle_per_msg"].append(handle / handled)
+            stages["cpu_per_msg"].append(sum(r.get("thread_cpu_ms", 0.0) for r in rows)
+                                         / 1e3 / handled)
+            stages["faults_per_msg"].append(sum(r.get("page_faults", 0) for r in rows)
+                                            / handled)
+        spans = [r["intake_span"] for r in rows if r.get("intake_span")]
+        if spans:  # the sensors' messages (for a later cycle) came in this long before
+            stages["intake_end_before_round"].append(start - max(s[1] for s in spans))
     sensors = spec.district().sensors
     return {"gateways": gateways, "sensors": sensors, "cycles_measured": len(rounds),
             "full_rings": full, "round_median": statistics.median(rounds),
@@ -109,7 +126,8 @@ def one_size(gateways: int, cycles: int, period: float, structure: str, workdir:
             "rounds": rounds, "run_seconds": wall, "published_total": summary["published"],
             "ce_over_round": statistics.median(per_cycle),
             "ring_bytes_per_day": 96 * statistics.mean(ring_bytes),
-            "ce_bytes_per_day": 96 * statistics.mean(to_ce_bytes)}
+            "ce_bytes_per_day": 96 * statistics.mean(to_ce_bytes),
+            "stages": {k: statistics.median(v) for k, v in stages.items()}}
 
 
 def store_throughput(store: str, batches: int, size: int = 1000) -> float:
@@ -139,6 +157,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="Mix part: runs of each mode.")
     ap.add_argument("--mqtt-repeat", type=int, default=6, help="MQTT part: runs of each "
                     "transport, interleaved.")
+    ap.add_argument("--mqtt-gateways", type=int, default=25, help="MQTT part: gateways "
+                    "(the target is for 25).")
     ap.add_argument("--batches", type=int, default=100, help="Store benchmark: batches of "
                     "1,000 tuples.")
     args = ap.parse_args()
@@ -212,7 +232,8 @@ def mix_vs_direct(args: argparse.Namespace) -> None:
 
 
 def mqtt_vs_line(args: argparse.Namespace) -> None:
-    print(f"\nsensors over MQTT/TLS vs the TLS line port: 25 gateways x 20 sensor nodes, "
+    n = args.mqtt_gateways
+    print(f"\nsensors over MQTT/TLS vs the TLS line port: {n} gateways x 20 sensor nodes, "
           f"{args.structure}, {args.cycles} cycles of {args.period:g} s (first 2 not measured); "
           "round = coordinator's start to the structure's return; runs interleaved, the order "
           "swapped every pair (line, mqtt, mqtt, line, ...) so that a drift of the load hits "
@@ -223,7 +244,7 @@ def mqtt_vs_line(args: argparse.Namespace) -> None:
     for i in range(args.mqtt_repeat):
         for transport in (("line", "mqtt") if i % 2 == 0 else ("mqtt", "line")):
             with tempfile.TemporaryDirectory(prefix=f"bench-net-{transport}-") as tmp:
-                r = one_size(25, args.cycles, args.period, args.structure, Path(tmp),
+                r = one_size(n, args.cycles, args.period, args.structure, Path(tmp),
                              sensor_transport=transport)
             med[transport].append(r["round_median"])
             rounds[transport] += r["rounds"]
@@ -233,6 +254,15 @@ def mqtt_vs_line(args: argparse.Namespace) -> None:
                   f"ms ({r['full_rings']}/{r['cycles_measured']} full rings, "
                   f"{r['published_per_cycle']:.0f} tuples/cycle, {r['published_total']} "
                   f"published); load {loads[-1]:.1f}")
+            st = r["stages"]
+            if "handle" in st:
+                print(f"        per stage (medians): ring messages handled "
+                      f"{st['handle'] * 1e3:.0f} ms + transfer and waits "
+                      f"{st['transfer'] * 1e3:.0f} ms; per message {st['handle_per_msg'] * 1e3:.2f}"
+                      f" ms, {st['cpu_per_msg'] * 1e3:.2f} ms CPU, "
+                      f"{st['faults_per_msg']:.0f} page faults; the sensors' messages ended "
+                      f"{st.get('intake_end_before_round', float('nan')):.2f} s before the "
+                      "round")
     pairs = [m / d for m, d in zip(med["mqtt"], med["line"], strict=True)]
     line, mqtt = statistics.median(rounds["line"]), statistics.median(rounds["mqtt"])
     print(f"  median round over all measured cycles ({len(rounds['line'])} each): line port "

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -269,3 +273,34 @@ def test_times_before_the_clock_and_far_ahead_are_refused_in_one_short_line():
         reply, outcome = intake.offer("m1", f"{t},40", 1)
         assert outcome == "early" and len(reply) < 80, reply
     assert intake.offer("m1", "0,40", 0) == ("ok 0", "ok")  # the clock's first instant
+
+
+_TOUCH_TWICE = """
+import resource, sys
+from streamanon.net.gateway import keep_freed_memory
+print(keep_freed_memory() if sys.argv[1] == "keep" else False)
+def touch():
+    b = bytearray(10 << 20)
+    b[::4096] = b"\\1" * len(b[::4096])
+    del b
+touch()
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+touch()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="a glibc malloc option")
+def test_the_gateway_keeps_freed_memory_instead_of_faulting_it_in_again():
+    # a fresh process each: glibc's default hands the freed 10 MB back to the system and
+    # faults every page in again on the next message; the gateway's setting keeps them
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    runs = {}
+    for mode in ("keep", "default"):
+        out = subprocess.run([sys.executable, "-c", _TOUCH_TWICE, mode], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+        runs[mode] = (out[0], int(out[1]))
+    pages = (10 << 20) // 4096
+    assert runs["keep"][0] == "True" and runs["keep"][1] < pages // 10
+    assert runs["default"][0] == "False" and runs["default"][1] > pages // 2

@@ -270,6 +270,9 @@ class MqttSensor:
             with self.lock:
                 self.pending[corr] = (loop, fut)
             info = self.client.publish(self.topic, line.encode(), qos=1, properties=props)
+            # on the wire now, not once the loop runs the socket's writer: a district's
+            # sensors publish in one burst, and the first reading would wait for the last
+            self.client.loop_write()
             with self.lock:
                 early = self.early.pop(info.mid, None)
                 if early is None:

@@ -22,7 +22,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -135,6 +134,10 @@ def broker_conf(*, listen: str, ca: Path, cert: Path, key: Path, crl: Path | Non
         # the gateway has it, so it does not rest on the broker's database
         "autosave_interval 1",
         "max_queued_messages 100000",
+        # QoS 1 messages on their way to a client before it acknowledges (mosquitto's default
+        # 20): the gateway reads all its sensors' readings of a cycle at once, not 20 per
+        # round trip (queued ones are persisted all the same)
+        "max_inflight_messages 1000",
         "log_dest stderr",
         "log_type error",
         "log_type warning",
@@ -171,6 +174,9 @@ _REFUSALS: list[tuple[re.Pattern[str], str]] = [
 _INFO = re.compile(r"mosquitto version|Opening|listen socket|New client connected|"
                    r"disconnected|Error|Warning|Reloading", re.I)
 
+
+# what mosquitto logs once its listeners are open
+_RUNNING = re.compile(r"mosquitto version \S+ running")
 
 # how mosquitto's debug lines of each message begin (log_timestamp false)
 _ROUTINE = (b"Received PUBLISH", b"Sending PUBLISH", b"Received PUBACK", b"Sending PUBACK",
@@ -220,6 +226,7 @@ class MosquittoBroker:
         self.on_refusal = on_refusal
         self.proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
+        self._running = threading.Event()  # its log said it listens
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "db").mkdir(exist_ok=True)
         self.acl = self.dir / "acl"
@@ -238,17 +245,17 @@ class MosquittoBroker:
         tmp.replace(self.acl)
 
     def start(self) -> None:
+        self._running.clear()
         self.proc = subprocess.Popen([self.binary, "-c", str(self.conf)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         self._reader = threading.Thread(target=self._pump, args=(self.proc,), daemon=True,
                                         name=f"mosquitto gw{self.gateway} log")
         self._reader.start()
-        host, port = split_address(self.listen)
         end = time.monotonic() + 10
-        while True:  # listening (or dead) before the gateway dials it
-            with contextlib.suppress(OSError), socket.create_connection((host, port), 0.2):
-                break
+        # listening (or dead) before the gateway dials it: its log's "running" line comes
+        # once its listeners are open (a test connection would be logged as a refusal)
+        while not self._running.wait(0.02):
             if self.proc.poll() is not None:
                 raise ConfigError(f"the MQTT broker of gw{self.gateway} exited with "
                                   f"{self.proc.returncode} at start (see the log above; "
@@ -256,7 +263,6 @@ class MosquittoBroker:
             if time.monotonic() > end:
                 raise ConfigError(f"the MQTT broker of gw{self.gateway} does not listen on "
                                   f"{self.listen} after 10 s")
-            time.sleep(0.02)
         log.info("MQTT broker of gw%d (mosquitto, pid %d) on %s", self.gateway, self.proc.pid,
                  self.listen)
 
@@ -266,6 +272,8 @@ class MosquittoBroker:
             if raw.startswith(_ROUTINE):
                 continue  # a message's debug lines (most of the log): neither kept nor judged
             line = raw.decode("utf-8", errors="replace").rstrip()
+            if _RUNNING.search(line):
+                self._running.set()
             kind = classify(line)
             if kind is not None:
                 log.warning("MQTT broker of gw%d refused (%s): %s", self.gateway, kind, line)
