@@ -172,8 +172,10 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
     line, space, empty or over-long field, time other than a finite decimal number, time
     behind the stream; UTF-8), as Arrow columns; ``None`` when any line is not (the text
     path reads it then, with its line numbers and reasons)."""
-    if not data or any(c in data for c in (b'"', b"\n\n", b"\r", b" ", b"\t", b"\x0b",
-                                           b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")):
+    # one byte searched at a time (memchr); a blank line reads as a row of empty fields,
+    # refused below with them
+    if not data or any(c in data for c in (b'"', b"\r", b" ", b"\t", b"\x0b", b"\x0c",
+                                           b"\x1c", b"\x1d", b"\x1e", b"\x1f")):
         return None
     if data.startswith(b"\n") or (not data.isascii() and _has_space(
             data.decode("utf-8", errors="replace"))):
@@ -497,9 +499,30 @@ class _Levels:
         return inside & (self.flat[at] == level_codes)
 
 
+def _search(a: np.ndarray, v: np.ndarray, side: str, step: int = 4096) -> np.ndarray:
+    """``np.searchsorted(a, v, side)`` for sorted ``a`` and non-decreasing ``v``, a block of
+    ``step`` needles at a time in the slice of ``a`` between the answers of the block's first
+    needle and the next block's (a slice that stays in the cache).
+
+    >>> a, v = np.array([1, 2, 2, 3, 5, 8, 8, 9]), np.array([0, 2, 2, 4, 8, 10])
+    >>> [bool((_search(a, v, s, 2) == np.searchsorted(a, v, s)).all()) for s in ("left", "right")]
+    [True, True]
+    """
+    if len(v) <= 2 * step:
+        return np.searchsorted(a, v, side=side)  # type: ignore[call-overload,no-any-return]
+    cuts = np.searchsorted(a, v[::step], side=side).tolist()  # type: ignore[call-overload]
+    out = np.empty(len(v), dtype=np.int64)
+    for i, (lo, hi) in enumerate(zip(cuts, [*cuts[1:], len(a)], strict=True)):
+        block = slice(i * step, (i + 1) * step)
+        out[block] = np.searchsorted(a[lo:hi], v[block], side=side)  # type: ignore[call-overload]
+        out[block] += lo
+    return out
+
+
 def _window_start(t: np.ndarray, at: np.ndarray, dt: float) -> np.ndarray:
     """Per time ``at``: the first position ``j`` of sorted ``t`` with ``at - t[j] <= dt``."""
-    lo = np.searchsorted(t, at - dt, side="left")
+    ordered = len(at) < 2 or bool(np.all(at[1:] >= at[:-1]))
+    lo = _search(t, at - dt, "left") if ordered else np.searchsorted(t, at - dt, side="left")
     n = len(t)
     while True:  # the subtraction, not ``at - dt``, is the rule: fix the rounding
         back = (lo > 0) & (at - t[np.maximum(lo - 1, 0)] <= dt)
@@ -533,14 +556,16 @@ def _distinct_in_windows(ev_v: np.ndarray, ev_u: np.ndarray, ev_pos: np.ndarray,
     exposures themselves (each window ends at its own exposure), ``order_q`` is ``by_v``.
     """
     span = n_pos + 2
-    vs, pos = ev_v[by_v], ev_pos[by_v]
+    n_v = int(ev_v.max(initial=-1)) + 1
+    vs = np.repeat(np.arange(n_v, dtype=np.int64), np.bincount(ev_v, minlength=n_v))  # ev_v[by_v]
+    pos = ev_pos[by_v]
     base = vs * span
     n_q = len(order_q)
     key_lo = (vs * span + q_lo[order_q]) if q_v is None else (
         q_v[order_q] * span + q_lo[order_q])
     # end[k]: the first window (of k's value) that starts after exposure k: k is out of it
-    # and of every later one. The needles increase, so the binary searches stay in cache.
-    end = np.searchsorted(key_lo, base + pos, side="right")
+    # and of every later one. The needles increase: searched block by block, in cache.
+    end = _search(key_lo, base + pos, "right")
     # the first window that holds k: its own (exposures as queries), else the first window
     # of k's value ending at or after k
     if q_v is None:
@@ -550,9 +575,16 @@ def _distinct_in_windows(ev_v: np.ndarray, ev_u: np.ndarray, ev_pos: np.ndarray,
     # k is its user's first exposure inside a window exactly when the window no longer holds
     # the user's previous exposure of that value: from end[previous] on
     us = ev_u[by_v]
-    pair = _stable_order(us)
-    pair = pair[_stable_order(vs[pair])]  # (value, user, position) order
-    same = (vs[pair[1:]] == vs[pair[:-1]]) & (us[pair[1:]] == us[pair[:-1]])
+    n_u = int(us.max(initial=0)) + 1
+    if n_v * n_u <= 1 << 32:  # one code per (value, user): two 16-bit sorting passes
+        key = vs * n_u + us
+        pair = _stable_order(key)  # (value, user, position) order
+        key = key[pair]
+        same = key[1:] == key[:-1]
+    else:
+        pair = _stable_order(us)
+        pair = pair[_stable_order(vs[pair])]  # (value, user, position) order
+        same = (vs[pair[1:]] == vs[pair[:-1]]) & (us[pair[1:]] == us[pair[:-1]])
     after_prev = np.zeros(len(vs), dtype=np.int64)
     after_prev[pair[1:][same]] = end[pair[:-1][same]]
     start = np.maximum(first, after_prev)
@@ -673,12 +705,23 @@ def _written_bytes(src: _Table, pub: np.ndarray, exp_v: np.ndarray, levels: _Lev
     comma, nothing, newline = strings([",", "", "\n"])  # scalars (pa.scalar: pandas too)
 
     index = ints(pub)
-    lines = _arrow("binary_join_element_wise", _arrow("take", src.t_text.column, index),
-                   _arrow("take", src.u.column, index), _arrow("take", names, ints(exp_v)),
-                   comma)
-    lines = _arrow("binary_join_element_wise", lines, nothing, newline)  # each ends with "\n"
-    if not len(lines):
+    columns = [_arrow("take", src.t_text.column, index), _arrow("take", src.u.column, index),
+               _arrow("take", names, ints(exp_v))]
+    if not len(pub):
         return b"t,u,a\n"
+    import pyarrow.csv as pacsv
+
+    sink = pa.BufferOutputStream()
+    sink.write(b"t,u,a\n")
+    try:  # Arrow's writer, faster than joining; it refuses a value that would need quotes
+        pacsv.write_csv(pa.Table.from_arrays(columns, names=["t", "u", "a"]), sink,
+                        write_options=pacsv.WriteOptions(include_header=False,
+                                                         quoting_style="none"))
+        return sink.getvalue().to_pybytes()
+    except pa.ArrowInvalid:
+        pass
+    lines = _arrow("binary_join_element_wise", *columns, comma)
+    lines = _arrow("binary_join_element_wise", lines, nothing, newline)  # each ends with "\n"
     return b"t,u,a\n" + _text_bytes(lines).to_pybytes()
 
 
