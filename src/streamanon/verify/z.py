@@ -41,11 +41,15 @@ class _Texts(Sequence[str]):
     (messages, the slow paths); the checks take its codes and compare it as a column."""
 
     def __init__(self, column: Any) -> None:
-        self.column = column  # a pyarrow string array
+        self.column = column  # a pyarrow string array, or dictionary codes of strings
         self._list: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.column)
+
+    def encoded(self) -> bool:
+        """The column is dictionary codes (else plain strings)."""
+        return hasattr(self.column, "dictionary")
 
     def _values(self) -> list[str]:
         if self._list is None:
@@ -64,8 +68,9 @@ class _Texts(Sequence[str]):
     __hash__ = None  # type: ignore[assignment]
 
     def codes(self) -> tuple[np.ndarray, list[str], dict[str, int]]:
-        """As :func:`_codes`: codes in order of first appearance (Arrow's hash encoding)."""
-        enc = _arrow("dictionary_encode", self.column)
+        """As :func:`_codes`: codes in order of first appearance (Arrow's hash encoding; a
+        column read as codes already has them)."""
+        enc = self.column if self.encoded() else _arrow("dictionary_encode", self.column)
         names = enc.dictionary.to_pylist()
         codes = _numbers(enc.indices, np.int32).astype(np.int64)
         return codes, names, {name: i for i, name in enumerate(names)}
@@ -174,6 +179,8 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
     path reads it then, with its line numbers and reasons)."""
     # one byte searched at a time (memchr); a blank line reads as a row of empty fields,
     # refused below with them
+    import pyarrow as pa
+
     if not data or any(c in data for c in (b'"', b"\r", b" ", b"\t", b"\x0b", b"\x0c",
                                            b"\x1c", b"\x1d", b"\x1e", b"\x1f")):
         return None
@@ -189,9 +196,9 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
         cols, skip = (0, 1, 2), 0
     else:
         return None
-    import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    coded = pa.dictionary(pa.int32(), pa.string())
     width = len(names)
     labels = [f"c{i}" for i in range(width)]
     try:
@@ -202,16 +209,19 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
             parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False,
                                              ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(labels, pa.string()), include_columns=[
-                    labels[c] for c in cols], strings_can_be_null=False))
+                column_types={labels[cols[0]]: pa.string(), labels[cols[1]]: coded,
+                              labels[cols[2]]: coded},  # users and values as codes
+                include_columns=[labels[c] for c in cols], strings_can_be_null=False))
     except (pa.ArrowInvalid, pa.ArrowException):  # a line of other width, not UTF-8
         return None
+    # the blocks' dictionaries made one (the first block's, then each later one's new texts)
+    table = table.unify_dictionaries()
     t_text, u, a = (table.column(labels[c]).combine_chunks() for c in cols)
     n = len(t_text)
     if not n or data.count(b"\n") + (not data.endswith(b"\n")) != n + skip:
         return None
     for column in (u, a):
-        size = _arrow("min_max", _arrow("binary_length", column)).as_py()
+        size = _arrow("min_max", _arrow("binary_length", column.dictionary)).as_py()
         if size["min"] == 0 or size["max"] > MAX_FIELD:
             return None
     if not _NUMBER_BYTES[np.frombuffer(_text_bytes(t_text), dtype=np.uint8)].all():
@@ -705,7 +715,9 @@ def _written_bytes(src: _Table, pub: np.ndarray, exp_v: np.ndarray, levels: _Lev
     comma, nothing, newline = strings([",", "", "\n"])  # scalars (pa.scalar: pandas too)
 
     index = ints(pub)
-    columns = [_arrow("take", src.t_text.column, index), _arrow("take", src.u.column, index),
+    users = (_arrow("take", src.u.column.dictionary, _arrow("take", src.u.column.indices, index))
+             if src.u.encoded() else _arrow("take", src.u.column, index))
+    columns = [_arrow("take", src.t_text.column, index), users,
                _arrow("take", names, ints(exp_v))]
     if not len(pub):
         return b"t,u,a\n"
