@@ -168,8 +168,7 @@ def _format_of(source: str | Path | TextIO, fmt: str | None) -> str:
 
 #: The bytes of a time that both Arrow's cast and ``float`` read, as the same (correctly
 #: rounded) number, when Arrow reads it at all: digits, point, exponent, signs.
-_NUMBER_BYTES = np.zeros(256, dtype=bool)
-_NUMBER_BYTES[list(b"0123456789.eE+-")] = True
+_NUMBER_BYTES = b"0123456789.eE+-"
 
 
 def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
@@ -205,7 +204,7 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
         table = pacsv.read_csv(
             pa.py_buffer(data),
             read_options=pacsv.ReadOptions(column_names=labels, skip_rows=skip,
-                                           use_threads=False, block_size=1 << 24),
+                                           use_threads=False, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False,
                                              ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(
@@ -224,7 +223,7 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
         size = _arrow("min_max", _arrow("binary_length", column.dictionary)).as_py()
         if size["min"] == 0 or size["max"] > MAX_FIELD:
             return None
-    if not _NUMBER_BYTES[np.frombuffer(_text_bytes(t_text), dtype=np.uint8)].all():
+    if bytes(_text_bytes(t_text)).translate(None, _NUMBER_BYTES):  # any other byte
         return None
     try:
         cast = _compute().CastOptions.safe(pa.float64())
@@ -598,9 +597,10 @@ def _distinct_in_windows(ev_v: np.ndarray, ev_u: np.ndarray, ev_pos: np.ndarray,
     after_prev = np.zeros(len(vs), dtype=np.int64)
     after_prev[pair[1:][same]] = end[pair[:-1][same]]
     start = np.maximum(first, after_prev)
-    run = start < end
-    diff = np.bincount(start[run], minlength=n_q + 1) - np.bincount(end[run],
-                                                                   minlength=n_q + 1)
+    if q_v is not None:  # exposures as queries: each is in its own window, start <= end
+        run = start < end
+        start, end = start[run], end[run]
+    diff = np.bincount(start, minlength=n_q + 1) - np.bincount(end, minlength=n_q + 1)
     counts = np.empty(n_q, dtype=np.int64)
     counts[order_q] = np.cumsum(diff)[:n_q]
     return counts
@@ -825,9 +825,10 @@ class _Exposures:
 
     def at(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         has = self.depth > d
-        pos = np.arange(len(has), dtype=np.int64) if bool(has.all()) else np.flatnonzero(has)
+        every = bool(has.all())
+        pos = np.arange(len(has), dtype=np.int64) if every else np.flatnonzero(has)
         self.positions[d] = pos
-        v = self.levels.flat[self.levels.offset[self.a_code[pos]] + d]
+        v = self.levels.flat[self.levels.offset[self.a_code if every else self.a_code[pos]] + d]
         return pos, v, self.u_code[pos], _stable_order(v)
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
