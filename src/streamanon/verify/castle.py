@@ -1014,6 +1014,31 @@ class _Values(Sequence[Any]):
                     self._bytes = out.view(f"S{width}").reshape(n)
         return self._bytes  # type: ignore[return-value]
 
+    def plain_numbers(self) -> np.ndarray | None:
+        """The cells as numbers when each is a plain decimal number (digits, point, exponent
+        and signs only: Arrow's cast then reads each as ``float`` does, correctly rounded);
+        ``None`` otherwise (the caller parses them as ``float`` would)."""
+        arr = self.array
+        n = len(arr)
+        buffers = arr.buffers()
+        if not n or arr.null_count or buffers[2] is None or str(arr.type) != "string":
+            return None
+        offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+        if int(np.diff(offsets).min()) == 0:
+            return None
+        if buffers[2].to_pybytes()[int(offsets[0]): int(offsets[-1])].translate(
+                None, b"0123456789.eE+-"):
+            return None
+        import pyarrow as pa
+
+        from streamanon.verify.z import _arrow, _compute, _numbers
+
+        try:
+            cast = _arrow("cast", arr, options=_compute().CastOptions.safe(pa.float64()))
+        except (pa.ArrowInvalid, pa.ArrowException):  # not a number as Arrow reads one
+            return None
+        return _numbers(cast, np.float64)
+
     def plain(self) -> bool:
         """Every cell is ASCII text without surrounding white space (``strip`` keeps it)."""
         cells = self.as_bytes()
@@ -1137,7 +1162,9 @@ def _key_codes(name: str, tables: Sequence[_Table]) -> list[np.ndarray]:
     nums: list[np.ndarray] | None = None
     if all(p is not None and len(p[0]) for p in parts):
         try:
-            nums = [(cells.astype(np.float64) if isinstance(p[0], _Values) and (
+            nums = [(plain if isinstance(p[0], _Values) and (
+                plain := p[0].plain_numbers()) is not None else
+                     cells.astype(np.float64) if isinstance(p[0], _Values) and (
                 cells := p[0].as_bytes()) is not None else
                      np.array(p[0], dtype=str).astype(np.float64)) for p in parts if p]
         except ValueError:  # a cell that is not a number (or is missing: "None")
