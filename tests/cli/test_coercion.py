@@ -22,6 +22,7 @@ SPELLINGS = {
     float: ["600", "0.5", "1e3", "-1", ".5", "5.", "inf", "nan", "1_000", "2E-3", " 7", 1.5],
     str: ["x", "", "kafka://127.0.0.1:9092/t", "é"],
     Path: ["a.csv", "-", "", "dir/b.jsonl"],
+    list[str]: [("a",), ("a", "b,c"), (), ["x", ""], ("x", 5), "ab", 5],
 }
 
 
@@ -79,3 +80,14 @@ def test_plain_values_need_no_adapter() -> None:
         assert params[name]._runtime_param._typer is None, name
     with pytest.raises(BadParameter, match="greater than or equal to 1"):
         params["z"]._runtime_param.coerce("0", param=params["z"], ctx=ctx)
+
+
+def test_repeated_text_options_need_no_adapter() -> None:
+    """`verify castle --qi a,b --qi c --sa s` (lists of texts) builds no adapter either."""
+    castle = typer.main.get_command(app).commands["verify"].commands["castle"]  # type: ignore[attr-defined]
+    params = {p.name: p for p in castle.params}
+    ctx = Context(castle)
+    for name, value in (("qi", ("a,b", "c")), ("sa", ("s",)), ("id_field", "id")):
+        got = params[name]._runtime_param.coerce(value, param=params[name], ctx=ctx)
+        assert got == (list(value) if isinstance(value, tuple) else value)
+        assert params[name]._runtime_param._typer is None, name

@@ -386,3 +386,23 @@ def test_pass_through_numbers_match_by_value_column_wise() -> None:
                            {"u": "b", "age": "[30,31]", "m": "0"}], False)):
         report = check(released, spec=spec, k=2, l=0, inputs=inputs)
         assert report.ok is ok, report.first_problem
+
+
+def test_attributes_without_rules_are_decided_column_wise_as_why_not_decides():
+    """Coverage of an attribute no rule describes (``--qi`` without rules), decided per
+    distinct value over all pairs, gives ``why_not``'s verdict for each pair."""
+    import numpy as np
+
+    from streamanon.verify.castle import AttributeSpec, _Coverage, _unruled_verdicts
+
+    attr = AttributeSpec("x", "unknown")
+    shown = ["5", "[1,9]", "[2.5,3]", " 5 ", "[-inf,0]", "a*", "abc", "", None, "7.0", "[*]"]
+    original = ["5", "3", "2.5", "10", "-1", "abc", "x", "", None, "7", "1e0", " 3 ", "nan"]
+    pairs = [(s, o) for s in range(len(shown)) for o in range(len(original))]
+    s_idx = np.array([s for s, _ in pairs])
+    o_idx = np.array([o for _, o in pairs])
+    coverage = _Coverage(columns_spec("id", ["x"]), [])
+    got = _unruled_verdicts(attr, s_idx, o_idx, shown, original, coverage)
+    want = [coverage.why_not(-1, attr, shown[s], original[o]) for s, o in pairs]
+    assert [tuple(map(bool, row)) for row in got] == [(why is None, unsure)
+                                                     for why, unsure in want]

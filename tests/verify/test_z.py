@@ -412,3 +412,22 @@ def test_the_arrow_lane_reads_what_the_text_path_reads(tmp_path, monkeypatch, he
             getattr(fast, name))] == [c.tolist() if hasattr(c, "tolist") else c
                                       for c in verify._codes(list(getattr(slow, name)))]
     assert (fast.rejected, fast.restamped) == (slow.rejected, slow.restamped)
+
+
+def test_the_arrow_lane_codes_texts_across_read_blocks_in_order_of_first_appearance(
+        tmp_path, monkeypatch):
+    """A file of several of Arrow's read blocks (their dictionaries unified) gives the codes
+    and names the text path gives, users and values new in later blocks included."""
+    from streamanon.verify import z as verify
+
+    rows = [f"{i},u{i % 97 if i < 150_000 else i % 3001},v{(i * 7) % 1009}" for i in
+            range(320_000)]
+    path = write(tmp_path / "in.csv", rows)
+    assert path.stat().st_size > 1 << 22  # more than one block
+    fast = read_tuples(path)
+    assert isinstance(fast.u, verify._Texts)
+    monkeypatch.setattr(verify, "_arrow_table", lambda *a: None)
+    slow = read_tuples(path)
+    for name in ("u", "a"):
+        got, want = verify._codes(getattr(fast, name)), verify._codes(list(getattr(slow, name)))
+        assert got[0].tolist() == want[0].tolist() and got[1] == want[1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, get_args, get_origin
 
 try:
     from typer._coercion import RuntimeParam, build_runtime_param
@@ -47,6 +47,9 @@ def plain_value(annotation: Any, info: Any, value: Any, param: Any, ctx: Any) ->
         param: the click parameter (for typer's messages).
         ctx: the click context.
     """
+    if info.parser is None and get_origin(annotation) is list and get_args(annotation) == (
+            str,) and isinstance(value, list | tuple) and all(type(v) is str for v in value):
+        return list(value)  # a repeated text option: what typer's list adapter makes of it
     if info.parser is not None or get_origin(annotation) is not None:
         return _UNSURE
     if isinstance(annotation, type) and issubclass(annotation, Enum):

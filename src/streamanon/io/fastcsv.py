@@ -187,13 +187,16 @@ def published_csv(
 
     Written by Arrow's CSV writer without quoting: the lane's fields never need it (no comma,
     quote or line break), nor do the levels of its values. Nothing is converted to Python
-    strings.
+    strings; the users and values are taken from their dictionaries first (the writer writes
+    plain string columns faster than dictionary ones).
     """
     take = _indices(idx)
     names = cols.a.dictionary if a_names is None else _strings(a_names)
-    a = pa.DictionaryArray.from_arrays(_indices(a_codes), names)
-    table = pa.Table.from_arrays([call_function("take", [cols.t_text, take]),
-                                  call_function("take", [cols.u, take]), a], names=_NAMES)
+    users = call_function("take", [cols.u.dictionary, call_function("take", [cols.u.indices,
+                                                                              take])])
+    table = pa.Table.from_arrays([call_function("take", [cols.t_text, take]), users,
+                                  call_function("take", [names, _indices(a_codes)])],
+                                 names=_NAMES)
     sink = pa.BufferOutputStream()
     pacsv.write_csv(table, sink, write_options=_WRITE)
     return sink.getvalue()

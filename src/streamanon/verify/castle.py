@@ -1014,6 +1014,31 @@ class _Values(Sequence[Any]):
                     self._bytes = out.view(f"S{width}").reshape(n)
         return self._bytes  # type: ignore[return-value]
 
+    def plain_numbers(self) -> np.ndarray | None:
+        """The cells as numbers when each is a plain decimal number (digits, point, exponent
+        and signs only: Arrow's cast then reads each as ``float`` does, correctly rounded);
+        ``None`` otherwise (the caller parses them as ``float`` would)."""
+        arr = self.array
+        n = len(arr)
+        buffers = arr.buffers()
+        if not n or arr.null_count or buffers[2] is None or str(arr.type) != "string":
+            return None
+        offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+        if int(np.diff(offsets).min()) == 0:
+            return None
+        if buffers[2].to_pybytes()[int(offsets[0]): int(offsets[-1])].translate(
+                None, b"0123456789.eE+-"):
+            return None
+        import pyarrow as pa
+
+        from streamanon.verify.z import _arrow, _compute, _numbers
+
+        try:
+            cast = _arrow("cast", arr, options=_compute().CastOptions.safe(pa.float64()))
+        except (pa.ArrowInvalid, pa.ArrowException):  # not a number as Arrow reads one
+            return None
+        return _numbers(cast, np.float64)
+
     def plain(self) -> bool:
         """Every cell is ASCII text without surrounding white space (``strip`` keeps it)."""
         cells = self.as_bytes()
@@ -1137,7 +1162,9 @@ def _key_codes(name: str, tables: Sequence[_Table]) -> list[np.ndarray]:
     nums: list[np.ndarray] | None = None
     if all(p is not None and len(p[0]) for p in parts):
         try:
-            nums = [(cells.astype(np.float64) if isinstance(p[0], _Values) and (
+            nums = [(plain if isinstance(p[0], _Values) and (
+                plain := p[0].plain_numbers()) is not None else
+                     cells.astype(np.float64) if isinstance(p[0], _Values) and (
                 cells := p[0].as_bytes()) is not None else
                      np.array(p[0], dtype=str).astype(np.float64)) for p in parts if p]
         except ValueError:  # a cell that is not a number (or is missing: "None")
@@ -1353,6 +1380,11 @@ def _covered_columns(attr: AttributeSpec, rel: _Table, src: _Table, jj: np.ndarr
         back = np.cumsum(seen)[pair] - 1
     else:
         distinct, back = np.unique(pair, return_inverse=True)
+    if attr.kind not in ("range", "reduction") and not (attr.kind == "hierarchy"
+                                                         and attr.tree is not None):
+        table = _unruled_verdicts(attr, distinct // width, distinct % width, shown_values,
+                                  orig_values, coverage)
+        return table[back.reshape(-1), 0], table[back.reshape(-1), 1]
     verdicts = []
     for p in distinct.tolist():
         shown, original = shown_values[p // width], orig_values[p % width]
@@ -1365,3 +1397,43 @@ def _covered_columns(attr: AttributeSpec, rel: _Table, src: _Table, jj: np.ndarr
             verdicts.append((why is None, unsure))
     table = np.array(verdicts or [(False, False)], dtype=bool).reshape(-1, 2)
     return table[back.reshape(-1), 0], table[back.reshape(-1), 1]
+
+
+def _unruled_verdicts(attr: AttributeSpec, shown: np.ndarray, original: np.ndarray,
+                      shown_values: Sequence[Any], orig_values: Sequence[Any],
+                      coverage: _Coverage) -> np.ndarray:
+    """``(covered, unverified)`` per pair ``(shown_values[shown[i]], orig_values[original[i]])``
+    of an attribute no rule describes, as ``why_not`` decides, column-wise: equal texts are
+    covered; else an interval covers a number inside it only; anything else is unverifiable.
+    A missing input value is left to ``why_not`` itself."""
+    if not len(shown):
+        return np.zeros((1, 2), dtype=bool)
+    used_s, shown = np.unique(shown, return_inverse=True)  # only the values the pairs use
+    used_o, original = np.unique(original, return_inverse=True)
+    shown, original = shown.reshape(-1), original.reshape(-1)
+    shown_raw = [shown_values[i] for i in used_s.tolist()]
+    orig_raw = [orig_values[i] for i in used_o.tolist()]
+    shown_text = [_text(v) for v in shown_raw]
+    orig_text = [_text(v) for v in orig_raw]
+    ids: dict[str | None, int] = {}
+    shown_id = np.array([ids.setdefault(x, len(ids)) for x in shown_text])
+    orig_id = np.array([ids.setdefault(x, len(ids)) for x in orig_text])
+    spans = [_interval(x) for x in shown_text]
+    has_span = np.array([b is not None for b in spans])
+    span = np.array([b if b is not None else (0.0, 0.0) for b in spans],
+                    dtype=np.float64).reshape(-1, 2)
+    numbers = [_number(v) for v in orig_raw]
+    has_x = np.array([x is not None for x in numbers])
+    xs = np.array([x if x is not None else 0.0 for x in numbers], dtype=np.float64)
+    equal = shown_id[shown] == orig_id[original]
+    numeric = has_span[shown] & has_x[original]
+    x = xs[original]
+    inside = (span[shown, 0] <= x) & (x <= span[shown, 1])
+    out = np.empty((len(shown), 2), dtype=bool)
+    out[:, 0] = equal | ~numeric | inside
+    out[:, 1] = ~equal & ~numeric
+    missing = np.array([x is None for x in orig_text])
+    for i in np.flatnonzero(missing[original]).tolist():
+        why, unsure = coverage.why_not(-1, attr, shown_raw[shown[i]], orig_raw[original[i]])
+        out[i] = (why is None, unsure)
+    return out

@@ -41,11 +41,15 @@ class _Texts(Sequence[str]):
     (messages, the slow paths); the checks take its codes and compare it as a column."""
 
     def __init__(self, column: Any) -> None:
-        self.column = column  # a pyarrow string array
+        self.column = column  # a pyarrow string array, or dictionary codes of strings
         self._list: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.column)
+
+    def encoded(self) -> bool:
+        """The column is dictionary codes (else plain strings)."""
+        return hasattr(self.column, "dictionary")
 
     def _values(self) -> list[str]:
         if self._list is None:
@@ -64,8 +68,9 @@ class _Texts(Sequence[str]):
     __hash__ = None  # type: ignore[assignment]
 
     def codes(self) -> tuple[np.ndarray, list[str], dict[str, int]]:
-        """As :func:`_codes`: codes in order of first appearance (Arrow's hash encoding)."""
-        enc = _arrow("dictionary_encode", self.column)
+        """As :func:`_codes`: codes in order of first appearance (Arrow's hash encoding; a
+        column read as codes already has them)."""
+        enc = self.column if self.encoded() else _arrow("dictionary_encode", self.column)
         names = enc.dictionary.to_pylist()
         codes = _numbers(enc.indices, np.int32).astype(np.int64)
         return codes, names, {name: i for i, name in enumerate(names)}
@@ -163,8 +168,7 @@ def _format_of(source: str | Path | TextIO, fmt: str | None) -> str:
 
 #: The bytes of a time that both Arrow's cast and ``float`` read, as the same (correctly
 #: rounded) number, when Arrow reads it at all: digits, point, exponent, signs.
-_NUMBER_BYTES = np.zeros(256, dtype=bool)
-_NUMBER_BYTES[list(b"0123456789.eE+-")] = True
+_NUMBER_BYTES = b"0123456789.eE+-"
 
 
 def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
@@ -172,8 +176,12 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
     line, space, empty or over-long field, time other than a finite decimal number, time
     behind the stream; UTF-8), as Arrow columns; ``None`` when any line is not (the text
     path reads it then, with its line numbers and reasons)."""
-    if not data or any(c in data for c in (b'"', b"\n\n", b"\r", b" ", b"\t", b"\x0b",
-                                           b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")):
+    # one byte searched at a time (memchr); a blank line reads as a row of empty fields,
+    # refused below with them
+    import pyarrow as pa
+
+    if not data or any(c in data for c in (b'"', b"\r", b" ", b"\t", b"\x0b", b"\x0c",
+                                           b"\x1c", b"\x1d", b"\x1e", b"\x1f")):
         return None
     if data.startswith(b"\n") or (not data.isascii() and _has_space(
             data.decode("utf-8", errors="replace"))):
@@ -187,32 +195,35 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
         cols, skip = (0, 1, 2), 0
     else:
         return None
-    import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    coded = pa.dictionary(pa.int32(), pa.string())
     width = len(names)
     labels = [f"c{i}" for i in range(width)]
     try:
         table = pacsv.read_csv(
             pa.py_buffer(data),
             read_options=pacsv.ReadOptions(column_names=labels, skip_rows=skip,
-                                           use_threads=False, block_size=1 << 24),
+                                           use_threads=False, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False,
                                              ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(labels, pa.string()), include_columns=[
-                    labels[c] for c in cols], strings_can_be_null=False))
+                column_types={labels[cols[0]]: pa.string(), labels[cols[1]]: coded,
+                              labels[cols[2]]: coded},  # users and values as codes
+                include_columns=[labels[c] for c in cols], strings_can_be_null=False))
     except (pa.ArrowInvalid, pa.ArrowException):  # a line of other width, not UTF-8
         return None
+    # the blocks' dictionaries made one (the first block's, then each later one's new texts)
+    table = table.unify_dictionaries()
     t_text, u, a = (table.column(labels[c]).combine_chunks() for c in cols)
     n = len(t_text)
     if not n or data.count(b"\n") + (not data.endswith(b"\n")) != n + skip:
         return None
     for column in (u, a):
-        size = _arrow("min_max", _arrow("binary_length", column)).as_py()
+        size = _arrow("min_max", _arrow("binary_length", column.dictionary)).as_py()
         if size["min"] == 0 or size["max"] > MAX_FIELD:
             return None
-    if not _NUMBER_BYTES[np.frombuffer(_text_bytes(t_text), dtype=np.uint8)].all():
+    if bytes(_text_bytes(t_text)).translate(None, _NUMBER_BYTES):  # any other byte
         return None
     try:
         cast = _compute().CastOptions.safe(pa.float64())
@@ -497,9 +508,30 @@ class _Levels:
         return inside & (self.flat[at] == level_codes)
 
 
+def _search(a: np.ndarray, v: np.ndarray, side: str, step: int = 4096) -> np.ndarray:
+    """``np.searchsorted(a, v, side)`` for sorted ``a`` and non-decreasing ``v``, a block of
+    ``step`` needles at a time in the slice of ``a`` between the answers of the block's first
+    needle and the next block's (a slice that stays in the cache).
+
+    >>> a, v = np.array([1, 2, 2, 3, 5, 8, 8, 9]), np.array([0, 2, 2, 4, 8, 10])
+    >>> [bool((_search(a, v, s, 2) == np.searchsorted(a, v, s)).all()) for s in ("left", "right")]
+    [True, True]
+    """
+    if len(v) <= 2 * step:
+        return np.searchsorted(a, v, side=side)  # type: ignore[call-overload,no-any-return]
+    cuts = np.searchsorted(a, v[::step], side=side).tolist()  # type: ignore[call-overload]
+    out = np.empty(len(v), dtype=np.int64)
+    for i, (lo, hi) in enumerate(zip(cuts, [*cuts[1:], len(a)], strict=True)):
+        block = slice(i * step, (i + 1) * step)
+        out[block] = np.searchsorted(a[lo:hi], v[block], side=side)  # type: ignore[call-overload]
+        out[block] += lo
+    return out
+
+
 def _window_start(t: np.ndarray, at: np.ndarray, dt: float) -> np.ndarray:
     """Per time ``at``: the first position ``j`` of sorted ``t`` with ``at - t[j] <= dt``."""
-    lo = np.searchsorted(t, at - dt, side="left")
+    ordered = len(at) < 2 or bool(np.all(at[1:] >= at[:-1]))
+    lo = _search(t, at - dt, "left") if ordered else np.searchsorted(t, at - dt, side="left")
     n = len(t)
     while True:  # the subtraction, not ``at - dt``, is the rule: fix the rounding
         back = (lo > 0) & (at - t[np.maximum(lo - 1, 0)] <= dt)
@@ -533,14 +565,16 @@ def _distinct_in_windows(ev_v: np.ndarray, ev_u: np.ndarray, ev_pos: np.ndarray,
     exposures themselves (each window ends at its own exposure), ``order_q`` is ``by_v``.
     """
     span = n_pos + 2
-    vs, pos = ev_v[by_v], ev_pos[by_v]
+    n_v = int(ev_v.max(initial=-1)) + 1
+    vs = np.repeat(np.arange(n_v, dtype=np.int64), np.bincount(ev_v, minlength=n_v))  # ev_v[by_v]
+    pos = ev_pos[by_v]
     base = vs * span
     n_q = len(order_q)
     key_lo = (vs * span + q_lo[order_q]) if q_v is None else (
         q_v[order_q] * span + q_lo[order_q])
     # end[k]: the first window (of k's value) that starts after exposure k: k is out of it
-    # and of every later one. The needles increase, so the binary searches stay in cache.
-    end = np.searchsorted(key_lo, base + pos, side="right")
+    # and of every later one. The needles increase: searched block by block, in cache.
+    end = _search(key_lo, base + pos, "right")
     # the first window that holds k: its own (exposures as queries), else the first window
     # of k's value ending at or after k
     if q_v is None:
@@ -550,15 +584,23 @@ def _distinct_in_windows(ev_v: np.ndarray, ev_u: np.ndarray, ev_pos: np.ndarray,
     # k is its user's first exposure inside a window exactly when the window no longer holds
     # the user's previous exposure of that value: from end[previous] on
     us = ev_u[by_v]
-    pair = _stable_order(us)
-    pair = pair[_stable_order(vs[pair])]  # (value, user, position) order
-    same = (vs[pair[1:]] == vs[pair[:-1]]) & (us[pair[1:]] == us[pair[:-1]])
+    n_u = int(us.max(initial=0)) + 1
+    if n_v * n_u <= 1 << 32:  # one code per (value, user): two 16-bit sorting passes
+        key = vs * n_u + us
+        pair = _stable_order(key)  # (value, user, position) order
+        key = key[pair]
+        same = key[1:] == key[:-1]
+    else:
+        pair = _stable_order(us)
+        pair = pair[_stable_order(vs[pair])]  # (value, user, position) order
+        same = (vs[pair[1:]] == vs[pair[:-1]]) & (us[pair[1:]] == us[pair[:-1]])
     after_prev = np.zeros(len(vs), dtype=np.int64)
     after_prev[pair[1:][same]] = end[pair[:-1][same]]
     start = np.maximum(first, after_prev)
-    run = start < end
-    diff = np.bincount(start[run], minlength=n_q + 1) - np.bincount(end[run],
-                                                                   minlength=n_q + 1)
+    if q_v is not None:  # exposures as queries: each is in its own window, start <= end
+        run = start < end
+        start, end = start[run], end[run]
+    diff = np.bincount(start, minlength=n_q + 1) - np.bincount(end, minlength=n_q + 1)
     counts = np.empty(n_q, dtype=np.int64)
     counts[order_q] = np.cumsum(diff)[:n_q]
     return counts
@@ -673,12 +715,25 @@ def _written_bytes(src: _Table, pub: np.ndarray, exp_v: np.ndarray, levels: _Lev
     comma, nothing, newline = strings([",", "", "\n"])  # scalars (pa.scalar: pandas too)
 
     index = ints(pub)
-    lines = _arrow("binary_join_element_wise", _arrow("take", src.t_text.column, index),
-                   _arrow("take", src.u.column, index), _arrow("take", names, ints(exp_v)),
-                   comma)
-    lines = _arrow("binary_join_element_wise", lines, nothing, newline)  # each ends with "\n"
-    if not len(lines):
+    users = (_arrow("take", src.u.column.dictionary, _arrow("take", src.u.column.indices, index))
+             if src.u.encoded() else _arrow("take", src.u.column, index))
+    columns = [_arrow("take", src.t_text.column, index), users,
+               _arrow("take", names, ints(exp_v))]
+    if not len(pub):
         return b"t,u,a\n"
+    import pyarrow.csv as pacsv
+
+    sink = pa.BufferOutputStream()
+    sink.write(b"t,u,a\n")
+    try:  # Arrow's writer, faster than joining; it refuses a value that would need quotes
+        pacsv.write_csv(pa.Table.from_arrays(columns, names=["t", "u", "a"]), sink,
+                        write_options=pacsv.WriteOptions(include_header=False,
+                                                         quoting_style="none"))
+        return sink.getvalue().to_pybytes()
+    except pa.ArrowInvalid:
+        pass
+    lines = _arrow("binary_join_element_wise", *columns, comma)
+    lines = _arrow("binary_join_element_wise", lines, nothing, newline)  # each ends with "\n"
     return b"t,u,a\n" + _text_bytes(lines).to_pybytes()
 
 
@@ -770,9 +825,10 @@ class _Exposures:
 
     def at(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         has = self.depth > d
-        pos = np.arange(len(has), dtype=np.int64) if bool(has.all()) else np.flatnonzero(has)
+        every = bool(has.all())
+        pos = np.arange(len(has), dtype=np.int64) if every else np.flatnonzero(has)
         self.positions[d] = pos
-        v = self.levels.flat[self.levels.offset[self.a_code[pos]] + d]
+        v = self.levels.flat[self.levels.offset[self.a_code if every else self.a_code[pos]] + d]
         return pos, v, self.u_code[pos], _stable_order(v)
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:

@@ -17,6 +17,7 @@ import math
 import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -362,7 +363,7 @@ class ZAnonymizer(OperatorBase):
         a_codes = np.asarray(a_codes, dtype=np.int64)
         # level vocabulary: the tail's values (so that its codes stay valid), then the levels
         # of the batch's distinct values
-        flat = not any(self.separator in x for x in a_names)
+        flat = not any(map(str.__contains__, a_names, repeat(self.separator)))
         levels_of = [[x] for x in a_names] if flat else [
             hierarchy_levels(x, self.separator) for x in a_names]
         vocab_v = dict.fromkeys(tail_vnames)
@@ -551,15 +552,23 @@ def _window_counts(
         later = later + up - down
     # group rows by value, keeping stream order inside each group
     by_v = _stable_argsort(vc)
-    vs, us = vc[by_v], uc[by_v]
-    rank_s = rank[by_v]
+    n_v = int(vc.max()) + 1
+    vs = np.repeat(np.arange(n_v, dtype=np.int64), np.bincount(vc, minlength=n_v))  # vc[by_v]
+    us = uc[by_v]
+    rank_s = by_v if nt == r else rank[by_v]  # all times distinct: the rank is the row
     # next exposure of the same (value, user), as a position in by_v order (r = none)
-    by_pair = _stable_argsort(us)
-    by_pair = by_pair[_stable_argsort(vs[by_pair])]
-    a, b = by_pair[:-1], by_pair[1:]
-    same = (vs[a] == vs[b]) & (us[a] == us[b])
+    n_u = int(uc.max()) + 1
+    if n_v * n_u <= 1 << 32:  # one code per pair: sorted in two 16-bit passes
+        pair = vs * n_u + us
+        by_pair = _stable_argsort(pair)
+        pair = pair[by_pair]
+        same = pair[1:] == pair[:-1]
+    else:
+        by_pair = _stable_argsort(us)
+        by_pair = by_pair[_stable_argsort(vs[by_pair])]
+        same = (vs[by_pair[:-1]] == vs[by_pair[1:]]) & (us[by_pair[:-1]] == us[by_pair[1:]])
     nxt = np.full(r, r, dtype=np.int64)
-    nxt[a[same]] = b[same]
+    nxt[by_pair[:-1][same]] = by_pair[1:][same]
     # hi: first position of the same value whose time is more than Δt after this row's
     stride = nt + 1
     base = vs * stride
@@ -568,5 +577,8 @@ def _window_counts(
     ends_before = np.cumsum(np.bincount(end, minlength=r + 1)[:r])
     counts = np.empty(r, dtype=np.int64)
     counts[by_v] = np.arange(1, r + 1) - ends_before
-    keep = (nxt == r) & (now - t[by_v] <= delta_t)
-    return counts, np.sort(by_v[keep])
+    # the tail: rows whose pair has no later row, still within Δt of now (stream order)
+    last = np.zeros(r, dtype=bool)
+    last[by_v[nxt == r]] = True
+    last &= now - t <= delta_t
+    return counts, np.flatnonzero(last)
