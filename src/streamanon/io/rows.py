@@ -670,9 +670,10 @@ class RowWriter(TextSink):
                 self.write_many(group)
             return
         columns, commas = self.columns, self._commas
+        getter = operator.itemgetter(*columns)  # >= 2 columns: a tuple per row
         out: list[str] = []
         for group in groups:
-            text = _group_text(group, columns, commas) if len(group) > 1 else None
+            text = _group_text(group, getter, commas) if len(group) > 1 else None
             if text is None:
                 if out:
                     self._fh.write("".join(out))
@@ -709,15 +710,21 @@ class RowWriter(TextSink):
 _TEXT_OR_NONE = {str, type(None)}
 
 
-def _group_text(group: Sequence[Mapping[str, Any]], columns: list[str], commas: int
+def _group_text(group: Sequence[Mapping[str, Any]],
+                getter: Callable[[Mapping[str, Any]], tuple[Any, ...]], commas: int
                 ) -> str | None:
     """The CSV lines of ``group`` (each ending in a newline) as :meth:`RowWriter.write`
     writes them, or ``None`` when some value is not plain text where the count below could
-    not tell (then the rows go one by one)."""
+    not tell, or a row lacks a column (then the rows go one by one). ``getter``: a row's
+    values in the order of the columns (an ``itemgetter`` of two or more)."""
     n = len(group)
     fields: list[Any] = []
     quotes = inner = 0  # per line: quotes and commas that the constant columns bring
-    for col in zip(*[list(map(values.get, columns)) for values in group], strict=True):
+    try:
+        rows = list(map(getter, group))
+    except KeyError:  # a missing column is written empty: row by row
+        return None
+    for col in zip(*rows, strict=True):
         first = col[0]
         if col.count(first) == n:  # one value in every row: quoted once when it needs it
             if type(first) is not str or '"' in first or "\n" in first or "\r" in first:
