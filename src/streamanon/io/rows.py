@@ -303,12 +303,14 @@ class RowReader:
         """The block's rows, each built when it is asked for: rows (and their dicts) built a
         block at a time would all be alive at once, and the garbage collector would scan the
         whole block again and again while the operator works through it."""
+        return map(CastleRow, self._values_of(cols), range(first, first + cols.n))
+
+    def _values_of(self, cols: RowColumns) -> Iterator[dict[str, Any]]:
         header = self._header
         assert header is not None
         columns = [cols.numbers[h] if h in cols.numbers else
                    list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
-        dicts = map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
-        return map(CastleRow, dicts, range(first, first + cols.n))
+        return map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
@@ -417,6 +419,11 @@ class RowReader:
         """The rows of a block from :meth:`parse_parts`, from its row ``start`` on."""
         rows = self._rows_of(block.first, block.columns)
         return islice(rows, start, None) if start else rows
+
+    def values_of(self, block: CleanBlock) -> Iterator[dict[str, Any]]:
+        """The values of each row of :meth:`rows_of` (row ``i`` on line ``block.first + i``),
+        without the records: for a consumer that builds one only when it needs it."""
+        return self._values_of(block.columns)
 
     def check_header_seen(self) -> None:
         """At the end of the input: a CSV source without a header is unreadable."""
