@@ -169,8 +169,9 @@ class ClusterSet:
         self._refresh_inv()
         self.clusters: list[Cluster] = []
         # the individuals and sensitive values of all open clusters together (pool_meets)
-        self._pool_ids: Counter[str] = Counter()
-        self._pool_sens: list[Counter[str]] = [Counter() for _ in range(self.n_sensitive)]
+        # (plain dicts: a Counter's deletion and missing keys run Python code)
+        self._pool_ids: dict[str, int] = {}
+        self._pool_sens: list[dict[str, int]] = [{} for _ in range(self.n_sensitive)]
         # one row per open cluster, in the rows 0..n-1 of buffers that grow by doubling:
         # (-lo, hi), so that adding x is a maximum with (-x, x) and the range part of the loss
         # is a product with (w/span, w/span); the hierarchy nodes
@@ -951,16 +952,16 @@ def _dec(counter: Counter[str], key: str) -> None:
     if n:
         counter[key] = n
     else:
-        del counter[key]
+        dict.__delitem__(counter, key)  # (Counter.__delitem__ is Python code)
 
 
-def _subtract(pool: Counter[str], counts: Counter[str]) -> None:
+def _subtract(pool: dict[str, int], counts: Mapping[str, int]) -> None:
     for key, n in counts.items():
         left = pool[key] - n
         if left:
             pool[key] = left
         else:
-            del pool[key]
+            dict.__delitem__(pool, key)  # (a Counter of a set pickled earlier: the same)
 
 
 def _parse_time(raw: Any, name: str) -> float:

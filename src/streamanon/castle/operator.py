@@ -20,8 +20,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, deque, namedtuple
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
@@ -60,6 +60,13 @@ class _Kept:
     attr_losses: dict[str, float]
     cluster: int
     counts: list[Counter[str]] | None = None  # sensitive values of its class (non-distinct)
+
+
+#: a row of a block taken by :meth:`CastleAnonymizer.process_block` as its values and line:
+#: what a release needs of it, built without a :class:`CastleRow` (a record is built for a
+#: row that is suppressed); a tuple, built by ``tuple.__new__`` without Python code
+_BlockRow = namedtuple("_BlockRow", ("values", "line", "t"))
+_new_tuple = tuple.__new__
 
 
 def _summed(counts: Mapping[str, list[Counter[str]]], pids: list[str],
@@ -354,10 +361,11 @@ class CastleAnonymizer(OperatorBase):
         self.read += 1
         return self._take(cset, item)
 
-    def process_block(self, rows: Iterable[CastleRow], *, n: int,
+    def process_block(self, rows: Iterable[CastleRow] | Iterable[dict[str, Any]], *, n: int,
                       numbers: Mapping[str, Sequence[float]],
                       texts: Mapping[str, tuple[Sequence[str | None], Sequence[int]]],
-                      start: int = 0) -> tuple[list[Any], int, BadRecordError | None]:
+                      start: int = 0, lines: int | None = None
+                      ) -> tuple[list[Any], int, BadRecordError | None]:
         """:meth:`process` for rows ``start..n-1`` of a block given also as columns (a
         reader's clean block, see :meth:`ClusterSet.parse_columns`): the same outcomes, with
         the values the rules need taken from the columns instead of each row's mapping.
@@ -373,30 +381,41 @@ class CastleAnonymizer(OperatorBase):
             numbers: the numeric columns, a float per row.
             texts: the text columns, as distinct values (``None`` for blank) and a code per row.
             start: the first row of the block that ``rows`` gives.
+            lines: when given, ``rows`` gives each row's values (a dict), not a
+                :class:`CastleRow`, and row ``i`` of the block is on line ``lines + i`` (no
+                time besides the rules' column): a record is built only for a row that needs
+                one (a suppressed row, a row that goes through :meth:`process`).
         """
         out: list[Any] = []
         cset = self._current
         parsed = (None if cset is None or self.max_delay is not None
                   else cset.parse_columns(n, numbers, texts))
         taken = 0
-        rows = iter(rows)
+        it = iter(rows)
         if parsed is not None and cset is not None:
             mat, ids, cats, sens, ok = parsed
             for i in range(start, n):
                 if not ok[i]:
                     break
-                row = next(rows)
-                t = row.t
-                item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i],
-                            math.nan if t is None else t)
+                if lines is None:
+                    row = next(it)
+                    t = math.nan if row.t is None else row.t
+                else:
+                    row = _new_tuple(_BlockRow, (next(it), lines + i, None))
+                    t = math.nan
+                item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i], t)
                 if self._dp is not None and not self._dp.admit(cset, item):
+                    if type(row) is _BlockRow:
+                        row = CastleRow(row.values, row.line)
                     out.append(self._not_sampled(cset, row))
                     taken += 1
                     continue
                 self.read += 1
                 out += self._take(cset, item)
                 taken += 1
-        for row in rows:
+        rest: Iterator[CastleRow] = (it if lines is None else  # type: ignore[assignment]
+                                     map(CastleRow, it, range(lines + start + taken, lines + n)))
+        for row in rest:
             try:
                 out += self.process(row)
             except BadRecordError as exc:
@@ -560,7 +579,10 @@ class CastleAnonymizer(OperatorBase):
         cset.remove_item(item)
         item.done = True
         self.suppressed_by_reason[reason] += 1
-        out.append(self._suppressed(cset, item.row, reason))
+        row = item.row
+        if type(row) is _BlockRow:  # a row of a block: the suppressed record is a CastleRow
+            row = CastleRow(row.values, row.line)
+        out.append(self._suppressed(cset, row, reason))
 
     def _not_sampled(self, cset: ClusterSet, row: CastleRow) -> Suppressed:
         """A tuple β-sampling left out: read, and counted as suppressed (never lost)."""

@@ -303,12 +303,14 @@ class RowReader:
         """The block's rows, each built when it is asked for: rows (and their dicts) built a
         block at a time would all be alive at once, and the garbage collector would scan the
         whole block again and again while the operator works through it."""
+        return map(CastleRow, self._values_of(cols), range(first, first + cols.n))
+
+    def _values_of(self, cols: RowColumns) -> Iterator[dict[str, Any]]:
         header = self._header
         assert header is not None
         columns = [cols.numbers[h] if h in cols.numbers else
                    list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
-        dicts = map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
-        return map(CastleRow, dicts, range(first, first + cols.n))
+        return map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
@@ -417,6 +419,11 @@ class RowReader:
         """The rows of a block from :meth:`parse_parts`, from its row ``start`` on."""
         rows = self._rows_of(block.first, block.columns)
         return islice(rows, start, None) if start else rows
+
+    def values_of(self, block: CleanBlock) -> Iterator[dict[str, Any]]:
+        """The values of each row of :meth:`rows_of` (row ``i`` on line ``block.first + i``),
+        without the records: for a consumer that builds one only when it needs it."""
+        return self._values_of(block.columns)
 
     def check_header_seen(self) -> None:
         """At the end of the input: a CSV source without a header is unreadable."""
@@ -670,9 +677,10 @@ class RowWriter(TextSink):
                 self.write_many(group)
             return
         columns, commas = self.columns, self._commas
+        getter = operator.itemgetter(*columns)  # >= 2 columns: a tuple per row
         out: list[str] = []
         for group in groups:
-            text = _group_text(group, columns, commas) if len(group) > 1 else None
+            text = _group_text(group, getter, commas) if len(group) > 1 else None
             if text is None:
                 if out:
                     self._fh.write("".join(out))
@@ -709,15 +717,21 @@ class RowWriter(TextSink):
 _TEXT_OR_NONE = {str, type(None)}
 
 
-def _group_text(group: Sequence[Mapping[str, Any]], columns: list[str], commas: int
+def _group_text(group: Sequence[Mapping[str, Any]],
+                getter: Callable[[Mapping[str, Any]], tuple[Any, ...]], commas: int
                 ) -> str | None:
     """The CSV lines of ``group`` (each ending in a newline) as :meth:`RowWriter.write`
     writes them, or ``None`` when some value is not plain text where the count below could
-    not tell (then the rows go one by one)."""
+    not tell, or a row lacks a column (then the rows go one by one). ``getter``: a row's
+    values in the order of the columns (an ``itemgetter`` of two or more)."""
     n = len(group)
     fields: list[Any] = []
     quotes = inner = 0  # per line: quotes and commas that the constant columns bring
-    for col in zip(*[list(map(values.get, columns)) for values in group], strict=True):
+    try:
+        rows = list(map(getter, group))
+    except KeyError:  # a missing column is written empty: row by row
+        return None
+    for col in zip(*rows, strict=True):
         first = col[0]
         if col.count(first) == n:  # one value in every row: quoted once when it needs it
             if type(first) is not str or '"' in first or "\n" in first or "\r" in first:

@@ -545,10 +545,10 @@ class CastleStage:
 
         reader = self.reader
         cols = block.columns
-        rows = reader.rows_of(block)
+        values = reader.values_of(block)  # records built only where needed
         start = 0
         while (self._need_ids or self._need_values) and start < cols.n:
-            row = next(rows)
+            row = CastleRow(next(values), block.first + start)
             start += 1
             self._observe(row, row.line or 0)
             try:
@@ -562,7 +562,8 @@ class CastleStage:
             released += _as_list(items)
         while start < cols.n:
             items, taken, error = self.op.process_block(
-                rows, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start)
+                values, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start,
+                lines=block.first)
             self.rows += taken
             released += items
             if error is None:
