@@ -36,6 +36,7 @@ from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
+from streamanon.castle.window import WindowCache, window_leaf
 from streamanon.errors import (
     BadRecordError,
     BadValueError,
@@ -127,6 +128,8 @@ class CastleAnonymizer(OperatorBase):
             that attribute fully generalized and only a kept cluster that does may be reused
             for it. An empty id, sensitive value or time is refused whatever this says.
     """
+
+    _window: WindowCache | None = None  # split="window": the last partition of held tuples
 
     @classmethod
     def _conformance_params(cls) -> dict[str, Any]:
@@ -443,6 +446,8 @@ class CastleAnonymizer(OperatorBase):
             raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
         names = cset.rules.sensitive
+        if self.split == "window" and self._window_release(cset, item, out):
+            return
         if self._meets(c.individuals, c.sensitive_counts, names):
             self._output(cset, c, out)
             return
@@ -496,20 +501,42 @@ class CastleAnonymizer(OperatorBase):
             groups = (median_split(cset, c.items, k=self.k, rule=self._rule)
                       if self.split == "median" else self._split(cset, c.items))
         for items in groups:
-            st = whole if items is c.items else cset.state_of(items)
-            attr = cset.attr_losses(st)
-            loss = cset.weighted(attr)
-            cid = self._next_cluster
-            self._next_cluster += 1
-            values = cset.output_values(st)
-            self._emit(cset, items, values, loss, attr, cid, out)
-            self.clusters_released += 1
-            self._recent.append(loss)
-            self.tau = sum(self._recent) / len(self._recent)
-            if self.zeta and loss < self.tau:
-                counts = None if self._rule.distinct else [
-                    Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
-                self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
+            self._release(cset, items, whole if items is c.items else cset.state_of(items),
+                          out)
+
+    def _release(self, cset: ClusterSet, items: list[Item], st: State,
+                 out: list[Any]) -> None:
+        """Release ``items`` as one class generalized to ``st``; keep it for reuse (Ω) when
+        its loss is below τ."""
+        attr = cset.attr_losses(st)
+        loss = cset.weighted(attr)
+        cid = self._next_cluster
+        self._next_cluster += 1
+        values = cset.output_values(st)
+        self._emit(cset, items, values, loss, attr, cid, out)
+        self.clusters_released += 1
+        self._recent.append(loss)
+        self.tau = sum(self._recent) / len(self._recent)
+        if self.zeta and loss < self.tau:
+            counts = None if self._rule.distinct else [
+                Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+            self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
+
+    def _window_release(self, cset: ClusterSet, item: Item, out: list[Any]) -> bool:
+        """``split="window"``: release the class of ``item`` among the median cuts of every
+        held tuple (:mod:`streamanon.castle.window`); ``False`` when that class fails k or
+        the diversity rule (the held tuples together do)."""
+        if self._window is None:
+            self._window = WindowCache()
+        leaf = window_leaf(self._window, cset, self._held, item, k=self.k, rule=self._rule)
+        ids = Counter(it.individual for it in leaf)
+        sens = [Counter(it.sensitive[j] for it in leaf) for j in range(cset.n_sensitive)]
+        if not self._meets(ids, sens, cset.rules.sensitive):
+            return False
+        self._window.forget(leaf)
+        cset.remove_items(leaf)
+        self._release(cset, leaf, cset.state_of(leaf), out)
+        return True
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:

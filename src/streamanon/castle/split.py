@@ -12,7 +12,7 @@
   ``streamanon attack intersect``).
 
 >>> SPLITS
-('prink', 'median')
+('prink', 'median', 'window')
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from streamanon.castle.cluster import ClusterSet, Item
     from streamanon.castle.diversity import Diversity
 
-SPLITS = ("prink", "median")
+SPLITS = ("prink", "median", "window")
 
 
 def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
