@@ -36,7 +36,7 @@ from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
-from streamanon.castle.window import WindowCache, window_leaf
+from streamanon.castle.window import History, WindowCache, window_leaf
 from streamanon.errors import (
     BadRecordError,
     BadValueError,
@@ -505,9 +505,9 @@ class CastleAnonymizer(OperatorBase):
                           out)
 
     def _release(self, cset: ClusterSet, items: list[Item], st: State,
-                 out: list[Any]) -> None:
+                 out: list[Any]) -> tuple[dict[str, Any], float, dict[str, float], int]:
         """Release ``items`` as one class generalized to ``st``; keep it for reuse (Ω) when
-        its loss is below τ."""
+        its loss is below τ. Returns its values, loss, losses per attribute and id."""
         attr = cset.attr_losses(st)
         loss = cset.weighted(attr)
         cid = self._next_cluster
@@ -521,22 +521,68 @@ class CastleAnonymizer(OperatorBase):
             counts = None if self._rule.distinct else [
                 Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
             self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
+        return values, loss, attr, cid
 
     def _window_release(self, cset: ClusterSet, item: Item, out: list[Any]) -> bool:
         """``split="window"``: release the class of ``item`` among the median cuts of every
-        held tuple (:mod:`streamanon.castle.window`); ``False`` when that class fails k or
-        the diversity rule (the held tuples together do)."""
+        held tuple, or ``item`` alone into a released class it fits in that loses less
+        (:mod:`streamanon.castle.window`); ``False`` when neither can be (the held tuples
+        together fail k or the diversity rule)."""
         if self._window is None:
             self._window = WindowCache()
-        leaf = window_leaf(self._window, cset, self._held, item, k=self.k, rule=self._rule)
-        ids = Counter(it.individual for it in leaf)
-        sens = [Counter(it.sensitive[j] for it in leaf) for j in range(cset.n_sensitive)]
-        if not self._meets(ids, sens, cset.rules.sensitive):
-            return False
+        names = cset.rules.sensitive
+
+        def meets(items: list[Item]) -> bool:
+            ids = Counter(it.individual for it in items)
+            sens = [Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+            return self._meets(ids, sens, names)
+
+        history = self._window.history_of(cset)
+        leaf = window_leaf(self._window, cset, self._held, item, k=self.k, rule=self._rule,
+                           meets=meets)
+        if not meets(leaf):
+            reuse = history.best(item) if self._rule.distinct else None
+            if reuse is None:
+                return False
+            cset.remove_item(item)
+            self._emit(cset, [item], *reuse[1], out)
+            return True
         self._window.forget(leaf)
+        st = cset.state_of(leaf)
+        if self._rule.distinct:
+            leaf, st = self._reuse_history(cset, history, leaf, st, meets, out)
         cset.remove_items(leaf)
-        self._release(cset, leaf, cset.state_of(leaf), out)
+        values, loss, attr, cid = self._release(cset, leaf, st, out)
+        history.add(st, loss, (values, loss, attr, cid))
         return True
+
+    def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,
+                       meets: Any, out: list[Any]) -> tuple[list[Item], State]:
+        """Release each tuple of ``leaf`` that fits in a remembered class losing less than
+        the leaf's own generalization ``st`` into that class, the largest gain first, while
+        the rest still meets the rule; returns the rest and its generalization."""
+        own = cset.weighted(cset.attr_losses(st))
+        moves = []
+        for it in leaf:
+            hit = history.best(it)
+            if hit is not None and hit[0] < own:
+                moves.append((hit[0], it.pos, it, hit[1]))
+        if not moves:
+            return leaf, st
+        moves.sort(key=lambda m: (m[0], m[1]))
+        rest = list(leaf)
+        gone = []
+        for _, _, it, payload in moves:
+            trial = [x for x in rest if x is not it]
+            if meets(trial):
+                rest = trial
+                gone.append((it, payload))
+        if not gone:
+            return leaf, st
+        cset.remove_items([it for it, _ in gone])
+        for it, payload in gone:
+            self._emit(cset, [it], *payload, out)
+        return rest, cset.state_of(rest)
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:

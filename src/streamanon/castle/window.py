@@ -3,37 +3,84 @@
 When a tuple reaches its deadline, the tuples held (all younger than δ) are cut by
 :func:`~streamanon.castle.split.median_split` into classes of >= k individuals meeting the
 diversity rule, and only the class holding the expiring tuple is released; the others stay
-held. The partition is kept (:class:`WindowCache`) and reused for the next expiring tuple
-while its class is intact, so the cuts run about once per δ arrivals instead of once per
-tuple. When the held tuples cannot form such a class, the operator falls back to CASTLE's own
-rules (Ω reuse, outlier suppression, merging). Design and figures: docs/design/castle.md.
+held. The partition is kept (:class:`WindowCache`) and reused while the expiring tuple's class
+still meets the rule, so the cuts run about once per δ arrivals. Every released class's
+generalization is remembered (:class:`History`, the last ``HISTORY`` classes): an expiring
+tuple that fits in one that loses less than its own class joins it (CASTLE's Ω rule: the class
+already holds >= k individuals and its sensitive values). When the held tuples cannot form a
+class, the operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from streamanon.castle.split import median_split
 
 if TYPE_CHECKING:
-    from streamanon.castle.cluster import ClusterSet, Item
+    from streamanon.castle.cluster import ClusterSet, Item, State
     from streamanon.castle.diversity import Diversity
+
+#: released generalizations remembered for reuse
+HISTORY = 4096
+
+
+class History:
+    """The generalizations of the last ``size`` released classes of one cluster set, as
+    arrays (a ring), each with what its release said (``payload``)."""
+
+    def __init__(self, cset: ClusterSet, size: int = HISTORY) -> None:
+        self.cset = cset
+        d, h = len(cset.num), len(cset.hier)
+        self.lo = np.full((size, d), np.inf)
+        self.hi = np.full((size, d), -np.inf)
+        self.nodes = np.zeros((size, h), dtype=np.int64)
+        self.loss = np.full(size, np.inf)
+        self.payload: list[Any] = [None] * size
+        self.next = 0
+        # a fit needs the numbers and hierarchy nodes only: no plug-ins, no missing values
+        self.usable = not cset.other
+
+    def add(self, st: State, loss: float, payload: Any) -> None:
+        i = self.next % len(self.loss)
+        self.next += 1
+        self.lo[i], self.hi[i] = st.lo, st.hi
+        self.nodes[i] = st.nodes
+        self.loss[i] = loss
+        self.payload[i] = payload
+
+    def best(self, item: Item) -> tuple[float, Any] | None:
+        """The least-loss remembered generalization ``item`` fits in, with its payload."""
+        if not self.usable or item.missing or not self.next:
+            return None
+        n = min(self.next, len(self.loss))
+        x = item.numbers
+        fit = (self.lo[:n] <= x).all(axis=1) & (x <= self.hi[:n]).all(axis=1)
+        for j, g in enumerate(self.cset.hier):
+            col = self.nodes[:n, j]
+            fit &= g.tree.lca_table()[col, item.nodes[j]] == col
+        if not fit.any():
+            return None
+        i = int(np.flatnonzero(fit)[np.argmin(self.loss[:n][fit])])
+        return float(self.loss[i]), self.payload[i]
 
 
 @dataclass
 class WindowCache:
-    """The last partition of the held tuples: each tuple's class, by stream position."""
+    """The last partition of the held tuples (each tuple's class, by stream position) and
+    the released generalizations (:class:`History`) of the current cluster set."""
 
     leaves: dict[int, list[Item]] = field(default_factory=dict)
+    history: History | None = None
 
-    def leaf(self, item: Item) -> list[Item] | None:
-        """``item``'s class of the last partition, when none of its tuples has left."""
-        leaf = self.leaves.get(item.pos)
-        if leaf is None or any(it.done for it in leaf):
-            return None
-        return leaf
+    def history_of(self, cset: ClusterSet) -> History:
+        if self.history is None or self.history.cset is not cset:
+            self.history = History(cset)
+        return self.history
 
     def forget(self, items: Iterable[Item]) -> None:
         for it in items:
@@ -41,16 +88,18 @@ class WindowCache:
 
 
 def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item: Item, *,
-                k: int, rule: Diversity) -> list[Item]:
+                k: int, rule: Diversity, meets: Callable[[list[Item]], bool]) -> list[Item]:
     """The class of ``item`` among the median cuts of the ``held`` tuples of ``cset``.
 
-    Reuses ``cache``'s partition while ``item``'s class is intact; else cuts again the tuples
-    of ``held`` (in stream order) that are still waiting in ``cset``'s clusters. The class may
-    fail k or the rule (when all held tuples together do): the caller checks.
+    Reuses ``cache``'s partition while ``item``'s class (its tuples still held) ``meets``
+    the rule; else cuts again the tuples of ``held`` still waiting in ``cset``'s clusters.
+    The class may fail the rule (when all held tuples together do): the caller checks.
     """
-    leaf = cache.leaf(item)
+    leaf = cache.leaves.get(item.pos)
     if leaf is not None:
-        return leaf
+        leaf = [it for it in leaf if not it.done]
+        if meets(leaf):
+            return leaf
     pending = [item, *(it for it in held if it is not item and not it.done
                        and it.cluster is not None and it.cluster.owner is cset)]
     cache.leaves = {}
@@ -60,4 +109,4 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     return cache.leaves[item.pos]
 
 
-__all__ = ["WindowCache", "window_leaf"]
+__all__ = ["HISTORY", "History", "WindowCache", "window_leaf"]
