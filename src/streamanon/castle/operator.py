@@ -111,8 +111,10 @@ class CastleAnonymizer(OperatorBase):
         max_delay: seconds a tuple may wait, besides ``delta`` positions (``None``: no bound).
         loss_field: an output column that receives each tuple's cluster loss (``None``: none).
         split: how a cluster of >= 2k individuals is split on release: ``"prink"`` (groups of
-            whole individuals, the papers' behaviour) or ``"median"`` (Mondrian's median cuts;
-            an individual's tuples may go to different classes): :mod:`streamanon.castle.split`.
+            whole individuals, the papers' behaviour), ``"median"`` (Mondrian's median cuts;
+            an individual's tuples may go to different classes): :mod:`streamanon.castle.split`,
+            or ``"window"`` (median cuts over every held tuple when one expires, released
+            classes reused: :mod:`streamanon.castle.window`).
         diversity: the l-diversity rule, ``"distinct"``, ``"entropy"`` or ``"recursive"``
             (:class:`~streamanon.castle.diversity.Diversity`).
         c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
@@ -499,7 +501,7 @@ class CastleAnonymizer(OperatorBase):
         groups = [c.items]
         if len(c.individuals) >= 2 * self.k:
             groups = (median_split(cset, c.items, k=self.k, rule=self._rule)
-                      if self.split == "median" else self._split(cset, c.items))
+                      if self.split != "prink" else self._split(cset, c.items))
         for items in groups:
             self._release(cset, items, whole if items is c.items else cset.state_of(items),
                           out)

@@ -206,6 +206,7 @@ class SplitChoice(StrEnum):
 
     prink = "prink"
     median = "median"
+    window = "window"
 
 
 @app.command("castle")
@@ -238,9 +239,12 @@ def castle_command(
     split: SplitChoice = typer.Option(SplitChoice(DEFAULTS["split"]), "--split",
                                       help="How a cluster of >= 2k individuals is split on "
                                       "release: prink (groups of whole individuals, the "
-                                      "papers' behaviour) or median (Mondrian's median cuts; "
+                                      "papers' behaviour), median (Mondrian's median cuts; "
                                       "an individual's tuples may go to different classes: "
-                                      "narrower classes, more narrowing by intersection)."),
+                                      "narrower classes, more narrowing by intersection) or "
+                                      "window (median cuts over every held tuple, the "
+                                      "expiring tuple's class released, released classes "
+                                      "reused: the least loss at a bounded delay)."),
     missing: Missing = missing_option,
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
