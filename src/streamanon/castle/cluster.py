@@ -868,13 +868,15 @@ class ClusterSet:
                 x = np.array([it.numbers for it in c.items])
                 self._bounds[i, :d] = -x.min(axis=0)
                 self._bounds[i, d:] = x.max(axis=0)
-            for j, g in enumerate(self.hier):
-                table = g.tree.lca_table()
-                seen = {it.nodes[j] for it in c.items}
-                node = seen.pop()
-                for v in seen:
-                    node = int(table[node, v])
-                self._nodes[i, j] = node
+            if self.hier:
+                at = np.array([it.nodes for it in c.items], dtype=np.int64)
+                for j, g in enumerate(self.hier):
+                    table = g.tree.lca_table()
+                    seen = np.unique(at[:, j]).tolist()
+                    node = seen[0]
+                    for v in seen[1:]:
+                        node = int(table[node, v])
+                    self._nodes[i, j] = node
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""

@@ -55,18 +55,29 @@ class History:
 
     def best(self, item: Item) -> tuple[float, Any] | None:
         """The least-loss remembered generalization ``item`` fits in, with its payload."""
-        if not self.usable or item.missing or not self.next:
-            return None
+        return self.best_of([item])[0]
+
+    def best_of(self, items: list[Item]) -> list[tuple[float, Any] | None]:
+        """:meth:`best` for each of ``items``, in one pass over the remembered classes."""
         n = min(self.next, len(self.loss))
-        x = item.numbers
-        fit = (self.lo[:n] <= x).all(axis=1) & (x <= self.hi[:n]).all(axis=1)
-        for j, g in enumerate(self.cset.hier):
-            col = self.nodes[:n, j]
-            fit &= g.tree.lca_table()[col, item.nodes[j]] == col
-        if not fit.any():
-            return None
-        i = int(np.flatnonzero(fit)[np.argmin(self.loss[:n][fit])])
-        return float(self.loss[i]), self.payload[i]
+        if not self.usable or not n:
+            return [None] * len(items)
+        out: list[tuple[float, Any] | None] = []
+        lo, hi, nodes, loss = self.lo[:n], self.hi[:n], self.nodes[:n], self.loss[:n]
+        tables = [g.tree.lca_table() for g in self.cset.hier]
+        for start in range(0, len(items), 32):
+            chunk = items[start:start + 32]
+            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), lo.shape[1])
+            fit = ((lo[None] <= x[:, None]) & (x[:, None] <= hi[None])).all(axis=2)
+            at = np.array([it.nodes for it in chunk], dtype=np.int64).reshape(len(chunk), -1)
+            for j, table in enumerate(tables):
+                fit &= table[nodes[None, :, j], at[:, j, None]] == nodes[None, :, j]
+            scored = np.where(fit, loss[None], np.inf)
+            best = scored.argmin(axis=1)
+            for it, row, i in zip(chunk, scored, best.tolist(), strict=True):
+                ok = not it.missing and row[i] < np.inf
+                out.append((float(loss[i]), self.payload[i]) if ok else None)
+        return out
 
 
 @dataclass
