@@ -105,6 +105,15 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     Reuses ``cache``'s partition while ``item``'s class (its tuples still held) ``meets``
     the rule; else cuts again the tuples of ``held`` still waiting in ``cset``'s clusters.
     The class may fail the rule (when all held tuples together do): the caller checks.
+
+    Args:
+        cache: the last partition, replaced when it is cut again.
+        cset: the cluster set whose held tuples are cut.
+        held: the operator's held tuples, in stream order (released ones are skipped).
+        item: the expiring tuple.
+        k: distinct individuals each class holds.
+        rule: the diversity rule each class meets.
+        meets: whether a list of tuples meets k and the rule.
     """
     leaf = cache.leaves.get(item.pos)
     if leaf is not None:
