@@ -127,3 +127,20 @@ def test_history_keeps_the_last_classes_and_finds_the_least_loss_fit() -> None:
     history.add(cset.state_of([item]), 0.2, "third")  # the oldest ("wide") is forgotten
     assert history.best(item) == (0.1, "narrow")
     assert "wide" not in history.payload and HISTORY >= 1000
+
+
+def test_window_with_max_delay_releases_each_tuple_in_time() -> None:
+    rules_dict = {**RULES, "time": "t"}
+    rules = RuleSet.from_dict(rules_dict)
+    rows = [CastleRow({**r.values, "t": float(i)}, r.line) for i, r in enumerate(_rows(900, 70, 3))]
+    op = CastleAnonymizer(rules, k=3, l=2, delta=10_000, max_delay=60.0, split="window")
+    out = []
+    late = []
+    for i, row in enumerate(rows):
+        got = op.process(row)
+        late += [i - (r.line - 2) for r in got if isinstance(r, Released) and i - (r.line - 2) > 60]
+        out += got
+    out += op.flush()
+    _checked(rows, out, rules_from_dict(rules_dict), k=3, l=2)
+    assert not late  # one tuple per second: none waits more than 60 s
+    assert sum(isinstance(r, Released) for r in out) > 800
