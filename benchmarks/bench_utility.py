@@ -173,11 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--l", type=int, default=2)
     ap.add_argument("--plot", default="utility.png", help="the PNG of loss vs δ")
     ap.add_argument("--no-anjana", action="store_true")
+    ap.add_argument("--splits", nargs="+", default=None, help="the CASTLE splits to run "
+                    "(default: every split the operator offers, prink first: the baseline)")
     ap.add_argument("--only", default="", help="run only the data sets whose title contains "
                     "this text (e.g. 'ASHRAE')")
     args = ap.parse_args(argv)
     anj = None if args.no_anjana else _anjana()
-    variants = splits()
+    variants = splits() if args.splits is None else list(args.splits)
     results: list[dict[str, Any]] = []
     failures = 0
     for title, rows, rules in datasets(args.n, args.n_ashrae):

@@ -49,7 +49,8 @@ def _outcome(items: list[Any]) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("options", [
     {"l": 2}, {"l": 0}, {"l": 2, "missing": "suppress"}, {"l": 2, "missing": "star"},
-    {"l": 2, "diversity": "entropy"}, {"l": 2, "split": "median"}, {"l": 2, "max_delay": 3600.0},
+    {"l": 2, "diversity": "entropy"}, {"l": 2, "split": "median"}, {"l": 2, "split": "window"},
+    {"l": 2, "max_delay": 3600.0},
 ])
 def test_block_entry_gives_what_process_gives(options: dict[str, Any]) -> None:
     rules = RuleSet.from_toml(ashrae.rules_toml())

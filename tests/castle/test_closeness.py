@@ -83,7 +83,7 @@ def _stream(seed: int, n: int = 600) -> list[dict]:
              "n": rnd.randint(0, 20)} for _ in range(n)]
 
 
-@pytest.mark.parametrize("split", ["prink", "median"])
+@pytest.mark.parametrize("split", ["prink", "median", "window"])
 @pytest.mark.parametrize(("t", "l", "diversity"), [(0.2, 0, "distinct"), (0.3, 2, "entropy"),
                                                   (0.15, 2, "distinct")])
 def test_castle_releases_are_t_close(t: float, l: int, diversity: str,  # noqa: E741

@@ -95,7 +95,7 @@ CASES = [("entropy", 3, None), ("entropy", 2, None), ("recursive", 3, 2.0),
          ("recursive", 2, 1.0)]
 
 
-@pytest.mark.parametrize("split", ["prink", "median"])
+@pytest.mark.parametrize("split", ["prink", "median", "window"])
 @pytest.mark.parametrize(("measure", "l", "c"), CASES)
 def test_castle_releases_meet_the_rule(measure: str, l: int, c: float | None,  # noqa: E741
                                        split: str) -> None:

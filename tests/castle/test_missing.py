@@ -149,7 +149,7 @@ def check_star(rows: list[dict[str, Any]], out: list[Any], top_age: str | None =
     return seen
 
 
-@pytest.mark.parametrize("split", ["prink", "median"])
+@pytest.mark.parametrize("split", ["prink", "median", "window"])
 @pytest.mark.parametrize("zeta", [0, 10])
 def test_star_releases_a_missing_value_only_under_the_top(split, zeta) -> None:
     rows = stream()

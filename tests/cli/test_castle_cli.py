@@ -125,7 +125,7 @@ def test_demo_part_runs_and_verifies(tmp_path) -> None:
 def test_castle_split_median_then_verify(tmp_path) -> None:
     data, rules = write_inputs(tmp_path)
     outs = {}
-    for split in ("prink", "median"):
+    for split in ("prink", "median", "window"):
         out = tmp_path / f"out-{split}.csv"
         res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
                                   "--delta", "900", "--split", split, str(data), "-o",
@@ -137,6 +137,7 @@ def test_castle_split_median_then_verify(tmp_path) -> None:
         assert json.loads(ok.stdout)["ok"]
         outs[split] = out.read_text()
     assert outs["prink"] != outs["median"]
+    assert outs["window"] not in (outs["prink"], outs["median"])
     bad = runner.invoke(app, ["castle", "--rules", str(rules), "--split", "widest", str(data)])
     assert bad.exit_code != 0
 

@@ -37,6 +37,7 @@ from streamanon.castle.dp import NOT_SAMPLED, Perturbation
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.castle.split import SPLITS, median_split
+from streamanon.castle.window import History, WindowCache, window_leaf
 from streamanon.errors import (
     BadRecordError,
     BadValueError,
@@ -118,8 +119,10 @@ class CastleAnonymizer(OperatorBase):
         max_delay: seconds a tuple may wait, besides ``delta`` positions (``None``: no bound).
         loss_field: an output column that receives each tuple's cluster loss (``None``: none).
         split: how a cluster of >= 2k individuals is split on release: ``"prink"`` (groups of
-            whole individuals, the papers' behaviour) or ``"median"`` (Mondrian's median cuts;
-            an individual's tuples may go to different classes): :mod:`streamanon.castle.split`.
+            whole individuals, the papers' behaviour), ``"median"`` (Mondrian's median cuts;
+            an individual's tuples may go to different classes): :mod:`streamanon.castle.split`,
+            or ``"window"`` (median cuts over every held tuple when one expires, released
+            classes reused: :mod:`streamanon.castle.window`).
         diversity: the l-diversity rule, ``"distinct"``, ``"entropy"`` or ``"recursive"``
             (:class:`~streamanon.castle.diversity.Diversity`).
         c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
@@ -146,6 +149,8 @@ class CastleAnonymizer(OperatorBase):
         dp_rng: a :class:`numpy.random.Generator` for the noise and the sampling (tests);
             ``None``: the operating system's source.
     """
+
+    _window: WindowCache | None = None  # split="window": the last partition of held tuples
 
     @classmethod
     def _conformance_params(cls) -> dict[str, Any]:
@@ -492,6 +497,8 @@ class CastleAnonymizer(OperatorBase):
             raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
         names = cset.rules.sensitive
+        if self.split == "window" and self._window_release(cset, item, out):
+            return
         if self._meets(c.individuals, c.sensitive_counts, names):
             self._output(cset, c, out)
             return
@@ -543,22 +550,89 @@ class CastleAnonymizer(OperatorBase):
         groups = [c.items]
         if len(c.individuals) >= 2 * self.k:
             groups = (median_split(cset, c.items, k=self.k, rule=self._rule)
-                      if self.split == "median" else self._split(cset, c.items))
+                      if self.split != "prink" else self._split(cset, c.items))
         for items in groups:
-            st = whole if items is c.items else cset.state_of(items)
-            attr = cset.attr_losses(st)
-            loss = cset.weighted(attr)
-            cid = self._next_cluster
-            self._next_cluster += 1
-            values = cset.output_values(st)
-            self._emit(cset, items, values, loss, attr, cid, out)
-            self.clusters_released += 1
-            self._recent.append(loss)
-            self.tau = sum(self._recent) / len(self._recent)
-            if self.zeta and loss < self.tau:
-                counts = None if self._rule.distinct else [
-                    Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
-                self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
+            self._release(cset, items, whole if items is c.items else cset.state_of(items),
+                          out)
+
+    def _release(self, cset: ClusterSet, items: list[Item], st: State,
+                 out: list[Any]) -> tuple[dict[str, Any], float, dict[str, float], int]:
+        """Release ``items`` as one class generalized to ``st``; keep it for reuse (Ω) when
+        its loss is below τ. Returns its values, loss, losses per attribute and id."""
+        attr = cset.attr_losses(st)
+        loss = cset.weighted(attr)
+        cid = self._next_cluster
+        self._next_cluster += 1
+        values = cset.output_values(st)
+        self._emit(cset, items, values, loss, attr, cid, out)
+        self.clusters_released += 1
+        self._recent.append(loss)
+        self.tau = sum(self._recent) / len(self._recent)
+        if self.zeta and loss < self.tau:
+            counts = None if self._rule.distinct else [
+                Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+            self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
+        return values, loss, attr, cid
+
+    def _window_release(self, cset: ClusterSet, item: Item, out: list[Any]) -> bool:
+        """``split="window"``: release the class of ``item`` among the median cuts of every
+        held tuple, or ``item`` alone into a released class it fits in that loses less
+        (:mod:`streamanon.castle.window`); ``False`` when neither can be (the held tuples
+        together fail k or the diversity rule)."""
+        if self._window is None:
+            self._window = WindowCache()
+        names = cset.rules.sensitive
+
+        def meets(items: list[Item]) -> bool:
+            ids = Counter(it.individual for it in items)
+            sens = [Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+            return self._meets(ids, sens, names)
+
+        history = self._window.history_of(cset)
+        leaf = window_leaf(self._window, cset, self._held, item, k=self.k, rule=self._rule,
+                           meets=meets)
+        if not meets(leaf):
+            reuse = history.best(item) if self._rule.distinct else None
+            if reuse is None:
+                return False
+            cset.remove_item(item)
+            self._emit(cset, [item], *reuse[1], out)
+            return True
+        self._window.forget(leaf)
+        st = cset.state_of(leaf)
+        if self._rule.distinct:
+            leaf, st = self._reuse_history(cset, history, leaf, st, meets, out)
+        cset.remove_items(leaf)
+        values, loss, attr, cid = self._release(cset, leaf, st, out)
+        history.add(st, loss, (values, loss, attr, cid))
+        return True
+
+    def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,
+                       meets: Any, out: list[Any]) -> tuple[list[Item], State]:
+        """Release each tuple of ``leaf`` that fits in a remembered class losing less than
+        the leaf's own generalization ``st`` into that class, the largest gain first, while
+        the rest still meets the rule; returns the rest and its generalization."""
+        own = cset.weighted(cset.attr_losses(st))
+        moves = []
+        for it, hit in zip(leaf, history.best_of(leaf), strict=True):
+            if hit is not None and hit[0] < own:
+                moves.append((hit[0], it.pos, it, hit[1]))
+        if not moves:
+            return leaf, st
+        moves.sort(key=lambda m: (m[0], m[1]))
+        rest = list(leaf)
+        gone = []
+        for _, _, it, payload in moves:
+            trial = [x for x in rest if x is not it]
+            if meets(trial):
+                rest = trial
+                gone.append((it, payload))
+        if not gone:
+            return leaf, st
+        cset.remove_items([it for it, _ in gone])
+        for it, payload in gone:
+            self._emit(cset, [it], *payload, out)
+        return rest, cset.state_of(rest)
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:

@@ -12,7 +12,7 @@
   ``streamanon attack intersect``).
 
 >>> SPLITS
-('prink', 'median')
+('prink', 'median', 'window')
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from streamanon.castle.cluster import ClusterSet, Item
     from streamanon.castle.diversity import Diversity
 
-SPLITS = ("prink", "median")
+SPLITS = ("prink", "median", "window")
 
 
 def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -82,11 +82,14 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     sens = [u[1] for u in uniq]
     names = cset.rules.sensitive
 
+    def distinct(codes: np.ndarray) -> int:
+        return int(np.count_nonzero(np.bincount(codes)))
+
     def allowed(part: np.ndarray) -> bool:
-        if len(np.unique(ind[part])) < k:
+        if distinct(ind[part]) < k:
             return False
         if rule.distinct:
-            return all(len(np.unique(s[part])) >= rule.l for s in sens)
+            return all(distinct(s[part]) >= rule.l for s in sens)
         counts = []
         for (values, _), s in zip(uniq, sens, strict=True):
             codes, n = np.unique(s[part], return_counts=True)
@@ -96,7 +99,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     def common(part: np.ndarray, j: int) -> int:
         table = trees[j][1]
         node = int(nodes[part[0], j])
-        for v in np.unique(nodes[part, j]).tolist():
+        for v in set(nodes[part, j].tolist()):  # the lowest common node: any order
             node = int(table[node, v])
         return node
 
@@ -123,7 +126,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     stack = [np.arange(n)]
     while stack:
         part = stack.pop()
-        if len(np.unique(ind[part])) < 2 * k:
+        if distinct(ind[part]) < 2 * k:
             done.append(part)
             continue
         best: tuple[float, np.ndarray, np.ndarray] | None = None

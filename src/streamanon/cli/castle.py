@@ -255,6 +255,7 @@ class SplitChoice(StrEnum):
 
     prink = "prink"
     median = "median"
+    window = "window"
 
 
 @app.command("castle")
@@ -290,9 +291,12 @@ def castle_command(
     split: SplitChoice = typer.Option(SplitChoice(DEFAULTS["split"]), "--split",
                                       help="How a cluster of >= 2k individuals is split on "
                                       "release: prink (groups of whole individuals, the "
-                                      "papers' behaviour) or median (Mondrian's median cuts; "
+                                      "papers' behaviour), median (Mondrian's median cuts; "
                                       "an individual's tuples may go to different classes: "
-                                      "narrower classes, more narrowing by intersection)."),
+                                      "narrower classes, more narrowing by intersection) or "
+                                      "window (median cuts over every held tuple, the "
+                                      "expiring tuple's class released, released classes "
+                                      "reused: the least loss at a bounded delay)."),
     missing: Missing = missing_option,
     dp_epsilon: float = typer.Option(DEFAULTS["dp_epsilon"], "--dp-epsilon", min=0,
                                      help=DP_EPSILON_HELP),

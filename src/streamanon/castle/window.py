@@ -1,0 +1,132 @@
+"""The window release (``split="window"``): Mondrian's median cuts over every tuple held.
+
+When a tuple reaches its deadline, the tuples held (all younger than δ) are cut by
+:func:`~streamanon.castle.split.median_split` into classes of >= k individuals meeting the
+diversity rule, and only the class holding the expiring tuple is released; the others stay
+held. The partition is kept (:class:`WindowCache`) and reused while the expiring tuple's class
+still meets the rule, so the cuts run about once per δ arrivals. Every released class's
+generalization is remembered (:class:`History`, the last ``HISTORY`` classes): an expiring
+tuple that fits in one that loses less than its own class joins it (CASTLE's Ω rule: the class
+already holds >= k individuals and its sensitive values). When the held tuples cannot form a
+class, the operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from streamanon.castle.split import median_split
+
+if TYPE_CHECKING:
+    from streamanon.castle.cluster import ClusterSet, Item, State
+    from streamanon.castle.diversity import Diversity
+
+#: released generalizations remembered for reuse
+HISTORY = 4096
+
+
+class History:
+    """The generalizations of the last ``size`` released classes of one cluster set, as
+    arrays (a ring), each with what its release said (``payload``)."""
+
+    def __init__(self, cset: ClusterSet, size: int = HISTORY) -> None:
+        self.cset = cset
+        d, h = len(cset.num), len(cset.hier)
+        self.lo = np.full((size, d), np.inf)
+        self.hi = np.full((size, d), -np.inf)
+        self.nodes = np.zeros((size, h), dtype=np.int64)
+        self.loss = np.full(size, np.inf)
+        self.payload: list[Any] = [None] * size
+        self.next = 0
+        # a fit needs the numbers and hierarchy nodes only: no plug-ins, no missing values
+        self.usable = not cset.other
+
+    def add(self, st: State, loss: float, payload: Any) -> None:
+        i = self.next % len(self.loss)
+        self.next += 1
+        self.lo[i], self.hi[i] = st.lo, st.hi
+        self.nodes[i] = st.nodes
+        self.loss[i] = loss
+        self.payload[i] = payload
+
+    def best(self, item: Item) -> tuple[float, Any] | None:
+        """The least-loss remembered generalization ``item`` fits in, with its payload."""
+        return self.best_of([item])[0]
+
+    def best_of(self, items: list[Item]) -> list[tuple[float, Any] | None]:
+        """:meth:`best` for each of ``items``, in one pass over the remembered classes."""
+        n = min(self.next, len(self.loss))
+        if not self.usable or not n:
+            return [None] * len(items)
+        out: list[tuple[float, Any] | None] = []
+        lo, hi, nodes, loss = self.lo[:n], self.hi[:n], self.nodes[:n], self.loss[:n]
+        tables = [g.tree.lca_table() for g in self.cset.hier]
+        for start in range(0, len(items), 32):
+            chunk = items[start:start + 32]
+            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), lo.shape[1])
+            fit = ((lo[None] <= x[:, None]) & (x[:, None] <= hi[None])).all(axis=2)
+            at = np.array([it.nodes for it in chunk], dtype=np.int64).reshape(len(chunk), -1)
+            for j, table in enumerate(tables):
+                fit &= table[nodes[None, :, j], at[:, j, None]] == nodes[None, :, j]
+            scored = np.where(fit, loss[None], np.inf)
+            best = scored.argmin(axis=1)
+            for it, row, i in zip(chunk, scored, best.tolist(), strict=True):
+                ok = not it.missing and row[i] < np.inf
+                out.append((float(loss[i]), self.payload[i]) if ok else None)
+        return out
+
+
+@dataclass
+class WindowCache:
+    """The last partition of the held tuples (each tuple's class, by stream position) and
+    the released generalizations (:class:`History`) of the current cluster set."""
+
+    leaves: dict[int, list[Item]] = field(default_factory=dict)
+    history: History | None = None
+
+    def history_of(self, cset: ClusterSet) -> History:
+        if self.history is None or self.history.cset is not cset:
+            self.history = History(cset)
+        return self.history
+
+    def forget(self, items: Iterable[Item]) -> None:
+        for it in items:
+            self.leaves.pop(it.pos, None)
+
+
+def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item: Item, *,
+                k: int, rule: Diversity, meets: Callable[[list[Item]], bool]) -> list[Item]:
+    """The class of ``item`` among the median cuts of the ``held`` tuples of ``cset``.
+
+    Reuses ``cache``'s partition while ``item``'s class (its tuples still held) ``meets``
+    the rule; else cuts again the tuples of ``held`` still waiting in ``cset``'s clusters.
+    The class may fail the rule (when all held tuples together do): the caller checks.
+
+    Args:
+        cache: the last partition, replaced when it is cut again.
+        cset: the cluster set whose held tuples are cut.
+        held: the operator's held tuples, in stream order (released ones are skipped).
+        item: the expiring tuple.
+        k: distinct individuals each class holds.
+        rule: the diversity rule each class meets.
+        meets: whether a list of tuples meets k and the rule.
+    """
+    leaf = cache.leaves.get(item.pos)
+    if leaf is not None:
+        leaf = [it for it in leaf if not it.done]
+        if meets(leaf):
+            return leaf
+    pending = [item, *(it for it in held if it is not item and not it.done
+                       and it.cluster is not None and it.cluster.owner is cset)]
+    cache.leaves = {}
+    for part in median_split(cset, pending, k=k, rule=rule):
+        for it in part:
+            cache.leaves[it.pos] = part
+    return cache.leaves[item.pos]
+
+
+__all__ = ["HISTORY", "History", "WindowCache", "window_leaf"]
