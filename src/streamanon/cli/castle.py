@@ -77,7 +77,15 @@ def __getattr__(name: str) -> Any:
 def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any], *,  # noqa: E741
                     delta: int | None = None) -> None:
     """Say when k or l cannot be reached on this input (the run released nothing for it),
-    and when δ < k (Prink's requirement; most tuples are then suppressed)."""
+    and when δ < k (Prink's requirement; most tuples are then suppressed).
+
+    Args:
+        k: the run's k.
+        l: the run's l.
+        id_field: the rules' id column (named in the message).
+        summary: the run's summary; each warning is added to its ``warnings``.
+        delta: the run's δ, or ``None`` when the run has none to check.
+    """
     msg = None if delta is None else delta_below_k(k, delta)
     if msg:
         warn(f"--delta {delta} --k {k}: {msg}", summary)
