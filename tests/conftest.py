@@ -48,15 +48,6 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 # workers) and then "solo" (the tests marked solo: live sites on short wall-clock cycles, in one
 # process with no other worker beside them). Unset (plain pytest): every test runs.
 PHASES = ("parallel", "solo")
-# In the parallel phase the files whose tests start a JVM or a broker (tens of seconds each) go
-# to the workers first and the many short files last, so that the workers finish together
-# (./dev test passes --no-loadscope-reorder, which keeps this order).
-LONG_MARKERS = ("flink", "kafka", "slow")
-
-
-def _is_long(item: pytest.Item) -> bool:
-    return (any(item.get_closest_marker(m) is not None for m in LONG_MARKERS)
-            or "kafka_broker" in getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -72,6 +63,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    if not want_solo:
-        long_files = {item.path for item in items if _is_long(item)}
-        items.sort(key=lambda item: item.path not in long_files)  # stable: a file stays whole
