@@ -1,4 +1,5 @@
-"""Shared test fixtures: hypothesis profiles (CI runs fewer examples per property)."""
+"""Shared test fixtures: hypothesis profiles (CI runs fewer examples per property), the shared
+Kafka broker, and the ``solo`` phase split of ``./dev test`` (``STREAMANON_TEST_PHASE``)."""
 
 import os
 import tempfile
@@ -76,3 +77,24 @@ def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         front.stop()
         broker.stop(kill=True)
         broker.close()
+
+
+# ./dev test runs the suite in two phases: "parallel" (every test not marked solo, on pytest-xdist
+# workers) and then "solo" (the tests marked solo: live sites on short wall-clock cycles, in one
+# process with no other worker beside them). Unset (plain pytest): every test runs.
+PHASES = ("parallel", "solo")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    phase = os.environ.get("STREAMANON_TEST_PHASE", "")
+    if not phase:
+        return
+    if phase not in PHASES:
+        raise pytest.UsageError(f"STREAMANON_TEST_PHASE={phase!r}: expected one of {PHASES}")
+    want_solo = phase == "solo"
+    keep, drop = [], []
+    for item in items:
+        (keep if (item.get_closest_marker("solo") is not None) == want_solo else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -37,6 +37,9 @@ from streamanon.net.pki import sensor_paths, sensor_role, write_self_signed
 from streamanon.net.tls import client_context, split_address
 from streamanon.sim.scenarios import simulate
 
+# live sites on 0.3-1 s wall-clock cycles: ./dev test runs these with no other worker beside
+pytestmark = pytest.mark.solo
+
 TLS_RECORD_MAX = 16384  # plaintext bytes per TLS record
 TLS_RECORD_OVERHEAD = 22  # TLS 1.3 AEAD: 5-byte header + 1-byte inner type + 16-byte tag
 
