@@ -223,6 +223,25 @@ def test_a_memory_broker_restart_stops_the_run_with_a_clear_message(tmp_path):
         assert "input topic" in err and "memory storage" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("fatal", [True, False])
+def test_a_forgotten_producer_is_said_the_same_way_by_every_producer(fatal):
+    """The restart above can hit the outputs' producer or the progress log's, in a flush or
+    in a produce call: librdkafka's UNKNOWN_PRODUCER_ID becomes the one clear EndpointError
+    (exit 2), and any other Kafka error stays what it was."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamanon.errors import EndpointError
+    from streamanon.pipeline.kafka.client import forgotten_producer
+
+    gone = KafkaException(KafkaError(KafkaError.UNKNOWN_PRODUCER_ID, "unknown producer",
+                                     fatal=fatal))
+    said = forgotten_producer(gone, "b:9092", "out.progress")
+    assert isinstance(said, EndpointError)
+    assert "b:9092" in str(said) and "out.progress" in str(said) and "memory storage" in str(said)
+    other = KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large", fatal=fatal))
+    assert forgotten_producer(other, "b:9092", "out") is other
+
+
 def test_sigterm_is_honoured_while_the_broker_is_gone(tmp_path):
     from streamanon.harness.kafka_broker import Broker
     from streamanon.pipeline.kafka.admin import create_topics

@@ -92,6 +92,34 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
     return ends
 
 
+def flush_producer(producer: Any, bootstrap: str, topic: str, timeout: float = 1.0) -> int:
+    """``producer.flush(timeout)`` (the messages still queued), with an idempotent producer
+    the broker has forgotten said as an :class:`EndpointError` instead of librdkafka's fatal
+    error: the broker restarted without its data (memory storage), so nothing more can be
+    written exactly once. One rule for every producer of a run (outputs, progress log)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return int(producer.flush(timeout))
+    except KafkaException as exc:
+        raise forgotten_producer(exc, bootstrap, topic) from None
+
+
+def forgotten_producer(exc: Exception, bootstrap: str, topic: str) -> Exception:
+    """What to raise for librdkafka's ``exc``: an :class:`EndpointError` saying so when the
+    broker no longer knows the run's idempotent producer, else ``exc`` itself."""
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, KafkaError) or err.code() != KafkaError.UNKNOWN_PRODUCER_ID:
+        return exc
+    return EndpointError(
+        f"the broker at {bootstrap} no longer knows this run's producer for {topic} "
+        f"({err.str()}): it restarted and lost what it held (memory storage), the input "
+        "topic, the outputs and the checkpoints included; nothing more was written. "
+        "Recreate the topics and start again")
+
+
 @dataclass
 class MessageChunk:
     """Consecutive messages of one partition: ``offsets[i]`` holds ``values[i]``.
@@ -409,6 +437,17 @@ class KafkaSink:
                               None if headers is None else headers[-1],
                               None if timestamps is None else timestamps[-1], on_last)
             return
+        from confluent_kafka import KafkaException
+
+        try:
+            self._write(partition, values, headers, timestamps)
+        except KafkaException as exc:
+            raise forgotten_producer(exc, self.bootstrap, self.topic) from None
+        self._producer.poll(0)
+        self.count += n
+
+    def _write(self, partition: int, values: Sequence[bytes], headers: Any,
+               timestamps: Sequence[int] | None) -> None:
         produce = self._producer.produce
         topic = self.topic
         if timestamps is not None:
@@ -427,8 +466,6 @@ class KafkaSink:
                     produce(topic, v, partition=partition, headers=h)
                 except BufferError:
                     self._retry(v, {"partition": partition, "headers": h})
-        self._producer.poll(0)
-        self.count += n
 
     def _retry(self, value: bytes, kw: dict[str, Any]) -> None:
         """Produce one message, serving the local queue while it is full."""
@@ -458,21 +495,8 @@ class KafkaSink:
         """Return once the broker holds every message written so far (waits out outages)."""
         if not len(self._producer):  # nothing queued or in flight (a new producer's flush
             return                   # would wait for its id)
-        from confluent_kafka import KafkaError, KafkaException
-
         while True:
-            try:
-                left = self._producer.flush(1.0)
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.code() != KafkaError.UNKNOWN_PRODUCER_ID:
-                    raise
-                # the broker forgot the idempotent producer: it restarted without its data
-                raise EndpointError(
-                    f"the broker at {self.bootstrap} no longer knows this run's producer for "
-                    f"{self.topic} ({err.str()}): it restarted and lost what it held (memory "
-                    "storage), the input topic, the outputs and the checkpoints included; "
-                    "nothing more was written. Recreate the topics and start again") from None
+            left = flush_producer(self._producer, self.bootstrap, self.topic)
             if self.watch.fatal:
                 raise BrokerError(f"producer for {self.topic} failed: {self.watch.fatal}")
             if left == 0:

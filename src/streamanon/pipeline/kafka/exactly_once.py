@@ -35,6 +35,8 @@ from streamanon.pipeline.kafka.client import (
     StopFlag,
     client_config,
     end_offsets,
+    flush_producer,
+    forgotten_producer,
 )
 from streamanon.pipeline.kafka.merge import PartitionMerge
 from streamanon.pipeline.sinks import ResumableSink
@@ -172,12 +174,17 @@ class ProgressLog:
         if signed:
             headers.append(("hmac", entry_mac(self.key.key, self.topic, kind, value).encode()))
         offset = self.next_offset
-        self._producer.produce(self.topic, value, partition=0, headers=headers)
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.produce(self.topic, value, partition=0, headers=headers)
+        except KafkaException as exc:
+            raise forgotten_producer(exc, self.bootstrap, self.topic) from None
         self.next_offset += 1
         return offset
 
     def _flush(self) -> None:
-        while self._producer.flush(1.0):
+        while flush_producer(self._producer, self.bootstrap, self.topic):
             if self.watch.fatal:
                 raise BrokerError(f"progress log {self.topic} failed: {self.watch.fatal}")
             self.watch.stalled(f"writing a checkpoint to {self.topic}")
