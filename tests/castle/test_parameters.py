@@ -12,6 +12,7 @@ from streamanon.castle import CastleAnonymizer, Released
 from streamanon.castle.rules import RuleSet
 from streamanon.errors import ConfigError
 from streamanon.records import Suppressed
+from streamanon.verify.castle import check_castle, columns_spec
 
 _RULES = '''id = "u"
 {params}
@@ -93,6 +94,11 @@ def test_raising_k_mid_stream_holds_later_clusters_to_it_and_earlier_ones_to_the
                 old_after_update.append(len(people))
     # clusters opened before the update were released after it under the old k
     assert old_after_update and min(old_after_update) < 5
+    # the checker has no rule version per row: it can vouch for the smallest k ever in force
+    spec = columns_spec("u", ["age"], ["dx"])
+    released = [r.values for r in out if isinstance(r, Released)]
+    assert check_castle(released, spec, k=2, l=2).ok
+    assert check_castle(released, spec, k=5, l=2).k_violations > 0
 
 
 def _waits(op: CastleAnonymizer, rows: list[dict[str, Any]], *, update: RuleSet,

@@ -687,6 +687,9 @@ class CastleStage:
                 name: seen_up_to(len(v), op.l) for name, v in self.sensitive.items()}
         if s["domains_widened"]:
             stats.details["domains_widened"] = s["domains_widened"]
+        if s["parameters"] != {"k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta}:
+            # the rules' [parameters] override the command's: the values in force now
+            stats.details["parameters"] = s["parameters"]
         if self.reader.headers_skipped:
             stats.details["headers_skipped"] = self.reader.headers_skipped
         if self.latency:
