@@ -63,8 +63,9 @@ def test_k_and_l_default_to_the_rules_parameters_table(tmp_path) -> None:
     res = runner.invoke(app, ["castle", "--rules", str(rules), "--delta", "300", str(data),
                               "-o", str(out), "--summary", str(summary)])
     assert res.exit_code == 0, res.output
-    said = summary.read_text()
-    assert '"parameters"' in said and '"k": 9' in said, said
+    said = json.loads(summary.read_text())
+    assert said["parameters"]["k"] == 9 and said["params"]["k"] == 5, said
+    assert said["individuals_seen"]["counted_up_to"] == 9
     res = verify_castle(out, rules, "--json")  # k from the rules, l castle's default
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["params"] == {"k": 9, "l": 2}
