@@ -54,6 +54,27 @@ def test_defaults_of_verify_castle_equal_castles() -> None:
     assert defaults(verify) == defaults(castle) == {"k": 5, "l": 2}
 
 
+def test_k_and_l_default_to_the_rules_parameters_table(tmp_path) -> None:
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(700, seed=2))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml().replace('time = "timestamp"\n',
+                                                 'time = "timestamp"\n[parameters]\nk = 9\n'))
+    out, summary = tmp_path / "out.csv", tmp_path / "summary.json"
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--delta", "300", str(data),
+                              "-o", str(out), "--summary", str(summary)])
+    assert res.exit_code == 0, res.output
+    said = json.loads(summary.read_text())
+    assert said["parameters"]["k"] == 9 and said["params"]["k"] == 5, said
+    assert said["individuals_seen"]["counted_up_to"] == 9
+    res = verify_castle(out, rules, "--json")  # k from the rules, l castle's default
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["params"] == {"k": 9, "l": 2}
+    res = verify_castle(out, rules, "--k", "3", "--l", "0", "--json")  # given: kept
+    assert res.exit_code == 0 and json.loads(res.stdout)["params"] == {"k": 3, "l": 0}
+    res = verify_castle(out, rules, "--k", "10", "--json")  # the rules' k = 9 was met, not 10
+    assert res.exit_code == 1 and json.loads(res.stdout)["k_violations"] > 0
+
+
 def test_a_tampered_release_exits_1_with_the_counterexample(tmp_path) -> None:
     data, rules, out, _ = run_castle(tmp_path)
     with out.open() as fh:

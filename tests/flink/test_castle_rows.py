@@ -200,6 +200,20 @@ def test_rules_inbox_numbers_good_rule_sets_and_refuses_bad_ones_whole():
     assert text is None and "incomplete" in note["reason"] and note["message"] == 7
 
 
+def test_the_rules_stream_carries_parameters_and_refuses_bad_ones_whole():
+    inbox = RulesInbox(1, RULES.id_field, PARAMS, columns=ashrae.COLUMNS)
+    inbox.feed(RULES_FILE, ashrae.rules_toml())
+    table = "\n[parameters]\nk = 9\ndelta = 30\n"
+    ((note, text),) = live(inbox, V2 + table)
+    assert note["event"] == "accepted" and text is not None, note
+    assert RuleSet.from_toml(text).parameters == {"k": 9, "delta": 30}
+    bad = [live(inbox, V2 + table.replace("k = 9", "k = 0")),
+           live(inbox, V2 + table.replace("k = 9", "mu = 3"))]
+    reasons = [n["reason"] for ((n, text),) in bad if text is None]
+    assert len(reasons) == 2 and "k must be an integer >= 1" in reasons[0]
+    assert "unknown key(s) in parameters: mu" in reasons[1]
+
+
 def test_notes_are_not_outcomes_and_report_the_fate_of_each_rule_set(tmp_path):
     folder = tmp_path / "parts" / "b"
     folder.mkdir(parents=True)

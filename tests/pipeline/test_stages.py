@@ -140,3 +140,17 @@ def test_castle_stage_hands_clean_blocks_to_the_operator_as_columns():
         assert spy, "the clean blocks did not reach the operator's block entry point"
         assert fast == slow
     assert fast[1] is not None and "Spaceport" in fast[1]
+
+
+def test_a_parameters_update_keeps_the_identity_and_shows_in_the_summary():
+    import pickle
+
+    op = CastleAnonymizer(rules(), k=3, l=2, delta=40)
+    stage = CastleStage(op, LinePositions("in.csv"))
+    before = stage.identity()
+    assert "parameters" not in stage.stats().details
+    op.set_rules(RuleSet.from_toml(ashrae.rules_toml() + "\n[parameters]\nk = 6\nbeta = 9\n"))
+    assert stage.identity() == before  # a restart from a later checkpoint is accepted
+    assert stage.stats().details["parameters"] == {"k": 6, "l": 2, "delta": 40, "beta": 9}
+    again = pickle.loads(pickle.dumps(stage))
+    assert again.identity() == before and again.op.parameters.k == 6

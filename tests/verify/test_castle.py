@@ -58,6 +58,7 @@ import pytest
 from streamanon.castle import CastleAnonymizer, Released, RuleSet
 from streamanon.castle.generalizers import HierarchyGeneralizer, RangeGeneralizer, format_number
 from streamanon.castle.rules import AttributeRule
+from streamanon.errors import ConfigError
 from streamanon.records import Suppressed
 from streamanon.verify.castle import (
     _check_columns,
@@ -406,3 +407,12 @@ def test_attributes_without_rules_are_decided_column_wise_as_why_not_decides():
     want = [coverage.why_not(-1, attr, shown[s], original[o]) for s, o in pairs]
     assert [tuple(map(bool, row)) for row in got] == [(why is None, unsure)
                                                      for why, unsure in want]
+
+
+def test_the_rules_parameters_table_is_read_for_k_and_l() -> None:
+    text = ('id = "u"\n[parameters]\nk = 4\nl = 3\ndelta = 90\nbeta = 7\n'
+            '[[attribute]]\nname = "age"\ngeneralizer = "range"\n')
+    assert rules_from_toml(text).parameters == {"k": 4, "l": 3}
+    assert rules_from_toml(text.replace("[parameters]\nk = 4\nl = 3\n", "")).parameters == {}
+    with pytest.raises(ConfigError, match="k must be an integer >= 1"):
+        rules_from_toml(text.replace("k = 4", "k = 0"))

@@ -80,6 +80,23 @@ def _summed(counts: Mapping[str, list[Counter[str]]], pids: list[str],
     return out
 
 
+@dataclass(frozen=True)
+class Parameters:
+    """The parameters one rule set's clusters are formed under: its rules' ``[parameters]``
+    over the operator's own (constructor) values. A cluster keeps those of the rule set it
+    was created under; a tuple keeps the ``delta`` in force when it arrived."""
+
+    k: int
+    l: int  # noqa: E741
+    delta: int
+    beta: int
+    #: the l-diversity (and t-closeness) rule with this ``l``
+    rule: Diversity
+
+    def as_dict(self) -> dict[str, int]:
+        return {"k": self.k, "l": self.l, "delta": self.delta, "beta": self.beta}
+
+
 def _time_of_row(row: CastleRow) -> float:
     return float(row.values["t"])
 
@@ -112,6 +129,9 @@ class CastleAnonymizer(OperatorBase):
             l-diversity off.
         delta: the most tuples a tuple may wait behind before it must leave.
         beta: the most non-k_s-anonymized clusters kept open.
+
+            ``k``, ``l``, ``delta`` and ``beta`` are defaults: a rule set's ``[parameters]``
+            table overrides them for the clusters formed under it (:meth:`set_rules`).
         mu: how many recently released clusters' losses set the threshold tau.
         zeta: the most k_s-anonymized clusters kept for reuse.
         suppression: what happens to a tuple that cannot leave in a k_s-anonymous cluster
@@ -151,6 +171,9 @@ class CastleAnonymizer(OperatorBase):
     """
 
     _window: WindowCache | None = None  # split="window": the last partition of held tuples
+    #: some held tuples of an older rule set have a larger delta than the current one's, so
+    #: the oldest held tuple is not always the first to expire (see :meth:`_expire`)
+    _vary = False
 
     @classmethod
     def _conformance_params(cls) -> dict[str, Any]:
@@ -274,13 +297,37 @@ class CastleAnonymizer(OperatorBase):
             self._install(rules)
 
     # -- rules -----------------------------------------------------------------------------
+    def _parameters_of(self, rules: RuleSet) -> Parameters:
+        """The parameters of ``rules``: its ``[parameters]`` over the constructor's values."""
+        given = getattr(rules, "parameters", {})
+        k, l, delta, beta = (given.get(name, getattr(self, name))  # noqa: E741
+                             for name in ("k", "l", "delta", "beta"))
+        rule = self._rule
+        if l != self.l:
+            rule = Diversity(self.diversity, l=l, c=self.c, closeness=self._rule.closeness)
+        return Parameters(k, l, delta, beta, rule)
+
+    @property
+    def parameters(self) -> Parameters:
+        """The parameters in force for tuples arriving now (the current rule set's)."""
+        if self._current is not None:
+            return self._current.params
+        return Parameters(self.k, self.l, self.delta, self.beta, self._rule)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for cset in [*self._sets, *(kept.cset for kept in self._kept)]:
+            if "params" not in cset.__dict__:  # pickled before rules carried parameters
+                cset.params = self._parameters_of(cset.rules)
+
     def _install(self, rules: RuleSet) -> None:
         # generalizers carry run-time state (adaptive domains, grown hierarchies, request
         # counts): each operator works on its own copy, so two operators given one RuleSet
         # never influence each other
         rules = copy.deepcopy(rules)
-        if self.l > 1 and not rules.sensitive:
-            raise ConfigError(f"l = {self.l} needs at least one sensitive attribute in the "
+        params = self._parameters_of(rules)
+        if params.l > 1 and not rules.sensitive:
+            raise ConfigError(f"l = {params.l} needs at least one sensitive attribute in the "
                               "rules (l-diversity of nothing cannot be met)")
         close = self._rule.closeness
         if close is not None:
@@ -289,8 +336,10 @@ class CastleAnonymizer(OperatorBase):
                 raise ConfigError("t-closeness needs a sensitive attribute and a reference "
                                   f"for each (missing: {', '.join(missing) or 'all'})")
         cset = ClusterSet(rules)
+        cset.params = params
         self._sets.append(cset)
         self._current = cset
+        self._vary_check()
         for r in rules.qi_rules:
             self.loss_sum.setdefault(r.name, 0.0)
 
@@ -320,6 +369,13 @@ class CastleAnonymizer(OperatorBase):
 
     def _drop_empty_sets(self) -> None:
         self._sets = [s for s in self._sets if s is self._current or s.clusters]
+        self._vary_check()
+
+    def _vary_check(self) -> None:
+        """Set :attr:`_vary`: does an older rule set with a larger delta still hold tuples?"""
+        now = self._current.params.delta if self._current else 0
+        self._vary = any(s.params.delta > now for s in self._sets
+                         if s is not self._current and s.clusters)
 
     # -- the stream ------------------------------------------------------------------------
     def process(self, row: CastleRow | Mapping[str, Any]) -> list[Any]:
@@ -435,12 +491,13 @@ class CastleAnonymizer(OperatorBase):
             self._clock = max(self._clock, item.t)
             item.t = self._clock
         t0 = time.perf_counter()
-        cset.place(item, self.tau, self.beta, _EPS)  # the best selection
+        cset.place(item, self.tau, cset.params.beta, _EPS)  # the best selection
         self._held.append(item)
         t1 = time.perf_counter()
         out: list[Any] = []
         held = self._held[0]
-        if held.done or self._pos - held.pos >= self.delta or self.max_delay is not None:
+        if (held.done or self._pos - held.pos >= self._delta_of(held)
+                or self.max_delay is not None or self._vary):
             self._expire(out, self._clock)
         timing = self.timing
         timing["best_selection"] += t1 - t0
@@ -468,6 +525,12 @@ class CastleAnonymizer(OperatorBase):
         self._drop_empty_sets()
         return out
 
+    def _delta_of(self, item: Item) -> int:
+        """The delta of held tuple ``item``: the one in force when it arrived (its cluster's
+        rule set's)."""
+        c = item.cluster
+        return self.delta if c is None else c.owner.params.delta
+
     def _expire(self, out: list[Any], now: float) -> None:
         held = self._held
         timed = self.max_delay is not None
@@ -475,31 +538,40 @@ class CastleAnonymizer(OperatorBase):
             item = held[0]
             if item.done:
                 held.popleft()
-            elif self._pos - item.pos >= self.delta or (
+            elif self._pos - item.pos >= self._delta_of(item) or (
                     timed and now - item.t >= self.max_delay):  # type: ignore[operator]
                 held.popleft()
                 self._delay_constraint(item, out)
             else:
                 break
+        if self._vary:
+            # a newer rule set's smaller delta: tuples behind the oldest may be due first
+            for item in [it for it in held if not it.done
+                         and self._pos - it.pos >= self._delta_of(it)]:
+                if not item.done:
+                    self._delay_constraint(item, out)
+            self._drop_empty_sets()
 
     # -- CASTLE ------------------------------------------------------------------------------
-    def _meets(self, ids: Mapping[str, int], sens: list[Counter[str]],
+    @staticmethod
+    def _meets(p: Parameters, ids: Mapping[str, int], sens: list[Counter[str]],
                names: list[str]) -> bool:
-        if len(ids) < self.k:
+        if len(ids) < p.k:
             return False
-        if self._rule.distinct:
-            return self.l <= 1 or all(len(s) >= self.l for s in sens)
-        return self._rule.all_hold(sens, names)
+        if p.rule.distinct:
+            return p.l <= 1 or all(len(s) >= p.l for s in sens)
+        return p.rule.all_hold(sens, names)
 
     def _delay_constraint(self, item: Item, out: list[Any]) -> None:
         c = item.cluster
         if c is None:
             raise ProtocolError(f"tuple at position {item.pos} expired outside any cluster")
         cset = c.owner
+        p = cset.params
         names = cset.rules.sensitive
         if self.split == "window" and self._window_release(cset, item, out):
             return
-        if self._meets(c.individuals, c.sensitive_counts, names):
+        if self._meets(p, c.individuals, c.sensitive_counts, names):
             self._output(cset, c, out)
             return
         kept = self._covering(cset, item)
@@ -512,10 +584,10 @@ class CastleAnonymizer(OperatorBase):
         if larger > len(cset.clusters) / 2:
             self._suppress(cset, item, "outlier", out)
             return
-        if not cset.pool_meets(self.k, self._rule):
+        if not cset.pool_meets(p.k, p.rule):
             self._suppress(cset, item, "too few individuals or sensitive values held", out)
             return
-        while not self._meets(c.individuals, c.sensitive_counts, names):
+        while not self._meets(p, c.individuals, c.sensitive_counts, names):
             cset.absorb_nearest(c)
         self._output(cset, c, out)
 
@@ -537,7 +609,7 @@ class CastleAnonymizer(OperatorBase):
             return True
         for counts, v in zip(kept.counts, item.sensitive, strict=True):
             counts[v] += 1
-        ok = self._rule.all_hold(kept.counts, kept.cset.rules.sensitive)
+        ok = kept.cset.params.rule.all_hold(kept.counts, kept.cset.rules.sensitive)
         for counts, v in zip(kept.counts, item.sensitive, strict=True):
             counts[v] -= 1
             if not counts[v]:
@@ -548,8 +620,9 @@ class CastleAnonymizer(OperatorBase):
         whole = cset.cluster_state(c)
         cset.detach(c)
         groups = [c.items]
-        if len(c.individuals) >= 2 * self.k:
-            groups = (median_split(cset, c.items, k=self.k, rule=self._rule)
+        p = cset.params
+        if len(c.individuals) >= 2 * p.k:
+            groups = (median_split(cset, c.items, k=p.k, rule=p.rule)
                       if self.split != "prink" else self._split(cset, c.items))
         for items in groups:
             self._release(cset, items, whole if items is c.items else cset.state_of(items),
@@ -569,7 +642,7 @@ class CastleAnonymizer(OperatorBase):
         self._recent.append(loss)
         self.tau = sum(self._recent) / len(self._recent)
         if self.zeta and loss < self.tau:
-            counts = None if self._rule.distinct else [
+            counts = None if cset.params.rule.distinct else [
                 Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
             self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
         return values, loss, attr, cid
@@ -582,17 +655,18 @@ class CastleAnonymizer(OperatorBase):
         if self._window is None:
             self._window = WindowCache()
         names = cset.rules.sensitive
+        p = cset.params
 
         def meets(items: list[Item]) -> bool:
             ids = Counter(it.individual for it in items)
             sens = [Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
-            return self._meets(ids, sens, names)
+            return self._meets(p, ids, sens, names)
 
         history = self._window.history_of(cset)
-        leaf = window_leaf(self._window, cset, self._held, item, k=self.k, rule=self._rule,
+        leaf = window_leaf(self._window, cset, self._held, item, k=p.k, rule=p.rule,
                            meets=meets)
         if not meets(leaf):
-            reuse = history.best(item) if self._rule.distinct else None
+            reuse = history.best(item) if p.rule.distinct else None
             if reuse is None:
                 return False
             cset.remove_item(item)
@@ -600,7 +674,7 @@ class CastleAnonymizer(OperatorBase):
             return True
         self._window.forget(leaf)
         st = cset.state_of(leaf)
-        if self._rule.distinct:
+        if p.rule.distinct:
             leaf, st = self._reuse_history(cset, history, leaf, st, meets, out)
         cset.remove_items(leaf)
         values, loss, attr, cid = self._release(cset, leaf, st, out)
@@ -692,7 +766,8 @@ class CastleAnonymizer(OperatorBase):
         values = {pid: [{it.sensitive[j] for it in b} for j in range(cset.n_sensitive)]
                   for pid, b in buckets.items()}
 
-        rule = self._rule
+        par = cset.params
+        rule = par.rule
         counts = None if rule.distinct else {
             pid: [Counter(it.sensitive[j] for it in b) for j in range(cset.n_sensitive)]
             for pid, b in buckets.items()}
@@ -700,13 +775,13 @@ class CastleAnonymizer(OperatorBase):
         names = cset.rules.sensitive
 
         def meets(pids: list[str]) -> bool:
-            if len(pids) < self.k:
+            if len(pids) < par.k:
                 return False
             if counts is not None:
                 return rule.all_hold(_summed(counts, pids, cset.n_sensitive), names)
-            if self.l <= 1:
+            if par.l <= 1:
                 return True
-            return all(len(set().union(*(values[p][j] for p in pids))) >= self.l
+            return all(len(set().union(*(values[p][j] for p in pids))) >= par.l
                        for j in range(cset.n_sensitive))
 
         groups: list[list[str]] = []
@@ -717,13 +792,13 @@ class CastleAnonymizer(OperatorBase):
             order = [pool[i] for i in np.argsort(dist, kind="stable")]
             group = [pool[0]]
             rest = [p for p in order if p != pool[0]]
-            while len(group) < self.k:
+            while len(group) < par.k:
                 group.append(rest.pop(0))
             if counts is not None:
-                self._grow_diverse(group, rest, counts, names)
-            for j in range(cset.n_sensitive if counts is None and self.l > 1 else 0):
+                self._grow_diverse(group, rest, counts, names, rule)
+            for j in range(cset.n_sensitive if counts is None and par.l > 1 else 0):
                 have = set().union(*(values[p][j] for p in group))
-                while len(have) < self.l:
+                while len(have) < par.l:
                     nxt = next(p for p in rest if values[p][j] - have)
                     rest.remove(nxt)
                     group.append(nxt)
@@ -744,12 +819,12 @@ class CastleAnonymizer(OperatorBase):
         return [[it for p in g for it in buckets[p]] for g in groups]
 
     def _grow_diverse(self, group: list[str], rest: list[str],
-                      counts: dict[str, list[Counter[str]]], names: list[str]) -> None:
+                      counts: dict[str, list[Counter[str]]], names: list[str],
+                      rule: Diversity) -> None:
         """Grow ``group`` (individuals) from ``rest`` (nearest first) until it meets the rule:
         each step adds, among the nearest individuals, the one that brings the group closest
         to it (its :meth:`~streamanon.castle.diversity.Diversity.gap`). Ends, at worst, with
         the whole pool, which meets the rule."""
-        rule = self._rule
         have = _summed(counts, group, len(names))
         while not rule.all_hold(have, names) and rest:
             best, best_gap = 0, math.inf
@@ -807,4 +882,5 @@ class CastleAnonymizer(OperatorBase):
             "mean_info_loss": round(sum(per_attr.values()) / len(per_attr), 6) if per_attr
             else 0.0,
             "domains_widened": widened,
+            "parameters": self.parameters.as_dict(),
         }

@@ -35,6 +35,28 @@ _KNOWN_KEYS = {
     "hierarchy": {"paths", "tree", "root", "metric", "grow", "prl_reset"},
 }
 _COMMON_KEYS = {"name", "generalizer", "sensitive", "weight"}
+#: the operator parameters a ``[parameters]`` table may set, each with its least value
+PARAMETERS = {"k": 1, "l": 0, "delta": 1, "beta": 1}
+
+
+def _parameters(raw: Any) -> dict[str, int]:
+    """A ``[parameters]`` table: some of k, l, delta, beta, each an integer >= its least."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("parameters must be a table ([parameters]) of k, l, delta, beta")
+    unknown = set(raw) - set(PARAMETERS)
+    if unknown:
+        raise ConfigError(f"unknown key(s) in parameters: {', '.join(sorted(unknown))} "
+                          "(k, l, delta, beta)")
+    out = {}
+    for name, least in PARAMETERS.items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"parameters: {name} must be an integer >= {least}, "
+                              f"not {value!r}")
+        out[name] = value
+    return out
 
 
 def _hierarchy_factory(
@@ -81,6 +103,7 @@ def _domain(name: str, domain: Any) -> tuple[float, float]:
 
 
 _ATTRIBUTE_TABLE = re.compile(r"^\s*\[\[\s*attribute\s*\]\]")
+_PARAMETERS_TABLE = re.compile(r"^\s*\[\s*parameters\s*\]")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
 _NAME = re.compile(r"""^\s*name\s*=\s*["']([^"']*)["']""")
 
@@ -97,12 +120,21 @@ def rules_line(text: str, message: str) -> int | None:
     lines = text.splitlines()
     tables: list[tuple[int, str | None, dict[str, int]]] = []  # header line, name, key lines
     top: dict[str, int] = {}
+    params: dict[str, int] | None = None  # the [parameters] table's header and key lines
+    in_params = False
     for number, raw in enumerate(lines, start=1):
         if _ATTRIBUTE_TABLE.match(raw):
             tables.append((number, None, {}))
+            in_params = False
+            continue
+        if _PARAMETERS_TABLE.match(raw):
+            params, in_params = {"": number}, True
             continue
         key = _KEY.match(raw)
         if key is None:
+            continue
+        if in_params and params is not None:
+            params.setdefault(key.group(1), number)
             continue
         if not tables:
             top.setdefault(key.group(1), number)
@@ -112,6 +144,9 @@ def rules_line(text: str, message: str) -> int | None:
         named = _NAME.match(raw)
         if named is not None and name is None:
             tables[-1] = (header, named.group(1), keys)
+    if params is not None and re.match(r"(unknown key\(s\) in )?parameters\b", message):
+        words = set(re.findall(r"[a-z_]+", message.split(":", 1)[-1].split("(")[0]))
+        return next((params[k] for k in params if k and k in words), params[""])
     table = None
     by_name = re.match(r"attribute\(?s?\)? '([^']*)'", message) or re.search(
         r"attribute '([^']*)'", message)
@@ -148,8 +183,14 @@ class RuleSet:
     installs its own deep copy of every rule set it is given.
     """
 
+    #: the operator parameters these rules set (``[parameters]``: some of k, l, delta,
+    #: beta); the operator's own values hold for the others (a class default: rule sets
+    #: pickled before there were parameters)
+    parameters: dict[str, int] = {}  # noqa: RUF012 (never mutated: replaced per instance)
+
     def __init__(self, id_field: str, attributes: list[AttributeRule],
-                 time_field: str | None = None) -> None:
+                 time_field: str | None = None,
+                 parameters: Mapping[str, int] | None = None) -> None:
         if not id_field:
             raise ConfigError("rules need an id field naming the individual")
         names = [a.name for a in attributes]
@@ -166,6 +207,8 @@ class RuleSet:
                                  "so it cannot have a generalizer")
         self.id_field = id_field
         self.time_field = time_field
+        if parameters:
+            self.parameters = _parameters(parameters)
         #: the columns an input must have: the id and, when the rules name one, the time (a
         #: misspelt time column is refused even where no max_delay reads it)
         self.required_columns = [id_field, *([time_field] if time_field else [])]
@@ -196,7 +239,7 @@ class RuleSet:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], base_dir: Path | None = None) -> RuleSet:
         """Rules from the parsed TOML structure (see the module docstring)."""
-        unknown = set(data) - {"id", "time", "attribute"}
+        unknown = set(data) - {"id", "time", "attribute", "parameters"}
         if unknown:
             raise ConfigError(f"unknown top-level key(s) in rules: {', '.join(sorted(unknown))}")
         if not isinstance(data.get("id"), str):
@@ -235,7 +278,8 @@ class RuleSet:
         time_field = data.get("time")
         if time_field is not None and not isinstance(time_field, str):
             raise ConfigError("time must name a column")
-        return cls(data["id"], attrs, time_field)
+        parameters = _parameters(data["parameters"]) if "parameters" in data else None
+        return cls(data["id"], attrs, time_field, parameters)
 
     @classmethod
     def from_toml(cls, text: str, base_dir: Path | None = None) -> RuleSet:
@@ -263,4 +307,5 @@ class RuleSet:
             "id": self.id_field,
             "quasi_identifiers": {a.name: type(a.generalizer).__name__ for a in self.qi_rules},
             "sensitive": self.sensitive,
+            **({"parameters": dict(self.parameters)} if self.parameters else {}),
         }

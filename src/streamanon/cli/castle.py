@@ -392,6 +392,8 @@ def castle_command(
                                     missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta)
     except StreamanonError as exc:
         fail(str(exc))
+    # the rules' [parameters] table overrides the options: the title and warnings name those
+    k, l, delta = operator.parameters.k, operator.parameters.l, operator.parameters.delta  # noqa: E741
     if on_error is OnError.skip and rejects is None and output != "-":
         rejects = default_rejects(output)
     out_format = out_format or detect_format(None if output == "-" or is_kafka(output)

@@ -118,9 +118,12 @@ input's value or one of its ancestors, a *-mask agrees on every unmasked charact
 --suppressed too, every input row is released or suppressed exactly once (lines in
 --rejects excepted).
 
-k and l default to `streamanon castle`'s defaults (5 and 2): pass the values the release was
-made with. An empty release of a non-empty input is a problem (nothing can be released when
-the input has fewer than k individuals or l sensitive values) unless --allow-empty.
+k and l default to the rules' [parameters] table, else to `streamanon castle`'s defaults
+(5 and 2): pass the values the release was made with. A release made across rule updates
+that changed k or l has no rule version per row: pass the smallest k and l ever in force
+(every class is checked against those). An empty release of a non-empty input is a problem
+(nothing can be released when the input has fewer than k individuals or l sensitive values)
+unless --allow-empty.
 
 {EXIT_CODES}
 
@@ -131,16 +134,17 @@ Examples:
     streamanon verify castle out.csv --rules r.toml --input in.csv --suppressed s.csv
 """))
 def verify_castle(
+    ctx: typer.Context,
     output: str = typer.Argument(..., metavar="OUTPUT", help="Released rows (CSV with a "
                                  "header, or JSON Lines; a file or kafka://HOST:PORT/TOPIC, "
                                  "read to its end)."),
     rules_path: Path = typer.Option(None, "--rules", help="The TOML rules the release was "
                                     "made with (id, quasi-identifiers, sensitive attributes)."),
     k: int = typer.Option(5, "--k", min=1, help="Distinct individuals each class must hold "
-                          "(castle's default: 5)."),
+                          "(default: the rules' [parameters] k, else castle's default: 5)."),
     l: int = typer.Option(2, "--l", min=0, help="Distinct values of each sensitive "  # noqa: E741
-                          "attribute each class must hold; 0 or 1 = not checked (castle's "
-                          "default: 2)."),
+                          "attribute each class must hold; 0 or 1 = not checked (default: "
+                          "the rules' [parameters] l, else castle's default: 2)."),
     source: str = typer.Option(None, "--input", help="The input rows: check that every "
                                "released row stands for its own input row."),
     suppressed: str = typer.Option(None, "--suppressed", help="The suppressed rows (castle "
@@ -203,6 +207,13 @@ def verify_castle(
         fail(f"{rules_path}: {exc}")
     except OSError as exc:
         fail(f"{exc.filename}: {exc.strerror}")
+    for name in ("k", "l"):  # not given: the rules' [parameters] value, when they set one
+        source_of = ctx.get_parameter_source(name)  # (an enum of typer's click, by name)
+        if name in spec.parameters and getattr(source_of, "name", "DEFAULT") == "DEFAULT":
+            if name == "k":
+                k = spec.parameters["k"]
+            else:
+                l = spec.parameters["l"]  # noqa: E741
     if l > 1 and not spec.sensitive:
         fail(f"l = {l} needs a sensitive attribute (none in the rules); pass --l 0 if the "
              "release was made without l-diversity")

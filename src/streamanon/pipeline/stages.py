@@ -426,7 +426,7 @@ class CastleStage:
         self.ids: set[Any] = set()
         self.sensitive: dict[str, set[Any]] = {name: set() for name in rules.sensitive}
         self._need_ids = True
-        self._need_values = operator.l > 1 and bool(self.sensitive)
+        self._need_values = operator.parameters.l > 1 and bool(self.sensitive)
         self.latency = latency
         self._fed: dict[int, float] = {}
         self.lat_sum, self.lat_n = 0.0, 0
@@ -582,13 +582,14 @@ class CastleStage:
             individual = row.values.get(self.rules.id_field)
             if individual is not None:
                 self.ids.add(individual)
-                self._need_ids = len(self.ids) < self.op.k
+                self._need_ids = len(self.ids) < self.op.parameters.k
         if self._need_values:
             for name, seen in self.sensitive.items():
                 value = row.values.get(name)
-                if len(seen) < self.op.l and value is not None:
+                if len(seen) < self.op.parameters.l and value is not None:
                     seen.add(value)
-            self._need_values = any(len(v) < self.op.l for v in self.sensitive.values())
+            need = self.op.parameters.l
+            self._need_values = any(len(v) < need for v in self.sensitive.values())
 
     def _emit(self, items: list[Any], out: Outputs) -> None:
         from streamanon.castle import Released
@@ -680,13 +681,16 @@ class CastleStage:
             "mean_info_loss": s["mean_info_loss"],
             "best_selection_s": round(op.timing["best_selection"], 4),
             "delay_constraint_s": round(op.timing["delay_constraint"], 4),
-            "individuals_seen": seen_up_to(len(self.ids), op.k),
+            "individuals_seen": seen_up_to(len(self.ids), op.parameters.k),
         }
-        if op.l > 1 and self.sensitive:
+        if op.parameters.l > 1 and self.sensitive:
             stats.details["sensitive_values_seen"] = {
-                name: seen_up_to(len(v), op.l) for name, v in self.sensitive.items()}
+                name: seen_up_to(len(v), op.parameters.l) for name, v in self.sensitive.items()}
         if s["domains_widened"]:
             stats.details["domains_widened"] = s["domains_widened"]
+        if s["parameters"] != {"k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta}:
+            # the rules' [parameters] override the command's: the values in force now
+            stats.details["parameters"] = s["parameters"]
         if self.reader.headers_skipped:
             stats.details["headers_skipped"] = self.reader.headers_skipped
         if self.latency:

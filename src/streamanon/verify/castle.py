@@ -212,6 +212,9 @@ class CastleSpec:
     id_field: str
     attributes: list[AttributeSpec]
     from_rules: bool = True
+    #: k and l of the rules' ``[parameters]`` table, when it gives them (the release's
+    #: operator took them over its own; delta and beta are not checkable from the files)
+    parameters: dict[str, int] = field(default_factory=dict)
 
     @property
     def qi(self) -> list[AttributeSpec]:
@@ -272,7 +275,23 @@ def rules_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> Ca
                         raise ConfigError(f"attribute {name!r}: path {path!r} contradicts "
                                           "the tree")
         attrs.append(attr)
-    return CastleSpec(id_field, attrs)
+    return CastleSpec(id_field, attrs, parameters=_parameters(data.get("parameters", {})))
+
+
+def _parameters(table: Any) -> dict[str, int]:
+    """k and l of a ``[parameters]`` table (its other keys are the operator's business)."""
+    if not isinstance(table, Mapping):
+        raise ConfigError("parameters must be a table ([parameters])")
+    out = {}
+    for name, least in (("k", 1), ("l", 0)):
+        value = table.get(name)
+        if value is None:
+            continue
+        if type(value) is not int or value < least:
+            raise ConfigError(f"parameters: {name} must be an integer >= {least}, not "
+                              f"{value!r}")
+        out[name] = value
+    return out
 
 
 def rules_from_toml(text: str, base_dir: Path | None = None) -> CastleSpec:
