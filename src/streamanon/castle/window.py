@@ -57,27 +57,67 @@ class History:
         """The least-loss remembered generalization ``item`` fits in, with its payload."""
         return self.best_of([item])[0]
 
-    def best_of(self, items: list[Item]) -> list[tuple[float, Any] | None]:
-        """:meth:`best` for each of ``items``, in one pass over the remembered classes."""
+    def best_of(self, items: list[Item], *, below: float = np.inf
+                ) -> list[tuple[float, Any] | None]:
+        """:meth:`best` for each of ``items``, in one pass over the remembered classes;
+        with ``below``, only among the classes that lose less than it (the same answer
+        where :meth:`best`'s loses less, else ``None``)."""
         n = min(self.next, len(self.loss))
         if not self.usable or not n:
             return [None] * len(items)
         out: list[tuple[float, Any] | None] = []
-        lo, hi, nodes, loss = self.lo[:n], self.hi[:n], self.nodes[:n], self.loss[:n]
+        if below < np.inf:
+            at_ = np.flatnonzero(self.loss[:n] < below)  # in slot order: ties break alike
+            if not len(at_):
+                return [None] * len(items)
+            lo, hi, nodes, loss = self.lo[at_], self.hi[at_], self.nodes[at_], self.loss[at_]
+            payloads = [self.payload[i] for i in at_.tolist()]
+        else:
+            lo, hi, nodes, loss = self.lo[:n], self.hi[:n], self.nodes[:n], self.loss[:n]
+            payloads = self.payload
         tables = [g.tree.lca_table() for g in self.cset.hier]
+        lo_t, hi_t = np.ascontiguousarray(lo.T), np.ascontiguousarray(hi.T)
+        everything = np.arange(len(loss))
         for start in range(0, len(items), 32):
             chunk = items[start:start + 32]
-            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), lo.shape[1])
-            fit = ((lo[None] <= x[:, None]) & (x[:, None] <= hi[None])).all(axis=2)
+            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), lo_t.shape[0])
             at = np.array([it.nodes for it in chunk], dtype=np.int64).reshape(len(chunk), -1)
+            cols, fit = _fits(lo_t, hi_t, x, everything)
             for j, table in enumerate(tables):
-                fit &= table[nodes[None, :, j], at[:, j, None]] == nodes[None, :, j]
-            scored = np.where(fit, loss[None], np.inf)
+                if not len(cols):
+                    break
+                node = nodes[cols, j][None]
+                fit &= table[node, at[:, j, None]] == node
+            if not len(cols):
+                out += [None] * len(chunk)
+                continue
+            scored = np.where(fit, loss[cols][None], np.inf)
             best = scored.argmin(axis=1)
             for it, row, i in zip(chunk, scored, best.tolist(), strict=True):
                 ok = not it.missing and row[i] < np.inf
-                out.append((float(loss[i]), self.payload[i]) if ok else None)
+                c = int(cols[i])
+                out.append((float(loss[c]), payloads[c]) if ok else None)
         return out
+
+
+def _fits(lo_t: np.ndarray, hi_t: np.ndarray, x: np.ndarray, cols: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Which remembered classes (columns of ``lo_t``/``hi_t``, one row per attribute) each
+    row of ``x`` fits in on the numbers: the columns some row fits in (in their order) and,
+    per row, a mask over them. Attribute by attribute, a column no row fits in is dropped."""
+    fit = np.ones((len(x), len(cols)), dtype=bool)
+    for j in range(len(lo_t)):
+        xj = x[:, j, None]
+        if len(cols) == lo_t.shape[1]:
+            fit &= (lo_t[j][None] <= xj) & (xj <= hi_t[j][None])
+        else:
+            fit &= (lo_t[j, cols][None] <= xj) & (xj <= hi_t[j, cols][None])
+        keep = fit.any(axis=0)
+        if not keep.all():
+            cols, fit = cols[keep], fit[:, keep]
+            if not len(cols):
+                break
+    return cols, fit
 
 
 @dataclass
