@@ -855,7 +855,10 @@ class ClusterSet:
                     _dec(c.sensitive_counts[j], v)
                     _dec(self._pool_sens[j], v)
             old = c.items
-            c.items = [it for it in old if it.cluster is c]  # the gone ones: None now
+            at_ = sorted({old.index(it) for it in gone})  # by identity: no equality defined
+            c.items = old.copy()
+            for j in reversed(at_):
+                del c.items[j]
             i = self.index(c)
             if not c.items:
                 self.clusters.pop(i)
@@ -868,7 +871,9 @@ class ClusterSet:
                 self._nodes[i] = st.nodes
                 c.plugin_states = st.plugin_states
                 continue
-            x, at = self._arrays_after(c, old)
+            keep = np.ones(len(old), dtype=bool)
+            keep[at_] = False
+            x, at = self._arrays_after(c, old, keep)
             d = len(self.num)
             if d:
                 self._bounds[i, :d] = -x.min(axis=0)
@@ -885,10 +890,12 @@ class ClusterSet:
             self._held_arrays = {key: v for key, v in self._held_arrays.items()
                                  if key in open_ids}
 
-    def _arrays_after(self, c: Cluster, old: list[Item]) -> tuple[np.ndarray, np.ndarray]:
-        """The numbers and hierarchy nodes of ``c.items`` (``old`` less the tuples that left
-        ``c``), as matrices: the rows kept from the last call for ``c`` while its tuples then
-        are still the first of ``old`` (tuples only join at the end), the others built."""
+    def _arrays_after(self, c: Cluster, old: list[Item], keep: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """The numbers and hierarchy nodes of ``c.items`` (the tuples of ``old`` that
+        ``keep`` marks), as matrices: the rows kept from the last call for ``c`` while its
+        tuples then are still the first of ``old`` (tuples only join at the end), the others
+        built."""
         n, d, h = len(old), len(self.num), len(self.hier)
         entry = self._held_arrays.get(id(c))
         m = 0
@@ -907,7 +914,6 @@ class ClusterSet:
         else:
             x = np.array([it.numbers for it in old], dtype=np.float64).reshape(n, d)
             at = np.array([it.nodes for it in old], dtype=np.int64).reshape(n, h)
-        keep = np.fromiter((it.cluster is c for it in old), dtype=bool, count=n)
         x, at = x[keep], at[keep]
         self._held_arrays[id(c)] = (c, list(c.items), x, at)
         return x, at
