@@ -36,8 +36,9 @@ class History:
     def __init__(self, cset: ClusterSet, size: int = HISTORY) -> None:
         self.cset = cset
         d, h = len(cset.num), len(cset.hier)
-        self.lo = np.full((size, d), np.inf)
-        self.hi = np.full((size, d), -np.inf)
+        # one row per attribute (a fit is tested attribute by attribute), a column per class
+        self.lo = np.full((d, size), np.inf)
+        self.hi = np.full((d, size), -np.inf)
         self.nodes = np.zeros((size, h), dtype=np.int64)
         self.loss = np.full(size, np.inf)
         self.payload: list[Any] = [None] * size
@@ -48,7 +49,7 @@ class History:
     def add(self, st: State, loss: float, payload: Any) -> None:
         i = self.next % len(self.loss)
         self.next += 1
-        self.lo[i], self.hi[i] = st.lo, st.hi
+        self.lo[:, i], self.hi[:, i] = st.lo, st.hi
         self.nodes[i] = st.nodes
         self.loss[i] = loss
         self.payload[i] = payload
@@ -65,28 +66,23 @@ class History:
         n = min(self.next, len(self.loss))
         if not self.usable or not n:
             return [None] * len(items)
-        out: list[tuple[float, Any] | None] = []
-        if below < np.inf:
-            at_ = np.flatnonzero(self.loss[:n] < below)  # in slot order: ties break alike
-            if not len(at_):
-                return [None] * len(items)
-            lo, hi, nodes, loss = self.lo[at_], self.hi[at_], self.nodes[at_], self.loss[at_]
-        else:
-            at_ = None
-            lo, hi, nodes, loss = self.lo[:n], self.hi[:n], self.nodes[:n], self.loss[:n]
-        tables = [g.tree.lca_table() for g in self.cset.hier]
+        loss = self.loss
+        start_cols = (np.flatnonzero(loss[:n] < below) if below < np.inf
+                      else np.arange(n))  # in slot order: ties break alike
+        if not len(start_cols):
+            return [None] * len(items)
+        lo, hi, nodes = self.lo[:, :n], self.hi[:, :n], self.nodes
         # the attributes in the order of the classes' mean width (relative to all of them
         # together): the narrowest first drops the most classes soonest
-        width = (hi - lo).mean(axis=0) / np.maximum(hi.max(axis=0) - lo.min(axis=0), 1e-300)
-        order = np.argsort(width, kind="stable")
-        lo_t, hi_t = np.ascontiguousarray(lo.T[order]), np.ascontiguousarray(hi.T[order])
-        everything = np.arange(len(loss))
-        for start in range(0, len(items), 32):
-            chunk = items[start:start + 32]
-            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), lo_t.shape[0])
-            x = x[:, order]
+        width = (hi - lo).mean(axis=1) / np.maximum(hi.max(axis=1) - lo.min(axis=1), 1e-300)
+        order = np.argsort(width, kind="stable").tolist()
+        tables = [g.tree.lca_table() for g in self.cset.hier]
+        out: list[tuple[float, Any] | None] = []
+        for first in range(0, len(items), 32):
+            chunk = items[first:first + 32]
+            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), len(lo))
             at = np.array([it.nodes for it in chunk], dtype=np.int64).reshape(len(chunk), -1)
-            cols, fit = _fits(lo_t, hi_t, x, everything)
+            cols, fit = _fits(lo, hi, x, start_cols, order)
             for j, table in enumerate(tables):
                 if not len(cols):
                     break
@@ -100,26 +96,28 @@ class History:
             for it, row, i in zip(chunk, scored, best.tolist(), strict=True):
                 ok = not it.missing and row[i] < np.inf
                 c = int(cols[i])
-                slot = c if at_ is None else int(at_[c])
-                out.append((float(loss[c]), self.payload[slot]) if ok else None)
+                out.append((float(loss[c]), self.payload[c]) if ok else None)
         return out
 
 
-def _fits(lo_t: np.ndarray, hi_t: np.ndarray, x: np.ndarray, cols: np.ndarray
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """Which remembered classes (columns of ``lo_t``/``hi_t``, one row per attribute) each
-    row of ``x`` fits in on the numbers: the columns some row fits in (in their order) and,
-    per row, a mask over them. Attribute by attribute, a column no row fits in is dropped."""
+def _fits(lo: np.ndarray, hi: np.ndarray, x: np.ndarray, cols: np.ndarray,
+          order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Which remembered classes (columns of ``lo``/``hi``, one row per attribute; those of
+    ``cols``) each row of ``x`` fits in on the numbers: the columns some row fits in (in
+    their order) and, per row, a mask over them. Attribute by attribute (in ``order``), a
+    column no row fits in is dropped."""
     fit = np.ones((len(x), len(cols)), dtype=bool)
-    for j in range(len(lo_t)):
+    whole = len(cols) == lo.shape[1]
+    for j in order:
         xj = x[:, j, None]
-        if len(cols) == lo_t.shape[1]:
-            fit &= (lo_t[j][None] <= xj) & (xj <= hi_t[j][None])
+        if whole:
+            fit &= (lo[j][None] <= xj) & (xj <= hi[j][None])
         else:
-            fit &= (lo_t[j, cols][None] <= xj) & (xj <= hi_t[j, cols][None])
+            fit &= (lo[j, cols][None] <= xj) & (xj <= hi[j, cols][None])
         keep = fit.any(axis=0)
         if not keep.all():
             cols, fit = cols[keep], fit[:, keep]
+            whole = False
             if not len(cols):
                 break
     return cols, fit
