@@ -116,9 +116,12 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
 
     def cost(part: np.ndarray, sub: np.ndarray) -> float:
         """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples."""
-        lh = np.concatenate((-sub.min(axis=0), sub.max(axis=0))) if d else np.empty(0)
+        lh = np.empty((1, 2 * d))
+        if d:
+            np.negative(sub.min(axis=0), out=lh[0, :d])
+            sub.max(axis=0, out=lh[0, d:])
         top = np.array([[common(part, j) for j in range(h)]], dtype=np.int64).reshape(1, h)
-        return len(part) * float(cset.loss_of(lh.reshape(1, 2 * d), top)[0])
+        return len(part) * float(cset.loss_of(lh, top)[0])
 
     def keys(part: np.ndarray, j: int) -> np.ndarray:
         """Hierarchy attribute j: each tuple's subtree below the class's common node, as the
