@@ -146,9 +146,13 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         best: tuple[float, np.ndarray, np.ndarray] | None = None
         tried: set[bytes] = set()
         rows = x[part]
+        lows, highs = (rows.min(axis=0), rows.max(axis=0)) if d else (rows[0], rows[0])
         for j in range(d + h):
-            col = x[part, j] if j < d else keys(part, j - d)
-            lo, hi = col.min(), col.max()
+            if j < d:
+                col, lo, hi = rows[:, j], lows[j], highs[j]
+            else:
+                col = keys(part, j - d)
+                lo, hi = col.min(), col.max()
             if lo == hi:
                 continue
             med = _median(col)
