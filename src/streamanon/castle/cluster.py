@@ -171,6 +171,9 @@ class ClusterSet:
         # the individuals and sensitive values of all open clusters together (pool_meets)
         # (plain dicts: a Counter's deletion and missing keys run Python code)
         self._pool_ids: dict[str, int] = {}
+        # remove_items: per open cluster (by id), its tuples when last seen there and their
+        # numbers and hierarchy nodes as matrices (rows in the order of the tuples)
+        self._held_arrays: dict[int, tuple[Cluster, list[Item], np.ndarray, np.ndarray]] = {}
         self._pool_sens: list[dict[str, int]] = [{} for _ in range(self.n_sensitive)]
         # one row per open cluster, in the rows 0..n-1 of buffers that grow by doubling:
         # (-lo, hi), so that adding x is a maximum with (-x, x) and the range part of the loss
@@ -844,8 +847,6 @@ class ClusterSet:
             by_cluster.setdefault(id(c), (c, []))[1].append(item)
         self._other_key = None
         for c, gone in by_cluster.values():
-            drop = {id(it) for it in gone}
-            c.items = [it for it in c.items if id(it) not in drop]
             for item in gone:
                 item.cluster = None
                 _dec(c.individuals, item.individual)
@@ -853,10 +854,16 @@ class ClusterSet:
                 for j, v in enumerate(item.sensitive):
                     _dec(c.sensitive_counts[j], v)
                     _dec(self._pool_sens[j], v)
+            old = c.items
+            at_ = sorted({old.index(it) for it in gone})  # by identity: no equality defined
+            c.items = old.copy()
+            for j in reversed(at_):
+                del c.items[j]
             i = self.index(c)
             if not c.items:
                 self.clusters.pop(i)
                 self._drop_row(i)
+                self._held_arrays.pop(id(c), None)
                 continue
             if self._star or self.other:
                 st = self.state_of(c.items)
@@ -864,20 +871,52 @@ class ClusterSet:
                 self._nodes[i] = st.nodes
                 c.plugin_states = st.plugin_states
                 continue
+            keep = np.ones(len(old), dtype=bool)
+            keep[at_] = False
+            x, at = self._arrays_after(c, old, keep)
             d = len(self.num)
             if d:
-                x = np.array([it.numbers for it in c.items])
                 self._bounds[i, :d] = -x.min(axis=0)
                 self._bounds[i, d:] = x.max(axis=0)
-            if self.hier:
-                at = np.array([it.nodes for it in c.items], dtype=np.int64)
-                for j, g in enumerate(self.hier):
-                    table = g.tree.lca_table()
-                    seen = np.unique(at[:, j]).tolist()
-                    node = seen[0]
-                    for v in seen[1:]:
-                        node = int(table[node, v])
-                    self._nodes[i, j] = node
+            for j, g in enumerate(self.hier):
+                table = g.tree.lca_table()
+                seen = np.unique(at[:, j]).tolist()
+                node = seen[0]
+                for v in seen[1:]:
+                    node = int(table[node, v])
+                self._nodes[i, j] = node
+        if len(self._held_arrays) > 2 * len(self.clusters) + 16:  # closed clusters' entries
+            open_ids = {id(c) for c in self.clusters}
+            self._held_arrays = {key: v for key, v in self._held_arrays.items()
+                                 if key in open_ids}
+
+    def _arrays_after(self, c: Cluster, old: list[Item], keep: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """The numbers and hierarchy nodes of ``c.items`` (the tuples of ``old`` that
+        ``keep`` marks), as matrices: the rows kept from the last call for ``c`` while its
+        tuples then are still the first of ``old`` (tuples only join at the end), the others
+        built."""
+        n, d, h = len(old), len(self.num), len(self.hier)
+        entry = self._held_arrays.get(id(c))
+        m = 0
+        if entry is not None and entry[0] is c and len(entry[1]) <= n:
+            m = len(entry[1])
+            if entry[1] != old[:m]:  # compared by identity (items define no equality)
+                m = 0
+        if m:
+            x, at = entry[2], entry[3]  # type: ignore[index]
+            if m < n:
+                new = old[m:]
+                x = np.concatenate((x, np.array([it.numbers for it in new],
+                                                dtype=np.float64).reshape(n - m, d)))
+                at = np.concatenate((at, np.array([it.nodes for it in new],
+                                                  dtype=np.int64).reshape(n - m, h)))
+        else:
+            x = np.array([it.numbers for it in old], dtype=np.float64).reshape(n, d)
+            at = np.array([it.nodes for it in old], dtype=np.int64).reshape(n, h)
+        x, at = x[keep], at[keep]
+        self._held_arrays[id(c)] = (c, list(c.items), x, at)
+        return x, at
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""

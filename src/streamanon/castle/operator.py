@@ -688,7 +688,7 @@ class CastleAnonymizer(OperatorBase):
         the rest still meets the rule; returns the rest and its generalization."""
         own = cset.weighted(cset.attr_losses(st))
         moves = []
-        for it, hit in zip(leaf, history.best_of(leaf), strict=True):
+        for it, hit in zip(leaf, history.best_of(leaf, below=own), strict=True):
             if hit is not None and hit[0] < own:
                 moves.append((hit[0], it.pos, it, hit[1]))
         if not moves:

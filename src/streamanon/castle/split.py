@@ -45,6 +45,17 @@ def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.array([rank.get(n, len(rank)) for n in names], dtype=np.float64), parent
 
 
+def _median(col: np.ndarray) -> float:
+    """``float(np.median(col))`` (the mean of the two middle values for an even count), from
+    one partition."""
+    n = len(col)
+    half = n // 2
+    if n % 2:
+        return float(np.partition(col, half)[half])
+    part = np.partition(col, (half - 1, half))
+    return float(np.add.reduce(part[half - 1:half + 1]) / 2)
+
+
 def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,  # noqa: E741
                  rule: Diversity | None = None) -> list[list[Item]]:
     """Split ``items`` by strict median cuts into classes of >= k individuals meeting ``rule``.
@@ -103,11 +114,14 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
             node = int(table[node, v])
         return node
 
-    def cost(part: np.ndarray) -> float:
-        sub = x[part]
-        lh = np.concatenate((-sub.min(axis=0), sub.max(axis=0))) if d else np.empty(0)
+    def cost(part: np.ndarray, sub: np.ndarray) -> float:
+        """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples."""
+        lh = np.empty((1, 2 * d))
+        if d:
+            np.negative(sub.min(axis=0), out=lh[0, :d])
+            sub.max(axis=0, out=lh[0, d:])
         top = np.array([[common(part, j) for j in range(h)]], dtype=np.int64).reshape(1, h)
-        return len(part) * float(cset.loss_of(lh.reshape(1, 2 * d), top)[0])
+        return len(part) * float(cset.loss_of(lh, top)[0])
 
     def keys(part: np.ndarray, j: int) -> np.ndarray:
         """Hierarchy attribute j: each tuple's subtree below the class's common node, as the
@@ -130,17 +144,27 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
             done.append(part)
             continue
         best: tuple[float, np.ndarray, np.ndarray] | None = None
+        tried: set[bytes] = set()
+        rows = x[part]
+        lows, highs = (rows.min(axis=0), rows.max(axis=0)) if d else (rows[0], rows[0])
         for j in range(d + h):
-            col = x[part, j] if j < d else keys(part, j - d)
-            lo, hi = col.min(), col.max()
+            if j < d:
+                col, lo, hi = rows[:, j], lows[j], highs[j]
+            else:
+                col = keys(part, j - d)
+                lo, hi = col.min(), col.max()
             if lo == hi:
                 continue
-            med = float(np.median(col))
+            med = _median(col)
             left = col <= med if med < hi else col < med
+            seen = left.tobytes()
+            if seen in tried:  # the same halves as an earlier attribute's cut: no better
+                continue
+            tried.add(seen)
             a, b = part[left], part[~left]
             if not (allowed(a) and allowed(b)):
                 continue
-            c = cost(a) + cost(b)
+            c = cost(a, rows[left]) + cost(b, rows[~left])
             if best is None or c < best[0]:
                 best = (c, a, b)
         if best is None:

@@ -36,8 +36,9 @@ class History:
     def __init__(self, cset: ClusterSet, size: int = HISTORY) -> None:
         self.cset = cset
         d, h = len(cset.num), len(cset.hier)
-        self.lo = np.full((size, d), np.inf)
-        self.hi = np.full((size, d), -np.inf)
+        # one row per attribute (a fit is tested attribute by attribute), a column per class
+        self.lo = np.full((d, size), np.inf)
+        self.hi = np.full((d, size), -np.inf)
         self.nodes = np.zeros((size, h), dtype=np.int64)
         self.loss = np.full(size, np.inf)
         self.payload: list[Any] = [None] * size
@@ -48,7 +49,7 @@ class History:
     def add(self, st: State, loss: float, payload: Any) -> None:
         i = self.next % len(self.loss)
         self.next += 1
-        self.lo[i], self.hi[i] = st.lo, st.hi
+        self.lo[:, i], self.hi[:, i] = st.lo, st.hi
         self.nodes[i] = st.nodes
         self.loss[i] = loss
         self.payload[i] = payload
@@ -57,27 +58,69 @@ class History:
         """The least-loss remembered generalization ``item`` fits in, with its payload."""
         return self.best_of([item])[0]
 
-    def best_of(self, items: list[Item]) -> list[tuple[float, Any] | None]:
-        """:meth:`best` for each of ``items``, in one pass over the remembered classes."""
+    def best_of(self, items: list[Item], *, below: float = np.inf
+                ) -> list[tuple[float, Any] | None]:
+        """:meth:`best` for each of ``items``, in one pass over the remembered classes;
+        with ``below``, only among the classes that lose less than it (the same answer
+        where :meth:`best`'s loses less, else ``None``)."""
         n = min(self.next, len(self.loss))
         if not self.usable or not n:
             return [None] * len(items)
-        out: list[tuple[float, Any] | None] = []
-        lo, hi, nodes, loss = self.lo[:n], self.hi[:n], self.nodes[:n], self.loss[:n]
+        loss = self.loss
+        start_cols = (np.flatnonzero(loss[:n] < below) if below < np.inf
+                      else np.arange(n))  # in slot order: ties break alike
+        if not len(start_cols):
+            return [None] * len(items)
+        lo, hi, nodes = self.lo[:, :n], self.hi[:, :n], self.nodes
+        # the attributes in the order of the classes' mean width (relative to all of them
+        # together): the narrowest first drops the most classes soonest
+        width = (hi - lo).mean(axis=1) / np.maximum(hi.max(axis=1) - lo.min(axis=1), 1e-300)
+        order = np.argsort(width, kind="stable").tolist()
         tables = [g.tree.lca_table() for g in self.cset.hier]
-        for start in range(0, len(items), 32):
-            chunk = items[start:start + 32]
-            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), lo.shape[1])
-            fit = ((lo[None] <= x[:, None]) & (x[:, None] <= hi[None])).all(axis=2)
+        out: list[tuple[float, Any] | None] = []
+        for first in range(0, len(items), 32):
+            chunk = items[first:first + 32]
+            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), len(lo))
             at = np.array([it.nodes for it in chunk], dtype=np.int64).reshape(len(chunk), -1)
+            cols, fit = _fits(lo, hi, x, start_cols, order)
             for j, table in enumerate(tables):
-                fit &= table[nodes[None, :, j], at[:, j, None]] == nodes[None, :, j]
-            scored = np.where(fit, loss[None], np.inf)
+                if not len(cols):
+                    break
+                node = nodes[cols, j][None]
+                fit &= table[node, at[:, j, None]] == node
+            if not len(cols):
+                out += [None] * len(chunk)
+                continue
+            scored = np.where(fit, loss[cols][None], np.inf)
             best = scored.argmin(axis=1)
             for it, row, i in zip(chunk, scored, best.tolist(), strict=True):
                 ok = not it.missing and row[i] < np.inf
-                out.append((float(loss[i]), self.payload[i]) if ok else None)
+                c = int(cols[i])
+                out.append((float(loss[c]), self.payload[c]) if ok else None)
         return out
+
+
+def _fits(lo: np.ndarray, hi: np.ndarray, x: np.ndarray, cols: np.ndarray,
+          order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Which remembered classes (columns of ``lo``/``hi``, one row per attribute; those of
+    ``cols``) each row of ``x`` fits in on the numbers: the columns some row fits in (in
+    their order) and, per row, a mask over them. Attribute by attribute (in ``order``), a
+    column no row fits in is dropped."""
+    fit = np.ones((len(x), len(cols)), dtype=bool)
+    whole = len(cols) == lo.shape[1]
+    for j in order:
+        xj = x[:, j, None]
+        if whole:
+            fit &= (lo[j][None] <= xj) & (xj <= hi[j][None])
+        else:
+            fit &= (lo[j, cols][None] <= xj) & (xj <= hi[j, cols][None])
+        keep = fit.any(axis=0)
+        if not keep.all():
+            cols, fit = cols[keep], fit[:, keep]
+            whole = False
+            if not len(cols):
+                break
+    return cols, fit
 
 
 @dataclass
