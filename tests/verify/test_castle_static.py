@@ -44,7 +44,7 @@ def stream(n: int = 300, seed: int = 7) -> list[dict[str, Any]]:
     rnd = random.Random(seed)
     people = {f"p{i}": (rnd.randint(20, 70), rnd.choice(CITIES)) for i in range(15)}
     rows = []
-    for i in range(n):
+    for _ in range(n):
         u = f"p{rnd.randrange(15)}"
         age, city = people[u]
         rows.append({"u": u, "age": age, "city": city, "visit": rnd.randint(0, 50),
@@ -120,5 +120,5 @@ def test_the_genuine_release_from_files_passes(tmp_path: Path) -> None:
 
 def test_static_must_be_a_boolean() -> None:
     from streamanon.errors import ConfigError
-    with pytest.raises(ConfigError, match="line 7: .*static must be true or false"):
+    with pytest.raises(ConfigError, match=r"line 7: .*static must be true or false"):
         rules_from_toml(RULES.replace("static = true", 'static = "yes"', 1))
