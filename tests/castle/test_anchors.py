@@ -107,7 +107,9 @@ def test_omega_reuse_requires_the_anchor() -> None:
     out = run(True, zeta=20, delta=150)
     assert uncovered(out) == 0
     ids = [r.cluster for r in out if isinstance(r, Released)]
-    assert len(set(ids)) < len(ids)
+    # a reused class: its id comes back after other classes were released
+    runs = [c for i, c in enumerate(ids) if i == 0 or ids[i - 1] != c]
+    assert len(runs) > len(set(runs))
 
 
 def test_anchors_survive_a_checkpoint() -> None:
