@@ -526,12 +526,13 @@ class CastleAnonymizer(OperatorBase):
     def _covering(self, cset: ClusterSet, item: Item) -> _Kept | None:
         best: _Kept | None = None
         for kept in self._kept:
-            if kept.cset is cset and cset.covers(kept.state, item) and (
-                    best is None or kept.loss < best.loss) and self._still_diverse(kept, item) \
-                    and self._anchor_fits(cset, kept.state, item, record=False):
+            if (kept.cset is cset and cset.covers(kept.state, item)
+                    and (best is None or kept.loss < best.loss)
+                    and self._still_diverse(kept, item)
+                    and self._anchor_fits(cset, kept.state, item, record=False)):
                 best = kept
         if best is not None:
-            self._anchor_fits(cset, best.state, item)
+            self._anchor_fits(cset, best.state, item)  # its anchor, when it has none yet
         if best is not None and best.counts is not None:
             for cnt, v in zip(best.counts, item.sensitive, strict=True):
                 cnt[v] += 1
