@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from streamanon.base import OperatorBase, legacy_positional
+from streamanon.castle.anchors import Anchors, static_columns
 from streamanon.castle.cluster import Cluster as _Cluster
 from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
@@ -174,6 +175,7 @@ class CastleAnonymizer(OperatorBase):
     #: some held tuples of an older rule set have a larger delta than the current one's, so
     #: the oldest held tuple is not always the first to expire (see :meth:`_expire`)
     _vary = False
+    _anchors: Anchors | None = None  # each individual's first release on static attributes
 
     @classmethod
     def _conformance_params(cls) -> dict[str, Any]:
@@ -293,6 +295,7 @@ class CastleAnonymizer(OperatorBase):
         self.clusters_released = 0
         self.loss_sum: dict[str, float] = {}
         self.timing = {"best_selection": 0.0, "delay_constraint": 0.0}
+        self._anchors = Anchors()
         if rules is not None:
             self._install(rules)
 
@@ -337,6 +340,7 @@ class CastleAnonymizer(OperatorBase):
                                   f"for each (missing: {', '.join(missing) or 'all'})")
         cset = ClusterSet(rules)
         cset.params = params
+        static_columns(cset)  # refuses a static attribute it cannot bound
         self._sets.append(cset)
         self._current = cset
         self._vary_check()
@@ -594,9 +598,13 @@ class CastleAnonymizer(OperatorBase):
     def _covering(self, cset: ClusterSet, item: Item) -> _Kept | None:
         best: _Kept | None = None
         for kept in self._kept:
-            if kept.cset is cset and cset.covers(kept.state, item) and (
-                    best is None or kept.loss < best.loss) and self._still_diverse(kept, item):
+            if (kept.cset is cset and cset.covers(kept.state, item)
+                    and (best is None or kept.loss < best.loss)
+                    and self._still_diverse(kept, item)
+                    and self._anchor_fits(cset, kept.state, item, record=False)):
                 best = kept
+        if best is not None:
+            self._anchor_fits(cset, best.state, item)  # its anchor, when it has none yet
         if best is not None and best.counts is not None:
             for cnt, v in zip(best.counts, item.sensitive, strict=True):
                 cnt[v] += 1
@@ -628,10 +636,34 @@ class CastleAnonymizer(OperatorBase):
             self._release(cset, items, whole if items is c.items else cset.state_of(items),
                           out)
 
-    def _release(self, cset: ClusterSet, items: list[Item], st: State,
-                 out: list[Any]) -> tuple[dict[str, Any], float, dict[str, float], int]:
-        """Release ``items`` as one class generalized to ``st``; keep it for reuse (Ω) when
-        its loss is below τ. Returns its values, loss, losses per attribute and id."""
+    def _anchor_fits(self, cset: ClusterSet, st: State, item: Item, *,
+                     record: bool = True) -> bool:
+        """May ``item`` leave in an already released class of state ``st``? Always, unless
+        the rules have static attributes: then ``st`` must cover ``item``'s individual's
+        anchor (with ``record``, the class becomes its anchor when it has none yet)."""
+        cols = static_columns(cset)
+        if not cols:
+            return True
+        if self._anchors is None:
+            self._anchors = Anchors()
+        if not self._anchors.covers(cset, cols, st, item.individual):
+            return False
+        if record:
+            self._anchors.record(cset, cols, (item.individual,), st)
+        return True
+
+    def _release(self, cset: ClusterSet, items: list[Item], st: State, out: list[Any]
+                 ) -> tuple[dict[str, Any], float, dict[str, float], int, State]:
+        """Release ``items`` as one class generalized to ``st`` (widened to the anchors of
+        its individuals on the static attributes); keep it for reuse (Ω) when its loss is
+        below τ. Returns its values, loss, losses per attribute, id and state."""
+        cols = static_columns(cset)
+        if cols:
+            if self._anchors is None:
+                self._anchors = Anchors()
+            ids = [it.individual for it in items]
+            st = self._anchors.widen(cset, cols, ids, st)
+            self._anchors.record(cset, cols, ids, st)
         attr = cset.attr_losses(st)
         loss = cset.weighted(attr)
         cid = self._next_cluster
@@ -645,7 +677,7 @@ class CastleAnonymizer(OperatorBase):
             counts = None if cset.params.rule.distinct else [
                 Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
             self._kept.append(_Kept(cset, st, values, loss, attr, cid, counts))
-        return values, loss, attr, cid
+        return values, loss, attr, cid, st
 
     def _window_release(self, cset: ClusterSet, item: Item, out: list[Any]) -> bool:
         """``split="window"``: release the class of ``item`` among the median cuts of every
@@ -667,18 +699,18 @@ class CastleAnonymizer(OperatorBase):
                            meets=meets)
         if not meets(leaf):
             reuse = history.best(item) if p.rule.distinct else None
-            if reuse is None:
+            if reuse is None or not self._anchor_fits(cset, reuse[1][4], item):
                 return False
             cset.remove_item(item)
-            self._emit(cset, [item], *reuse[1], out)
+            self._emit(cset, [item], *reuse[1][:4], out)
             return True
         self._window.forget(leaf)
         st = cset.state_of(leaf)
         if p.rule.distinct:
             leaf, st = self._reuse_history(cset, history, leaf, st, meets, out)
         cset.remove_items(leaf)
-        values, loss, attr, cid = self._release(cset, leaf, st, out)
-        history.add(st, loss, (values, loss, attr, cid))
+        payload = self._release(cset, leaf, st, out)
+        history.add(payload[4], payload[1], payload)
         return True
 
     def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,
@@ -698,14 +730,14 @@ class CastleAnonymizer(OperatorBase):
         gone = []
         for _, _, it, payload in moves:
             trial = [x for x in rest if x is not it]
-            if meets(trial):
+            if meets(trial) and self._anchor_fits(cset, payload[4], it):
                 rest = trial
                 gone.append((it, payload))
         if not gone:
             return leaf, st
         cset.remove_items([it for it, _ in gone])
         for it, payload in gone:
-            self._emit(cset, [it], *payload, out)
+            self._emit(cset, [it], *payload[:4], out)
         return rest, cset.state_of(rest)
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,

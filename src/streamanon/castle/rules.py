@@ -34,7 +34,7 @@ _KNOWN_KEYS = {
     "none": set(),
     "hierarchy": {"paths", "tree", "root", "metric", "grow", "prl_reset"},
 }
-_COMMON_KEYS = {"name", "generalizer", "sensitive", "weight"}
+_COMMON_KEYS = {"name", "generalizer", "sensitive", "weight", "static"}
 #: the operator parameters a ``[parameters]`` table may set, each with its least value
 PARAMETERS = {"k": 1, "l": 0, "delta": 1, "beta": 1}
 
@@ -173,6 +173,9 @@ class AttributeRule:
     generalizer: Generalizer
     sensitive: bool = False
     weight: float = 1.0
+    #: constant per individual: every release of an individual covers its first one
+    #: (:mod:`streamanon.castle.anchors`)
+    static: bool = False
 
 
 class RuleSet:
@@ -273,8 +276,12 @@ class RuleSet:
             weight = spec.get("weight", 1.0)
             if isinstance(weight, bool) or not isinstance(weight, int | float):
                 raise ConfigError(f"attribute {name!r}: weight must be a number")
+            static = spec.get("static", False)
+            if not isinstance(static, bool) or (static and sensitive):
+                raise ConfigError(f"attribute {name!r}: static must be true or false "
+                                  "(unquoted), on a quasi-identifier")
             attrs.append(AttributeRule(name, generalizer_factory(kind)(name, **options),
-                                       sensitive, float(weight)))
+                                       sensitive, float(weight), static))
         time_field = data.get("time")
         if time_field is not None and not isinstance(time_field, str):
             raise ConfigError("time must name a column")

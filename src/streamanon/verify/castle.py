@@ -199,6 +199,7 @@ class AttributeSpec:
     domain: tuple[float, float] | None = None
     tree: _Tree | None = None
     grow: bool = False
+    static: bool = False  # constant per individual: each release covers its first one
 
     @property
     def quasi_identifier(self) -> bool:
@@ -246,6 +247,11 @@ def rules_from_dict(data: Mapping[str, Any], base_dir: Path | None = None) -> Ca
         if not isinstance(kind, str):
             raise ConfigError(f"attribute {name!r} needs a generalizer or sensitive = true")
         attr = AttributeSpec(name, kind, sensitive)
+        static = spec.get("static", False)
+        if not isinstance(static, bool):
+            raise ConfigError(f"attribute {name!r}: static must be true or false (unquoted), "
+                              f"not {static!r}")
+        attr.static = static and not sensitive and kind != "none"
         if kind == "range" and spec.get("domain") is not None:
             domain = spec["domain"]
             if not (isinstance(domain, list) and len(domain) == 2 and all(
@@ -432,6 +438,7 @@ class CastleCheckReport:
     suppressed_rows: int | None = None
     lost: int = 0
     extra_suppressed: int = 0
+    static_violations: int = 0
     empty: bool = False
     why_empty: str | None = None
     first_problem: str | None = None
@@ -440,7 +447,8 @@ class CastleCheckReport:
     @property
     def ok(self) -> bool:
         return not (self.k_violations or self.l_violations or self.unmatched
-                    or self.not_covered or self.lost or self.extra_suppressed or self.empty)
+                    or self.not_covered or self.lost or self.extra_suppressed or self.empty
+                    or self.static_violations)
 
     def problem(self, text: str) -> None:
         if self.first_problem is None:
@@ -466,6 +474,7 @@ class CastleCheckReport:
             "suppressed_rows": self.suppressed_rows,
             "lost": self.lost,
             "extra_suppressed": self.extra_suppressed,
+            "static_violations": self.static_violations,
             "empty": self.empty,
             "why_empty": self.why_empty,
             "first_problem": self.first_problem,
@@ -532,9 +541,9 @@ def check_castle(
             tables, (released, source, sup), strict=True)):
         report = _check_columns(tables[0], spec, k=k, l=l, src=tables[1], sup=tables[2])
         if report is not None:
-            return report
-    return _check_rows(released, spec, k=k, l=l, source=source, suppressed=sup,
-                       allow_empty=allow_empty)
+            return _check_static(released, spec, report)
+    return _check_static(released, spec, _check_rows(
+        released, spec, k=k, l=l, source=source, suppressed=sup, allow_empty=allow_empty))
 
 
 def _check_rows(released: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec, *, k: int,
@@ -556,6 +565,52 @@ def _check_rows(released: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
         report.why_empty = _why_empty(source, spec, k, l)
         report.problem(f"nothing was released: {report.why_empty}")
     return report
+
+
+def _check_static(rows: Sequence[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
+                  report: CastleCheckReport) -> CastleCheckReport:
+    """The bound on the intersection: on each attribute the rules mark ``static``, every
+    release of an individual covers its first one (the first of its rows in the file), so
+    that intersecting its releases narrows nothing below the class it was first released
+    in. A top (``*``, ``[*]``, the tree's root) covers anything."""
+    static = [a for a in spec.qi if a.static]
+    if not static:
+        return report
+    first: dict[str | None, tuple[int, list[str | None]]] = {}
+    for n, row in sorted(rows, key=lambda r: r[0]):
+        person = _identity(row.get(spec.id_field))
+        shown = [_text(row.get(a.name)) for a in static]
+        if person not in first:
+            first[person] = (n, shown)
+            continue
+        line, was = first[person]
+        for a, old, new in zip(static, was, shown, strict=True):
+            if not _covers_release(a, old, new):
+                report.static_violations += 1
+                report.problem(f"line {n}: {a.name} = {new} of individual {person} does not "
+                               f"cover its first release {old} (line {line}): intersecting "
+                               "its releases narrows it")
+    return report
+
+
+def _covers_release(attr: AttributeSpec, old: str | None, new: str | None) -> bool:
+    """Does released value ``new`` cover released value ``old`` of the same attribute?"""
+    if new == old:
+        return True
+    if new is None or old is None:
+        return False
+    if new in ("*", "[*]") or (attr.tree is not None and new == attr.tree.root):
+        return True
+    if attr.kind == "hierarchy" and attr.tree is not None:
+        return new in attr.tree.ancestors(old)
+    def box(text: str) -> tuple[float, float] | None:
+        iv = _interval(text)
+        if iv is not None:
+            return iv
+        x = _number(text)
+        return None if x is None else (x, x)
+    a, b = box(old), box(new)
+    return a is not None and b is not None and b[0] <= a[0] and a[1] <= b[1]
 
 
 def _check_classes(rows: list[tuple[int, Mapping[str, Any]]], spec: CastleSpec,
@@ -947,6 +1002,8 @@ def check_castle_files(
         report = _check_columns(out_t, spec, k=k, l=l, src=in_t, sup=sup_t)
         if report is not None:
             report.input_rejected = len(lines)
+            if any(a.static for a in spec.qi):
+                _check_static(out_t.as_rows(), spec, report)
             return report
     if out_t is not None:
         released = out_t.as_rows()
@@ -960,7 +1017,7 @@ def check_castle_files(
     report = _check_rows(released, spec, k=k, l=l, source=inputs, suppressed=sup,
                          allow_empty=allow_empty)
     report.input_rejected = bad + len(lines)
-    return report
+    return _check_static(released, spec, report)
 
 
 # -- the column-wise pass ----------------------------------------------------------------
