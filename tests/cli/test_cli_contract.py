@@ -86,11 +86,14 @@ def test_castle_suppressed_into_a_missing_folder_is_refused_before_any_work(tmp_
 ])
 def test_ctrl_c_and_sigterm_say_what_was_not_written(tmp_path, signum, code, word) -> None:
     """A real signal to a real `streamanon z` waiting on its input: exit 130 (143), the old
-    output untouched, stderr naming it."""
+    output untouched, stderr naming it. The command starts with SIGINT at its default, as
+    from a terminal: a test session started in the background by a script (``pytest &``)
+    ignores SIGINT, and a process that inherits that disposition keeps it (as Python does)."""
     out = tmp_path / "out.csv"
     out.write_text("previous\n")
     proc = subprocess.Popen([str(EXE), "z", "--z", "1", "--delta-t", "10", "-", "-o", str(out)],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdin is not None
     proc.stdin.write("t,u,a\n1,a,x\n")
     proc.stdin.flush()
