@@ -3,14 +3,14 @@
     .venv/bin/python benchmarks/quick.py [--z-n 1000000] [--castle-n 100000]
 
 Each pair (and each group: the checkers, the start-ups) is run side by side, interleaved
-(A, B, A, B, ...) up to ``--repeat`` times (Flink: ``--flink-repeat``), and every figure is the
-best (least CPU or wall time) of its runs, for both sides alike: a burst of load on a shared
-machine then slows one run, not one side. A pair stops after two rounds when, on each side,
-the two best runs agree within ``--agree`` (2%): a third run could only lower a best that a
-second run already confirmed. The start-ups run 5 times each with a fresh help cache, after
-one first run each that renders the page (shown too). One core (``taskset -c 0`` when available). A
-missed target prints its ratio and ``MISS``; the script never fails on one. The package is
-byte-compiled first, as an installed one is. The generators and
+(A, B, A, B, ...) up to ``--repeat`` times (Flink: ``--flink-repeat``; 0 skips that pair), and
+every figure is the best (least CPU or wall time) of its runs, for both sides alike: a burst
+of load on a shared machine then slows one run, not one side. A pair stops after two rounds
+when, on each side, the two best runs agree within ``--agree`` (2%): a third run could only
+lower a best that a second run already confirmed. The start-ups run 5 times each with a fresh
+help cache, after one first run each that renders the page (shown too). One core
+(``taskset -c 0`` when available). A missed target prints its ratio and ``MISS``; the script
+never fails on one. The package is byte-compiled first, as an installed one is. The generators and
 helpers are those of ``bench_zanon.py``, ``bench_castle.py`` and ``bench_flink.py``.
 
 What is measured: CPU seconds of whole processes (the kernel's accounting of the child:
@@ -93,11 +93,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3,
                     help="interleaved runs of each pair (best of them is shown)")
     ap.add_argument("--flink-repeat", type=int, default=2,
-                    help="interleaved runs of the Flink pair (a JVM start each)")
+                    help="interleaved runs of the Flink pair (a JVM start each; 0: skip the "
+                         "pair)")
     ap.add_argument("--agree", type=float, default=0.02,
                     help="stop a pair after two rounds when each side's two best runs "
                          "differ by at most this share (0: always --repeat rounds)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if args.flink_repeat < 0:
+        ap.error("--flink-repeat must be 0 (skip the Flink pair) or more")
     started = time.perf_counter()
     import streamanon
     from streamanon.data import ashrae
@@ -200,7 +205,9 @@ def main() -> None:
 
         # -- Flink -----------------------------------------------------------------------------
         print()
-        if importlib.util.find_spec("pyflink") is None:
+        if args.flink_repeat == 0:
+            print("SKIP Flink z whole command vs pure: --flink-repeat 0")
+        elif importlib.util.find_spec("pyflink") is None:
             print("SKIP Flink z whole command vs pure: PyFlink is not installed")
         else:
             import bench_flink

@@ -25,6 +25,28 @@ os.environ["XDG_STATE_HOME"] = _STATE
 os.environ.pop("STREAMANON_CHECKPOINT_KEY_FILE", None)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``$XDG_CACHE_HOME`` is a temporary folder for the whole session (set in ``os.environ``,
+    so every process a test starts inherits it): the help pages ``main()`` caches
+    (:mod:`streamanon.cli.helpcache`) stay out of the user's ``~/.cache``. The Flink Kafka
+    jars, a download and a build, keep their usual folder (given explicitly)."""
+    from streamanon.flink.kafka_jars import cache_dir
+
+    saved = {name: os.environ.get(name)
+             for name in ("XDG_CACHE_HOME", "STREAMANON_FLINK_KAFKA_JARS")}
+    os.environ["STREAMANON_FLINK_KAFKA_JARS"] = str(cache_dir())
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Tansu broker on loopback for the whole session (memory storage), shared by the

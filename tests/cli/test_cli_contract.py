@@ -21,6 +21,9 @@ from streamanon.cli import app, main
 from streamanon.cli.exitcodes import ExitCode
 from streamanon.data import ashrae
 from streamanon.data.traces import write_trace, zipf_trace
+from streamanon.pipeline.file_outputs import OutputSet
+
+NOT_WRITTEN_NOTE = "(previous content, if any, untouched)"
 
 runner = CliRunner()
 EXE = Path(sys.executable).with_name("streamanon")
@@ -83,11 +86,14 @@ def test_castle_suppressed_into_a_missing_folder_is_refused_before_any_work(tmp_
 ])
 def test_ctrl_c_and_sigterm_say_what_was_not_written(tmp_path, signum, code, word) -> None:
     """A real signal to a real `streamanon z` waiting on its input: exit 130 (143), the old
-    output untouched, stderr naming it."""
+    output untouched, stderr naming it. The command starts with SIGINT at its default, as
+    from a terminal: a test session started in the background by a script (``pytest &``)
+    ignores SIGINT, and a process that inherits that disposition keeps it (as Python does)."""
     out = tmp_path / "out.csv"
     out.write_text("previous\n")
     proc = subprocess.Popen([str(EXE), "z", "--z", "1", "--delta-t", "10", "-", "-o", str(out)],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdin is not None
     proc.stdin.write("t,u,a\n1,a,x\n")
     proc.stdin.flush()
@@ -101,6 +107,68 @@ def test_ctrl_c_and_sigterm_say_what_was_not_written(tmp_path, signum, code, wor
     assert f"{word}: not written" in err and str(out) in err and "Traceback" not in err
     assert out.read_text() == "previous\n"
     assert not [p for p in tmp_path.iterdir() if ".partial" in p.name]
+
+
+def interrupt_at(n: int):  # type: ignore[no-untyped-def]
+    """A trace function that raises KeyboardInterrupt before the ``n``-th line run in
+    :func:`~streamanon.cli.common.writing` and its :class:`OutputSet`, as a signal's handler
+    raises between two lines."""
+    from streamanon.cli import common
+    from streamanon.pipeline import file_outputs
+
+    files = {common.__file__, file_outputs.__file__}
+    count = 0
+
+    def trace(frame, event, arg):  # type: ignore[no-untyped-def]
+        nonlocal count
+        if frame.f_code.co_filename not in files:
+            return None
+        if event == "line":
+            count += 1
+            if count == n:
+                raise KeyboardInterrupt
+        return trace
+
+    return trace
+
+
+def test_ctrl_c_at_any_moment_leaves_no_temporary_file_and_says_what_was_written(
+        tmp_path, capsys) -> None:
+    """Ctrl-C before each line of a run's outputs in turn (taking the output, writing it,
+    committing it): never a temporary file left; the target is untouched and named not written,
+    or replaced and named written; exit 130."""
+    from streamanon.cli.common import writing
+
+    target = tmp_path / "out.csv"
+    interrupted = 0
+    for n in range(1, 1000):
+        target.write_text("old")
+        taken: list[OutputSet] = []
+        stopped = False
+        sys.settrace(interrupt_at(n))
+        try:
+            with writing([]) as outs:
+                taken.append(outs)
+                Path(outs.add(target, "-o")).write_text("new")
+        except typer.Exit as exc:
+            assert exc.exit_code == ExitCode.INTERRUPTED, n
+            stopped = True
+        except KeyboardInterrupt:  # before writing() could take it: no output taken yet
+            stopped = True
+            assert not taken or not taken[0].targets, n
+        finally:
+            sys.settrace(None)
+        err = capsys.readouterr().err
+        assert not [p for p in tmp_path.iterdir() if ".partial" in p.name], n
+        written = target.read_text() == "new"
+        if not stopped:
+            assert written
+            break
+        interrupted += 1
+        if taken and taken[0].targets:
+            said = f"written: {target}" if written else f"not written {NOT_WRITTEN_NOTE}: {target}"
+            assert f"interrupted: {said}" in err or f"; {said}" in err, (n, err)
+    assert interrupted > 20
 
 
 # -- --json and rows never share stdout -----------------------------------------------------

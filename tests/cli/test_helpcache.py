@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -233,3 +234,24 @@ def test_the_app_attribute_is_the_typer_app_however_imported() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=False)
     assert res.returncode == 0, res.stderr
+
+
+def test_the_test_session_caches_outside_the_home(monkeypatch, capsys) -> None:
+    """The session's temporary ``$XDG_CACHE_HOME`` (tests/conftest.py) holds what a help
+    through :func:`main` stores, here and in the processes a test starts."""
+    no_early_exit(monkeypatch)
+    monkeypatch.delenv(helpcache.OPT_OUT, raising=False)
+    home = Path.home() / ".cache" / "streamanon" / "help"
+    before = set(os.listdir(home)) if home.is_dir() else set()
+    here = Path(helpcache.directory())
+    assert here.is_relative_to(os.environ["XDG_CACHE_HOME"])
+    assert not here.is_relative_to(Path.home() / ".cache")
+    shutil.rmtree(here, ignore_errors=True)  # a page an earlier test cached would be a hit
+    page(monkeypatch, capsys, "z", "--help")
+    stored = set(os.listdir(here))
+    assert stored
+    res = subprocess.run([sys.executable, "-c", "from streamanon.cli import helpcache\n"
+                          "print(helpcache.directory())"], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip() == str(here)
+    assert not stored & ((set(os.listdir(home)) if home.is_dir() else set()) - before)

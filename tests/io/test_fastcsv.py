@@ -82,3 +82,44 @@ def test_mixed_clean_and_dirty_chunks_read_like_text(tmp_path_factory, lines, ch
         want.extend(zip(b.t.tolist(), b.t_text, b.u, b.a, b.line, strict=True))
     assert got == want
     assert [(r.line, r.reason) for r in rejected] == [(r.line, r.reason) for r in want_rejected]
+
+
+def test_a_signal_during_an_arrow_read_goes_to_pythons_handler() -> None:
+    """With the lane loaded, Arrow leaves SIGINT to Python: the read is not cancelled and the
+    handler runs once (pyarrow's own handler passes the signal to a thread of its own, and
+    drops it when the call ends before that thread runs)."""
+    import os
+    import signal
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    calls: list[int] = []
+
+    class Source(io.RawIOBase):
+        """Lines to read; the first read sends this process a SIGINT."""
+
+        def __init__(self) -> None:
+            self.data = io.BytesIO(b"1,a,x\n" * 1000)
+            self.sent = False
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+            if not self.sent:
+                self.sent = True
+                os.kill(os.getpid(), signal.SIGINT)
+            return self.data.readinto(buf)
+
+    old = signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+    try:
+        table = pacsv.read_csv(Source(), read_options=pacsv.ReadOptions(
+            column_names=["t", "u", "a"], use_threads=False))
+        for _ in range(100):  # the handler runs in the main thread, at its next instruction
+            if calls:
+                break
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert isinstance(table, pa.Table) and table.num_rows == 1000
+    assert calls == [signal.SIGINT]

@@ -239,6 +239,7 @@ def writing(inputs: Iterable[str | Path | None], *, skip_hint: bool = False
     except OSError as exc:
         _fail_after(_os_error(exc, outs), outs)
     except (KeyboardInterrupt, Terminated) as exc:
+        outs.settle()  # the signal may have come before the set could clean up (its __exit__)
         code = ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED
         what = "terminated" if code == ExitCode.TERMINATED else "interrupted"
         print(f"{what}: {outs.describe_failure()}", file=sys.stderr)

@@ -65,6 +65,7 @@ def read_columns(path: str | Path, names: list[str], fmt: str | None = None) -> 
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    pa.enable_signal_handlers(False)  # a Ctrl-C during the read stays Python's (design/pipeline.md)
     source = pa.py_buffer(sys.stdin.buffer.read()) if name == "-" else name
     try:
         table = pacsv.read_csv(

@@ -19,6 +19,12 @@ try:  # the kernels without pyarrow.compute's generated wrappers (see the module
 except ImportError:  # pragma: no cover - a pyarrow without the private module
     from pyarrow.compute import CastOptions, call_function
 
+# Python's own SIGINT and SIGTERM handlers stay in place during Arrow's calls: pyarrow's would
+# hand the signal through a pipe to a thread of its own, and a call that ends before that
+# thread runs (a loaded machine) drops it, so a Ctrl-C during a parse would be lost. A parse
+# takes at most a chunk's time; the signal is raised as soon as it returns.
+pa.enable_signal_handlers(False)
+
 _NAMES = ["t", "u", "a"]
 _TEXT = pa.dictionary(pa.int32(), pa.string())
 _PARSE = pacsv.ParseOptions(quote_char=False, double_quote=False, escape_char=False,

@@ -22,9 +22,9 @@ Design: docs/design/pipeline.md
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -76,6 +76,7 @@ class OutputSet:
         self.committed: list[str] = []
         self.not_written: list[str] = []
         self.failed = False
+        self._committing = False
 
     # -- registering targets ---------------------------------------------------------------
     def add(self, target: str | Path, option: str = "output") -> str:
@@ -111,17 +112,25 @@ class OutputSet:
         if not folder.is_dir():
             raise OutputError(f"{where}: the folder {str(folder)!r} does not exist "
                               "(create it first)")
-        try:
-            # ".published.x1y2.partial.csv": hidden, marked, and keeping the extension
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.",
-                                       suffix=f".partial{path.suffix}", dir=folder)
-        except OSError as exc:
-            raise OutputError(f"{where}: cannot write in the folder {str(folder)!r} "
-                              f"({exc.strerror or exc})") from None
+        mode = _mode_for(path)
+        while True:
+            # ".published.x1y2.partial.csv": hidden, marked, and keeping the extension; listed
+            # before it exists, so that a signal at any moment finds it to remove
+            tmp = folder / f".{path.stem}.{secrets.token_hex(4)}.partial{path.suffix}"
+            self._targets.append((option, path, tmp))
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                self._targets.pop()
+                continue
+            except OSError as exc:
+                self._targets.pop()
+                raise OutputError(f"{where}: cannot write in the folder {str(folder)!r} "
+                                  f"({exc.strerror or exc})") from None
+            break
         os.close(fd)
-        os.chmod(tmp, _mode_for(path))
-        self._targets.append((option, path, Path(tmp)))
-        return tmp
+        os.chmod(tmp, mode)
+        return str(tmp)
 
     def display(self, path: str | Path) -> str:
         """The name to show for ``path``: its target when it is one of the temporary files."""
@@ -137,21 +146,37 @@ class OutputSet:
 
     # -- leaving ---------------------------------------------------------------------------
     def commit(self) -> None:
-        """Rename every temporary file onto its target (called when the block succeeds)."""
-        for i, (_, target, tmp) in enumerate(self._targets):
-            try:
+        """Rename every temporary file onto its target (called when the block succeeds).
+
+        When a rename fails or a signal stops it, each target is told as written or not as
+        its temporary file is gone (renamed) or still there (then removed)."""
+        self._committing = True
+        try:
+            for _, target, tmp in self._targets:
                 os.replace(tmp, target)
-            except OSError:
-                self.failed = True
-                self.not_written = [str(t) for _, t, _ in self._targets[i:]]
-                self._remove([tmp for _, _, tmp in self._targets[i:]])
-                raise
-            self.committed.append(str(target))
+                self.committed.append(str(target))
+        except BaseException:
+            self.settle()
+            raise
 
     def discard(self) -> None:
         """Remove every temporary file; the targets keep their previous content."""
         self.failed = True
-        self.not_written = [str(t) for _, t, _ in self._targets]
+        self.settle()
+
+    def settle(self) -> None:
+        """Remove every temporary file still there and tell each target as written or not.
+
+        For a run stopped at any moment, a signal even inside this set's own methods (the
+        caller that catches it calls this again): a target is written when the commit had
+        begun and its temporary file is gone (renamed onto it). Calling it again changes
+        nothing."""
+        told = set(self.not_written)  # their temporary files are removed, not renamed
+        gone = [not tmp.exists() for _, _, tmp in self._targets]
+        self.committed = [str(t) for (_, t, _), g in zip(self._targets, gone, strict=True)
+                          if g and self._committing and str(t) not in told]
+        self.not_written = [str(t) for _, t, _ in self._targets if str(t) not in self.committed]
+        self.failed = self.failed or bool(self.not_written)
         self._remove([tmp for _, _, tmp in self._targets])
 
     @staticmethod

@@ -1203,6 +1203,7 @@ def _read_table(source: Any) -> _Table | None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    pa.enable_signal_handlers(False)  # a Ctrl-C during the read stays Python's (design/pipeline.md)
     try:  # each column read as dictionary codes straight away
         table = pacsv.read_csv(
             pa.py_buffer(data),

@@ -197,6 +197,8 @@ def _arrow_table(data: bytes, sep: str, in_stream_order: bool) -> _Table | None:
         return None
     import pyarrow.csv as pacsv
 
+    pa.enable_signal_handlers(False)  # a Ctrl-C during the read stays Python's (design/pipeline.md)
+
     coded = pa.dictionary(pa.int32(), pa.string())
     width = len(names)
     labels = [f"c{i}" for i in range(width)]
