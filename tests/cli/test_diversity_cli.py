@@ -47,6 +47,21 @@ def _verify(out, rules, data, *extra: str):
                                "--l", "3", "--input", str(data), "--json", *extra])
 
 
+
+def _skew_first_class(out, value: str) -> None:
+    """Every row of the output's first class (by attribute ``a``) gets sensitive ``value``:
+    that class no longer looks like the reference."""
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    first = rows[0]["a"]
+    for r in rows:
+        if r["a"] == first:
+            r["s"] = value
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
 def test_each_rule_runs_and_verifies(tmp_path) -> None:
     data, rules = _inputs(tmp_path)
     for extra in (["--diversity", "entropy"], ["--diversity", "recursive", "--c", "2"]):
@@ -117,16 +132,7 @@ def test_t_closeness_runs_verifies_and_catches_a_tampered_class(tmp_path) -> Non
     plain = tmp_path / "plain.csv"
     assert _castle(data, rules, plain).exit_code == 0
     assert _verify(plain, rules, data, *extra).exit_code == 1  # no t: classes stray
-    with out.open() as fh:
-        rows = list(csv.DictReader(fh))
-    first = rows[0]["a"]
-    for r in rows:
-        if r["a"] == first:
-            r["s"] = "v"
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _skew_first_class(out, "v")
     bad = _verify(out, rules, data, *extra)
     assert bad.exit_code == 1
     assert json.loads(bad.stdout)["closeness"]["violations"] == 1
@@ -175,16 +181,7 @@ def test_hierarchical_closeness_runs_verifies_and_catches_a_tampered_class(tmp_p
     report = json.loads(ok.stdout)["closeness"]
     assert report["ok"] and report["ground_distance"] == {"s": "hierarchical"}
     assert report["worst"]["s"] <= 0.1
-    with out.open() as fh:
-        rows = list(csv.DictReader(fh))
-    first = rows[0]["a"]
-    for r in rows:
-        if r["a"] == first:
-            r["s"] = "z"
-    with out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    _skew_first_class(out, "z")
     bad = _verify(out, rules, data, *extra)
     assert bad.exit_code == 1
     assert json.loads(bad.stdout)["closeness"]["violations"] == 1

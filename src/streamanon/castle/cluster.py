@@ -819,12 +819,7 @@ class ClusterSet:
         if c is None:
             raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
         c.items.remove(item)
-        item.cluster = None
-        _dec(c.individuals, item.individual)
-        _dec(self._pool_ids, item.individual)
-        for j, v in enumerate(item.sensitive):
-            _dec(c.sensitive_counts[j], v)
-            _dec(self._pool_sens[j], v)
+        self._uncount(c, item)
         i = self.index(c)
         if not c.items:
             self.clusters.pop(i)
@@ -834,6 +829,16 @@ class ClusterSet:
         self._bounds[i] = np.concatenate((-st.lo, st.hi))
         self._nodes[i] = st.nodes
         c.plugin_states = st.plugin_states
+
+    def _uncount(self, c: Cluster, item: Item) -> None:
+        """``item`` leaves cluster ``c`` and the pool: its individual and sensitive values
+        are no longer counted in either (the caller takes it out of ``c.items``)."""
+        item.cluster = None
+        _dec(c.individuals, item.individual)
+        _dec(self._pool_ids, item.individual)
+        for j, v in enumerate(item.sensitive):
+            _dec(c.sensitive_counts[j], v)
+            _dec(self._pool_sens[j], v)
 
     def remove_items(self, items: Sequence[Item]) -> None:
         """:meth:`remove_item` for many tuples at once: each cluster they leave has its
@@ -848,12 +853,7 @@ class ClusterSet:
         self._other_key = None
         for c, gone in by_cluster.values():
             for item in gone:
-                item.cluster = None
-                _dec(c.individuals, item.individual)
-                _dec(self._pool_ids, item.individual)
-                for j, v in enumerate(item.sensitive):
-                    _dec(c.sensitive_counts[j], v)
-                    _dec(self._pool_sens[j], v)
+                self._uncount(c, item)
             old = c.items
             at_ = sorted({old.index(it) for it in gone})  # by identity: no equality defined
             c.items = old.copy()
