@@ -1,9 +1,12 @@
 """Shared test fixtures: hypothesis profiles (CI runs fewer examples per property), the shared
-Kafka broker, and the ``solo`` phase split of ``./dev test`` (``STREAMANON_TEST_PHASE``)."""
+Kafka broker and, on pytest-xdist workers, the order of the test files (longest first, the
+``wallclock`` ones beside the shortest: tests/durations.json)."""
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,22 +104,42 @@ def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         broker.close()
 
 
-# ./dev test runs the suite in two phases: "parallel" (every test not marked solo, on pytest-xdist
-# workers) and then "solo" (the tests marked solo: live sites on short wall-clock cycles, in one
-# process with no other worker beside them). Unset (plain pytest): every test runs.
-PHASES = ("parallel", "solo")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    phase = os.environ.get("STREAMANON_TEST_PHASE", "")
-    if not phase:
-        return
-    if phase not in PHASES:
-        raise pytest.UsageError(f"STREAMANON_TEST_PHASE={phase!r}: expected one of {PHASES}")
-    want_solo = phase == "solo"
-    keep, drop = [], []
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _order_for_workers(items)
+
+
+# seconds per test file (paths as in the test IDs), measured on two workers: rewrite it with
+# `python -m tests.durations JUNIT_XML...` after a run with --junitxml; a file not listed counts
+# this much per test
+DURATIONS = Path(__file__).with_name("durations.json")
+UNLISTED_SECONDS_PER_TEST = 0.5
+
+
+def _order_for_workers(items: list[pytest.Item]) -> None:
+    """Order the test files for ``./dev test``'s workers, which take whole files in collection
+    order (``--dist loadfile --no-loadscope-reorder``); each file's tests keep their order.
+
+    Longest first (tests/durations.json), so that the last files are short and the workers end
+    together, not one on a long file while the other waits. The files with a ``wallclock``
+    test (live sites on short wall-clock cycles) come just before the shortest files that take
+    about as long together: while one worker runs them, the other runs those short, one-core
+    tests, not a Flink job or a broker test that would take the cores the cycles need.
+    """
+    measured: dict[str, float] = json.loads(DURATIONS.read_text(encoding="utf-8"))["seconds"]
+    files: dict[str, list[pytest.Item]] = {}
     for item in items:
-        (keep if (item.get_closest_marker("solo") is not None) == want_solo else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def seconds(path: str) -> float:
+        return measured.get(path, UNLISTED_SECONDS_PER_TEST * len(files[path]))
+
+    timed = {p for p, its in files.items() if any(i.get_closest_marker("wallclock") for i in its)}
+    rest = sorted((p for p in files if p not in timed), key=seconds, reverse=True)  # stable
+    beside, cut = 0.0, len(rest)
+    budget = sum(seconds(p) for p in timed)
+    while cut > 0 and beside + seconds(rest[cut - 1]) <= budget:
+        cut -= 1
+        beside += seconds(rest[cut])
+    order = [*rest[:cut], *sorted(timed, key=seconds, reverse=True), *rest[cut:]]
+    items[:] = [item for path in order for item in files[path]]
