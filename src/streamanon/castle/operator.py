@@ -449,7 +449,8 @@ class CastleAnonymizer(OperatorBase):
             lines: when given, ``rows`` gives each row's values (a dict), not a
                 :class:`CastleRow`, and row ``i`` of the block is on line ``lines + i`` (no
                 time besides the rules' column): a record is built only for a row that needs
-                one (a suppressed row, a row that goes through :meth:`process`).
+                one (a suppressed row, a row that goes through :meth:`process`). Each dict
+                is taken over: a released row's dict becomes its :class:`Released` values.
         """
         out: list[Any] = []
         cset = self._current
