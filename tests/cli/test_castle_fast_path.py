@@ -71,3 +71,42 @@ def test_castle_command_takes_clean_rows_as_blocks_and_writes_clusters_as_blocks
     # kept cluster's generalization) is written on its own, never a cluster row by row
     assert sum(grouped) == released
     assert set(row_by_row) <= {1} and len(row_by_row) < 0.01 * n, row_by_row
+
+
+def test_castle_command_releases_a_block_row_in_the_dict_the_reader_made(tmp_path,
+                                                                          monkeypatch) -> None:
+    """A row taken through the block entry point is released in the dict the reader built
+    for it (its quasi-identifiers replaced in place), not in a copy made per row."""
+    from streamanon.castle import Released
+    from streamanon.io.rows import RowReader
+
+    n = 1500
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(n, seed=6))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    made: dict[int, dict[str, Any]] = {}  # by id, kept alive so that ids stay unique
+    released: list[dict[str, Any]] = []
+    values_of, emit = RowReader.values_of, CastleAnonymizer._emit
+
+    def spy_values(self: RowReader, block: Any) -> Any:
+        for values in values_of(self, block):
+            made[id(values)] = values
+            yield values
+
+    def spy_emit(self: CastleAnonymizer, cset: Any, items: Any, *args: Any) -> None:
+        out = args[-1]
+        before = len(out)
+        emit(self, cset, items, *args)
+        released.extend(x.values for x in out[before:] if type(x) is Released)
+
+    monkeypatch.setattr(RowReader, "values_of", spy_values)
+    monkeypatch.setattr(CastleAnonymizer, "_emit", spy_emit)
+    out = tmp_path / "out.csv"
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                              "--delta", "300", str(data), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(released) > 0.95 * n
+    reused = [v for v in released if made.get(id(v)) is v]
+    # only the first rows (taken one by one until k individuals are seen) are copies
+    assert len(reused) > len(released) - 20, (len(reused), len(released))
+    assert all("[" in v["square_feet"] for v in reused)  # generalized in place

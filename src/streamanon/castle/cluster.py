@@ -495,8 +495,14 @@ class ClusterSet:
     def _refresh_inv(self) -> None:
         self._inv_version += 1
         span = self.dhi - self.dlo
-        with np.errstate(divide="ignore", invalid="ignore"):
-            inv = np.where(span > 0, self.w_num / np.where(span > 0, span, 1.0), 0.0)
+        # w / span where span > 0, else 0 (NaN too); divided only there (no warning to hide,
+        # unless a span or a weight is not finite: then the same as under errstate)
+        pos = span > 0
+        if np.isfinite(span).all() and np.isfinite(self.w_num).all():
+            inv = np.divide(self.w_num, span, out=np.zeros_like(span), where=pos)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = np.where(pos, self.w_num / np.where(pos, span, 1.0), 0.0)
         self._inv = np.concatenate((inv, inv))
 
     # -- losses ------------------------------------------------------------------------------
@@ -772,8 +778,9 @@ class ClusterSet:
         if not grown:
             self._other_key = None
             self._grow_row(idx, item)
-        for j, g in enumerate(self.other):
-            c.plugin_states[j] = g.add(c.plugin_states[j], item.plugin_values[j])
+        if self.other:
+            for j, g in enumerate(self.other):
+                c.plugin_states[j] = g.add(c.plugin_states[j], item.plugin_values[j])
 
     def _drop_row(self, i: int) -> None:
         """Close row ``i`` (its cluster already left ``clusters``): later rows move up."""

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from collections import Counter, deque, namedtuple
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -449,7 +449,8 @@ class CastleAnonymizer(OperatorBase):
             lines: when given, ``rows`` gives each row's values (a dict), not a
                 :class:`CastleRow`, and row ``i`` of the block is on line ``lines + i`` (no
                 time besides the rules' column): a record is built only for a row that needs
-                one (a suppressed row, a row that goes through :meth:`process`).
+                one (a suppressed row, a row that goes through :meth:`process`). Each dict
+                is taken over: a released row's dict becomes its :class:`Released` values.
         """
         out: list[Any] = []
         cset = self._current
@@ -459,24 +460,25 @@ class CastleAnonymizer(OperatorBase):
         it = iter(rows)
         if parsed is not None and cset is not None:
             mat, ids, cats, sens, ok = parsed
+            take, dp, nan, step = self._take, self._dp, math.nan, next
             for i in range(start, n):
                 if not ok[i]:
                     break
                 if lines is None:
-                    row = next(it)
-                    t = math.nan if row.t is None else row.t
+                    row = step(it)
+                    t = nan if row.t is None else row.t
                 else:
-                    row = _new_tuple(_BlockRow, (next(it), lines + i, None))
-                    t = math.nan
+                    row = _new_tuple(_BlockRow, (step(it), lines + i, None))
+                    t = nan
                 item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i], t)
-                if self._dp is not None and not self._dp.admit(cset, item):
+                if dp is not None and not dp.admit(cset, item):
                     if type(row) is _BlockRow:
                         row = CastleRow(row.values, row.line)
                     out.append(self._not_sampled(cset, row))
                     taken += 1
                     continue
                 self.read += 1
-                out += self._take(cset, item)
+                take(cset, item, out)
                 taken += 1
         rest: Iterator[CastleRow] = (it if lines is None else  # type: ignore[assignment]
                                      map(CastleRow, it, range(lines + start + taken, lines + n)))
@@ -488,24 +490,28 @@ class CastleAnonymizer(OperatorBase):
             taken += 1
         return out, taken, None
 
-    def _take(self, cset: ClusterSet, item: Item) -> list[Any]:
-        """Place a parsed tuple and release what its arrival releases."""
-        self._pos += 1
+    def _take(self, cset: ClusterSet, item: Item, out: list[Any] | None = None) -> list[Any]:
+        """Place a parsed tuple and release what its arrival releases (appended to ``out``,
+        a new list when not given, which is returned)."""
+        pos = self._pos = self._pos + 1
         if item.t == item.t:  # not NaN: a time was given
             self._clock = max(self._clock, item.t)
             item.t = self._clock
-        t0 = time.perf_counter()
+        if out is None:
+            out = []
+        t0 = perf_counter()
         cset.place(item, self.tau, cset.params.beta, _EPS)  # the best selection
-        self._held.append(item)
-        t1 = time.perf_counter()
-        out: list[Any] = []
-        held = self._held[0]
-        if (held.done or self._pos - held.pos >= self._delta_of(held)
+        held = self._held
+        held.append(item)
+        t1 = perf_counter()
+        head = held[0]
+        c = head.cluster  # the delta in force when the head arrived (see _delta_of)
+        if (head.done or pos - head.pos >= (self.delta if c is None else c.owner.params.delta)
                 or self.max_delay is not None or self._vary):
             self._expire(out, self._clock)
         timing = self.timing
         timing["best_selection"] += t1 - t0
-        timing["delay_constraint"] += time.perf_counter() - t1
+        timing["delay_constraint"] += perf_counter() - t1
         return out
 
     def advance(self, now: float) -> list[Any]:
@@ -749,7 +755,12 @@ class CastleAnonymizer(OperatorBase):
             it.done = True
             it.cluster = None
             row = it.row
-            append(Released({**row.values, **extra}, loss, cid, row.line))
+            if type(row) is _BlockRow:  # its values were made for this tuple alone
+                values = row.values
+                values.update(extra)  # the same keys in the same order as the merge below
+            else:
+                values = {**row.values, **extra}
+            append(Released(values, loss, cid, row.line))
         n = len(items)
         self.released += n
         for name, v in attr.items():
