@@ -1,7 +1,6 @@
 """CASTLE with Prink's extensions: k_s-anonymity with l-diversity over a stream of rows.
 
->>> from streamanon.castle.loss import Metric
-from streamanon.castle.rules import RuleSet, check_hierarchy_scope
+>>> from streamanon.castle.rules import RuleSet
 >>> rules = RuleSet.from_dict({"id": "u", "attribute": [
 ...     {"name": "age", "generalizer": "range"}, {"name": "dx", "sensitive": True}]})
 >>> op = CastleAnonymizer(rules, k=2, l=2, delta=3)
@@ -113,8 +112,7 @@ class CastleAnonymizer(OperatorBase):
     receives each tuple's cluster loss. Parameters other than the rules are keyword-only; the
     operator follows the contract of :mod:`streamanon.base`.
 
-    >>> from streamanon.castle.loss import Metric
-from streamanon.castle.rules import RuleSet, check_hierarchy_scope
+    >>> from streamanon.castle.rules import RuleSet
     >>> rules = RuleSet.from_dict({"id": "u", "attribute": [
     ...     {"name": "age", "generalizer": "range"}]})
     >>> op = CastleAnonymizer(rules, k=2, l=0, delta=1)
