@@ -209,6 +209,15 @@ class RuleSet:
                  time_field: str | None = None,
                  parameters: Mapping[str, int] | None = None, *,
                  hierarchy_scope: str | None = None) -> None:
+        """Rules from their parts (:meth:`from_toml` reads them from a file's text).
+
+        Args:
+            id_field: the column naming the individual.
+            attributes: one rule per attribute.
+            time_field: the column of event time, if any.
+            parameters: some of k, l, delta, beta these rules set (``[parameters]``).
+            hierarchy_scope: ``"shared"`` or ``"cluster"`` (``None``: the operator's).
+        """
         if not id_field:
             raise ConfigError("rules need an id field naming the individual")
         names = [a.name for a in attributes]
