@@ -19,7 +19,8 @@ seed-to-seed spread (mean ± 2 sd).
 
 The reference does not seed numpy, so its district (sensor nodes per gateway) differs from
 run to run even for one seed; its runs take about 2 minutes each (a shared machine: longer).
-Outputs are cached in ``--workdir`` (rerun without ``--rerun`` to reuse them).
+Outputs (the reference's runs and streamanon's, per seed) are cached in ``--workdir`` (rerun
+without ``--rerun`` to reuse them).
 
 Run:  .venv/bin/python benchmarks/bench_dezent_reference.py REF_DIR --ref-python PY
       [--seeds 1,2,3] [--z 10,25] [--gateways 25] [--max-sn 20] [--workdir DIR]
@@ -124,8 +125,23 @@ def run_reference(ref_dir: Path, python: str, *, gateways: int, max_sn: int, z: 
 
 
 def run_streamanon(*, gateways: int, max_sn: int, z: int, seed: int, district: str,
-                   structure: str) -> dict[str, object]:
-    """One simulated day of streamanon's engine with the reference's p_pub (0.5 on average)."""
+                   structure: str, workdir: Path | None = None) -> dict[str, object]:
+    """One simulated day of streamanon's engine with the reference's p_pub (0.5 on average);
+    cached in ``workdir`` when given (deterministic per seed)."""
+    cache = None if workdir is None else (
+        workdir / f"ours-g{gateways}-m{max_sn}-z{z}-s{seed}-{district}-{structure}.json")
+    if cache is not None and cache.exists():
+        return json.loads(cache.read_text())
+    out = _simulate(gateways=gateways, max_sn=max_sn, z=z, seed=seed, district=district,
+                    structure=structure)
+    if cache is not None:
+        workdir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+        cache.write_text(json.dumps(out))
+    return out
+
+
+def _simulate(*, gateways: int, max_sn: int, z: int, seed: int, district: str,
+              structure: str) -> dict[str, object]:
     from streamanon.sim.config import SimConfig
     from streamanon.sim.district import District, DistrictConfig
     from streamanon.sim.scenarios import simulate
@@ -216,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         for z in zs:
             ours[district, z] = [run_streamanon(gateways=args.gateways, max_sn=args.max_sn,
                                                 z=z, seed=s, district=district,
-                                                structure=args.structure)
+                                                structure=args.structure,
+                                                workdir=None if args.rerun else args.workdir)
                                  for s in sim_seeds]
     have_ref = all(ref[z] for z in zs)
     verdicts = []

@@ -232,3 +232,26 @@ def test_flink_castle_shares_the_missing_option() -> None:
 
     assert signature_params(CastleAnonymizer, {"missing": "star", "k": 3}) == {
         "k": 3, "missing": "star"}
+
+
+def test_hierarchy_scope_cluster_is_summarized_and_its_release_verifies(tmp_path) -> None:
+    data, rules = write_inputs(tmp_path, 600)
+    out = {}
+    for scope in ("shared", "cluster"):
+        out[scope] = tmp_path / f"out-{scope}.csv"
+        res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                                  "--delta", "300", str(data), "-o", str(out[scope]),
+                                  "--hierarchy-scope", scope, "--json"])
+        assert res.exit_code == 0, res.output
+        summary = json.loads(res.stdout)
+        assert summary["params"].get("hierarchy_scope") == (None if scope == "shared"
+                                                            else "cluster")
+        ok = runner.invoke(app, ["verify", "castle", str(out[scope]), "--rules", str(rules),
+                                 "--k", "5", "--l", "2", "--input", str(data), "--json"])
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)["ok"]
+    # the rules configure every primary_use: both scopes release the same file
+    assert out["shared"].read_bytes() == out["cluster"].read_bytes()
+    bad = runner.invoke(app, ["castle", "--rules", str(rules), str(data), "-o",
+                              str(tmp_path / "x.csv"), "--hierarchy-scope", "tree"])
+    assert bad.exit_code == 2

@@ -94,3 +94,5 @@ def test_castle_takes_the_diversity_closeness_and_dp_options_and_checks_them() -
     with pytest.raises(ConfigError, match="hierarchy"):
         castle(None, rules=text, k=3, l=2, delta=10, t=0.2, reference={"s": {"x": 1}},
                closeness="hierarchical")
+    with pytest.raises(ConfigError, match="hierarchy_scope must be one of shared, cluster"):
+        castle(None, rules=text, k=3, l=2, delta=10, hierarchy_scope="tree")

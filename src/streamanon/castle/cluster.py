@@ -636,8 +636,14 @@ class ClusterSet:
         for j, g in enumerate(self.hier):
             self._nodes[idx, j] = g.tree.lca_table()[self._nodes[idx, j], item.nodes[j]]
 
-    def attr_losses(self, st: State) -> dict[str, float]:
-        """Per-attribute loss of one state, by attribute name."""
+    #: ``"cluster"``: a categorical's loss is measured in the cluster's own tree
+    #: (:meth:`HierarchyGeneralizer.cluster_loss`) when its tuples are given
+    hierarchy_scope = "shared"
+
+    def attr_losses(self, st: State, items: Sequence[Item] | None = None) -> dict[str, float]:
+        """Per-attribute loss of one state, by attribute name (``items``: the tuples it
+        generalizes, for the per-cluster hierarchies)."""
+        own_tree = items is not None and self.hierarchy_scope == "cluster"
         out: dict[str, float] = {}
         lo, hi = st.lo.tolist(), st.hi.tolist()
         for rule, (kind, j) in zip(self.rules.qi_rules, self.kind, strict=True):
@@ -645,7 +651,10 @@ class ClusterSet:
                 out[rule.name] = self.num[j].loss((lo[j], hi[j]))
             elif kind == "hier":
                 g = self.hier[j]
-                out[rule.name] = g.loss(g.tree.names[int(st.nodes[j])])
+                node = g.tree.names[int(st.nodes[j])]
+                out[rule.name] = g.cluster_loss(node, [g.tree.names[int(it.nodes[j])]
+                                                       for it in items]  # type: ignore[union-attr]
+                                                ) if own_tree else g.loss(node)
             else:
                 out[rule.name] = self.other[j].loss(st.plugin_states[j])
         if self._star:  # a domain still empty: released as [*], the top

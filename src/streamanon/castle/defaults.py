@@ -57,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "dp_epsilon": None,
     "dp_beta": None,
     "dp_rng": None,
+    "hierarchy_scope": "shared",
 }
 
 

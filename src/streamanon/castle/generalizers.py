@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -277,6 +277,9 @@ class HierarchyGeneralizer(Generalizer):
         self._vec_key: tuple[int, int] | None = None
         self._vec: np.ndarray | None = None
         self._stamp = 0  # bumped on every rebuild of the loss vector
+        # nodes are only ever appended: the first ones are the tree as configured
+        self._configured_n = len(hierarchy.names)
+        self._configured_leaves: list[int] | None = None
 
     def _check_path(self, path: Sequence[str]) -> None:
         parent = self.tree.root
@@ -359,6 +362,51 @@ class HierarchyGeneralizer(Generalizer):
             return 0.0 if t.is_leaf(state) else ncp(t.leaves_under(state), len(self.seen))
         return prl(self.requests.get(state, 0), self.requests.get(t.root, 0),
                    leaf=t.is_leaf(state))
+
+    #: trees pickled before the configured part was recorded: all their nodes count as such
+    _configured_n: int | None = None
+    _configured_leaves: list[int] | None = None
+
+    def cluster_loss(self, node: str, values: Iterable[str]) -> float:
+        """GLM of releasing ``node`` in the cluster's own tree (Prink's DGH per cluster):
+        the tree as configured plus the paths of the ``values`` the cluster holds, so the
+        values other clusters grew do not count. ``node`` covers ``values``.
+
+        >>> g = HierarchyGeneralizer("c", Hierarchy.from_paths([["A", "a1"], ["A", "a2"]]),
+        ...                          grow=True)
+        >>> for v in ("x", "y"): _ = g.observe(g.parse(v))
+        >>> g.loss("*"), g.cluster_loss("*", ["a1", "x"])
+        (1.0, 1.0)
+        >>> round(g.loss("A"), 3), g.cluster_loss("A", ["a1", "a2"])
+        (0.333, 1.0)
+        """
+        t = self.tree
+        n0 = len(t.names) if self._configured_n is None else self._configured_n
+        conf = self._configured_leaves
+        if conf is None or len(conf) != n0:
+            conf = [0] * n0
+            for i in range(n0 - 1, -1, -1):  # children come after their parents
+                name = t.names[i]
+                kids = [t.index(c) for c in t.children[name] if t.index(c) < n0]
+                conf[i] = sum(conf[c] for c in kids) if kids else 1
+            self._configured_leaves = conf
+        extra: set[str] = set()  # the cluster's nodes outside the configured tree
+        for v in set(values):
+            for a in t.ancestors(v):
+                if t.index(a) < n0 or a in extra:
+                    break
+                extra.add(a)
+        attached = {t.parent[a] for a in extra}
+        extra_leaves = [a for a in extra if a not in attached]
+        # configured leaves a grown path hangs below stop being leaves
+        hidden = [p for p in attached if p is not None and t.index(p) < n0
+                  and conf[t.index(p)] == 1 and not any(
+                      t.index(c) < n0 for c in t.children[p])]
+        total = conf[0] - len(hidden) + len(extra_leaves)
+        under = sum(1 for a in extra_leaves if t.covers(node, a))
+        if t.index(node) < n0:
+            under += conf[t.index(node)] - sum(1 for p in hidden if t.covers(node, p))
+        return glm(under, total)
 
     def loss_vector(self) -> np.ndarray:
         """Loss of every node, indexed like :meth:`Hierarchy.index` (for vectorized search).

@@ -35,8 +35,9 @@ from streamanon.castle.cluster import ClusterSet, Item, State
 from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
 from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.dp import NOT_SAMPLED, Perturbation
+from streamanon.castle.loss import Metric
 from streamanon.castle.records import CastleRow, Released
-from streamanon.castle.rules import RuleSet
+from streamanon.castle.rules import RuleSet, check_hierarchy_scope
 from streamanon.castle.split import SPLITS, median_split
 from streamanon.castle.window import History, WindowCache, window_leaf
 from streamanon.errors import (
@@ -169,8 +170,13 @@ class CastleAnonymizer(OperatorBase):
             suppressed (reason ``"not sampled (dp-beta)"``; ``None``: every tuple is kept).
         dp_rng: a :class:`numpy.random.Generator` for the noise and the sampling (tests);
             ``None``: the operating system's source.
+        hierarchy_scope: ``"shared"``: a categorical's GLM is measured in one tree per rule
+            set, grown by every cluster's values; ``"cluster"``: in the released cluster's
+            own tree (the configured tree and the paths of the values it holds), Prink's
+            DGH per cluster. The released node is the same; rules' ``hierarchy_scope`` wins.
     """
 
+    hierarchy_scope = "shared"  # operators pickled before the option
     _window: WindowCache | None = None  # split="window": the last partition of held tuples
     #: some held tuples of an older rule set have a larger delta than the current one's, so
     #: the oldest held tuple is not always the first to expire (see :meth:`_expire`)
@@ -239,6 +245,7 @@ class CastleAnonymizer(OperatorBase):
         dp_epsilon: float | None = None,
         dp_beta: float | None = None,
         dp_rng: np.random.Generator | None = None,
+        hierarchy_scope: str = "shared",
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -259,6 +266,7 @@ class CastleAnonymizer(OperatorBase):
             raise ConfigError(f"missing must be one of {', '.join(m.value for m in Missing)}, "
                               f"got {missing!r}") from None
         self.missing = missing
+        self.hierarchy_scope = check_hierarchy_scope(hierarchy_scope)
         self.dp_epsilon, self.dp_beta, self.dp_rng = dp_epsilon, dp_beta, dp_rng
         self._dp = None if dp_epsilon is None and dp_beta is None else Perturbation(
             epsilon=dp_epsilon, beta=dp_beta, rng=dp_rng)
@@ -340,6 +348,13 @@ class CastleAnonymizer(OperatorBase):
                                   f"for each (missing: {', '.join(missing) or 'all'})")
         cset = ClusterSet(rules)
         cset.params = params
+        scope = rules.hierarchy_scope or self.hierarchy_scope
+        if scope != "shared":  # an attribute of the set only when it differs (old pickles)
+            glm_only = [g.name for g in cset.hier if g.metric is not Metric.glm]
+            if glm_only:
+                raise ConfigError(f"hierarchy_scope = cluster measures GLM only; "
+                                  f"{', '.join(glm_only)} use another metric")
+            cset.hierarchy_scope = scope
         static_columns(cset)  # refuses a static attribute it cannot bound
         self._sets.append(cset)
         self._current = cset
@@ -670,7 +685,7 @@ class CastleAnonymizer(OperatorBase):
             ids = [it.individual for it in items]
             st = self._anchors.widen(cset, cols, ids, st)
             self._anchors.record(cset, cols, ids, st)
-        attr = cset.attr_losses(st)
+        attr = cset.attr_losses(st, items)
         loss = cset.weighted(attr)
         cid = self._next_cluster
         self._next_cluster += 1
@@ -724,7 +739,7 @@ class CastleAnonymizer(OperatorBase):
         """Release each tuple of ``leaf`` that fits in a remembered class losing less than
         the leaf's own generalization ``st`` into that class, the largest gain first, while
         the rest still meets the rule; returns the rest and its generalization."""
-        own = cset.weighted(cset.attr_losses(st))
+        own = cset.weighted(cset.attr_losses(st, leaf))
         moves = []
         for it, hit in zip(leaf, history.best_of(leaf, below=own), strict=True):
             if hit is not None and hit[0] < own:

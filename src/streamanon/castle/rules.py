@@ -59,6 +59,17 @@ def _parameters(raw: Any) -> dict[str, int]:
     return out
 
 
+HIERARCHY_SCOPES = ("shared", "cluster")
+
+
+def check_hierarchy_scope(scope: Any) -> str:
+    """``scope`` if it is one of :data:`HIERARCHY_SCOPES`, else a ConfigError."""
+    if scope not in HIERARCHY_SCOPES:
+        raise ConfigError(f"hierarchy_scope must be one of {', '.join(HIERARCHY_SCOPES)}, "
+                          f"not {scope!r}")
+    return str(scope)
+
+
 def _hierarchy_factory(
     name: str,
     *,
@@ -190,10 +201,23 @@ class RuleSet:
     #: beta); the operator's own values hold for the others (a class default: rule sets
     #: pickled before there were parameters)
     parameters: dict[str, int] = {}  # noqa: RUF012 (never mutated: replaced per instance)
+    #: ``hierarchy_scope``: "shared" (one growing tree per rule set) or "cluster" (each
+    #: cluster's own tree); ``None``: the operator's value
+    hierarchy_scope: str | None = None
 
     def __init__(self, id_field: str, attributes: list[AttributeRule],
                  time_field: str | None = None,
-                 parameters: Mapping[str, int] | None = None) -> None:
+                 parameters: Mapping[str, int] | None = None, *,
+                 hierarchy_scope: str | None = None) -> None:
+        """Rules from their parts (:meth:`from_toml` reads them from a file's text).
+
+        Args:
+            id_field: the column naming the individual.
+            attributes: one rule per attribute.
+            time_field: the column of event time, if any.
+            parameters: some of k, l, delta, beta these rules set (``[parameters]``).
+            hierarchy_scope: ``"shared"`` or ``"cluster"`` (``None``: the operator's).
+        """
         if not id_field:
             raise ConfigError("rules need an id field naming the individual")
         names = [a.name for a in attributes]
@@ -212,6 +236,8 @@ class RuleSet:
         self.time_field = time_field
         if parameters:
             self.parameters = _parameters(parameters)
+        if hierarchy_scope is not None:
+            self.hierarchy_scope = check_hierarchy_scope(hierarchy_scope)
         #: the columns an input must have: the id and, when the rules name one, the time (a
         #: misspelt time column is refused even where no max_delay reads it)
         self.required_columns = [id_field, *([time_field] if time_field else [])]
@@ -242,7 +268,7 @@ class RuleSet:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], base_dir: Path | None = None) -> RuleSet:
         """Rules from the parsed TOML structure (see the module docstring)."""
-        unknown = set(data) - {"id", "time", "attribute", "parameters"}
+        unknown = set(data) - {"id", "time", "attribute", "parameters", "hierarchy_scope"}
         if unknown:
             raise ConfigError(f"unknown top-level key(s) in rules: {', '.join(sorted(unknown))}")
         if not isinstance(data.get("id"), str):
@@ -286,7 +312,8 @@ class RuleSet:
         if time_field is not None and not isinstance(time_field, str):
             raise ConfigError("time must name a column")
         parameters = _parameters(data["parameters"]) if "parameters" in data else None
-        return cls(data["id"], attrs, time_field, parameters)
+        return cls(data["id"], attrs, time_field, parameters,
+                   hierarchy_scope=data.get("hierarchy_scope"))
 
     @classmethod
     def from_toml(cls, text: str, base_dir: Path | None = None) -> RuleSet:
@@ -315,4 +342,5 @@ class RuleSet:
             "quasi_identifiers": {a.name: type(a.generalizer).__name__ for a in self.qi_rules},
             "sensitive": self.sensitive,
             **({"parameters": dict(self.parameters)} if self.parameters else {}),
+            **({"hierarchy_scope": self.hierarchy_scope} if self.hierarchy_scope else {}),
         }

@@ -258,6 +258,20 @@ def _release_risk(path: str | Path, fmt: str, qis: list[str], window: int | None
     return figures
 
 
+class HierarchyScopeChoice(StrEnum):
+    """Where a categorical's GLM is measured (named here: the CLI loads without the rules)."""
+
+    shared = "shared"
+    cluster = "cluster"
+
+
+HIERARCHY_SCOPE_HELP = ("Where a categorical's GLM is measured: shared (one tree per rule "
+                        "set, grown by every cluster's values) or cluster (each released "
+                        "cluster's own tree: the configured one and its values' paths, as "
+                        "Prink). The released node is the same; the rules' hierarchy_scope "
+                        "wins.")
+
+
 class SplitChoice(StrEnum):
     """The splits of :mod:`streamanon.castle.split` (named here: the CLI loads without it)."""
 
@@ -310,6 +324,9 @@ def castle_command(
                                      help=DP_EPSILON_HELP),
     dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
                                   help=DP_BETA_HELP),
+    hierarchy_scope: HierarchyScopeChoice = typer.Option(
+        HierarchyScopeChoice(DEFAULTS["hierarchy_scope"]), "--hierarchy-scope",
+        help=HIERARCHY_SCOPE_HELP),
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -389,7 +406,8 @@ def castle_command(
                                     max_delay=max_delay, loss_field=loss_column,
                                     diversity=diversity.value, c=c, t=t, reference=reference,
                                     closeness=closeness.value, t_hierarchy=hierarchy,
-                                    missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta)
+                                    missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta,
+                                    hierarchy_scope=hierarchy_scope.value)
     except StreamanonError as exc:
         fail(str(exc))
     # the rules' [parameters] table overrides the options: the title and warnings name those
@@ -472,7 +490,7 @@ def _ints(text: str, option: str) -> list[int]:
 #: defaults; its columns stay those of earlier runs).
 EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
                        "t", "reference", "closeness", "t_hierarchy", "missing", "dp_epsilon",
-                       "dp_beta", "dp_rng")
+                       "dp_beta", "dp_rng", "hierarchy_scope")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"

@@ -31,6 +31,7 @@ from streamanon.cli.castle import (
     DIVERSITY_HELP,
     DP_BETA_HELP,
     DP_EPSILON_HELP,
+    HIERARCHY_SCOPE_HELP,
     K_HELP,
     L_HELP,
     MU_HELP,
@@ -40,6 +41,7 @@ from streamanon.cli.castle import (
     ZETA_HELP,
     ClosenessChoice,
     DiversityChoice,
+    HierarchyScopeChoice,
     Missing,
     missing_option,
     read_hierarchy,
@@ -621,6 +623,9 @@ def flink_castle(
                                      help=DP_EPSILON_HELP + " Per partition."),
     dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
                                   help=DP_BETA_HELP),
+    hierarchy_scope: HierarchyScopeChoice = typer.Option(
+        HierarchyScopeChoice(DEFAULTS["hierarchy_scope"]), "--hierarchy-scope",
+        help=HIERARCHY_SCOPE_HELP),
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "
@@ -711,6 +716,7 @@ def flink_castle(
     if (closeness is ClosenessChoice.hierarchical) != (t_hierarchy is not None):
         fail("--closeness hierarchical and --t-hierarchy go together")
     closeness = ClosenessChoice(closeness).value  # read by signature_params below
+    hierarchy_scope = HierarchyScopeChoice(hierarchy_scope).value  # type: ignore[assignment]
     if t_hierarchy is not None:
         t_hierarchy = read_hierarchy(t_hierarchy)  # type: ignore[assignment]
     params = signature_params(CastleAnonymizer, locals())  # the operator's options given

@@ -388,6 +388,7 @@ def castle(
     t_hierarchy: Mapping[str, Sequence[Sequence[str]]] | None = None,
     dp_epsilon: float | None = None,
     dp_beta: float | None = None,
+    hierarchy_scope: str = "shared",
     partitions: int | None = None,
     rules_stream: Any = None,
     bad_rules: str = "skip",
@@ -428,6 +429,8 @@ def castle(
             (None: none; :mod:`streamanon.castle.dp`).
         dp_beta: CASTLEGUARD's β-sampling: the probability that a record is kept (None: 1;
             the others are suppressed, reason ``not sampled (dp-beta)``).
+        hierarchy_scope: where a categorical's GLM is measured: ``shared`` (one tree per
+            rule set) or ``cluster`` (each released cluster's own tree, as Prink).
         partitions: partitions of the individuals (crc32 of the id mod this), each its own
             CASTLE operator and state key, fixed for the job (a restore at another
             parallelism keeps them); k and l hold within each. Default: the job's
@@ -453,7 +456,7 @@ def castle(
                               "diversity": diversity, "c": c, "t": t,
                               "reference": reference, "closeness": closeness,
                               "t_hierarchy": t_hierarchy, "dp_epsilon": dp_epsilon,
-                              "dp_beta": dp_beta}
+                              "dp_beta": dp_beta, "hierarchy_scope": hierarchy_scope}
     text = _rules_text(rules)
     first = RuleSet.from_toml(text)
     check_rules(text, first.id_field, params)  # refused here, not in a task

@@ -133,8 +133,10 @@ def signature_params(cls: type, arguments: Mapping[str, Any], *,
 #: separator of generalized values; the adaptive operator's start and ceiling of z).
 Z_UNLISTED = ("separator",)
 ADAPTIVE_UNLISTED = ("z0", "z_max", "separator")
-#: CASTLE parameters a summary does not list (the checkpoint identity lists every one).
-CASTLE_UNLISTED = ("max_delay", "loss_field", "reference", "t_hierarchy", "dp_rng")
+#: CASTLE parameters a summary does not list (the checkpoint identity lists every one;
+#: ``hierarchy_scope`` is listed when it is not the default).
+CASTLE_UNLISTED = ("max_delay", "loss_field", "reference", "t_hierarchy", "dp_rng",
+                   "hierarchy_scope")
 
 
 class Stage(Protocol):
@@ -665,7 +667,8 @@ class CastleStage:
     def stats(self) -> RunStats:
         op = self.op
         s = op.summary()
-        stats = RunStats(params={**listed_params(op, omit=CASTLE_UNLISTED),
+        scope = {} if op.hierarchy_scope == "shared" else {"hierarchy_scope": op.hierarchy_scope}
+        stats = RunStats(params={**listed_params(op, omit=CASTLE_UNLISTED), **scope,
                                  "input": self.positions.name})
         stats.count_read(self.rows + self.rejects.count)
         stats.count_rejected(self.rejects.count)
