@@ -11,12 +11,24 @@ from numba import njit
 def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: float,
               x: np.ndarray, nodes: np.ndarray, at: np.ndarray, tables: np.ndarray,
               offsets: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - numba
-    """For each row ``i`` of ``x`` (its numbers) and ``at`` (its hierarchy nodes), the first
-    of the columns ``0..n-1`` of ``lo``/``hi`` (one row per attribute) with the least
-    ``loss`` below ``below`` whose ranges hold the numbers and whose ``nodes`` are
-    ancestors of the tuple's (``tables``: the hierarchies' LCA tables flattened, hierarchy
-    ``j``'s entry ``(a, b)`` at ``offsets[j] + a * offsets[h + j] + b``); ``-1`` for none,
-    written to ``out[i]``."""
+    """For each tuple, the first remembered class with the least loss below ``below`` that
+    holds it (its numbers in the class's ranges, the class's hierarchy nodes its ancestors);
+    ``-1`` for none.
+
+    Args:
+        lo: the classes' lows, one row per numeric attribute, a column per class.
+        hi: the classes' highs, likewise.
+        loss: each class's loss.
+        n: the classes in use (columns ``0..n-1``).
+        below: only classes losing less than this.
+        x: the tuples' numbers, one row per tuple.
+        nodes: the classes' hierarchy nodes, one row per class.
+        at: the tuples' hierarchy nodes, one row per tuple.
+        tables: the hierarchies' LCA tables flattened: hierarchy ``j``'s entry ``(a, b)``
+            at ``offsets[j] + a * offsets[h + j] + b``.
+        offsets: each table's start, then each table's row length.
+        out: written: each tuple's class, or ``-1``.
+    """
     m, d = x.shape
     h = at.shape[1]
     for i in range(m):
