@@ -94,3 +94,21 @@ def test_median_split_on_ashrae_passes_the_checker_and_lowers_the_loss() -> None
         losses[split] = sum(r.loss for r in out if isinstance(r, Released)) / len(released)
     # with the whole stream in view, Prink's whole-building groups generalize time widely
     assert losses["median"] < losses["prink"]
+
+
+def test_median_split_small_cuts_fewer_than_2k_individuals_with_many_tuples() -> None:
+    rules = RuleSet.from_dict(RULES)
+    cset = ClusterSet(rules)
+    items = []
+    for i, row in enumerate(_rows(400, 7, seed=5)):  # 7 individuals: fewer than 2k = 8
+        item, hier_raw, other_raw = cset.parse(row, i + 1)
+        if hier_raw or other_raw:
+            cset.observe(item, hier_raw, other_raw)
+        items.append(item)
+    assert median_split(cset, items, k=4, l=2) == [items]
+    groups = median_split(cset, items, k=4, l=2, small=True)
+    assert len(groups) > 1
+    assert sorted(id(it) for g in groups for it in g) == sorted(id(it) for it in items)
+    for g in groups:
+        assert len({it.individual for it in g}) >= 4
+        assert len({it.sensitive[0] for it in g}) >= 2

@@ -57,7 +57,7 @@ def _median(col: np.ndarray) -> float:
 
 
 def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,  # noqa: E741
-                 rule: Diversity | None = None) -> list[list[Item]]:
+                 rule: Diversity | None = None, small: bool = False) -> list[list[Item]]:
     """Split ``items`` by strict median cuts into classes of >= k individuals meeting ``rule``.
 
     Each step tries one cut per attribute: a number at its median, a hierarchy attribute
@@ -65,7 +65,8 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     median), and takes, among the cuts whose halves both hold >= k distinct individuals and
     meet the diversity rule on every sensitive attribute, the one whose halves lose least
     (tuples times the halves' weighted loss); a class of fewer than 2k individuals is not
-    cut. Returns ``[list(items)]`` when no cut is allowed.
+    cut unless ``small`` (then it is, when both halves keep >= k individuals: an
+    individual's several tuples). Returns ``[list(items)]`` when no cut is allowed.
 
     Args:
         cset: the cluster set the items belong to (their generalizers and losses).
@@ -73,6 +74,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         k: distinct individuals each class holds.
         l: distinct l-diversity, when no ``rule`` is given.
         rule: the diversity rule each class meets (default: distinct ``l``).
+        small: cut classes of fewer than 2k individuals too, while the halves allow it.
     """
     if rule is None:
         from streamanon.castle.diversity import Diversity
@@ -140,7 +142,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     stack = [np.arange(n)]
     while stack:
         part = stack.pop()
-        if distinct(ind[part]) < 2 * k:
+        if len(part) < 2 * k or (not small and distinct(ind[part]) < 2 * k):
             done.append(part)
             continue
         best: tuple[float, np.ndarray, np.ndarray] | None = None

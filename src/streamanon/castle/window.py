@@ -2,13 +2,14 @@
 
 When a tuple reaches its deadline, the tuples held (all younger than δ) are cut by
 :func:`~streamanon.castle.split.median_split` into classes of >= k individuals meeting the
-diversity rule, and only the class holding the expiring tuple is released; the others stay
-held. The partition is kept (:class:`WindowCache`) and reused while the expiring tuple's class
-still meets the rule, so the cuts run about once per δ arrivals. Every released class's
-generalization is remembered (:class:`History`, the last ``HISTORY`` classes): an expiring
-tuple that fits in one that loses less than its own class joins it (CASTLE's Ω rule: the class
-already holds >= k individuals and its sensitive values). When the held tuples cannot form a
-class, the operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
+diversity rule (a class of fewer than 2k individuals too, by its tuples), and only the
+class holding the expiring tuple is released; the others stay held. The partition is kept
+(:class:`WindowCache`) and reused while the expiring tuple's class still meets the rule, so
+the cuts run about once per δ arrivals. Every released class's generalization is remembered
+(:class:`History`, the last ``HISTORY`` classes): an expiring tuple that fits in one that
+loses less than its own class joins it (CASTLE's Ω rule: the class already holds >= k
+individuals and its sensitive values). When the held tuples cannot form a class, the
+operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
 """
 
 from __future__ import annotations
@@ -64,63 +65,27 @@ class History:
         with ``below``, only among the classes that lose less than it (the same answer
         where :meth:`best`'s loses less, else ``None``)."""
         n = min(self.next, len(self.loss))
-        if not self.usable or not n:
+        if not self.usable or not n or not items:
             return [None] * len(items)
-        loss = self.loss
-        start_cols = (np.flatnonzero(loss[:n] < below) if below < np.inf
-                      else np.arange(n))  # in slot order: ties break alike
-        if not len(start_cols):
-            return [None] * len(items)
-        lo, hi, nodes = self.lo[:, :n], self.hi[:, :n], self.nodes
-        # the attributes in the order of the classes' mean width (relative to all of them
-        # together): the narrowest first drops the most classes soonest
-        width = (hi - lo).mean(axis=1) / np.maximum(hi.max(axis=1) - lo.min(axis=1), 1e-300)
-        order = np.argsort(width, kind="stable").tolist()
-        tables = [g.tree.lca_table() for g in self.cset.hier]
+        from streamanon.castle._window_kernel import best_fits
+
+        d, h = self.lo.shape[0], self.nodes.shape[1]
+        x = np.array([it.numbers for it in items], dtype=np.float64).reshape(len(items), d)
+        at = np.array([it.nodes for it in items], dtype=np.int64).reshape(len(items), h)
+        flat = [g.tree.lca_table() for g in self.cset.hier]
+        # hierarchy j's table at offsets[j], its row length at offsets[h + j]
+        starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
+        offsets = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
+        tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int32, copy=False)
+                  if h else np.zeros(1, dtype=np.int32))
+        found = np.empty(len(items), dtype=np.int64)
+        best_fits(self.lo, self.hi, self.loss, n, float(below), x, self.nodes, at, tables,
+                  offsets, found)
         out: list[tuple[float, Any] | None] = []
-        for first in range(0, len(items), 32):
-            chunk = items[first:first + 32]
-            x = np.array([it.numbers for it in chunk]).reshape(len(chunk), len(lo))
-            at = np.array([it.nodes for it in chunk], dtype=np.int64).reshape(len(chunk), -1)
-            cols, fit = _fits(lo, hi, x, start_cols, order)
-            for j, table in enumerate(tables):
-                if not len(cols):
-                    break
-                node = nodes[cols, j][None]
-                fit &= table[node, at[:, j, None]] == node
-            if not len(cols):
-                out += [None] * len(chunk)
-                continue
-            scored = np.where(fit, loss[cols][None], np.inf)
-            best = scored.argmin(axis=1)
-            for it, row, i in zip(chunk, scored, best.tolist(), strict=True):
-                ok = not it.missing and row[i] < np.inf
-                c = int(cols[i])
-                out.append((float(loss[c]), self.payload[c]) if ok else None)
+        for it, c in zip(items, found.tolist(), strict=True):
+            ok = c >= 0 and not it.missing
+            out.append((float(self.loss[c]), self.payload[c]) if ok else None)
         return out
-
-
-def _fits(lo: np.ndarray, hi: np.ndarray, x: np.ndarray, cols: np.ndarray,
-          order: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Which remembered classes (columns of ``lo``/``hi``, one row per attribute; those of
-    ``cols``) each row of ``x`` fits in on the numbers: the columns some row fits in (in
-    their order) and, per row, a mask over them. Attribute by attribute (in ``order``), a
-    column no row fits in is dropped."""
-    fit = np.ones((len(x), len(cols)), dtype=bool)
-    whole = len(cols) == lo.shape[1]
-    for j in order:
-        xj = x[:, j, None]
-        if whole:
-            fit &= (lo[j][None] <= xj) & (xj <= hi[j][None])
-        else:
-            fit &= (lo[j, cols][None] <= xj) & (xj <= hi[j, cols][None])
-        keep = fit.any(axis=0)
-        if not keep.all():
-            cols, fit = cols[keep], fit[:, keep]
-            whole = False
-            if not len(cols):
-                break
-    return cols, fit
 
 
 @dataclass
@@ -166,7 +131,7 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     pending = [item, *(it for it in held if it is not item and not it.done
                        and it.cluster is not None and it.cluster.owner is cset)]
     cache.leaves = {}
-    for part in median_split(cset, pending, k=k, rule=rule):
+    for part in median_split(cset, pending, k=k, rule=rule, small=True):
         for it in part:
             cache.leaves[it.pos] = part
     return cache.leaves[item.pos]
