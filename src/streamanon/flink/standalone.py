@@ -97,6 +97,9 @@ class StandaloneCluster:
             "rest.port": self.rest_port,
             "parallelism.default": 1,
             "python.execution-mode": "thread",
+            # a TaskManager that dies (a kill, a crash) is noticed within seconds, not after
+            # the default 50 s heartbeat timeout
+            "heartbeat.interval": 2000, "heartbeat.timeout": 20000,
         }
         (conf / "config.yaml").write_text("".join(
             f"{key}: {json.dumps(value) if isinstance(value, str) else value}\n"
@@ -120,8 +123,12 @@ class StandaloneCluster:
 
     # -- life cycle ---------------------------------------------------------------------------
     def _script(self, name: str) -> None:
-        subprocess.run(["bash", str(self.home / "bin" / name)], env=self.environment(),
-                       check=True, capture_output=True, timeout=self.start_timeout)
+        self._script_args(name)
+
+    def _script_args(self, name: str, *args: str) -> None:
+        subprocess.run(["bash", str(self.home / "bin" / name), *args],
+                       env=self.environment(), check=True, capture_output=True,
+                       timeout=self.start_timeout)
 
     def rest(self, path: str) -> Any:
         with urllib.request.urlopen(f"http://localhost:{self.rest_port}{path}",
@@ -172,14 +179,48 @@ class StandaloneCluster:
         self.stop()
 
     # -- jobs -----------------------------------------------------------------------------------
+    def _run_command(self, args: list[str]) -> list[str]:
+        return ["bash", str(self.home / "bin" / "flink"), "run",
+                "-m", f"localhost:{self.rest_port}", "-pyclientexec", sys.executable,
+                "-pyexec", sys.executable, "-pym", "streamanon.flink", *args]
+
     def submit(self, args: list[str], *, timeout: float = 600.0
                ) -> subprocess.CompletedProcess[str]:
         """``flink run -pym streamanon.flink ARGS`` against this cluster (waits for the job)."""
-        cmd = ["bash", str(self.home / "bin" / "flink"), "run",
-               "-m", f"localhost:{self.rest_port}", "-pyclientexec", sys.executable,
-               "-pyexec", sys.executable, "-pym", "streamanon.flink", *args]
-        return subprocess.run(cmd, env=self.environment(), capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(self._run_command(args), env=self.environment(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def launch(self, args: list[str]) -> subprocess.Popen[str]:
+        """:meth:`submit` without waiting: the ``flink run`` process (output in pipes)."""
+        return subprocess.Popen(self._run_command(args), env=self.environment(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def running_jobs(self) -> list[str]:
+        """The ids of the cluster's jobs that are running now."""
+        return [j["id"] for j in self.rest("/jobs")["jobs"] if j["status"] == "RUNNING"]
+
+    def taskmanager_ids(self) -> set[str]:
+        """The ids of the TaskManagers registered now."""
+        return {tm["id"] for tm in self.rest("/taskmanagers")["taskmanagers"]}
+
+    def taskmanager_pid(self, taskmanager_id: str) -> int | None:
+        """The PID of a TaskManager of this cluster (the JVM listening on its RPC port)."""
+        info = self.rest(f"/taskmanagers/{taskmanager_id}")
+        found = re.search(r":(\d+)/", info.get("path", ""))
+        if found is None:
+            return None
+        return _listening_pid(int(found.group(1)), [p for p in self.pids() if _alive(p)])
+
+    def start_taskmanager(self) -> None:
+        """One more TaskManager (``taskmanager.sh start``); waits until it has registered."""
+        before = self.taskmanager_ids()
+        self._script_args("taskmanager.sh", "start")
+        deadline = time.monotonic() + self.start_timeout
+        while not self.taskmanager_ids() - before:
+            if time.monotonic() > deadline:
+                raise JobError(f"no new TaskManager within {self.start_timeout} s "
+                               f"(logs: {self.folder / 'log'})")
+            time.sleep(0.3)
 
     def taskmanagers_of(self, job_id: str) -> dict[str, set[str]]:
         """Per job vertex name, the TaskManagers its subtasks ran on."""
@@ -218,6 +259,24 @@ def job_id_of(output: str) -> str | None:
     """The JobID that ``flink run`` printed."""
     found = re.search(r"JobID ([0-9a-f]{32})", output)
     return found.group(1) if found else None
+
+
+def _listening_pid(port: int, pids: list[int]) -> int | None:
+    """Which of ``pids`` holds the TCP socket listening on ``port`` (from ``/proc``)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return pid
+    return None
 
 
 def _alive(pid: int) -> bool:
