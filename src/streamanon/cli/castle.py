@@ -206,6 +206,29 @@ DP_BETA_HELP = ("CASTLEGUARD's β-sampling: each tuple is kept with probability 
                 "1); the others are suppressed with the reason 'not sampled (dp-beta)'.")
 
 
+STATIC_HELP = ("Mark these quasi-identifiers (comma-separated) static, as the rules' "
+               "static = true does: constant per individual, so every release of an "
+               "individual covers its first one (its anchor) and intersecting its releases "
+               "narrows nothing below that class. Ranges and hierarchies only.")
+STATIC_TTL_HELP = ("With static attributes: forget an individual's anchor after this much "
+                   "stream time (the rules' time column, seconds) without a release or a "
+                   "held tuple of it. Default: never (the anchors grow with every "
+                   "individual). An individual seen again after that gets a new anchor: its "
+                   "releases before and after can be intersected.")
+STATIC_MAX_HELP = ("With static attributes: keep at most this many anchors, the least "
+                   "recently used forgotten first (the same caveat as --static-ttl).")
+#: --static, --static-ttl, --static-max of `castle` and `flink castle`
+static_option: Any = typer.Option(None, "--static", metavar="COL[,COL]", help=STATIC_HELP)
+static_ttl_option: Any = typer.Option(None, "--static-ttl", min=0, help=STATIC_TTL_HELP)
+static_max_option: Any = typer.Option(None, "--static-max", min=1, help=STATIC_MAX_HELP)
+
+
+def static_names(text: str | None) -> list[str] | None:
+    """The columns of ``--static`` (``None``: none given)."""
+    names = [c.strip() for c in (text or "").split(",") if c.strip()]
+    return names or None
+
+
 RISK_HELP = ("Add the released rows' re-identification risk to the summary (prosecutor, "
              "journalist and marketer risk, sample uniques, smallest class: the figures of "
              "`streamanon risk` on the output file) over the rules' quasi-identifiers; needs "
@@ -310,6 +333,9 @@ def castle_command(
                                      help=DP_EPSILON_HELP),
     dp_beta: float = typer.Option(DEFAULTS["dp_beta"], "--dp-beta", min=0, max=1,
                                   help=DP_BETA_HELP),
+    static: str = static_option,
+    static_ttl: float = static_ttl_option,
+    static_max: int = static_max_option,
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -389,7 +415,9 @@ def castle_command(
                                     max_delay=max_delay, loss_field=loss_column,
                                     diversity=diversity.value, c=c, t=t, reference=reference,
                                     closeness=closeness.value, t_hierarchy=hierarchy,
-                                    missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta)
+                                    missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta,
+                                    static=static_names(static), static_ttl=static_ttl,
+                                    static_max=static_max)
     except StreamanonError as exc:
         fail(str(exc))
     # the rules' [parameters] table overrides the options: the title and warnings name those
@@ -472,7 +500,7 @@ def _ints(text: str, option: str) -> list[int]:
 #: defaults; its columns stay those of earlier runs).
 EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
                        "t", "reference", "closeness", "t_hierarchy", "missing", "dp_epsilon",
-                       "dp_beta", "dp_rng")
+                       "dp_beta", "dp_rng", "static", "static_ttl", "static_max")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"
