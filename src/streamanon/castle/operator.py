@@ -24,7 +24,7 @@ from collections import Counter, deque, namedtuple
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from streamanon.errors import (
     ProtocolError,
 )
 from streamanon.records import Suppressed
+
+if TYPE_CHECKING:
+    from streamanon.risk import RunningRisk
 
 _EPS = 1e-12
 
@@ -185,6 +188,8 @@ class CastleAnonymizer(OperatorBase):
     _vary = False
     _anchors: Anchors | None = None  # each individual's first release on static attributes
     _timed = False  # every tuple's time is read (max_delay or static_ttl)
+    #: counts the released classes for live risk figures (a metrics port); None: not kept
+    release_risk: RunningRisk | None = None
 
     @classmethod
     def _conformance_params(cls) -> dict[str, Any]:
@@ -788,6 +793,8 @@ class CastleAnonymizer(OperatorBase):
             append(Released({**row.values, **extra}, loss, cid, row.line))
         n = len(items)
         self.released += n
+        if self.release_risk is not None:
+            self.release_risk.add(values, n)
         for name, v in attr.items():
             self.loss_sum[name] = self.loss_sum.get(name, 0.0) + v * n
 
