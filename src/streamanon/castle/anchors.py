@@ -133,7 +133,15 @@ class Anchors:
     def record(self, cset: ClusterSet, cols: list[Column], individuals: Iterable[str],
                st: State, now: float = -math.inf) -> None:
         """Give the individuals without an anchor ``st`` (the class they are released in
-        now, at stream time ``now``) as theirs."""
+        now) as theirs.
+
+        Args:
+            cset: the cluster set ``st`` belongs to (its hierarchies name the nodes).
+            cols: its static attributes (:func:`static_columns`).
+            individuals: the individuals of the class.
+            st: the class's state.
+            now: the stream time (the anchor's first use, with ``ttl``).
+        """
         anchor: dict[str, Any] | None = None
         for p in individuals:
             if p in self.by_individual:

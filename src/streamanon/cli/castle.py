@@ -255,7 +255,16 @@ def start_metrics(port: int | None, host: str, operator: Any, qis: list[str],
                   window: int | None) -> tuple[Any, Any]:
     """The metrics endpoint of ``--metrics-port`` (``(None, None)`` without it): the server
     and the holder of the live operator (``holder[0]``; a Kafka run's restored one is put
-    there). The operator counts its released classes for the risk gauges."""
+    there). The operator counts its released classes for the risk gauges.
+
+    Args:
+        port: the port (0: a free one), ``None``: no endpoint.
+        host: the address to listen on.
+        operator: the run's operator.
+        qis: the quasi-identifiers of the risk gauges.
+        window: the released rows per window of the risk gauges (``None``: the whole
+            release).
+    """
     if port is None:
         return None, None
     try:
