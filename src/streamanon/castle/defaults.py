@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     "dp_epsilon": None,
     "dp_beta": None,
     "dp_rng": None,
+    "static": None,
+    "static_ttl": None,
+    "static_max": None,
 }
 
 
