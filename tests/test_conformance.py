@@ -96,7 +96,8 @@ def test_params_reads_back_the_keyword_parameters() -> None:
     assert list(params) == ["k", "l", "delta", "beta", "mu", "zeta", "suppression",
                             "max_delay", "loss_field", "split", "diversity", "c", "t",
                             "reference", "closeness", "t_hierarchy", "missing", "dp_epsilon",
-                            "dp_beta", "dp_rng", "hierarchy_scope"]
+                            "dp_beta", "dp_rng", "hierarchy_scope", "static", "static_ttl",
+                            "static_max"]
     assert (params["k"], params["l"], params["delta"], params["max_delay"]) == (3, 2, 25, 200)
     again = CastleAnonymizer(op.rules, **params)  # rebuilt from its parameters: same output
     assert conformance.run(case, again, case.records) == conformance.run(

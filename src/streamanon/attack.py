@@ -71,6 +71,9 @@ class Attribute:
 
     name: str
     leaves: Mapping[str, frozenset[str]] | None = None
+    #: declared constant per individual (the rules' ``static = true``, ``--static``): the
+    #: release claims each later generalization covers the first one
+    static: bool = False
 
     @property
     def kind(self) -> str:
@@ -129,8 +132,9 @@ def attributes_from_rules(path: str | Path) -> tuple[str, list[Attribute]]:
         kind = spec.get("generalizer")
         if spec.get("sensitive") is True or kind in (None, "none", "reduction"):
             continue
+        static = spec.get("static") is True
         if kind != "hierarchy":
-            attrs.append(Attribute(spec["name"]))
+            attrs.append(Attribute(spec["name"], static=static))
             continue
         root = spec.get("root")
         if spec.get("tree") is not None:
@@ -147,7 +151,7 @@ def attributes_from_rules(path: str | Path) -> tuple[str, list[Attribute]]:
                 for name in names:
                     parent.setdefault(name, up)
                     up = name
-        attrs.append(Attribute(spec["name"], _leaf_sets(parent)))
+        attrs.append(Attribute(spec["name"], _leaf_sets(parent), static=static))
     return id_field, attrs
 
 
@@ -165,7 +169,10 @@ class AttributeExposure:
     intersection shows nothing more, 0 = pinned to a point or a leaf), ``narrowed`` (share
     whose intersection is narrower than their first release), ``varying`` (share of
     individuals released twice or more whose releases do not intersect: the attribute
-    changes over time for them, and the attack does not apply)."""
+    changes over time for them, and the attack does not apply). ``static``: declared
+    constant (the release claims to bound it); ``first``: quantiles of the intersected width
+    over the first release's (1 = nothing learned beyond the first release, which is what
+    the static bound promises)."""
 
     kind: str
     individuals: int
@@ -177,6 +184,8 @@ class AttributeExposure:
     varying: float
     constant: float | None = None
     contains_input: float | None = None
+    static: bool = False
+    first: dict[str, float | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -196,12 +205,16 @@ class Exposure:
     candidates: dict[str, float | None] = field(default_factory=dict)
     below_k: float | None = None
     k: int | None = None
+    #: with static attributes: the narrowing below the first release, on the static
+    #: attributes and on the others side by side (:func:`intersect`)
+    static: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "individuals": self.individuals,
                 "released_twice_or_more": self.repeated,
                 "below_first_class": self.below_first_class, "candidates": self.candidates,
                 **({"k": self.k, "below_k": self.below_k} if self.k is not None else {}),
+                **({"static": self.static} if self.static is not None else {}),
                 "attributes": {n: a.to_dict() for n, a in self.attributes.items()}}
 
 
@@ -260,6 +273,8 @@ def intersect(rows: Iterable[Mapping[str, Any]], *, id_field: str,
     np.minimum.at(first, ind, np.arange(len(ind)))
     boxes: dict[str, Any] = {}
     result: dict[str, AttributeExposure] = {}
+    # per individual: narrowed below its first release on a static / another attribute
+    below_first = {True: np.zeros(n_ind, dtype=bool), False: np.zeros(n_ind, dtype=bool)}
     for a in attributes:
         values = cols[a.name]
         if a.leaves is None:
@@ -296,12 +311,17 @@ def intersect(rows: Iterable[Mapping[str, Any]], *, id_field: str,
         narrowed = width[use] < first_width[use] - 1e-12 * np.maximum(1, np.abs(first_width[
             use]))
         pinned = (width[use] <= floor) & (span[use] > 0)
+        first_span = first_width[use] - floor
+        of_first = np.where(first_span > 0, (width[use] - floor) / np.where(
+            first_span > 0, first_span, 1), 1.0)
+        below_first[a.static][np.flatnonzero(use)[narrowed]] = True
         n_use = int(use.sum())
         result[a.name] = AttributeExposure(
             kind=a.kind, individuals=n_use, **_quantiles(ratio),
             narrowed=float(narrowed.mean()) if n_use else 0.0,
             pinned=float(pinned.mean()) if n_use else 0.0,
-            varying=float((repeated & ~consistent).sum() / max(int(repeated.sum()), 1)))
+            varying=float((repeated & ~consistent).sum() / max(int(repeated.sum()), 1)),
+            static=a.static, first=_quantiles(of_first))
     if inputs is not None:
         _truth(inputs, id_field, attributes, codes, boxes, result)
     below, cands = _candidates(ind, first, cols, attributes, boxes)
@@ -314,6 +334,14 @@ def intersect(rows: Iterable[Mapping[str, Any]], *, id_field: str,
     if k is not None:
         out.k = k
         out.below_k = float((cands[repeated_any] < k).mean()) if repeated_any.any() else 0.0
+    if any(a.static for a in attributes):
+        def share(flags: np.ndarray) -> float:
+            return float(flags[repeated_any].mean()) if repeated_any.any() else 0.0
+        out.static = {
+            "attributes": [a.name for a in attributes if a.static],
+            "narrowed_static": share(below_first[True]),
+            "narrowed_other": share(below_first[False]),
+            "bound_holds": not below_first[True].any()}
     return out
 
 

@@ -34,8 +34,8 @@ import numpy as np
 
 from streamanon.errors import ConfigError
 
-__all__ = ["Population", "ReleaseRisk", "WindowRisk", "class_codes", "population_counts",
-           "reidentification_risk"]
+__all__ = ["Population", "ReleaseRisk", "RunningRisk", "WindowRisk", "class_codes",
+           "population_counts", "reidentification_risk"]
 
 #: Keys are kept below this so that ``key * cardinality + code`` never overflows int64.
 _KEY_LIMIT = 1 << 62
@@ -310,3 +310,47 @@ def reidentification_risk(
                        int(fig["lacking"][i]))
             for i in range(n_groups)])
     return ReleaseRisk(results[0][0], results[1])
+
+
+class RunningRisk:
+    """The figures of :func:`reidentification_risk` (no population, one row one individual)
+    kept up to date while a release is made: :meth:`add` counts ``n`` released rows of one
+    class (its quasi-identifier values, compared as text), :meth:`figures` gives the last
+    complete window of ``window`` rows (before the first is complete: the rows so far), or
+    the whole release with ``window=None``. Plain data: part of a pickled operator. Memory:
+    one count per class of the current window (of the whole release without a window)."""
+
+    def __init__(self, qis: Sequence[str], *, window: int | None = None) -> None:
+        if window is not None and window < 1:
+            raise ConfigError("window must be >= 1 row")
+        self.qis, self.window = list(qis), window
+        self.counts: dict[tuple[str, ...], int] = {}
+        self.rows = 0  # in the current window
+        self.last: WindowRisk | None = None  # the last complete window
+        self.start = 0  # the current window's first row
+
+    def add(self, values: Any, n: int) -> None:
+        """``n`` released rows of the class of ``values`` (a mapping with the
+        quasi-identifiers)."""
+        key = tuple(str(values[q]) for q in self.qis)
+        while n > 0:
+            take = n if self.window is None else min(n, self.window - self.rows)
+            self.counts[key] = self.counts.get(key, 0) + take
+            self.rows += take
+            n -= take
+            if self.window is not None and self.rows == self.window:
+                self.last = self._current()
+                self.start += self.rows
+                self.counts, self.rows = {}, 0
+
+    def _current(self) -> WindowRisk:
+        if not self.counts:
+            return WindowRisk(self.start, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        f = np.fromiter(self.counts.values(), np.int64, len(self.counts))
+        n, classes, smallest = int(f.sum()), len(f), int(f.min())
+        return WindowRisk(self.start, n, classes, smallest, float((f == 1).sum()) / n,
+                          1.0 / smallest, classes / n, 1.0 / smallest, classes / n)
+
+    def figures(self) -> WindowRisk:
+        """The last complete window's figures (the rows so far before there is one)."""
+        return self.last if self.last is not None else self._current()

@@ -51,3 +51,52 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     for args in (["--qi", "x"], ["--id", "u"], ["--id", "nope", "--qi", "x"]):
         res = runner.invoke(app, ["attack", "intersect", str(rel), *args])
         assert res.exit_code == 2, (args, res.output)
+
+
+def test_attack_reports_the_static_bound_beside_the_other_attributes(tmp_path: Path) -> None:
+    """A release bounded on three building attributes (``castle --static``): the attack told
+    so (``--static``, or the rules' key) shows no individual narrowed below its first release
+    on them, while the fourth constant attribute, not bound, is narrowed; on the release
+    without the bound the same three attributes are narrowed."""
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(900, seed=3))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    bound = ("square_feet", "year_built", "floor_count")
+    outs = {}
+    for name, extra in (("bound", ["--static", ",".join(bound)]), ("plain", [])):
+        outs[name] = tmp_path / f"{name}.csv"
+        res = runner.invoke(app, ["castle", "--rules", str(rules), "--delta", "300",
+                                  str(data), "-o", str(outs[name]), *extra])
+        assert res.exit_code == 0, res.output
+
+    def attack(out: Path, rules_file: Path, *extra: str) -> dict:
+        res = runner.invoke(app, ["attack", "intersect", str(out), "--rules", str(rules_file),
+                                  "--json", *extra])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    report = attack(outs["bound"], rules, "--static", ",".join(bound))
+    side = report["static"]
+    assert side["attributes"] == list(bound) and side["bound_holds"] is True
+    assert side["narrowed_static"] == 0.0 < side["narrowed_other"]
+    for name in bound:
+        a = report["attributes"][name]
+        assert a["static"] is True and a["narrowed"] == 0.0 and a["first"]["p10"] == 1.0
+    assert report["attributes"]["primary_use"]["static"] is False
+    assert report["attributes"]["primary_use"]["narrowed"] > 0
+    # the rules' key says the same as --static
+    keyed = tmp_path / "keyed.toml"
+    text = ashrae.rules_toml()
+    for name in bound:
+        text = text.replace(f'name = "{name}"\n', f'name = "{name}"\nstatic = true\n')
+    keyed.write_text(text)
+    assert attack(outs["bound"], keyed) == report
+    # without the bound, the same attributes narrow below the first release
+    plain = attack(outs["plain"], keyed)["static"]
+    assert plain["bound_holds"] is False and plain["narrowed_static"] > 0.5
+    # the table names the section
+    res = runner.invoke(app, ["attack", "intersect", str(outs["bound"]), "--rules", str(keyed)])
+    assert res.exit_code == 0 and "narrowed_static" in res.output
+    bad = runner.invoke(app, ["attack", "intersect", str(outs["bound"]), "--rules", str(rules),
+                              "--static", "nope"])
+    assert bad.exit_code == 2 and "nope" in bad.output

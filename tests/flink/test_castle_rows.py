@@ -339,3 +339,19 @@ def test_merge_of_outcomes_with_missing_values_equals_run_castle(tmp_path):
             blank if missing == "suppress" else 0)
         if missing == "star":
             assert sum(",*," in x for x in merged) >= blank // 3
+
+
+def test_check_rules_takes_static_attributes_as_an_operator_parameter():
+    """``flink castle --static`` reaches every partition's operator as its ``static``
+    parameter: a rule set is checked with it (a name the rules lack is refused whole)."""
+    from streamanon.errors import ConfigError
+    from streamanon.flink.castle_rows import check_rules
+
+    text = ashrae.rules_toml()
+    params = {"k": 4, "l": 2, "delta": 60, "static": ["square_feet", "primary_use"],
+              "static_ttl": 3600.0, "static_max": 100}
+    rules = check_rules(text, "building_id", params)
+    op = CastleAnonymizer(rules, **params)
+    assert [a.name for a in op.rules.qi_rules if a.static] == ["square_feet", "primary_use"]
+    with pytest.raises(ConfigError, match="no attribute"):
+        check_rules(text, "building_id", {**params, "static": ["nope"]})

@@ -58,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "dp_beta": None,
     "dp_rng": None,
     "hierarchy_scope": "shared",
+    "static": None,
+    "static_ttl": None,
+    "static_max": None,
 }
 
 

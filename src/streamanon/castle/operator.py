@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from streamanon.errors import (
     ProtocolError,
 )
 from streamanon.records import Suppressed
+
+if TYPE_CHECKING:
+    from streamanon.risk import RunningRisk
 
 _EPS = 1e-12
 
@@ -174,6 +177,14 @@ class CastleAnonymizer(OperatorBase):
             set, grown by every cluster's values; ``"cluster"``: in the released cluster's
             own tree (the configured tree and the paths of the values it holds), Prink's
             DGH per cluster. The released node is the same; rules' ``hierarchy_scope`` wins.
+        static: quasi-identifiers to mark ``static`` as the rules' ``static = true`` does
+            (every rule set installed gets them; :meth:`RuleSet.with_static`).
+        static_ttl: forget an individual's anchor after this much stream time (the rules'
+            time column) without a release or a held tuple of it (``None``: never). Its
+            next release gets a new anchor: its releases before and after can be
+            intersected (:mod:`streamanon.castle.anchors`).
+        static_max: keep at most this many anchors, the least recently used forgotten
+            first (``None``: no bound; the same caveat).
     """
 
     hierarchy_scope = "shared"  # operators pickled before the option
@@ -182,6 +193,9 @@ class CastleAnonymizer(OperatorBase):
     #: the oldest held tuple is not always the first to expire (see :meth:`_expire`)
     _vary = False
     _anchors: Anchors | None = None  # each individual's first release on static attributes
+    _timed = False  # every tuple's time is read (max_delay or static_ttl)
+    #: counts the released classes for live risk figures (a metrics port); None: not kept
+    release_risk: RunningRisk | None = None
 
     @classmethod
     def _conformance_params(cls) -> dict[str, Any]:
@@ -246,6 +260,9 @@ class CastleAnonymizer(OperatorBase):
         dp_beta: float | None = None,
         dp_rng: np.random.Generator | None = None,
         hierarchy_scope: str = "shared",
+        static: Sequence[str] | None = None,
+        static_ttl: float | None = None,
+        static_max: int | None = None,
     ) -> None:
         for name, value, least in (("k", k, 1), ("l", l, 0), ("delta", delta, 1),
                                    ("beta", beta, 1), ("mu", mu, 1), ("zeta", zeta, 0)):
@@ -267,6 +284,17 @@ class CastleAnonymizer(OperatorBase):
                               f"got {missing!r}") from None
         self.missing = missing
         self.hierarchy_scope = check_hierarchy_scope(hierarchy_scope)
+        if isinstance(static, str):
+            static = [static]
+        self.static = list(static) if static else None
+        if static_ttl is not None and not (static_ttl >= 0 and math.isfinite(static_ttl)):
+            raise ConfigError("static_ttl must be a finite stream time >= 0")
+        if static_max is not None and (isinstance(static_max, bool) or not isinstance(
+                static_max, Integral) or static_max < 1):
+            raise ConfigError(f"static_max must be an integer >= 1, got {static_max!r}")
+        self.static_ttl = None if static_ttl is None else float(static_ttl)
+        self.static_max = None if static_max is None else int(static_max)
+        self._timed = max_delay is not None or static_ttl is not None
         self.dp_epsilon, self.dp_beta, self.dp_rng = dp_epsilon, dp_beta, dp_rng
         self._dp = None if dp_epsilon is None and dp_beta is None else Perturbation(
             epsilon=dp_epsilon, beta=dp_beta, rng=dp_rng)
@@ -303,7 +331,7 @@ class CastleAnonymizer(OperatorBase):
         self.clusters_released = 0
         self.loss_sum: dict[str, float] = {}
         self.timing = {"best_selection": 0.0, "delay_constraint": 0.0}
-        self._anchors = Anchors()
+        self._anchors = Anchors(ttl=self.static_ttl, max_count=self.static_max)
         if rules is not None:
             self._install(rules)
 
@@ -335,7 +363,9 @@ class CastleAnonymizer(OperatorBase):
         # generalizers carry run-time state (adaptive domains, grown hierarchies, request
         # counts): each operator works on its own copy, so two operators given one RuleSet
         # never influence each other
-        rules = copy.deepcopy(rules)
+        rules = copy.deepcopy(rules.with_static(self.static) if self.static else rules)
+        if self.static_ttl is not None and not rules.time_field:
+            raise ConfigError("static_ttl is stream time: the rules need a time column")
         params = self._parameters_of(rules)
         if params.l > 1 and not rules.sensitive:
             raise ConfigError(f"l = {params.l} needs at least one sensitive attribute in the "
@@ -415,15 +445,14 @@ class CastleAnonymizer(OperatorBase):
             return []
         cset = self._current
         try:
-            item, hier_raw, other_raw = cset.parse(row, self._pos + 1,
-                                                   self.max_delay is not None)
+            item, hier_raw, other_raw = cset.parse(row, self._pos + 1, self._timed)
         except BadRecordError as exc:
             if (self.missing is Missing.reject or not isinstance(exc, MissingFieldError)
                     or not cset.is_qi(exc.field)):
                 raise exc.about(given) from None
             try:  # an empty quasi-identifier: the rest of the tuple must still be valid
                 item, hier_raw, other_raw = cset.parse_star(
-                    row, self._pos + 1, self.max_delay is not None,
+                    row, self._pos + 1, self._timed,
                     observe=self.missing is Missing.star)
             except BadRecordError as again:
                 raise again.about(given) from None
@@ -431,9 +460,10 @@ class CastleAnonymizer(OperatorBase):
                 self.read += 1
                 self.suppressed_by_reason[MISSING_REASON] += 1
                 return [self._suppressed(cset, row, MISSING_REASON)]
-        if self.max_delay is not None and math.isnan(item.t):
-            raise ConfigError("max_delay needs a time per tuple: set time = \"<column>\" in "
-                              "the rules or pass CastleRow(t=...)")
+        if self._timed and math.isnan(item.t):
+            raise ConfigError(f"{'max_delay' if self.max_delay is not None else 'static_ttl'}"
+                              " needs a time per tuple: set time = \"<column>\" in the "
+                              "rules or pass CastleRow(t=...)")
         if self._dp is not None and not self._dp.admit(cset, item):
             return [self._not_sampled(cset, row)]
         if hier_raw or other_raw:
@@ -469,7 +499,7 @@ class CastleAnonymizer(OperatorBase):
         """
         out: list[Any] = []
         cset = self._current
-        parsed = (None if cset is None or self.max_delay is not None
+        parsed = (None if cset is None or self._timed
                   else cset.parse_columns(n, numbers, texts))
         taken = 0
         it = iter(rows)
@@ -670,8 +700,18 @@ class CastleAnonymizer(OperatorBase):
         if not self._anchors.covers(cset, cols, st, item.individual):
             return False
         if record:
-            self._anchors.record(cset, cols, (item.individual,), st)
+            self._anchors.record(cset, cols, (item.individual,), st, self._clock)
+            self._anchors_used((item.individual,))
         return True
+
+    def _anchors_used(self, individuals: Sequence[str]) -> None:
+        """The anchors of ``individuals`` were used now; forget those past their bounds."""
+        anchors = self._anchors
+        if anchors is None or not anchors.bounded:
+            return
+        anchors.touch(individuals, self._clock)
+        sets = self._sets
+        anchors.forget(self._clock, lambda p: any(p in s._pool_ids for s in sets))
 
     def _release(self, cset: ClusterSet, items: list[Item], st: State, out: list[Any]
                  ) -> tuple[dict[str, Any], float, dict[str, float], int, State]:
@@ -684,7 +724,8 @@ class CastleAnonymizer(OperatorBase):
                 self._anchors = Anchors()
             ids = [it.individual for it in items]
             st = self._anchors.widen(cset, cols, ids, st)
-            self._anchors.record(cset, cols, ids, st)
+            self._anchors.record(cset, cols, ids, st, self._clock)
+            self._anchors_used(ids)
         attr = cset.attr_losses(st, items)
         loss = cset.weighted(attr)
         cid = self._next_cluster
@@ -771,13 +812,15 @@ class CastleAnonymizer(OperatorBase):
             it.cluster = None
             row = it.row
             if type(row) is _BlockRow:  # its values were made for this tuple alone
-                values = row.values
-                values.update(extra)  # the same keys in the same order as the merge below
+                released = row.values
+                released.update(extra)  # the same keys in the same order as the merge below
             else:
-                values = {**row.values, **extra}
-            append(Released(values, loss, cid, row.line))
+                released = {**row.values, **extra}
+            append(Released(released, loss, cid, row.line))
         n = len(items)
         self.released += n
+        if self.release_risk is not None:
+            self.release_risk.add(values, n)
         for name, v in attr.items():
             self.loss_sum[name] = self.loss_sum.get(name, 0.0) + v * n
 
@@ -941,4 +984,6 @@ class CastleAnonymizer(OperatorBase):
             else 0.0,
             "domains_widened": widened,
             "parameters": self.parameters.as_dict(),
+            **({"anchors": self._anchors.figures()} if self._anchors is not None and (
+                self._anchors.bounded or len(self._anchors)) else {}),
         }

@@ -10,10 +10,12 @@ Design: docs/design/castle.md
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,6 +261,27 @@ class RuleSet:
                 now = (a.generalizer.lo, a.generalizer.hi)  # type: ignore[attr-defined]
                 if now != self.domains[a.name]:
                     out[a.name] = [now[0], now[1]]
+        return out
+
+    def with_static(self, names: Iterable[str]) -> RuleSet:
+        """These rules with the quasi-identifiers ``names`` marked ``static`` as the rules'
+        ``static = true`` key marks them (the others as they are): the ``--static`` option's
+        rules. A name that is not a quasi-identifier of the rules is refused."""
+        wanted = list(names)
+        by_name = {a.name: a for a in self.attributes}
+        for name in wanted:
+            a = by_name.get(name)
+            if a is None:
+                raise ConfigError(f"static {name!r}: no attribute of that name in the rules")
+            if not a.generalizer.quasi_identifier:
+                raise ConfigError(f"attribute {name!r}: static needs a quasi-identifier "
+                                  "(not a sensitive or released-as-is attribute)")
+        if all(by_name[n].static for n in wanted):
+            return self
+        out = copy.copy(self)
+        out.attributes = [dataclasses.replace(a, static=True) if a.name in wanted else a
+                          for a in self.attributes]
+        out.qi_rules = [a for a in out.attributes if a.generalizer.quasi_identifier]
         return out
 
     @property

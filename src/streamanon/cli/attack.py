@@ -59,6 +59,13 @@ than the class held. Numeric ranges [lo,hi] are intersected as intervals, hierar
 their sets of leaves (give --rules for the tree); with --input also which attributes are
 constant and whether each intersection holds the true value.
 
+The attributes declared static (the rules' static = true, or --static) are marked in the
+report, each attribute's "first" quantiles give its intersected width over the first release's
+(1 = nothing learned beyond the first release: what the static bound promises), and a "static"
+section gives side by side the share of individuals narrowed below their first release on the
+static attributes (narrowed_static: 0 when the bound held, bound_holds) and on the others
+(narrowed_other).
+
 Examples:
 
     streamanon attack intersect out.csv --rules rules.toml --k 5
@@ -80,6 +87,11 @@ def intersect_command(
                                "intersections hold the true values."),
     k: int = typer.Option(None, "--k", min=1, help="Also report the share of individuals left "
                           "with fewer than k compatible candidates."),
+    static: str = typer.Option(None, "--static", metavar="COL[,COL]", help="The attributes "
+                               "the release bounded as static (castle --static; default: "
+                               "the rules' static = true): the report adds, side by side, "
+                               "the share of individuals narrowed below their first release "
+                               "on them and on the other attributes."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from streamanon.attack import Attribute, attributes_from_rules, intersect
@@ -97,6 +109,12 @@ def intersect_command(
             attrs = [Attribute(q) for q in qis]
         if not id_field or not attrs:
             fail("give --rules, or --id and --qi")
+        for name in _split([static] if static else None):
+            hit = [a for a in attrs if a.name == name]
+            if not hit:
+                fail(f"--static {name}: not an attacked attribute "
+                     f"({', '.join(a.name for a in attrs)})")
+            hit[0].static = True
         report = intersect(read_rows(output), id_field=id_field, attributes=attrs, k=k,
                            inputs=read_rows(source) if source else None)
     except ConfigError as exc:

@@ -206,6 +206,29 @@ DP_BETA_HELP = ("CASTLEGUARD's β-sampling: each tuple is kept with probability 
                 "1); the others are suppressed with the reason 'not sampled (dp-beta)'.")
 
 
+STATIC_HELP = ("Mark these quasi-identifiers (comma-separated) static, as the rules' "
+               "static = true does: constant per individual, so every release of an "
+               "individual covers its first one (its anchor) and intersecting its releases "
+               "narrows nothing below that class. Ranges and hierarchies only.")
+STATIC_TTL_HELP = ("With static attributes: forget an individual's anchor after this much "
+                   "stream time (the rules' time column, seconds) without a release or a "
+                   "held tuple of it. Default: never (the anchors grow with every "
+                   "individual). An individual seen again after that gets a new anchor: its "
+                   "releases before and after can be intersected.")
+STATIC_MAX_HELP = ("With static attributes: keep at most this many anchors, the least "
+                   "recently used forgotten first (the same caveat as --static-ttl).")
+#: --static, --static-ttl, --static-max of `castle` and `flink castle`
+static_option: Any = typer.Option(None, "--static", metavar="COL[,COL]", help=STATIC_HELP)
+static_ttl_option: Any = typer.Option(None, "--static-ttl", min=0, help=STATIC_TTL_HELP)
+static_max_option: Any = typer.Option(None, "--static-max", min=1, help=STATIC_MAX_HELP)
+
+
+def static_names(text: str | None) -> list[str] | None:
+    """The columns of ``--static`` (``None``: none given)."""
+    names = [c.strip() for c in (text or "").split(",") if c.strip()]
+    return names or None
+
+
 RISK_HELP = ("Add the released rows' re-identification risk to the summary (prosecutor, "
              "journalist and marketer risk, sample uniques, smallest class: the figures of "
              "`streamanon risk` on the output file) over the rules' quasi-identifiers; needs "
@@ -215,6 +238,70 @@ RISK_WINDOW_HELP = "With --risk (implied): also the worst window of this many re
 RISK_METRICS_HELP = ("With --risk (implied): also write the whole release's figures as "
                      "Prometheus gauges (streamanon_release_*, text format) to this file, "
                      "for a textfile collector (replaced at the end of the run).")
+
+
+METRICS_PORT_HELP = ("Serve the run's live figures as Prometheus metrics over HTTP on this "
+                     "port (0: a free port; the address is said on stderr and in the "
+                     "summary): tuples read, released, suppressed by reason, held, anchors "
+                     "kept and forgotten, and the released rows' re-identification risk "
+                     "gauges (streamanon_release_*, over --risk-qi or the rules' "
+                     "quasi-identifiers; the last complete --risk-window of released rows, "
+                     "else the whole release). Plain HTTP: see --metrics-host.")
+METRICS_HOST_HELP = ("With --metrics-port: the address to listen on (default: loopback only; "
+                     "the metrics carry counts and risk figures, no data).")
+
+
+def start_metrics(port: int | None, host: str, operator: Any, qis: list[str],
+                  window: int | None) -> tuple[Any, Any]:
+    """The metrics endpoint of ``--metrics-port`` (``(None, None)`` without it): the server
+    and the holder of the live operator (``holder[0]``; a Kafka run's restored one is put
+    there). The operator counts its released classes for the risk gauges.
+
+    Args:
+        port: the port (0: a free one), ``None``: no endpoint.
+        host: the address to listen on.
+        operator: the run's operator.
+        qis: the quasi-identifiers of the risk gauges.
+        window: the released rows per window of the risk gauges (``None``: the whole
+            release).
+    """
+    if port is None:
+        return None, None
+    try:
+        from streamanon.net.metrics import CastleRunMetrics, serve_plain
+    except ModuleNotFoundError as exc:
+        from streamanon.extras import install_hint
+
+        fail(f"--metrics-port: {install_hint(exc) or exc}")
+    from streamanon.risk import RunningRisk
+
+    operator.release_risk = RunningRisk(qis, window=window)
+    holder = [operator]
+    try:
+        server = serve_plain(CastleRunMetrics(lambda: holder[0]).registry, host, port)
+    except OSError as exc:
+        fail(f"--metrics-port {port}: {exc.strerror or exc}")
+    bound = server.server_address
+    address = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
+    server.address = address  # type: ignore[attr-defined]
+    console.print(f"streamanon castle: metrics on http://{address}/metrics", markup=False,
+                  highlight=False)
+    return server, holder
+
+
+def _settled(holder: Any, qis: list[str], window: int | None) -> Any:
+    """``on_stage`` of a Kafka run with a metrics port: its operator (restored from the
+    checkpoint on a restart) goes into ``holder``, keeping the checkpoint's risk counts when
+    they are of the same columns and window."""
+    def settle(stage: Any) -> None:
+        from streamanon.risk import RunningRisk
+
+        op = stage.op
+        risk = getattr(op, "release_risk", None)
+        if risk is None or (risk.qis, risk.window) != (qis, window):
+            op.release_risk = RunningRisk(qis, window=window)
+        holder[0] = op
+    return settle
 
 
 def _risk_columns(risk: bool, risk_qi: str | None, window: int | None,
@@ -327,6 +414,9 @@ def castle_command(
     hierarchy_scope: HierarchyScopeChoice = typer.Option(
         HierarchyScopeChoice(DEFAULTS["hierarchy_scope"]), "--hierarchy-scope",
         help=HIERARCHY_SCOPE_HELP),
+    static: str = static_option,
+    static_ttl: float = static_ttl_option,
+    static_max: int = static_max_option,
     output: str = typer.Option("-", "-o", "--output", help="Released rows (same columns as the "
                                "input; ranges as [lo,hi]); - = stdout; .jsonl writes JSON "
                                "Lines; kafka://HOST:PORT/TOPIC one message per row (no "
@@ -361,6 +451,9 @@ def castle_command(
     risk_qi: str = typer.Option(None, "--risk-qi", metavar="QI,...", help=RISK_QI_HELP),
     risk_window: int = typer.Option(None, "--risk-window", min=1, help=RISK_WINDOW_HELP),
     risk_metrics: Path = typer.Option(None, "--risk-metrics", help=RISK_METRICS_HELP),
+    metrics_port: int = typer.Option(None, "--metrics-port", min=0, max=65535,
+                                     help=METRICS_PORT_HELP),
+    metrics_host: str = typer.Option("127.0.0.1", "--metrics-host", help=METRICS_HOST_HELP),
     config: Path | None = config_option,
 ) -> None:
     """k_s-anonymize a stream with CASTLE (and l-diversity): clusters of >= k individuals.
@@ -376,7 +469,6 @@ def castle_command(
     from streamanon.errors import StreamanonError
     from streamanon.io import detect_format
     from streamanon.pipeline.kafka.options import is_kafka
-    from streamanon.pipeline.run import run_castle
 
     in_format = check_format(in_format, "--input-format")
     out_format = check_format(out_format, "--output-format")
@@ -407,7 +499,9 @@ def castle_command(
                                     diversity=diversity.value, c=c, t=t, reference=reference,
                                     closeness=closeness.value, t_hierarchy=hierarchy,
                                     missing=missing, dp_epsilon=dp_epsilon, dp_beta=dp_beta,
-                                    hierarchy_scope=hierarchy_scope.value)
+                                    hierarchy_scope=hierarchy_scope.value,
+                                    static=static_names(static), static_ttl=static_ttl,
+                                    static_max=static_max)
     except StreamanonError as exc:
         fail(str(exc))
     # the rules' [parameters] table overrides the options: the title and warnings name those
@@ -422,6 +516,42 @@ def castle_command(
                       checkpoint_every=checkpoint_every, max_message_bytes=max_message_bytes,
                       batch_size=batch_size, checkpoint_key=checkpoint_key,
                       config=kafka_config(config_file))
+    metrics_qis = [q.strip() for q in (risk_qi or "").split(",") if q.strip()
+                   ] or rules.quasi_identifiers
+    server, holder = start_metrics(metrics_port, metrics_host, operator, metrics_qis,
+                                   risk_window)
+    try:
+        _run_command(source=source, output=output, operator=operator, rules=rules,
+                     rules_path=rules_path, in_format=in_format, out_format=out_format,
+                     on_error=on_error, rejects=rejects, suppressed=suppressed, cols=cols,
+                     sep=sep, kafka_args=kafka_args, until_end=until_end,
+                     summary_file=summary_file, risk_qis=risk_qis, risk_window=risk_window,
+                     risk_metrics=risk_metrics, k=k, l=l, delta=delta, title=title,
+                     as_json=as_json, server=server, holder=holder, metrics_qis=metrics_qis)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+def _run_command(*, source: str, output: str, operator: Any, rules: Any, rules_path: Path,
+                 in_format: str | None, out_format: str, on_error: OnError,
+                 rejects: str | None, suppressed: str | None, cols: list[str] | None,
+                 sep: str, kafka_args: dict[str, Any], until_end: bool,
+                 summary_file: Path | None, risk_qis: list[str], risk_window: int | None,
+                 risk_metrics: Path | None, k: int, l: int, delta: int,  # noqa: E741
+                 title: str, as_json: bool, server: Any, holder: Any,
+                 metrics_qis: list[str]) -> None:
+    """The run of :func:`castle_command` once its options are checked (the metrics server,
+    if any, runs around it)."""
+    from streamanon.io import detect_format
+    from streamanon.pipeline.kafka.options import is_kafka
+    from streamanon.pipeline.run import run_castle
+
+    def with_metrics(summary: dict[str, Any]) -> None:
+        if server is not None:
+            summary["metrics"] = {"address": server.address}
+
     if is_kafka(source):
         import hashlib
 
@@ -429,14 +559,16 @@ def castle_command(
         with writing([rules_path]) as outs:
             summary_tmp = outs.add(summary_file, "--summary") if summary_file else None
             with kafka_run(until_end) as stop, kafka_progress(source) as tick:
+                opts = options(**kafka_args, stop=stop, on_batch=tick,
+                               identity={"rules_sha256": rules_digest})
+                if holder is not None:
+                    opts.on_stage = _settled(holder, metrics_qis, risk_window)
                 stats = run_castle(source, output, operator, in_format=in_format,
                                    out_format=out_format, on_error=on_error,
                                    rejects_path=rejects, suppressed_path=suppressed,
-                                   columns=cols, delimiter=sep,
-                                   kafka=options(**kafka_args, stop=stop,
-                                                on_batch=tick,
-                                                identity={"rules_sha256": rules_digest}))
+                                   columns=cols, delimiter=sep, kafka=opts)
                 summary: dict[str, Any] = stats.to_dict()
+                with_metrics(summary)
                 summary["outputs"] = [str(t) for t in (output, suppressed, rejects)
                                       if t is not None]
                 if risk_qis:
@@ -467,6 +599,7 @@ def castle_command(
                                progress=progress, kafka=options(**kafka_args),
                                delimiter=sep)
         summary = stats.to_dict()
+        with_metrics(summary)
         summary["outputs"] = [*[t for t in (output, suppressed, rejects)
                                 if t is not None and is_kafka(t)], *outs.targets]
         if risk_qis:
@@ -490,7 +623,8 @@ def _ints(text: str, option: str) -> list[int]:
 #: defaults; its columns stay those of earlier runs).
 EXPERIMENT_UNLISTED = ("suppression", "max_delay", "loss_field", "split", "diversity", "c",
                        "t", "reference", "closeness", "t_hierarchy", "missing", "dp_epsilon",
-                       "dp_beta", "dp_rng", "hierarchy_scope")
+                       "dp_beta", "dp_rng", "hierarchy_scope", "static", "static_ttl",
+                       "static_max")
 
 #: What the information-loss plot highlights, and what the tables report as "loss 7 num.".
 SEVEN_NAME = "numeric QIs (tables: 'loss 7 num.')"

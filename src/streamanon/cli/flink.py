@@ -46,6 +46,10 @@ from streamanon.cli.castle import (
     missing_option,
     read_hierarchy,
     read_reference,
+    static_max_option,
+    static_names,
+    static_option,
+    static_ttl_option,
 )
 from streamanon.cli.common import (
     INPUT_FORMAT_HELP,
@@ -626,6 +630,9 @@ def flink_castle(
     hierarchy_scope: HierarchyScopeChoice = typer.Option(
         HierarchyScopeChoice(DEFAULTS["hierarchy_scope"]), "--hierarchy-scope",
         help=HIERARCHY_SCOPE_HELP),
+    static: str = static_option,
+    static_ttl: float = static_ttl_option,
+    static_max: int = static_max_option,
     partitions: int = typer.Option(None, "--partitions", min=1, help="Partitions of the "
                                    "individuals (crc32(id) mod this); default: the "
                                    "parallelism. k and l hold within each; each is a key "
@@ -719,6 +726,7 @@ def flink_castle(
     hierarchy_scope = HierarchyScopeChoice(hierarchy_scope).value  # type: ignore[assignment]
     if t_hierarchy is not None:
         t_hierarchy = read_hierarchy(t_hierarchy)  # type: ignore[assignment]
+    static = static_names(static)  # type: ignore[assignment]  # read by signature_params
     params = signature_params(CastleAnonymizer, locals())  # the operator's options given
     if isinstance(src, str) and src.startswith("kafka://"):
         from streamanon.flink.castle_job import run_castle_kafka_job

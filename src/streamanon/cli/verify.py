@@ -177,6 +177,9 @@ def verify_castle(
     t_hierarchy: str = typer.Option(None, "--t-hierarchy", help="With --closeness "
                                     "hierarchical: the TOML file of the sensitive "
                                     "attributes' hierarchies the release was made with."),
+    static: str = typer.Option(None, "--static", metavar="COL[,COL]", help="The "
+                               "quasi-identifiers the release marked static (castle "
+                               "--static): check them as the rules' static = true."),
     delimiter: str = typer.Option(",", "--delimiter", help=DELIMITER_HELP),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -207,6 +210,11 @@ def verify_castle(
         fail(f"{rules_path}: {exc}")
     except OSError as exc:
         fail(f"{exc.filename}: {exc.strerror}")
+    for name in [c.strip() for c in (static or "").split(",") if c.strip()]:
+        attr = next((a for a in spec.qi if a.name == name), None)
+        if attr is None or attr.kind not in ("range", "hierarchy"):
+            fail(f"--static {name}: not a range or hierarchy quasi-identifier of the rules")
+        attr.static = True
     for name in ("k", "l"):  # not given: the rules' [parameters] value, when they set one
         source_of = ctx.get_parameter_source(name)  # (an enum of typer's click, by name)
         if name in spec.parameters and getattr(source_of, "name", "DEFAULT") == "DEFAULT":

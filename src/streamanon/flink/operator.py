@@ -389,6 +389,9 @@ def castle(
     dp_epsilon: float | None = None,
     dp_beta: float | None = None,
     hierarchy_scope: str = "shared",
+    static: Sequence[str] | None = None,
+    static_ttl: float | None = None,
+    static_max: int | None = None,
     partitions: int | None = None,
     rules_stream: Any = None,
     bad_rules: str = "skip",
@@ -431,6 +434,10 @@ def castle(
             the others are suppressed, reason ``not sampled (dp-beta)``).
         hierarchy_scope: where a categorical's GLM is measured: ``shared`` (one tree per
             rule set) or ``cluster`` (each released cluster's own tree, as Prink).
+        static: quasi-identifiers marked ``static`` as the rules' ``static = true`` does.
+        static_ttl: forget an anchor after this much stream time unused (None: never).
+        static_max: keep at most this many anchors per partition, least recently used
+            forgotten first (None: no bound).
         partitions: partitions of the individuals (crc32 of the id mod this), each its own
             CASTLE operator and state key, fixed for the job (a restore at another
             parallelism keeps them); k and l hold within each. Default: the job's
@@ -456,7 +463,9 @@ def castle(
                               "diversity": diversity, "c": c, "t": t,
                               "reference": reference, "closeness": closeness,
                               "t_hierarchy": t_hierarchy, "dp_epsilon": dp_epsilon,
-                              "dp_beta": dp_beta, "hierarchy_scope": hierarchy_scope}
+                              "dp_beta": dp_beta, "hierarchy_scope": hierarchy_scope,
+                              "static": static,
+                              "static_ttl": static_ttl, "static_max": static_max}
     text = _rules_text(rules)
     first = RuleSet.from_toml(text)
     check_rules(text, first.id_field, params)  # refused here, not in a task

@@ -103,6 +103,96 @@ class ReleaseRiskMetrics:
         write_to_textfile(str(path), self.registry)
 
 
+class CastleRunMetrics:
+    """A CASTLE run's live figures, read from the operator at each scrape (nothing is
+    updated on the hot path): tuples read, released, suppressed (by reason), held, clusters
+    released, the anchors of static attributes kept and forgotten, and the release's
+    re-identification risk (``streamanon_release_*``, the gauges of
+    :class:`ReleaseRiskMetrics`) from the operator's
+    :class:`~streamanon.risk.RunningRisk`. ``live`` gives the operator in use (a Kafka run
+    replaces it with the checkpoint's on a restart)."""
+
+    def __init__(self, live: Callable[[], Any]) -> None:
+        self.live = live
+        self.registry = CollectorRegistry()
+        self._last: list[Any] = []
+        self.registry.register(self)
+
+    def describe(self) -> list[Any]:
+        return []  # the families depend on the run (no static attributes: no anchors)
+
+    def collect(self) -> list[Any]:
+        """The families as the operator stands now; a scrape racing the run's thread (a
+        dict changing size under it) is tried again, and after five tries the previous
+        scrape's families are served (logged)."""
+        for _ in range(5):
+            try:
+                self._last = self._families()
+                return self._last
+            except RuntimeError as exc:  # "dictionary changed size during iteration"
+                why = exc
+        log.warning("metrics: the run changed under five scrapes in a row (%s); serving "
+                    "the previous figures", why)
+        return self._last
+
+    def _families(self) -> list[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        op = self.live()
+        if op is None:
+            return []
+        out: list[Any] = []
+        for name, help_text, value in (
+                ("streamanon_castle_read", "Tuples read by the operator", op.read),
+                ("streamanon_castle_released", "Tuples released", op.released),
+                ("streamanon_castle_clusters_released", "Classes released",
+                 op.clusters_released)):
+            out.append(CounterMetricFamily(name, help_text, value=value))
+        sup = CounterMetricFamily("streamanon_castle_suppressed", "Tuples suppressed, by "
+                                  "reason", labels=["reason"])
+        for reason, n in dict(op.suppressed_by_reason).items():
+            sup.add_metric([reason], n)
+        out.append(sup)
+        out.append(GaugeMetricFamily("streamanon_castle_held", "Tuples held in open clusters",
+                                     value=op.held))
+        anchors = getattr(op, "_anchors", None)
+        if anchors is not None and (anchors.bounded or len(anchors)):
+            out.append(GaugeMetricFamily("streamanon_castle_anchors_kept", "Anchors of "
+                                         "static attributes kept", value=len(anchors)))
+            out.append(CounterMetricFamily("streamanon_castle_anchors_forgotten", "Anchors "
+                                           "forgotten (--static-ttl, --static-max)",
+                                           value=anchors.forgotten))
+        risk = getattr(op, "release_risk", None)
+        if risk is not None:
+            figures = risk.figures().to_dict()
+            for name in ReleaseRiskMetrics.FIGURES:
+                out.append(GaugeMetricFamily(
+                    f"streamanon_release_{name}",
+                    f"Re-identification risk of the released rows: {name}",
+                    value=float(figures[name])))
+        return out
+
+
+def serve_plain(registry: CollectorRegistry, host: str, port: int) -> Any:
+    """Serve ``registry`` over plain HTTP on ``host:port`` (``port`` 0: a free one; read it
+    back from ``server.server_address``) in a daemon thread; returns the server
+    (``shutdown()``, ``server_close()``). For runs without a site's PKI: bind a loopback
+    address, or one only the monitoring network reaches."""
+    handler = MetricsHandler.factory(registry)
+
+    class Quiet(handler):  # type: ignore[misc,valid-type]
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    server = Server((host, port), Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
+
+
 _FRIENDLY = {"PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate",
              "HTTP_REQUEST": "plain HTTP on the TLS port",
              "WRONG_VERSION_NUMBER": "not TLS", "UNSUPPORTED_PROTOCOL": "TLS version too old",

@@ -691,6 +691,8 @@ class CastleStage:
                 name: seen_up_to(len(v), op.parameters.l) for name, v in self.sensitive.items()}
         if s["domains_widened"]:
             stats.details["domains_widened"] = s["domains_widened"]
+        if "anchors" in s:  # static attributes: the anchors kept and forgotten
+            stats.details["anchors"] = s["anchors"]
         if s["parameters"] != {"k": op.k, "l": op.l, "delta": op.delta, "beta": op.beta}:
             # the rules' [parameters] override the command's: the values in force now
             stats.details["parameters"] = s["parameters"]

@@ -423,3 +423,43 @@ def test_castle_from_a_topic_takes_t_closeness_and_reports_the_risk(kafka_broker
     assert s["params"]["t"] == 0.5 and s["released"] == ref["released"] > 0
     assert released.read_bytes() == pure.read_bytes()
     assert s["risk"] == ref["risk"] and s["risk"]["overall"]["smallest_class"] >= 1
+
+
+def test_castle_dp_mode_topic_to_topic_accounts_for_every_tuple(kafka_broker, tmp_path):
+    """``castle kafka://... -o kafka://... --dp-epsilon --dp-beta`` (with static attributes
+    too): every message is released or suppressed, the tuples sampled out are on the
+    suppressed topic with their reason and counted as suppressed, and the released topic's
+    rows pass the independent checker (k, l and the static bound)."""
+    import csv
+    import io
+
+    from streamanon.castle.dp import NOT_SAMPLED
+
+    b = kafka_broker
+    data, rules = _castle_files(tmp_path, 900, seed=7)
+    header, *lines = data.read_bytes().splitlines()
+    (inp,) = b.topics("in")
+    out, sup = b.names("out", "sup")
+    produce(b.bootstrap, inp, [header, *lines])
+    static = "square_feet,year_built,floor_count,primary_use"
+    s = summary_of(cli("castle", "--rules", str(rules), "--k", "5", "--l", "2", "--delta",
+                       "300", "--dp-epsilon", "4", "--dp-beta", "0.7", "--static", static,
+                       b.url(inp), "-o", b.url(out), "--suppressed", b.url(sup),
+                       "--until-end", "--json"))
+    assert s["params"]["dp_epsilon"] == 4 and s["params"]["dp_beta"] == 0.7
+    assert s["params"]["static"] == static.split(",")
+    released, suppressed = values_of(b.bootstrap, out), values_of(b.bootstrap, sup)
+    assert s["read"] == 900 == s["released"] + s["suppressed"] and s["balanced"]
+    assert (len(released), len(suppressed)) == (s["released"], s["suppressed"])
+    left_out = s["suppressed_by_reason"][NOT_SAMPLED]
+    assert 180 < left_out < 360  # Binomial(900, 0.3): mean 270, sd 14
+    reasons = [row[-1] for row in csv.reader(io.StringIO(
+        b"\n".join(suppressed).decode()))]
+    assert reasons.count(NOT_SAMPLED) == left_out
+    assert s["anchors"]["kept"] > 0 and s["anchors"]["forgotten"] == 0
+    rows = tmp_path / "released.csv"
+    rows.write_bytes(b"\n".join([header, *released]) + b"\n")
+    report = json.loads(cli("verify", "castle", str(rows), "--rules", str(rules), "--k", "5",
+                            "--l", "2", "--static", static, "--json").stdout)
+    assert report["ok"] and report["static_violations"] == 0 and report["rows"] == len(
+        released)

@@ -397,6 +397,8 @@ class ExactlyOnceRun:
             none).
         log: where messages go (``None``: nowhere).
         on_batch: called with the number of messages of each batch (``None``: none).
+        on_stage: called with the run's stage once it is settled (fresh, or restored from
+            the checkpoint): a metrics endpoint reads the live operator through it.
     """
 
     def __init__(self, source: KafkaSource, sinks: Mapping[str, Sink],
@@ -405,9 +407,10 @@ class ExactlyOnceRun:
                  stop: StopFlag | None = None, identity: Mapping[str, Any] | None = None,
                  after_batch: Callable[[int], None] | None = None,
                  log: Callable[[str], None] | None = None,
-                 on_batch: Callable[[int], None] | None = None) -> None:
+                 on_batch: Callable[[int], None] | None = None,
+                 on_stage: Callable[[Any], None] | None = None) -> None:
         self.source, self.sinks, self.progress = source, dict(sinks), progress
-        self.on_batch = on_batch
+        self.on_batch, self.on_stage = on_batch, on_stage
         self.make_stage = make_stage
         self.checkpoint_every = checkpoint_every
         self.idle_ms = idle_ms
@@ -570,6 +573,8 @@ class ExactlyOnceRun:
     def run(self) -> dict[str, Any]:
         """Run until the end (``until_end``) or a stop signal; returns the delivery facts."""
         logged = self._recover()
+        if self.on_stage is not None:
+            self.on_stage(self.stage)
         if hasattr(self.stop, "starting"):
             self.stop.starting = False  # from here a signal stops after a checkpoint
         assert self.merge is not None

@@ -80,6 +80,7 @@ class KafkaOptions:
     log: Callable[[str], None] | None = None
     after_batch: Callable[[int], None] | None = None
     on_batch: Callable[[int], None] | None = None  # messages per batch (progress displays)
+    on_stage: Callable[[Any], None] | None = None  # the run's stage once settled (metrics)
     identity: dict[str, Any] = field(default_factory=dict)  # more that must not change
     checkpoint_key: str | Path | None = None
 

@@ -86,7 +86,7 @@ def run_kafka(source_url: str, make_stage: Callable[[], Stage],
                             identity={"input": topic, **options.identity,
                                       **(identity or {})},
                             after_batch=options.after_batch, log=options.say,
-                            on_batch=options.on_batch)
+                            on_batch=options.on_batch, on_stage=options.on_stage)
     watch.check = runner.check_broker
     try:
         delivery = runner.run()
