@@ -1,6 +1,6 @@
 """Shared test fixtures: hypothesis profiles (CI runs fewer examples per property), the shared
-Kafka broker and, on pytest-xdist workers, the order of the test files (longest first, the
-``wallclock`` ones beside the shortest: tests/durations.json)."""
+Kafka broker, the ``wallclock`` phase split of ``./dev test`` (``STREAMANON_TEST_PHASE``) and,
+on pytest-xdist workers, the order of the test files (longest first: tests/durations.json)."""
 
 import json
 import os
@@ -104,7 +104,22 @@ def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         broker.close()
 
 
+PHASES = ("parallel", "wallclock")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    phase = os.environ.get("STREAMANON_TEST_PHASE", "")
+    if phase:
+        if phase not in PHASES:
+            raise pytest.UsageError(f"STREAMANON_TEST_PHASE={phase!r}: expected one of {PHASES}")
+        want = phase == "wallclock"
+        keep, drop = [], []
+        for item in items:
+            (keep if (item.get_closest_marker("wallclock") is not None) == want
+             else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
     if os.environ.get("PYTEST_XDIST_WORKER"):
         _order_for_workers(items)
 
