@@ -8,11 +8,14 @@ import re
 
 import pytest
 import typer.main
+import typer.rich_utils  # imported here, not first inside an invoke that sets TERMINAL_WIDTH
 from rich.console import Console
 from typer.testing import CliRunner
 
 from streamanon.cli import app, common
 
+# typer.rich_utils reads TERMINAL_WIDTH once, when it is imported: had an invoke below with
+# TERMINAL_WIDTH=200 imported it, every later help page of the process would be 200 wide
 runner = CliRunner()
 
 #: Commands whose help must show an example.
