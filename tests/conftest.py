@@ -5,7 +5,7 @@ on pytest-xdist workers, the order of the test files (longest first: tests/durat
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,19 +104,32 @@ def tls_kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         broker.close()
 
 
-PHASES = ("parallel", "wallclock")
+PHASES = ("parallel", "wallclock", "beside", "alone")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``./dev test``'s phases (``STREAMANON_TEST_PHASE``): ``parallel``, every test not in the
+    other two, on the xdist workers; then, at the same time, ``wallclock`` (the tests marked
+    so: live sites on short wall-clock cycles) and ``beside`` (the shortest files, about as
+    long together: one-core tests, never a Flink job or a broker beside the live sites); last,
+    ``alone`` (the tests marked so, which miss their cycles even beside one other process)."""
     phase = os.environ.get("STREAMANON_TEST_PHASE", "")
     if phase:
         if phase not in PHASES:
             raise pytest.UsageError(f"STREAMANON_TEST_PHASE={phase!r}: expected one of {PHASES}")
-        want = phase == "wallclock"
+        files = _files(items)
+        beside = _beside(files, _seconds(files))
+
+        def phase_of(item: pytest.Item) -> str:
+            if item.get_closest_marker("alone") is not None:
+                return "alone"
+            if item.get_closest_marker("wallclock") is not None:
+                return "wallclock"
+            return "beside" if item.nodeid.split("::", 1)[0] in beside else "parallel"
+
         keep, drop = [], []
         for item in items:
-            (keep if (item.get_closest_marker("wallclock") is not None) == want
-             else drop).append(item)
+            (keep if phase_of(item) == phase else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -131,30 +144,50 @@ DURATIONS = Path(__file__).with_name("durations.json")
 UNLISTED_SECONDS_PER_TEST = 0.5
 
 
+def _files(items: list[pytest.Item]) -> dict[str, list[pytest.Item]]:
+    """The items per test file, in collection order."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    return files
+
+
+def _seconds(files: dict[str, list[pytest.Item]]) -> Callable[[str], float]:
+    """A test file's seconds, from tests/durations.json."""
+    measured: dict[str, float] = json.loads(DURATIONS.read_text(encoding="utf-8"))["seconds"]
+    return lambda path: measured.get(path, UNLISTED_SECONDS_PER_TEST * len(files[path]))
+
+
+def _timed(files: dict[str, list[pytest.Item]]) -> set[str]:
+    return {p for p, its in files.items() if any(i.get_closest_marker("wallclock") for i in its)}
+
+
+def _beside(files: dict[str, list[pytest.Item]], seconds: Callable[[str], float]) -> set[str]:
+    """The shortest files that take about as long together as the ``wallclock`` files."""
+    timed = _timed(files)
+    rest = sorted((p for p in files if p not in timed), key=seconds, reverse=True)  # stable
+    budget = sum(seconds(p) for p in timed)
+    beside, cut = 0.0, len(rest)
+    while cut > 0 and beside + seconds(rest[cut - 1]) <= budget:
+        cut -= 1
+        beside += seconds(rest[cut])
+    return set(rest[cut:])
+
+
 def _order_for_workers(items: list[pytest.Item]) -> None:
     """Order the test files for ``./dev test``'s workers, which take whole files in collection
     order (``--dist loadfile --no-loadscope-reorder``); each file's tests keep their order.
 
     Longest first (tests/durations.json), so that the last files are short and the workers end
-    together, not one on a long file while the other waits. The files with a ``wallclock``
-    test (live sites on short wall-clock cycles) come just before the shortest files that take
-    about as long together: while one worker runs them, the other runs those short, one-core
-    tests, not a Flink job or a broker test that would take the cores the cycles need.
+    together, not one on a long file while the other waits. Run without phases (``pytest -n
+    2``), the files with a ``wallclock`` test come just before the :func:`_beside` files: while
+    one worker runs them, the other runs those short, one-core tests.
     """
-    measured: dict[str, float] = json.loads(DURATIONS.read_text(encoding="utf-8"))["seconds"]
-    files: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-
-    def seconds(path: str) -> float:
-        return measured.get(path, UNLISTED_SECONDS_PER_TEST * len(files[path]))
-
-    timed = {p for p, its in files.items() if any(i.get_closest_marker("wallclock") for i in its)}
-    rest = sorted((p for p in files if p not in timed), key=seconds, reverse=True)  # stable
-    beside, cut = 0.0, len(rest)
-    budget = sum(seconds(p) for p in timed)
-    while cut > 0 and beside + seconds(rest[cut - 1]) <= budget:
-        cut -= 1
-        beside += seconds(rest[cut])
-    order = [*rest[:cut], *sorted(timed, key=seconds, reverse=True), *rest[cut:]]
+    files = _files(items)
+    seconds = _seconds(files)
+    timed, beside = _timed(files), _beside(files, seconds)
+    rest = sorted((p for p in files if p not in timed and p not in beside), key=seconds,
+                  reverse=True)
+    order = [*rest, *sorted(timed, key=seconds, reverse=True),
+             *sorted(beside, key=seconds, reverse=True)]
     items[:] = [item for path in order for item in files[path]]

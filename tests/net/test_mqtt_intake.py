@@ -29,6 +29,10 @@ try:
 except ConfigError as exc:  # pragma: no cover - ./dev test installs it
     pytest.skip(str(exc), allow_module_level=True)
 
+# a broker killed and restarted on short cycles: readings across the restart are missed when
+# another worker's Flink job takes the cores (seen in a full run on two workers)
+pytestmark = pytest.mark.wallclock
+
 SENSORS = {"s1": 0, "s2": 0, "s3": 0, "plug1": 0, "other": 1}
 TASMOTA = DeviceMapping(topic="tele/{sensor}/SENSOR", value="ENERGY.Power", time="Time",
                         bucket=True)
@@ -220,6 +224,7 @@ def test_a_tasmota_plug_reports_through_its_device_mapping(site, tmp_path):
     assert gw.outcomes == Counter(ok=1, malformed=1, foreign_topic=1)
 
 
+@pytest.mark.alone  # its broker restarts missed their receipts beside one other process
 def test_a_killed_broker_loses_no_acknowledged_reading(site, tmp_path):
     """Sensors publish cycle after cycle while the broker is killed (SIGKILL) again and again
     in the middle of their publications, and started again on its database: every reading

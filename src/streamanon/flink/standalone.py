@@ -161,15 +161,30 @@ class StandaloneCluster:
         return found
 
     def stop(self) -> None:
+        """Stop every JVM of the cluster and wait until each has gone.
+
+        ``stop-cluster.sh`` stops as many TaskManagers as its workers file lists, each the last
+        one of the PID file: after a TaskManager was killed and another started, it may stop a
+        dead one and leave a live one. So every JVM of our PID files still alive afterwards is
+        told to stop (SIGTERM), killed after 30 s, and waited for.
+        """
         pids = self.pids()
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             self._script("stop-cluster.sh")
-        deadline = time.monotonic() + 30
         for pid in pids:  # only our own JVMs, by their ids
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for pid in pids:
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
             if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                gone = time.monotonic() + 10
+                while _alive(pid) and time.monotonic() < gone:
+                    time.sleep(0.05)
 
     def __enter__(self) -> Self:
         return self.start()
