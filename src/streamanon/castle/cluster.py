@@ -701,12 +701,20 @@ class ClusterSet:
         else:
             lo = hi = np.empty(0)
         nodes = np.empty(len(self.hier), dtype=np.int64)
-        for j, g in enumerate(self.hier):
-            table = g.tree.lca_table()
-            node = items[0].nodes[j]
-            for it in items[1:]:
-                node = int(table[node, it.nodes[j]])
-            nodes[j] = node
+        if self.hier:
+            # the lowest common node of the distinct nodes, first seen first: the same node
+            # as folding every tuple's (the fold is a join: repeats and order change nothing)
+            for j, column in enumerate(zip(*map(_NODES_OF, items), strict=True)):
+                seen = dict.fromkeys(column)
+                if len(seen) == 1:
+                    nodes[j] = column[0]
+                    continue
+                table = self.hier[j].tree.lca_table()
+                it_seen = iter(seen)
+                node = next(it_seen)
+                for v in it_seen:
+                    node = int(table[node, v])
+                nodes[j] = node
         gen: list[Any] = []
         for j, g in enumerate(self.other):
             s = None
@@ -993,7 +1001,7 @@ class ClusterSet:
     def pair_distance(self, reps: Sequence[Item], seed: Item) -> np.ndarray:
         """Loss of generalizing each representative together with ``seed`` (for splits)."""
         if self.num:  # |(-x, x) - (-s, s)| counts each attribute twice
-            dist = np.abs(np.stack([r.numbers for r in reps]) - seed.numbers)
+            dist = np.abs(np.array([r.numbers for r in reps]) - seed.numbers)
             if self._star:  # a missing value: the pair spans the whole domain
                 dist = np.where(np.isnan(dist), np.maximum(self.dhi - self.dlo, 0.0), dist)
             out = np.concatenate((dist, dist), axis=1) @ self._inv * 0.5
@@ -1010,6 +1018,7 @@ class ClusterSet:
 
 
 _NO_CAT: list[int] = []  # the hierarchy nodes of a tuple when there are none
+_NODES_OF = operator.attrgetter("nodes")
 _INT_FLOAT = frozenset((int, float))
 _FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
