@@ -1,6 +1,6 @@
-"""The console script ends a finished ``streamanon z`` without the interpreter's teardown
-(``os._exit``): everything it wrote must still be there, flushed, as an in-process run writes
-it; and a command run in process must not end the process."""
+"""The console script ends a finished ``streamanon z`` or ``streamanon castle`` without the
+interpreter's teardown (``os._exit``): everything it wrote must still be there, flushed, as an
+in-process run writes it; and a command run in process must not end the process."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from streamanon.cli import app
 from streamanon.cli.exitcodes import teardown_skipped
+from streamanon.data import ashrae
 from streamanon.data.traces import write_trace, zipf_trace
 
 EXE = Path(sys.executable).with_name("streamanon")
@@ -35,6 +36,36 @@ def test_an_early_exit_keeps_every_output_and_the_summary(tmp_path) -> None:
     assert summary["read"] == 20_000 and 0 < summary["released"] < 20_000
     assert json.loads(summary_file.read_text()) == summary
     assert (tmp_path / "script.csv").read_bytes() == (tmp_path / "in-process.csv").read_bytes()
+    rows = subprocess.run([str(EXE), *args, "-o", "-"], capture_output=True, check=True)
+    assert rows.stdout == (tmp_path / "in-process.csv").read_bytes()
+    assert "released" in rows.stderr.decode()  # the summary table, flushed before the exit
+
+
+def test_an_early_exit_keeps_every_castle_output_and_the_summary(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("streamanon.cli.exitcodes._skip_teardown", False)
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(3000, seed=4))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    args = ["castle", "--rules", str(rules), "--k", "5", "--l", "2", "--delta", "300", str(data),
+            "--suppression", "drop"]
+
+    def outputs(stem: str) -> list[str]:
+        return ["-o", str(tmp_path / f"{stem}.csv"), "--suppressed",
+                str(tmp_path / f"{stem}-suppressed.csv")]
+
+    res = runner.invoke(app, [*args, *outputs("in-process"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert teardown_skipped()  # asked for, and the test process is still here
+    summary_file = tmp_path / "summary.json"
+    proc = subprocess.run([str(EXE), *args, *outputs("script"), "--json", "--summary",
+                           str(summary_file)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["read"] == 3000 and summary["released"] > 2000
+    assert json.loads(summary_file.read_text()) == summary
+    for stem in ("", "-suppressed"):
+        assert ((tmp_path / f"script{stem}.csv").read_bytes()
+                == (tmp_path / f"in-process{stem}.csv").read_bytes())
     rows = subprocess.run([str(EXE), *args, "-o", "-"], capture_output=True, check=True)
     assert rows.stdout == (tmp_path / "in-process.csv").read_bytes()
     assert "released" in rows.stderr.decode()  # the summary table, flushed before the exit
