@@ -39,6 +39,7 @@ from streamanon.flink.kafka_connector import (
     kafka_result,
     prepare_endpoints,
     settle_output_base,
+    write_plan,
 )
 from streamanon.flink.runtime import (
     CASTLE_BATCH_SIZE,
@@ -308,6 +309,7 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
                          rules_texts=texts, params=params,
                          columns=list(source.columns or []), fmt=in_format,
                          snapshot_every=snapshot_every, keyed=True)
+        write_plan(env, work)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())

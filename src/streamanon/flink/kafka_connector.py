@@ -251,9 +251,13 @@ class BatchMessages(_ChunkStage):
     not UTF-8, several lines; a repeated header skipped) and the file job's chunk parser.
     The merge's buffered records are part of this step's Flink state.
 
-    Out: the keyed batches, and on the side (META) the batch's position map and its
-    rejected / header / blank outcome lines. Under ``on_error="fail"`` a bad message fails
-    the job, named by ``partition@offset`` (:class:`~streamanon.pipeline.BadInputError`).
+    Out: the keyed batches, and on the side (KEYED_META, ``Row(Flink key, text)``) each
+    batch's position map to its batch's key, and the rejected / header / blank outcome lines
+    with theirs to the first key group's key (the message step is keyed as the operator).
+    This step is the one task of the record path: the merge and the line numbering (with
+    the time check's clock) are one order of the whole input, as in the pure command.
+    Under ``on_error="fail"`` a bad message fails the job, named by ``partition@offset``
+    (:class:`~streamanon.pipeline.BadInputError`).
 
     Args:
         parser: the chunk parser (its state lives in Flink state).
@@ -1100,6 +1104,12 @@ def kafka_env(work: Path, record: RunRecord, options: JobOptions) -> Any:
     return env
 
 
+def write_plan(env: Any, work: Path) -> None:
+    """The job's plan (Flink's JSON execution plan: every step with its parallelism) as
+    ``WORK/plan.json``, for a look at how the job was laid out."""
+    (work / "plan.json").write_text(env.get_execution_plan() + "\n")
+
+
 def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
     """The accounting the message step wrote at the end of a bounded input, in ``stats``
     (an outcome that never met its input position fails the run)."""
@@ -1135,5 +1145,5 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
 __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
            "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
            "kafka_result", "kafka_source", "parse_position_line", "position_line",
-           "prepare_endpoints", "settle_output_base", "start_offsets"]
+           "prepare_endpoints", "settle_output_base", "start_offsets", "write_plan"]
 

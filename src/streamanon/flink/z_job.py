@@ -25,6 +25,7 @@ from streamanon.flink.kafka_connector import (
     kafka_result,
     prepare_endpoints,
     settle_output_base,
+    write_plan,
 )
 from streamanon.flink.outcomes import MergeResult, merge_outcomes
 from streamanon.flink.runtime import (
@@ -224,6 +225,7 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
         batches = kafka_batches(env, source, parser, record, options)
         build_z_job(batches, lambda stream: kafka_outcome_sink(stream, out, options), z=z,
                     delta_t=delta_t, snapshot_every=snapshot_every, keyed=True)
+        write_plan(env, work)
         run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())
         stats = RunStats(params={**_z_params(z, delta_t), "input": source.url,
