@@ -1025,7 +1025,8 @@ def settle_output_base(work: Path, out: KafkaOutput, restoring: bool) -> None:
     """The output partitions' offsets where the run's messages start: a fresh run's are the
     end offsets now (kept in ``WORK/kafka-output.json`` with the state layout), a restore
     takes the kept ones (the gate of a partition the checkpoint has no state for reads the
-    killed run's messages from there). A work folder of another layout is refused."""
+    killed run's messages from there; an earlier run's shares of the accounting are
+    removed). A work folder of another layout is refused."""
     path = work / "kafka-output.json"
     if restoring and (work / "job.json").is_file():
         kept = json.loads(path.read_text()) if path.is_file() else {}
@@ -1034,6 +1035,8 @@ def settle_output_base(work: Path, out: KafkaOutput, restoring: bool) -> None:
         out.base = {t: {int(q): int(o) for q, o in b.items()} for t, b in kept["base"].items()}
         return
     work.mkdir(parents=True, exist_ok=True)
+    for share in work.glob("kafka-stats.json.*"):  # an earlier run's shares of the accounting
+        share.unlink()
     path.write_text(json.dumps({"layout": STATE_LAYOUT, "base": out.base}) + "\n")
 
 
