@@ -124,7 +124,7 @@ def assert_parallel_record_path(work, parallelism: int) -> None:
     plan = json.loads((work / "plan.json").read_text())
     steps = {n["contents"]: n["parallelism"] for n in plan["nodes"]}
     assert any(name.startswith("Source: kafka") for name in steps), steps
-    rules = {"rules files", "check rules", "rule notes", "rule lines"}
+    rules = {"Source: rules files", "check rules", "rule notes", "rule lines"}
     single = {name for name, p in steps.items() if p != parallelism and name not in rules}
     assert single == {"messages to record batches"}, steps
     assert steps["messages to record batches"] == 1
