@@ -109,8 +109,16 @@ class CastlePartition(KeyedBroadcastProcessFunction):
     """One :class:`CastleAnonymizer` per partition (the key), its state as snapshot + redo log;
     a batch of rows in, the batch's outcomes out as one text: the refused rows' lines and one
     :func:`~streamanon.flink.outcomes.castle_batch_line` of what was released and
-    suppressed (``keyed``: as ``Row(Flink key, text)``; the rules' notes then as ``Row(-1,
-    note)``)."""
+    suppressed.
+
+    Args:
+        params: the CASTLE parameters (k, l, delta, ...).
+        fmt: the input format (``csv`` or ``jsonl``).
+        columns: the input's columns (empty when not known).
+        snapshot_every: rows between snapshots of a partition's state (``None``: the default).
+        keyed: emit each text as ``Row(Flink key, text)`` (a Kafka job's message step is keyed
+            as this step), the rules' notes as ``Row(-1, note)``.
+    """
 
     SNAPSHOT_EVERY = 2000
     REPLAY_RATIO = 16

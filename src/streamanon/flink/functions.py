@@ -257,8 +257,16 @@ def current_key(ctx: Any) -> int:
 
 
 class ZKeyGroups(KeyedProcessFunction):
-    """z-anonymity per key group: record batches in, one outcome-batch line out per batch
-    (``keyed``: as ``Row(Flink key, line)``, for a next step keyed the same way)."""
+    """z-anonymity per key group: record batches in, one outcome-batch line out per batch.
+
+    Args:
+        z: the z of z-anonymity.
+        delta_t: the window Δt in seconds.
+        separator: the separator of hierarchical values.
+        snapshot_every: the fewest rows between snapshots of a key group's state.
+        keyed: emit each line as ``Row(Flink key, line)``, for a next step keyed the same way
+            (a Kafka job's message step).
+    """
 
     def __init__(self, z: int, delta_t: float, separator: str,
                  snapshot_every: int = SNAPSHOT_EVERY, *, keyed: bool = False) -> None:
