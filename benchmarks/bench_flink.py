@@ -34,7 +34,9 @@ Five parts, each printing a table; every run's output is checked before a figure
   repeats counted; then (unless ``--no-kafka-latency``) end-to-end latency of live runs at
   1,000 tuples/s (a producer at that rate, a consumer timing each published message from
   its produce call to its receipt, found by its ``streamanon-in`` tag), the pure command
-  beside the Flink job.
+  beside the Flink job. Then ``streamanon flink castle -p 1`` vs ``streamanon castle``
+  kafka -> kafka on 100,000 ASHRAE-shaped rows (``--kafka-castle-n``): releases and
+  suppressed rows equal per record, ``verify castle`` on the releases.
 
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
@@ -779,6 +781,8 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
         table(f"throughput kafka -> kafka, {n:,} tuples, one partition (outputs equal per "
               f"record to pure z's: {len(want):,} published; {load()})",
               ["run", "seconds", "tuples/s", "vs pure z", "repeats", "JVM peak MB"], body)
+        if args.kafka_castle_n:
+            rows += _flink_kafka_castle(args, work, bs)
         if not args.kafka_latency:
             return rows
         lat_lines = lines[args.kafka_n:]
@@ -801,6 +805,65 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
               "2 s)", ["run", "measured", "median ms", "p99 ms", "max ms"], lat)
         print(load(), flush=True)
     return rows
+
+def _flink_kafka_castle(args: argparse.Namespace, work: Path, bs: str) -> list[dict]:
+    """``streamanon flink castle -p 1`` kafka -> kafka vs ``streamanon castle`` kafka -> kafka
+    on one topic of ASHRAE-shaped rows (the header as its first message, a plain producer):
+    whole commands and the job's own time (first record read to last output, the summary's
+    ``stream_seconds``); releases and suppressed rows equal per record (tag and text), each
+    once, and ``verify castle`` passes on the Flink job's releases. Targets: the job's
+    tuples/s >= 0.7x pure's, the whole command within 3x."""
+    from streamanon.harness.kafka_broker import create_topics
+
+    n = args.kafka_castle_n
+    print(f"\n== flink+kafka: castle, {n:,} ASHRAE-shaped rows, one partition; {load()}",
+          flush=True)
+    data, rules = castle_data(work, n)
+    header, *lines = data.read_bytes().splitlines()
+    create_topics(bs, {"castle-in": 1})
+    _produce(bs, "castle-in", [header, *lines])
+    url = f"kafka://{bs}"
+    flags = ["--rules", str(rules), *castle_flags(), "--until-end", "--json"]
+    pure, pure_s, _ = timed([*cli(), "castle", f"{url}/castle-in", "-o", f"{url}/castle-pure",
+                             "--suppressed", f"{url}/castle-psup", "--from", "earliest",
+                             *flags])
+    fl, fl_s, peak = timed([*cli(), "flink", "castle", f"{url}/castle-in", "-o",
+                            f"{url}/castle-flink", "--suppressed", f"{url}/castle-fsup",
+                            "-p", "1", *flags])
+    assert pure["read"] == fl["read"] == n, (pure["read"], fl["read"])
+    repeats = 0
+    for mine, theirs, count in (("castle-flink", "castle-pure", "released"),
+                                ("castle-fsup", "castle-psup", "suppressed")):
+        got, _ = _tagged(bs, mine, fl[count])
+        want, _ = _tagged(bs, theirs, pure[count])
+        assert set(got) == set(want), f"flink castle {count} differ from pure castle's"
+        repeats += sum(got.values()) - len(got)
+    released, _ = _tagged(bs, "castle-flink", fl["released"])
+    out = work / "castle-kafka-released.csv"
+    out.write_bytes(header + b"\n" + b"".join(v + b"\n" for (_, v) in released))
+    subprocess.run([*cli(), "verify", "castle", str(out), "--rules", str(rules),
+                    "--k", str(CASTLE["k"]), "--l", str(CASTLE["l"]), "--input", str(data)],
+                   check=True, capture_output=True, timeout=600)
+    stream_s = fl.get("stream_seconds") or float("nan")
+    pure_tps = n / pure_s
+    body = [["streamanon castle (exactly once), whole command", f"{pure_s:.2f}",
+             f"{pure_tps:,.0f}", "1.00", "", ""],
+            ["streamanon flink castle -p 1, whole command", f"{fl_s:.2f}", f"{n / fl_s:,.0f}",
+             f"{pure_s / fl_s:.3f}", f"{repeats}", mb(peak)],
+            ["streamanon flink castle -p 1, Flink net runtime", f"{fl['job_seconds']:.2f}",
+             f"{n / fl['job_seconds']:,.0f}", f"{pure_s / fl['job_seconds']:.3f}", "", ""],
+            ["streamanon flink castle -p 1, job: first read -> last output",
+             f"{stream_s:.2f}", f"{n / stream_s:,.0f}", f"{pure_s / stream_s:.3f}", "", ""]]
+    table(f"CASTLE kafka -> kafka, {n:,} rows, one partition (releases and suppressed rows "
+          f"equal per record to pure castle's, verify castle passes; targets: job >= 0.7x, "
+          f"whole command within 3x the time; {load()})",
+          ["run", "seconds", "tuples/s", "vs pure castle", "repeats", "JVM peak MB"], body)
+    print(f"  job / pure tuples/s {pure_s / stream_s:.2f}x (target >= 0.7); whole command "
+          f"{fl_s / pure_s:.2f}x pure's time (target <= 3)", flush=True)
+    return [{"part": "flink-kafka-castle", "tuples": n, "parallelism": 1, "pure_s": pure_s,
+             "flink_s": fl_s, "flink_job_s": fl["job_seconds"], "flink_stream_s": stream_s,
+             "repeats": repeats}]
+
 
 # -- plots -----------------------------------------------------------------------------------
 def plot(rows: list[dict], out_dir: Path) -> list[Path]:
@@ -861,6 +924,8 @@ def main() -> None:
                         "compared (default 3; --quick 1)")
     parser.add_argument("--kafka-n", type=int, help="z tuples through Kafka (1,000,000; "
                         "--quick 30,000)")
+    parser.add_argument("--kafka-castle-n", type=int, help="CASTLE rows through Kafka "
+                        "(100,000; --quick 10,000; 0: no CASTLE run)")
     parser.add_argument("--kafka-p", type=int, nargs="+", default=[1, 2],
                         help="parallelisms of the Flink Kafka runs (default 1 2)")
     parser.add_argument("--no-kafka-latency", dest="kafka_latency", action="store_false",
@@ -875,6 +940,8 @@ def main() -> None:
     args.castle_n = args.castle_n or (20_000 if quick else 100_000)
     args.repeat = 1 if quick else max(1, args.repeat)
     args.kafka_n = args.kafka_n or (30_000 if quick else 1_000_000)
+    if args.kafka_castle_n is None:
+        args.kafka_castle_n = 10_000 if quick else 100_000
     args.scale_n = args.scale_n or (30_000 if quick else 300_000)
     args.old_castle_n = 3_000 if quick else 10_000
     args.rate = 1000.0

@@ -91,8 +91,10 @@ def test_flink_z_kafka_merges_two_partitions_as_the_pure_command(kafka_broker, t
         "--time-column", "t")
     assert sorted(read_topic(b.bootstrap, inp)) == [0, 1]
     common = ("--z", "3", "--delta-t", "30", "--until-end", "--json")
+    work = tmp_path / "work"
     s = summary_of(flink_cli("z", b.url(inp), "-o", b.url(flink_out), "-p", "2",
-                             "--checkpoint-interval", "500", *common))
+                             "--checkpoint-interval", "500", "--work-dir", str(work), *common))
+    assert_parallel_record_path(work, 2)
     ref = summary_of(subprocess.run([str(EXE), "z", b.url(inp), "-o", b.url(pure_out),
                                      "--from", "earliest", *common], capture_output=True,
                                     text=True, timeout=120))
@@ -109,6 +111,26 @@ def test_flink_z_kafka_merges_two_partitions_as_the_pure_command(kafka_broker, t
         ref["read"], ref["released"], ref["suppressed"], ref["rejected"]) == (
         5000, released, 5000 - released, 0)
     assert 0 < released < 5000
+
+
+def assert_parallel_record_path(work, parallelism: int) -> None:
+    """Every step of the job's plan (``WORK/plan.json``, Flink's execution plan) runs at
+    ``parallelism``, the Kafka source and the message steps included, but for the one that
+    is a single order by its nature: the reading step (the partition merge and the line
+    numbering with the time check's clock, one order of the whole input as in the pure
+    command); and, in a CASTLE job, the rules' steps, which are not on the record path."""
+    import json
+
+    plan = json.loads((work / "plan.json").read_text())
+    steps = {n["contents"]: n["parallelism"] for n in plan["nodes"]}
+    assert any(name.startswith("Source: kafka") for name in steps), steps
+    rules = {"Source: rules files", "check rules", "rule notes", "rule lines"}
+    single = {name for name, p in steps.items() if p != parallelism and name not in rules}
+    assert single == {"messages to record batches"}, steps
+    assert steps["messages to record batches"] == 1
+    for name in ("outcomes to messages", "output gate (per output partition)",
+                 "split messages"):
+        assert steps[name] == parallelism, steps
 
 
 def test_flink_z_kafka_fails_on_a_bad_message_naming_partition_and_offset(kafka_broker):
@@ -153,6 +175,44 @@ def test_flink_castle_kafka_equals_the_pure_command_and_verifies(kafka_broker, t
     subprocess.run([str(EXE), "verify", "castle", str(released), "--rules", str(rules),
                     "--k", "4", "--l", "2", "--input", str(data)], check=True,
                    capture_output=True, timeout=120)
+
+
+def test_flink_castle_kafka_at_parallelism_two_equals_one_task(kafka_broker, tmp_path):
+    """``flink castle -p 2 --partitions 2`` on a 2-partition topic written by ``kafka
+    produce`` (a header message in each partition: the first one met gives the columns):
+    the message steps and the gate run at 2, and each
+    output partition holds the messages of ``-p 1 --partitions 2`` (the same CASTLE
+    partitions, each meeting its rows in the same order), each once, and the accounting
+    is the same."""
+    from streamanon.data import ashrae
+
+    b = kafka_broker
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(1500, seed=9))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    header, *lines = data.read_bytes().splitlines()
+    inp, one, two, one_sup, two_sup = b.names("in", "one", "two", "osup", "tsup")
+    body = write_lines(tmp_path / "body.csv", header.decode(), lines)
+    cli("kafka", "produce", str(body), b.url(inp), "--partitions", "2", "--key-column",
+        "building_id")
+    common = ("--rules", str(rules), "--k", "4", "--l", "2", "--delta", "60", "--until-end",
+              "--partitions", "2", "--json")
+    work = tmp_path / "work"
+    s2 = summary_of(flink_cli("castle", b.url(inp), "-o", b.url(two), "--suppressed",
+                              b.url(two_sup), "-p", "2", "--work-dir", str(work), *common))
+    assert_parallel_record_path(work, 2)
+    s1 = summary_of(flink_cli("castle", b.url(inp), "-o", b.url(one), "--suppressed",
+                              b.url(one_sup), "-p", "1", *common))
+    for got_topic, want_topic in ((two, one), (two_sup, one_sup)):
+        got, want = read_topic(b.bootstrap, got_topic), read_topic(b.bootstrap, want_topic)
+        assert sorted(got) == sorted(want) == [0, 1]
+        for part in (0, 1):
+            g = [(h.get("streamanon-in", b""), v) for v, h in got[part]]
+            w = [(h.get("streamanon-in", b""), v) for v, h in want[part]]
+            assert Counter(g) == Counter(w) and len(g) == len(set(g)), (got_topic, part)
+    assert (s2["read"], s2["released"], s2["suppressed"]) == (
+        s1["read"], s1["released"], s1["suppressed"]) and s2["read"] == 1500
+    assert s2["released"] > 0
 
 
 def kill_mid_run(bootstrap: str, args: list[str], work, out: str, *, seed: int,
@@ -359,3 +419,43 @@ def live_merge_holds(topic: dict[int, list[tuple[bytes, dict[str, bytes]]]]) -> 
     horizon = min(max(t for _, t in recs) for recs in times.values())
     return {f"{q}@{off}".encode() for q, recs in times.items() for off, t in recs
             if t >= horizon}
+
+
+def test_a_work_folder_of_the_one_message_step_layout_is_refused_on_restore(tmp_path):
+    """A Kafka job's work folder from before the keyed message steps (a ``job.json``, no
+    ``kafka-output.json``) is refused on ``--restore`` with a message naming the cause,
+    not read as if its state were of this layout; a fresh run writes the layout and its
+    start offsets, and a restore takes them back."""
+    import pytest
+
+    from streamanon.errors import ResumeError
+    from streamanon.flink.kafka_connector import KafkaOutput, settle_output_base
+
+    (tmp_path / "job.json").write_text("{}\n")
+    out = KafkaOutput("kafka://127.0.0.1:9/out", base={"out": {0: 5}})
+    with pytest.raises(ResumeError, match="older Kafka job"):
+        settle_output_base(tmp_path, out, True)
+    settle_output_base(tmp_path, out, False)  # a fresh run
+    again = KafkaOutput("kafka://127.0.0.1:9/out", base={"out": {0: 99}})
+    settle_output_base(tmp_path, again, True)
+    assert again.base == {"out": {0: 5}}
+
+
+def test_the_keyed_steps_shares_of_the_accounting_add_up(tmp_path):
+    import json
+
+    from streamanon.flink.kafka_connector import kafka_counts
+
+    path = tmp_path / "kafka-stats.json"
+    shares = {"m1": {"read": 3, "published": 2, "first_read_ms": 50,
+                     "suppressed_by_reason": {"a": 1}},
+              "m2": {"read": 4, "published": 1, "first_read_ms": 40,
+                     "suppressed_by_reason": {"a": 2, "b": 1}},
+              "g7": {"reconfirmed": 2, "pending": 0, "last_output_ms": 90},
+              "g8": {"reconfirmed": 1, "pending": 1, "last_output_ms": None}}
+    for name, counts in shares.items():
+        (tmp_path / f"kafka-stats.json.{name}").write_text(json.dumps(counts))
+    (tmp_path / "kafka-stats.json.m3.part").write_text("{not json")  # a share being written
+    assert kafka_counts(path) == {
+        "read": 7, "published": 3, "first_read_ms": 40, "reconfirmed": 3, "pending": 1,
+        "last_output_ms": 90, "suppressed_by_reason": {"a": 3, "b": 1}}

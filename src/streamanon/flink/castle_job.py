@@ -27,7 +27,7 @@ from streamanon.flink.castle_rows import (
     merge_castle_outcomes,
 )
 from streamanon.flink.env import make_env, prepare_python_path
-from streamanon.flink.functions import META
+from streamanon.flink.functions import KEYED_META, META
 from streamanon.flink.kafka_connector import (
     KafkaInput,
     KafkaOutput,
@@ -38,6 +38,8 @@ from streamanon.flink.kafka_connector import (
     kafka_record,
     kafka_result,
     prepare_endpoints,
+    settle_output_base,
+    write_plan,
 )
 from streamanon.flink.runtime import (
     CASTLE_BATCH_SIZE,
@@ -103,7 +105,8 @@ def castle_parser(source: str | Path | Endpoint | KafkaInput, rules_text: str,
 def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
                      rules_texts: list[str], params: dict[str, Any], columns: list[str],
                      fmt: str = "csv", snapshot_every: int | None = None,
-                     rules_from: Endpoint | None = None, bad_rules: str = "skip") -> None:
+                     rules_from: Endpoint | None = None, bad_rules: str = "skip",
+                     keyed: bool = False) -> None:
     """Add the rules' broadcast and the keyed CASTLE step after the reading step ``rows``
     (its rows and its side output :data:`~streamanon.flink.functions.META`); ``sink`` takes
     the outcomes. ``rules_texts`` (TOML), then the rule sets read from ``rules_from``, go on
@@ -121,6 +124,8 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
         rules_from: a TCP server sending replacement rule sets (``None``: none).
         bad_rules: ``skip`` keeps the current rules when a rule set is refused; ``fail`` fails the
             job.
+        keyed: emit each outcome as ``Row(Flink key, text)`` (a Kafka job's message step; the
+            reading step's side output is then :data:`~streamanon.flink.functions.KEYED_META`).
     """
     first = RuleSet.from_toml(rules_texts[0])
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
@@ -142,13 +147,22 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
     outcomes = (
         keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
         .connect(rules)
-        .process(CastlePartition(params, fmt, columns, snapshot_every),
-                 output_type=Types.STRING())
+        .process(CastlePartition(params, fmt, columns, snapshot_every, keyed=keyed),
+                 output_type=Types.ROW([Types.INT(), Types.STRING()]) if keyed
+                 else Types.STRING())
         .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']} "
               "(per partition)")
         .uid("castle")
     )
-    sink(outcomes.union(side_output(rows, META), side_output(judged, META)))
+    if keyed:
+        from pyflink.datastream import DataStream
+        from pyflink.java_gateway import get_gateway
+
+        notes = DataStream(side_output(judged, META)._j_data_stream.map(
+            get_gateway().jvm.streamanon.kafka.KeyedByZero()).name("rule notes"))
+        sink(outcomes.union(side_output(rows, KEYED_META), notes))
+    else:
+        sink(outcomes.union(side_output(rows, META), side_output(judged, META)))
 
 
 def check_castle_head(source: str | Path, fmt: str, rules: RuleSet) -> None:
@@ -286,14 +300,16 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
         prepare_python_path()
         record = kafka_record(work, "castle", source, partitions or options.parallelism,
                               options)
+        settle_output_base(work, out, options.restore_from is not None)
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
         parser = castle_parser(source, texts[0], record, fmt=in_format)
         rows = kafka_batches(env, source, parser, record, options)
-        build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out),
+        build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out, options),
                          rules_texts=texts, params=params,
                          columns=list(source.columns or []), fmt=in_format,
-                         snapshot_every=snapshot_every)
+                         snapshot_every=snapshot_every, keyed=True)
+        write_plan(env, work)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())

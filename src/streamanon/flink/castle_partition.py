@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyflink.common import Types
+from pyflink.common import Row, Types
 from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
@@ -21,7 +21,7 @@ from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow
 from streamanon.errors import BadRecordError, ConfigError
 from streamanon.flink.castle_rows import RulesInbox, outcome_items, refused_line, rows_of
-from streamanon.flink.functions import END_OF_INPUT, META
+from streamanon.flink.functions import END_OF_INPUT, META, current_key
 from streamanon.flink.outcomes import castle_batch_line, note_line
 from streamanon.flink.state import KeyedState
 
@@ -109,16 +109,26 @@ class CastlePartition(KeyedBroadcastProcessFunction):
     """One :class:`CastleAnonymizer` per partition (the key), its state as snapshot + redo log;
     a batch of rows in, the batch's outcomes out as one text: the refused rows' lines and one
     :func:`~streamanon.flink.outcomes.castle_batch_line` of what was released and
-    suppressed."""
+    suppressed.
+
+    Args:
+        params: the CASTLE parameters (k, l, delta, ...).
+        fmt: the input format (``csv`` or ``jsonl``).
+        columns: the input's columns (empty when not known).
+        snapshot_every: rows between snapshots of a partition's state (``None``: the default).
+        keyed: emit each text as ``Row(Flink key, text)`` (a Kafka job's message step is keyed
+            as this step), the rules' notes as ``Row(-1, note)``.
+    """
 
     SNAPSHOT_EVERY = 2000
     REPLAY_RATIO = 16
 
     def __init__(self, params: dict[str, Any], fmt: str, columns: list[str],
-                 snapshot_every: int | None = None) -> None:
+                 snapshot_every: int | None = None, *, keyed: bool = False) -> None:
         CastleAnonymizer(None, **params)  # validate the parameters on the client
         self.params, self.fmt, self.columns = params, fmt, columns
         self.snapshot_every = max(1, int(snapshot_every)) if snapshot_every else None
+        self.keyed = keyed
 
     def open(self, runtime_context: Any) -> None:
         self._state = KeyedState.open(runtime_context)
@@ -143,7 +153,8 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._rules[version] = text
         self._latest = max(self._latest, version)
         # from now on every batch of this subtask's partitions meets this version (or newer)
-        yield note_line({"event": "installed", "version": version, "subtask": self._subtask})
+        note = note_line({"event": "installed", "version": version, "subtask": self._subtask})
+        yield Row(-1, note) if self.keyed else note
 
     def _rules_of(self, ctx: Any, version: int) -> RuleSet:
         """A fresh rule set of ``version`` for one partition: rule sets carry run-time state
@@ -222,14 +233,17 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         if out:
             lines.append(castle_batch_line(outcome_items(out)))
         if lines:
-            yield "\n".join(lines)
+            yield self._out(ctx, "\n".join(lines))
+
+    def _out(self, ctx: Any, text: str) -> Any:
+        return Row(current_key(ctx), text) if self.keyed else text
 
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
         live = self._partition(ctx)
         out = self._apply_rules(live, ctx)
         out += live.op.flush()
         if out:
-            yield castle_batch_line(outcome_items(out))
+            yield self._out(ctx, castle_batch_line(outcome_items(out)))
 
 
 __all__ = ["RULES", "CastlePartition", "ParseRules", "subtask_index"]

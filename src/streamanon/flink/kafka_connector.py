@@ -6,7 +6,6 @@ Design: docs/design/flink.md
 from __future__ import annotations
 
 import base64
-import bisect
 import io
 import json
 import pickle
@@ -23,8 +22,8 @@ from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
-from streamanon.errors import BadInputError, ConfigError, JobError
-from streamanon.flink.functions import END_OF_INPUT, _ChunkStage
+from streamanon.errors import BadInputError, ConfigError, JobError, ResumeError
+from streamanon.flink.functions import END_OF_INPUT, KEYED_META, _ChunkStage, current_key
 from streamanon.flink.outcomes import (
     BATCH,
     BLANK,
@@ -53,6 +52,12 @@ POSITIONS = "%"
 #: first field of a read-time line: ``! \t wall-clock ms`` at which the JVM took the first
 #: record of a batch (the job's "first record read", in its accounting)
 READ_AT = "!"
+#: the layout of the message steps' Flink state (a message step keyed as the operator, a gate
+#: keyed by output partition); a checkpoint of another layout is refused, not misread
+STATE_LAYOUT = "keyed-messages-1"
+OLD_LAYOUT = ("--restore: the checkpoint was written by an older Kafka job (one message step "
+              "at parallelism 1), whose state this job cannot read; start a fresh run (a new "
+              "--work-dir), or finish the old run with the streamanon release that started it")
 #: milliseconds a partition may stay empty before the reading step's merge goes on without
 #: it (a live topic of several partitions), as the pure path's ``idle_ms``
 IDLE_MS = 500.0
@@ -68,6 +73,11 @@ def record_type() -> Any:
 def message_batch_type() -> Any:
     """``Row(topic, partition, tags, text)``: one batch of output messages (TaggedMessages)."""
     return Types.ROW([Types.STRING(), Types.INT(), Types.STRING(), Types.STRING()])
+
+
+def gated_type() -> Any:
+    """``Row(gate key, Row(topic, partition, tags, text))``: a message batch for the gate."""
+    return Types.ROW([Types.INT(), message_batch_type()])
 
 
 @dataclass
@@ -138,6 +148,11 @@ class KafkaOutput:
 
         return None if url is None else parse_kafka_url(url)[1]
 
+    def topic_list(self) -> list[str]:
+        """The topics written (published, rejects, suppressed: those given), in that order."""
+        return [t for t in map(self.topic, (self.published, self.rejects, self.suppressed))
+                if t is not None]
+
 
 # -- the source and the reading step -----------------------------------------------------------
 
@@ -188,20 +203,40 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
             .uid(f"kafka-source-{uuid.uuid4().hex}").set_parallelism(parallelism))
 
 
-def position_line(first: int, codes: np.ndarray) -> str:
-    """The position map of lines ``first, first + 1, ...``."""
-    data = np.ascontiguousarray(codes, dtype="<i8").tobytes()
-    return f"{POSITIONS}\t{first}\t{base64.b64encode(data).decode('ascii')}"
+def position_line(seqs: np.ndarray, codes: np.ndarray) -> str:
+    """The position map of lines ``seqs`` (line ``seqs[i]`` is message ``codes[i]``)."""
+    def b64(a: np.ndarray) -> str:
+        return base64.b64encode(np.ascontiguousarray(a, dtype="<i8").tobytes()).decode("ascii")
+
+    return f"{POSITIONS}\t{b64(seqs)}\t{b64(codes)}"
 
 
-def parse_position_line(line: str) -> tuple[int, np.ndarray]:
-    """``(first, codes)`` of a :func:`position_line`.
+def parse_position_line(line: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(seqs, codes)`` of a :func:`position_line`.
 
-    >>> parse_position_line(position_line(7, np.array([3 << 16, 4 << 16])))[1].tolist()
-    [196608, 262144]
+    >>> seqs, codes = parse_position_line(position_line(np.array([7, 9]),
+    ...                                                 np.array([3 << 16, 4 << 16])))
+    >>> seqs.tolist(), codes.tolist()
+    ([7, 9], [196608, 262144])
     """
-    _, first, data = line.split("\t", 2)
-    return int(first), np.frombuffer(base64.b64decode(data), dtype="<i8").copy()
+    _, seqs, codes = line.split("\t", 2)
+    return (np.frombuffer(base64.b64decode(seqs), dtype="<i8").copy(),
+            np.frombuffer(base64.b64decode(codes), dtype="<i8").copy())
+
+
+def batch_seqs(batch: Any, z: bool) -> np.ndarray:
+    """The line numbers of a reading step's batch (a z batch: row tuples or Arrow IPC; a
+    CASTLE batch: pickled ``(seq, values)`` rows)."""
+    if z:
+        if isinstance(batch, list):
+            return np.fromiter((r[0] for r in batch), np.int64, len(batch))
+        from streamanon.flink.outcomes import decode_batch
+
+        return decode_batch(batch).column(0).to_numpy().astype(np.int64)
+    from streamanon.flink.castle_rows import rows_of
+
+    rows = rows_of(batch)
+    return np.fromiter((r[0] for r in rows), np.int64, len(rows))
 
 
 class BatchMessages(_ChunkStage):
@@ -216,9 +251,13 @@ class BatchMessages(_ChunkStage):
     not UTF-8, several lines; a repeated header skipped) and the file job's chunk parser.
     The merge's buffered records are part of this step's Flink state.
 
-    Out: the keyed batches, and on the side (META) the batch's position map and its
-    rejected / header / blank outcome lines. Under ``on_error="fail"`` a bad message fails
-    the job, named by ``partition@offset`` (:class:`~streamanon.pipeline.BadInputError`).
+    Out: the keyed batches, and on the side (KEYED_META, ``Row(Flink key, text)``) each
+    batch's position map to its batch's key, and the rejected / header / blank outcome lines
+    with theirs to the first key group's key (the message step is keyed as the operator).
+    This step is the one task of the record path: the merge and the line numbering (with
+    the time check's clock) are one order of the whole input, as in the pure command.
+    Under ``on_error="fail"`` a bad message fails the job, named by ``partition@offset``
+    (:class:`~streamanon.pipeline.BadInputError`).
 
     Args:
         parser: the chunk parser (its state lives in Flink state).
@@ -250,6 +289,7 @@ class BatchMessages(_ChunkStage):
         self.ends = None if ends is None else {int(p): int(o) for p, o in ends.items()}
         self.starts = {int(p): int(o) for p, o in (starts or {}).items()}
         self.idle_ms = float(idle_ms)
+        self.z = hasattr(getattr(parser, "inner", parser), "reader")
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
@@ -383,10 +423,28 @@ class BatchMessages(_ChunkStage):
                 text, reason = json.loads(rest)
                 raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
                                     MessagePositions(self.source_name))
-        meta.insert(0, position_line(first, codes))
-        if read_at is not None:
-            meta.insert(0, f"{READ_AT}\t{read_at}")
-        yield from self._emit(meta, batches, len(values))
+        yield from self._emit_keyed(first, codes, meta, batches, len(values), read_at)
+
+    def _emit_keyed(self, first: int, codes: np.ndarray, meta: list[str],
+                    batches: list[tuple[int, Any]], lines: int, read_at: int | None) -> Any:
+        """Each batch's position map to the Flink key of its batch (the message step is
+        keyed as the operator), the outcome lines that need no operator with theirs (and the
+        read time) to the first key group's key; then the batches."""
+        if self.pace:
+            time.sleep(self.pace * lines)
+        routing = self.routing
+        z = self.z
+        head: list[str] = [] if read_at is None else [f"{READ_AT}\t{read_at}"]
+        if meta:
+            seqs = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
+            head.append(position_line(seqs, codes[seqs - first]))
+            head += meta
+        if head:
+            yield KEYED_META, Row(routing[0], "\n".join(head))
+        for group, batch in batches:
+            seqs = batch_seqs(batch, z)
+            yield KEYED_META, Row(routing[group], position_line(seqs, codes[seqs - first]))
+            yield Row(routing[group], (group, batch))
 
 
 class KafkaHeaderParser:
@@ -526,115 +584,79 @@ def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelis
 # -- outcomes to messages ------------------------------------------------------------------------
 
 class KafkaMessages(KeyedProcessFunction):
-    """Outcome lines and position maps in; batches of output messages out, one
-    ``Row(topic, partition, tags, text)`` per destination topic partition and input batch.
+    """Outcome lines and position maps in, keyed as the operator (``Row(Flink key, text)``);
+    batches of output messages out, one ``Row(gate key, Row(topic, partition, tags, text))``
+    per destination topic partition and outcome line, for :class:`KafkaGate` (keyed by
+    output topic partition, :func:`gate_key`).
 
-    State (one ``ValueState``): the position maps not yet used up, outcome lines waiting for
-    their map, the accounting (written to ``stats_path`` at the end of a bounded input), and
-    the output gate: per output partition the offset after the last message this step has
-    emitted (the job is the partition's only writer and the sink flushes at each
-    checkpoint, so at a checkpoint it is the partition's end offset), and the messages a
-    killed run wrote past a restored checkpoint that the replay has not produced again yet.
-
-    Exactly once without broker transactions: on a restore (``--restore``, or a restart
-    inside the run) the step reads each output partition from its checkpointed offset to
-    its end (:func:`~streamanon.pipeline.kafka.tail.read_tagged`, the pure path's reader),
-    and drops each replayed message whose input-position tag is found there, checking that
-    it is the same message in the same partition (else
-    :class:`~streamanon.errors.ForeignOutputError`). The match is by tag, not by order: the
-    key groups' outcomes reach this step in an order that varies between runs (one user's
-    records keep theirs), and each input record stands for at most one message per topic.
+    State (one ``ValueState`` per Flink key): the position maps of the key's lines not yet
+    used up (line number -> ``offset << 16 | partition``), the outcome lines waiting for
+    their map, the CASTLE columns, and the key's share of the accounting (written to
+    ``stats_path`` plus ``.m<key>`` at the end of a bounded input; :func:`kafka_result` adds
+    the shares up). The maps of a key come from the one reading task in line order; an
+    outcome may arrive before its map (the map goes beside the operator) and then waits.
     """
 
     def __init__(self, out: KafkaOutput) -> None:
         self.out = out
+        self.topics = out.topic_list()
 
     def open(self, runtime_context: Any) -> None:
         self._state = runtime_context.get_state(
             ValueStateDescriptor("messages", Types.PICKLED_BYTE_ARRAY()))
+        self._keys: dict[int, dict[str, Any]] = {}
         self._s: dict[str, Any] | None = None
         self._positions = MessagePositions(self.out.source_name)
-        self._writers: dict[str, tuple[io.StringIO, Any]] = {}
 
     def _load(self, ctx: Any) -> dict[str, Any]:
-        if self._s is None:
+        key = current_key(ctx)
+        s = self._keys.get(key)
+        if s is None:
             saved = self._state.value()
             if saved is not None:
-                self._s = pickle.loads(saved)
-                self._open_gate()
+                s = pickle.loads(saved)
+                if s.get("layout") != STATE_LAYOUT:
+                    raise ResumeError(OLD_LAYOUT)
             else:
-                self._s = {
-                    "firsts": [], "maps": {}, "waiting": [], "columns": list(self.out.columns),
-                    "counts": {"read": 0, "published": 0, "suppressed": 0, "rejected": 0,
-                               "headers": 0, "blank": 0, "reconfirmed": 0},
-                    "suppressed_by_reason": {},
-                    "next": {t: dict(o) for t, o in self.out.base.items()}, "pending": {}}
+                s = {"layout": STATE_LAYOUT, "seqs": np.empty(0, np.int64),
+                     "codes": np.empty(0, np.int64), "waiting": [],
+                     "columns": list(self.out.columns),
+                     "counts": {"read": 0, "published": 0, "suppressed": 0, "rejected": 0,
+                                "headers": 0, "blank": 0},
+                     "suppressed_by_reason": {}}
+            self._keys[key] = s
             ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        return self._s
-
-    def _open_gate(self) -> None:
-        """A restore: take what a killed run wrote past the checkpointed offsets as pending
-        (the replay produces it again; :meth:`_rows` drops it then)."""
-        from streamanon.errors import EndpointError, ForeignOutputError
-        from streamanon.pipeline.kafka.client import end_offsets
-        from streamanon.pipeline.kafka.tail import read_tagged
-
-        s = self._s
-        assert s is not None
-        s["counts"].setdefault("reconfirmed", 0)
-        config = self.out.config or None
-        for topic, base in s.setdefault("next", {}).items():
-            if not base:
-                continue
-            ends = end_offsets(self.out.bootstrap, topic, list(base), config=config)
-            short = {q: (o, ends.get(q, 0)) for q, o in base.items() if ends.get(q, 0) < o}
-            if short:
-                raise EndpointError(f"output {topic} lost acknowledged messages (partition: "
-                                    f"(expected at least, found) {short})")
-            found = read_tagged(self.out.bootstrap, topic, base, ends, HEADER_IN,
-                                config=config)
-            pending = s.setdefault("pending", {}).setdefault(topic, {})
-            for q, messages in found.items():
-                for value, tag in messages:
-                    if tag in pending:
-                        raise ForeignOutputError(
-                            f"{topic}[{q}] holds two messages for input {tag.decode()} past "
-                            "the checkpoint: another writer, or a changed pipeline")
-                    pending[tag] = (q, value)
-            if not pending:
-                del s["pending"][topic]
-            s["next"][topic] = {q: max(o, ends.get(q, o)) for q, o in base.items()}
+        self._s, self._key = s, key
+        return s
 
     def _save(self) -> None:
         self._state.update(pickle.dumps(self._s, protocol=pickle.HIGHEST_PROTOCOL))
 
     # -- position maps ---------------------------------------------------------------------
-    def _codes(self, seqs: np.ndarray) -> np.ndarray | None:
-        """The input positions of lines ``seqs`` (None: a map has not arrived yet); each
-        found line uses up its place in its map."""
+    def _add_map(self, seqs: np.ndarray, codes: np.ndarray) -> None:
         s = self._s
         assert s is not None
-        firsts = s["firsts"]
-        out = np.empty(len(seqs), dtype=np.int64)
-        found: list[tuple[int, np.ndarray, np.ndarray]] = []
-        idx = np.searchsorted(np.asarray(firsts, dtype=np.int64), seqs, side="right") - 1
-        for k in np.unique(idx).tolist():
-            if k < 0:
-                return None
-            first = firsts[k]
-            codes = s["maps"][first][0]
-            sel = np.flatnonzero(idx == k)
-            pos = seqs[sel] - first
-            if pos.max() >= len(codes):
-                return None
-            out[sel] = codes[pos]
-            found.append((first, sel, pos))
-        for first, sel, _ in found:
-            entry = s["maps"][first]
-            entry[1] -= len(sel)
-            if entry[1] <= 0:
-                del s["maps"][first]
-                firsts.remove(first)
+        all_seqs = np.concatenate([s["seqs"], seqs])
+        all_codes = np.concatenate([s["codes"], codes])
+        if len(s["seqs"]) and len(seqs) and seqs[0] < s["seqs"][-1]:
+            order = np.argsort(all_seqs, kind="stable")
+            all_seqs, all_codes = all_seqs[order], all_codes[order]
+        s["seqs"], s["codes"] = all_seqs, all_codes
+
+    def _codes(self, seqs: np.ndarray) -> np.ndarray | None:
+        """The input positions of lines ``seqs`` (None: a map has not arrived yet); each
+        found line uses up its place in the map (every line ends as exactly one outcome)."""
+        s = self._s
+        assert s is not None
+        have = s["seqs"]
+        idx = np.searchsorted(have, seqs)
+        if not len(have) or (idx >= len(have)).any() or (have[np.minimum(
+                idx, len(have) - 1)] != seqs).any():
+            return None
+        out = s["codes"][idx]
+        keep = np.ones(len(have), dtype=bool)
+        keep[idx] = False
+        s["seqs"], s["codes"] = have[keep], s["codes"][keep]
         return out
 
     # -- elements --------------------------------------------------------------------------
@@ -645,9 +667,7 @@ class KafkaMessages(KeyedProcessFunction):
         rest: list[str] = []
         for line in lines:
             if line.startswith(POSITIONS + "\t"):
-                first, codes = parse_position_line(line)
-                bisect.insort(s["firsts"], first)
-                s["maps"][first] = [codes, len(codes)]
+                self._add_map(*parse_position_line(line))
                 retry = True
             elif line.startswith(READ_AT + "\t"):
                 at = int(line.split("\t", 1)[1])
@@ -674,11 +694,8 @@ class KafkaMessages(KeyedProcessFunction):
         s = self._load(ctx)
         if self.out.stats_path:
             counts = dict(s["counts"], waiting=len(s["waiting"]),
-                          pending=sum(len(p) for p in s.get("pending", {}).values()),
                           suppressed_by_reason=s["suppressed_by_reason"])
-            part = Path(self.out.stats_path + ".part")
-            part.write_text(json.dumps(counts) + "\n")
-            part.replace(self.out.stats_path)
+            write_share(f"{self.out.stats_path}.m{self._key}", counts)
         yield from ()
 
     def _messages(self, line: str) -> list[Row] | None:
@@ -755,32 +772,6 @@ class KafkaMessages(KeyedProcessFunction):
         _write(writer, rows)
         return self._rows(self.out.published, buf.getvalue(), codes)
 
-    def _drop_written(self, topic: str, pending: dict[bytes, tuple[int, bytes]],
-                      tags: Sequence[bytes], target: Sequence[int],
-                      lines: Sequence[str]) -> list[int]:
-        """The indexes of the messages not in the output yet; those found there (by their
-        tag) are checked to be the same message in the same partition."""
-        from streamanon.errors import ForeignOutputError
-
-        keep = []
-        for i, tag in enumerate(tags):
-            found = pending.pop(tag, None)
-            if found is None:
-                keep.append(i)
-                continue
-            line = lines[i]
-            value = (line[:-1] if line.endswith("\n") else line).encode("utf-8")
-            if found != (target[i], value):
-                raise ForeignOutputError(
-                    f"{topic}[{found[0]}] holds a message this pipeline would not write there "
-                    f"(found input {tag.decode()} {found[1][:60]!r}, expected "
-                    f"{topic}[{target[i]}] {value[:60]!r}): another writer, or a changed "
-                    "pipeline (operator parameters, input)")
-        self._s["counts"]["reconfirmed"] += len(tags) - len(keep)  # type: ignore[index]
-        if not pending:
-            del self._s["pending"][topic]  # type: ignore[index]
-        return keep
-
     def _castle_text(self, values: dict[str, Any], fmt: str, more: Sequence[str] = ()) -> str:
         """One row as the pure command writes it: the input's columns, the loss field (if
         any), then ``more`` (the suppressed rows' reason)."""
@@ -809,44 +800,173 @@ class KafkaMessages(KeyedProcessFunction):
         n = self.out.partitions.get(topic, 1)
         tags = self._positions.tags(codes)
         target = (self._positions.partitions(codes) % n).tolist()
-        pending = self._s["pending"].get(topic)  # type: ignore[index]
-        if pending:
-            keep = self._drop_written(topic, pending, tags, target, lines)
-            if len(keep) < len(tags):
-                tags = [tags[i] for i in keep]
-                target = [target[i] for i in keep]
-                lines = [lines[i] for i in keep]
-            if not tags:
-                return []
-        self._s["counts"]["last_output_ms"] = int(time.time() * 1000)  # type: ignore[index]
-        offsets = self._s["next"].setdefault(topic, {})  # type: ignore[index]
-        for q in target:
-            offsets[q] = offsets.get(q, 0) + 1
+        index = self.topics.index(topic)
         if all(t == target[0] for t in target):
-            return [Row(topic, int(target[0]),
-                        b"".join(t + b"\n" for t in tags).decode("ascii"), "".join(lines))]
+            q = int(target[0])
+            return [Row(gate_key(index, q), Row(topic, q, b"".join(
+                t + b"\n" for t in tags).decode("ascii"), "".join(lines)))]
         out = []
         for part in sorted(set(target)):
             sel = [i for i, t in enumerate(target) if t == part]
-            out.append(Row(topic, part, "".join(tags[i].decode("ascii") + "\n" for i in sel),
-                           "".join(lines[i] for i in sel)))
+            out.append(Row(gate_key(index, part), Row(
+                topic, part, "".join(tags[i].decode("ascii") + "\n" for i in sel),
+                "".join(lines[i] for i in sel))))
         return out
 
 
-def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
-    """Outcome lines -> :class:`KafkaMessages` -> messages split in the JVM -> KafkaSink."""
+def gate_key(topic_index: int, partition: int) -> int:
+    """The Flink key of output partition ``partition`` of the job's ``topic_index``-th topic
+    (:meth:`KafkaOutput.topic_list`)."""
+    return (topic_index << 20) | partition
+
+
+def write_share(path: str, counts: dict[str, Any]) -> None:
+    """One keyed step's share of the accounting, replaced whole."""
+    part = Path(path + ".part")
+    part.write_text(json.dumps(counts) + "\n")
+    part.replace(path)
+
+
+class KafkaGate(KeyedProcessFunction):
+    """The output gate, keyed by output topic partition (:func:`gate_key`): message batches
+    ``Row(topic, partition, tags, text)`` in; the ones not in the partition yet out.
+
+    State (one ``ValueState`` per output partition): the offset after the last message this
+    step has let through (the job is the partition's only writer and the sink flushes at each
+    checkpoint, so at a checkpoint it is the partition's end offset), and the messages a
+    killed run wrote past a restored checkpoint that the replay has not produced again yet.
+
+    Exactly once without broker transactions: when a task (re)starts, the first batch of a
+    partition makes the step read the partition from its checkpointed offset (none
+    checkpointed: the fresh run's start offset, ``out.base``) to its end
+    (:func:`~streamanon.pipeline.kafka.tail.read_tagged`, the pure path's reader), and drop
+    each replayed message whose input-position tag is found there, checking that it is the
+    same message in the same partition (else :class:`~streamanon.errors.ForeignOutputError`).
+    The match is by tag, not by order: the key groups' outcomes reach this step in an order
+    that varies between runs (one user's records keep theirs), and each input record stands
+    for at most one message per topic. The step's share of the accounting (``reconfirmed``,
+    ``pending``, the last output time) goes to ``stats_path`` plus ``.g<key>``.
+    """
+
+    def __init__(self, out: KafkaOutput) -> None:
+        self.out = out
+
+    def open(self, runtime_context: Any) -> None:
+        self._state = runtime_context.get_state(
+            ValueStateDescriptor("gate", Types.PICKLED_BYTE_ARRAY()))
+        self._keys: dict[int, dict[str, Any]] = {}
+
+    def _load(self, ctx: Any, topic: str, partition: int) -> dict[str, Any]:
+        key = current_key(ctx)
+        s = self._keys.get(key)
+        if s is None:
+            saved = self._state.value()
+            if saved is None:
+                s = {"layout": STATE_LAYOUT, "topic": topic, "partition": partition,
+                     "next": self.out.base.get(topic, {}).get(partition, 0),
+                     "pending": {}, "reconfirmed": 0}
+            else:
+                s = pickle.loads(saved)
+                if s.get("layout") != STATE_LAYOUT:
+                    raise ResumeError(OLD_LAYOUT)
+            self._open_gate(s)
+            self._keys[key] = s
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        return s
+
+    def _open_gate(self, s: dict[str, Any]) -> None:
+        """Take what a killed run wrote past the checkpointed offset as pending (the replay
+        produces it again; :meth:`_drop_written` drops it then)."""
+        from streamanon.errors import EndpointError, ForeignOutputError
+        from streamanon.pipeline.kafka.client import end_offsets
+        from streamanon.pipeline.kafka.tail import read_tagged
+
+        topic, q, base = s["topic"], s["partition"], s["next"]
+        config = self.out.config or None
+        end = end_offsets(self.out.bootstrap, topic, [q], config=config).get(q, 0)
+        if end < base:
+            raise EndpointError(f"output {topic} lost acknowledged messages (partition {q}: "
+                                f"expected at least {base}, found {end})")
+        if end == base:
+            return
+        found = read_tagged(self.out.bootstrap, topic, {q: base}, {q: end}, HEADER_IN,
+                            config=config)
+        pending = s["pending"]
+        for value, tag in found.get(q, ()):
+            if tag in pending:
+                raise ForeignOutputError(
+                    f"{topic}[{q}] holds two messages for input {tag.decode()} past "
+                    "the checkpoint: another writer, or a changed pipeline")
+            pending[tag] = value
+        s["next"] = end
+
+    def process_element(self, value: Any, ctx: Any):  # type: ignore[override]
+        topic, partition, tag_text, text = value[0], int(value[1]), value[2], value[3]
+        s = self._load(ctx, topic, partition)
+        tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
+        lines = text.splitlines(keepends=True)
+        if s["pending"]:
+            keep = self._drop_written(s, tags, lines)
+            if len(keep) < len(tags):
+                tags = [tags[i] for i in keep]
+                lines = [lines[i] for i in keep]
+        if tags:
+            s["next"] += len(tags)
+            s["last_output_ms"] = int(time.time() * 1000)
+            yield Row(topic, partition, b"".join(t + b"\n" for t in tags).decode("ascii"),
+                      "".join(lines))
+        self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _drop_written(self, s: dict[str, Any], tags: Sequence[bytes],
+                      lines: Sequence[str]) -> list[int]:
+        """The indexes of the messages not in the output yet; those found there (by their
+        tag) are checked to be the same message."""
+        from streamanon.errors import ForeignOutputError
+
+        pending = s["pending"]
+        keep = []
+        for i, tag in enumerate(tags):
+            found = pending.pop(tag, None)
+            if found is None:
+                keep.append(i)
+                continue
+            line = lines[i]
+            value = (line[:-1] if line.endswith("\n") else line).encode("utf-8")
+            if found != value:
+                raise ForeignOutputError(
+                    f"{s['topic']}[{s['partition']}] holds a message this pipeline would not "
+                    f"write there (found input {tag.decode()} {found[:60]!r}, expected "
+                    f"{value[:60]!r}): another writer, or a changed pipeline (operator "
+                    "parameters, input)")
+        s["reconfirmed"] += len(tags) - len(keep)
+        return keep
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        s = self._keys.get(current_key(ctx))
+        if s is not None and self.out.stats_path:
+            write_share(f"{self.out.stats_path}.g{current_key(ctx)}",
+                        {"reconfirmed": s["reconfirmed"], "pending": len(s["pending"]),
+                         "last_output_ms": s.get("last_output_ms")})
+        yield from ()
+
+
+def kafka_outcome_sink(stream: Any, out: KafkaOutput, options: JobOptions | None = None) -> None:
+    """Keyed outcome lines -> :class:`KafkaMessages` -> :class:`KafkaGate` -> messages split
+    in the JVM -> KafkaSink, every step at the job's parallelism."""
     from pyflink.datastream import DataStream
     from pyflink.datastream.connectors.kafka import KafkaSink as PyKafkaSink
     from pyflink.java_gateway import get_gateway
 
     jvm = get_gateway().jvm
-    texts = DataStream(stream._j_data_stream.map(jvm.streamanon.kafka.KeyedByZero())
-                       .setParallelism(1).name("outcome texts"))
-    batches = (keyed_rows(texts, Types.STRING())
-               .process(KafkaMessages(out), output_type=message_batch_type())
-               .name("outcomes to messages").uid("kafka-messages").set_parallelism(1))
-    messages = DataStream(batches._j_data_stream.flatMap(
-        jvm.streamanon.kafka.TaggedMessages())).name("split messages").set_parallelism(1)
+    p = options.parallelism if options is not None else 1
+    batches = (keyed_rows(stream, Types.STRING())
+               .process(KafkaMessages(out), output_type=gated_type())
+               .name("outcomes to messages").uid("kafka-messages-keyed").set_parallelism(p))
+    gated = (keyed_rows(batches, message_batch_type())
+             .process(KafkaGate(out), output_type=message_batch_type())
+             .name("output gate (per output partition)").uid("kafka-gate").set_parallelism(p))
+    messages = DataStream(gated._j_data_stream.flatMap(
+        jvm.streamanon.kafka.TaggedMessages())).name("split messages").set_parallelism(p)
     guarantee = jvm.org.apache.flink.connector.base.DeliveryGuarantee
     builder = (jvm.org.apache.flink.connector.kafka.sink.KafkaSink.builder()
                .setBootstrapServers(out.bootstrap)
@@ -864,7 +984,7 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput) -> None:
     for key, value in java_kafka_config(out.config).items():
         builder.setProperty(key, value)
     messages.sink_to(PyKafkaSink(builder.build())).name("kafka sink").uid(
-        "kafka-sink").set_parallelism(1)
+        "kafka-sink").set_parallelism(p)
 
 
 # -- runs ------------------------------------------------------------------------------------------
@@ -899,6 +1019,50 @@ def prepare_endpoints(source: KafkaInput, out: KafkaOutput) -> None:
             out.base[topic] = end_offsets(out.bootstrap, topic, have,
                                           config=out.config or None)
     out.source_name = source.url
+
+
+def settle_output_base(work: Path, out: KafkaOutput, restoring: bool) -> None:
+    """The output partitions' offsets where the run's messages start: a fresh run's are the
+    end offsets now (kept in ``WORK/kafka-output.json`` with the state layout), a restore
+    takes the kept ones (the gate of a partition the checkpoint has no state for reads the
+    killed run's messages from there; an earlier run's shares of the accounting are
+    removed). A work folder of another layout is refused."""
+    path = work / "kafka-output.json"
+    if restoring and (work / "job.json").is_file():
+        kept = json.loads(path.read_text()) if path.is_file() else {}
+        if kept.get("layout") != STATE_LAYOUT:
+            raise ResumeError(OLD_LAYOUT)
+        out.base = {t: {int(q): int(o) for q, o in b.items()} for t, b in kept["base"].items()}
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    for share in work.glob("kafka-stats.json.*"):  # an earlier run's shares of the accounting
+        share.unlink()
+    path.write_text(json.dumps({"layout": STATE_LAYOUT, "base": out.base}) + "\n")
+
+
+def kafka_counts(path: Path) -> dict[str, Any]:
+    """The accounting of a Kafka job: the keyed message and gate steps' shares
+    (``PATH.m<key>``, ``PATH.g<key>``) added up (times: the earliest read, the last output)."""
+    counts: dict[str, Any] = {}
+    by_reason: dict[str, int] = {}
+    for share in sorted(path.parent.glob(path.name + ".[mg]*")):
+        if share.name.endswith(".part"):
+            continue
+        for key, value in json.loads(share.read_text()).items():
+            if value is None:
+                continue
+            if key == "suppressed_by_reason":
+                for reason, n in value.items():
+                    by_reason[reason] = by_reason.get(reason, 0) + n
+            elif key == "first_read_ms":
+                counts[key] = min(counts.get(key, value), value)
+            elif key == "last_output_ms":
+                counts[key] = max(counts.get(key, value), value)
+            else:
+                counts[key] = counts.get(key, 0) + value
+    if by_reason:
+        counts["suppressed_by_reason"] = by_reason
+    return counts
 
 
 @dataclass
@@ -943,11 +1107,16 @@ def kafka_env(work: Path, record: RunRecord, options: JobOptions) -> Any:
     return env
 
 
+def write_plan(env: Any, work: Path) -> None:
+    """The job's plan (Flink's JSON execution plan: every step with its parallelism) as
+    ``WORK/plan.json``, for a look at how the job was laid out."""
+    (work / "plan.json").write_text(env.get_execution_plan() + "\n")
+
+
 def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
     """The accounting the message step wrote at the end of a bounded input, in ``stats``
     (an outcome that never met its input position fails the run)."""
-    path = work / "kafka-stats.json"
-    counts = json.loads(path.read_text()) if path.is_file() else {}
+    counts = kafka_counts(work / "kafka-stats.json")
     stats.count_read(counts.get("read", 0))
     stats.count_released(counts.get("published", 0))  # the state's key (checkpoints keep it)
     stats.count_suppressed(counts.get("suppressed", 0))
@@ -979,5 +1148,5 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
 __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
            "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
            "kafka_result", "kafka_source", "parse_position_line", "position_line",
-           "prepare_endpoints", "start_offsets"]
+           "prepare_endpoints", "settle_output_base", "start_offsets", "write_plan"]
 

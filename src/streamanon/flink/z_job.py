@@ -13,7 +13,7 @@ from typing import Any
 from pyflink.common import Types
 
 from streamanon.flink.env import make_env, prepare_python_path
-from streamanon.flink.functions import META, SNAPSHOT_EVERY, ZKeyGroups
+from streamanon.flink.functions import KEYED_META, META, SNAPSHOT_EVERY, ZKeyGroups
 from streamanon.flink.kafka_connector import (
     KafkaInput,
     KafkaOutput,
@@ -24,6 +24,8 @@ from streamanon.flink.kafka_connector import (
     kafka_record,
     kafka_result,
     prepare_endpoints,
+    settle_output_base,
+    write_plan,
 )
 from streamanon.flink.outcomes import MergeResult, merge_outcomes
 from streamanon.flink.runtime import (
@@ -70,9 +72,12 @@ def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, opti
 
 
 def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: float,
-                separator: str = SEPARATOR, snapshot_every: int | None = None) -> None:
+                separator: str = SEPARATOR, snapshot_every: int | None = None,
+                keyed: bool = False) -> None:
     """Add the keyed z-anonymity step after the reading step ``batches`` (its rows and its
-    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes.
+    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes
+    (``keyed``: as ``Row(Flink key, text)``, with the side output
+    :data:`~streamanon.flink.functions.KEYED_META`).
 
     Args:
         batches: the reading step's output (keyed batches, META on the side).
@@ -81,14 +86,17 @@ def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: f
         delta_t: the window Δt in seconds.
         separator: the separator of hierarchical values.
         snapshot_every: records between snapshots of a key group's state (``None``: the default).
+        keyed: emit each outcome with its Flink key (a Kafka job's message step).
     """
     outcomes = (
         keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
-        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
-                 output_type=Types.STRING())
+        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY,
+                            keyed=keyed),
+                 output_type=Types.ROW([Types.INT(), Types.STRING()]) if keyed
+                 else Types.STRING())
         .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
     )
-    sink(outcomes.union(side_output(batches, META)))
+    sink(outcomes.union(side_output(batches, KEYED_META if keyed else META)))
 
 
 def check_header(source: str | Path, fmt: str) -> None:
@@ -209,13 +217,15 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
     with work_folder(options) as work:
         prepare_python_path()
         record = kafka_record(work, "z", source, Z_KEY_GROUPS, options)
+        settle_output_base(work, out, options.restore_from is not None)
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
         parser = z_parser(source, record, options, fmt=in_format,
                           time_tolerance=time_tolerance)
         batches = kafka_batches(env, source, parser, record, options)
-        build_z_job(batches, lambda stream: kafka_outcome_sink(stream, out), z=z,
-                    delta_t=delta_t, snapshot_every=snapshot_every)
+        build_z_job(batches, lambda stream: kafka_outcome_sink(stream, out, options), z=z,
+                    delta_t=delta_t, snapshot_every=snapshot_every, keyed=True)
+        write_plan(env, work)
         run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())
         stats = RunStats(params={**_z_params(z, delta_t), "input": source.url,
