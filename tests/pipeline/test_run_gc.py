@@ -1,4 +1,4 @@
-"""The run's garbage-collector settings: undone at the end, but never a freeze that is not the run's own."""
+"""The run's garbage-collector settings: undone at the end, but not a freeze made by another part."""
 
 from __future__ import annotations
 
