@@ -1,4 +1,4 @@
-"""The run's garbage-collector settings: undone at the end, but not a freeze made by another part."""
+"""The run's garbage-collector settings: undone at the end, except another part's freeze."""
 
 from __future__ import annotations
 
