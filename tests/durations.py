@@ -1,5 +1,6 @@
 """Rewrite tests/durations.json (seconds per test file, which orders the files on ./dev test's
-workers: see tests/conftest.py) from the JUnit XML files of a run:
+workers: see tests/conftest.py) from the JUnit XML files of a run: ``./dev test`` writes one
+per phase (``python -m tests.durations .test-reports/*.xml``), or
 ``python -m pytest -n 2 --junitxml=run.xml`` then ``python -m tests.durations run.xml``."""
 
 from __future__ import annotations
@@ -38,11 +39,17 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     seconds = file_seconds([Path(a) for a in argv])
+    # a file the reports lack (a phase not run, a run cut short) keeps its figure while it exists
+    old = json.loads(TABLE.read_text(encoding="utf-8"))["seconds"] if TABLE.is_file() else {}
+    kept = {k: v for k, v in old.items() if k not in seconds and Path(k).is_file()}
+    seconds = {**seconds, **kept}
     TABLE.write_text(json.dumps({
-        "about": "seconds per test file on two workers; rewrite with python -m tests.durations",
+        "about": "seconds per test file (a ./dev test run: two workers, then the phases "
+                 "of one process); rewrite with python -m tests.durations .test-reports/*.xml",
         "seconds": {k: round(v, 1) for k, v in sorted(seconds.items(), key=lambda kv: -kv[1])},
     }, indent=1) + "\n", encoding="utf-8")
-    print(f"{TABLE}: {len(seconds)} files, {sum(seconds.values()):.0f} s", file=sys.stderr)
+    print(f"{TABLE}: {len(seconds)} files ({len(kept)} kept, not in the reports), "
+          f"{sum(seconds.values()):.0f} s", file=sys.stderr)
     return 0
 
 

@@ -11,8 +11,8 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -96,41 +96,34 @@ def test_castle_job_on_two_taskmanagers_is_castle_per_partition(cluster, tmp_pat
 def kill_taskmanager_mid_run(cluster, args: list[str], bootstrap: str, out: str, work: Path,
                              *, min_written: int) -> tuple[subprocess.Popen[str], int, str]:
     """Start a spare TaskManager (the restarted job needs a free slot at once: one slot per
-    TaskManager, and a restart that finds none fails), submit a Kafka job with
-    ``--restarts``; once ``min_written`` messages are in ``out[0]`` and a checkpoint completed
+    TaskManager, and a restart that finds none fails) while a Kafka job with ``--restarts``
+    is submitted; once ``min_written`` messages are in ``out[0]`` and a checkpoint completed
     after that, SIGKILL the TaskManager that runs the job's Kafka sink at a moment the output
     topic is growing. Returns the still running ``flink run``, the messages in ``out[0]`` at
     the kill and the job's id."""
-    from streamanon.pipeline.kafka.client import end_offsets
-    from tests.flink.conftest import completed_checkpoints
+    from tests.kill_and_compare import topic_end, wait_for_checkpoint_after_output
 
-    cluster.start_taskmanager()
-    proc = cluster.launch(args)
-    deadline = time.monotonic() + 120
-    baseline: int | None = None
-    last = 0
-    while True:
-        assert proc.poll() is None, "the job ended before the kill: " + "".join(
-            proc.communicate())[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint after output in time"
-        try:  # (the topic appears when the job starts)
-            written = end_offsets(bootstrap, out, [0])[0]
-        except Exception:
-            written = 0
-        done = max(completed_checkpoints(work), default=0)
-        if baseline is None and written >= min_written:
-            baseline = done
-        elif baseline is not None and done > baseline and written > last:
-            break  # a checkpoint mid-stream, and the output grew since the last look
-        last = written
-        time.sleep(0.1)
+    with ThreadPoolExecutor(1) as pool:
+        spare = pool.submit(cluster.start_taskmanager)  # (it waits for its registration)
+        proc = cluster.launch(args)
+        try:
+            spare.result()  # registered (or its error raised) before any kill
+        except BaseException:
+            proc.kill()
+            raise
+
+    def alive() -> str | None:
+        return None if proc.poll() is None else "".join(proc.communicate())[-3000:]
+
+    written = topic_end(bootstrap, out)
+    wait_for_checkpoint_after_output(alive, work, written, min_written=min_written,
+                                     timeout=120, growing=True)
     (job,) = cluster.running_jobs()
     tm = sorted(next(v for k, v in cluster.taskmanagers_of(job).items() if "kafka sink" in k))[0]
     pid = cluster.taskmanager_pid(tm)
     assert pid is not None, tm
     os.kill(pid, signal.SIGKILL)
-    at_kill = end_offsets(bootstrap, out, [0])[0]
-    return proc, at_kill, job
+    return proc, written(), job
 
 
 def finished(proc: subprocess.Popen[str]) -> dict:
@@ -151,12 +144,13 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
     the output SIGKILLed while the output grows: the job restarts from its latest checkpoint
     inside the same command, and the output holds the pure command's messages, each once."""
     from tests.flink.test_kafka_connector import per_user, tagged
-    from tests.pipeline.kafka.conftest import EXE, produce, summary_of, z_trace
+    from tests.kill_and_compare import assert_each_message_once, pure_summary
+    from tests.pipeline.kafka.conftest import produce, z_trace
 
     b = kafka_broker
     (inp,) = b.topics("in")
     out, pure_out = b.names("flink", "pure")
-    produce(b.bootstrap, inp, z_trace(40_000, seed=11))
+    produce(b.bootstrap, inp, z_trace(25_000, seed=11))
     work = tmp_path / "work"
     common = ["--z", "3", "--delta-t", "30", "--until-end"]
     # paced (the barrier of a checkpoint waits behind the records buffered before the
@@ -168,14 +162,11 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
         min_written=300)
     s = finished(proc)
     assert failovers(cluster, job), "the job did not restart"
-    ref = summary_of(subprocess.run([str(EXE), "z", b.url(inp), "-o", b.url(pure_out),
-                                     "--from", "earliest", *common, "--json"],
-                                    capture_output=True, text=True, timeout=120))
+    ref = pure_summary(b, "z", inp, pure_out, *common)
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
-    assert Counter(got) == Counter(want), (at_kill, len(got), len(want))  # 0 repeats, 0 missing
-    assert len(got) == len(set(got)) == ref["released"] and 0 < at_kill < len(want)
+    assert_each_message_once(got, want, ref, at_kill)  # 0 repeats, 0 missing
     assert per_user(got) == per_user(want)
-    assert (s["read"], s["released"]) == (40_000, ref["released"])
+    assert (s["read"], s["released"]) == (25_000, ref["released"])
     assert s["params"]["delivery"] == "exactly-once"
 
 
@@ -185,16 +176,17 @@ def test_flink_castle_kafka_survives_a_killed_taskmanager_exactly_once(cluster, 
     both topics hold the pure command's messages once, and the releases pass ``verify
     castle``."""
     from tests.flink.test_kafka_connector import tagged
-    from tests.pipeline.kafka.conftest import EXE, produce, summary_of
+    from tests.kill_and_compare import (
+        assert_each_message_once,
+        assert_suppressed_once,
+        castle_topic,
+        pure_summary,
+        verify_castle_releases,
+    )
 
     b = kafka_broker
-    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(6000, seed=8))
-    rules = tmp_path / "rules.toml"
-    rules.write_text(ashrae.rules_toml())
-    header, *lines = data.read_bytes().splitlines()
-    (inp,) = b.topics("in")
+    data, rules, header, inp = castle_topic(b, tmp_path, 3000, seed=8)
     out, sup, pure_out, pure_sup = b.names("flink", "fsup", "pure", "psup")
-    produce(b.bootstrap, inp, [header, *lines])
     common = ["--rules", str(rules), "--k", "4", "--l", "2", "--delta", "60", "--until-end"]
     work = tmp_path / "work"
     proc, at_kill, job = kill_taskmanager_mid_run(cluster, [
@@ -204,18 +196,10 @@ def test_flink_castle_kafka_survives_a_killed_taskmanager_exactly_once(cluster, 
         "--json"], b.bootstrap, out, work, min_written=200)
     s = finished(proc)
     assert failovers(cluster, job), "the job did not restart"
-    ref = summary_of(subprocess.run([str(EXE), "castle", b.url(inp), "-o", b.url(pure_out),
-                                     "--suppressed", b.url(pure_sup), "--from", "earliest",
-                                     *common, "--json"], capture_output=True, text=True,
-                                    timeout=120))
+    ref = pure_summary(b, "castle", inp, pure_out, *common, suppressed=pure_sup)
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
-    assert Counter(got) == Counter(want), (at_kill, len(got), len(want))
-    assert len(got) == len(set(got)) == ref["released"] and 0 < at_kill < len(want)
+    assert_each_message_once(got, want, ref, at_kill)
     got_sup, want_sup = tagged(b.bootstrap, sup), tagged(b.bootstrap, pure_sup)
-    assert Counter(got_sup) == Counter(want_sup) and len(got_sup) == len(set(got_sup))
+    assert_suppressed_once(got_sup, want_sup)
     assert s["params"]["delivery"] == "exactly-once"
-    released = tmp_path / "released.csv"
-    released.write_bytes(header + b"\n" + b"".join(v + b"\n" for _, v in got))
-    subprocess.run([str(EXE), "verify", "castle", str(released), "--rules", str(rules),
-                    "--k", "4", "--l", "2", "--input", str(data)], check=True,
-                   capture_output=True, timeout=120)
+    verify_castle_releases(tmp_path, header, [v for _, v in got], rules, data)

@@ -114,16 +114,11 @@ def test_castle_exactly_once_across_sigkills(kafka_broker, tmp_path):
     """Released rows to a file, suppressed rows to a topic; CASTLE's open clusters, τ
     history and Ω come back from the checkpoint (the outputs could not match otherwise)."""
     from streamanon.castle import CastleAnonymizer, RuleSet
-    from streamanon.data import ashrae
     from streamanon.pipeline import run_castle
+    from tests.kill_and_compare import castle_topic
 
     b = kafka_broker
-    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(4000, seed=3))
-    rules = tmp_path / "rules.toml"
-    rules.write_text(ashrae.rules_toml())
-    header, *lines = data.read_bytes().splitlines()
-    (inp,) = b.topics("in")
-    produce(b.bootstrap, inp, [header, *lines])
+    data, rules, _, inp = castle_topic(b, tmp_path, 4000, seed=3)
     ref = run_castle(data, tmp_path / "ref.csv",
                      CastleAnonymizer(RuleSet.load(rules), k=4, l=2, delta=200),
                      suppressed_path=tmp_path / "ref-sup.csv")
