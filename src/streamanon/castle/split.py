@@ -93,6 +93,8 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     uniq = [np.unique([it.sensitive[j] for it in items], return_inverse=True)
             for j in range(cset.n_sensitive)] if not rule.off else []
     sens = [u[1] for u in uniq]
+    if small and rule.distinct and np.isfinite(x).all():
+        return _compiled(cset, items, x, nodes, ind, sens, trees, k=k, l=rule.l)
     names = cset.rules.sensitive
 
     def distinct(codes: np.ndarray) -> int:
@@ -177,6 +179,40 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         return [list(items)]
     done.sort(key=lambda p: int(p.min()))  # classes in the order of their oldest tuple
     return [[items[i] for i in np.sort(p).tolist()] for p in done]
+
+
+def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.ndarray,
+              ind: np.ndarray, sens: list[np.ndarray], trees: list[Any], *, k: int,
+              l: int) -> list[list[Item]]:  # noqa: E741
+    """:func:`median_split` with ``small`` and the distinct rule, as one compiled loop
+    (:func:`streamanon.castle._window_kernel.median_cuts`)."""
+    from streamanon.castle._window_kernel import median_cuts
+
+    n, h = len(items), len(cset.hier)
+    flat = [t for _, t in trees]
+    starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
+    toff = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
+    tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int64, copy=False)
+              if h else np.zeros(1, dtype=np.int64))
+    sizes = [len(rank) for (rank, _), _ in trees]
+    noff = np.array(np.cumsum([0, *sizes])[:h].tolist() or [0], dtype=np.int64)
+    ranks = np.concatenate([r for (r, _), _ in trees] or [np.zeros(1)]).astype(np.float64)
+    parents = np.concatenate([p for (_, p), _ in trees] or [np.zeros(1, dtype=np.int64)])
+    losses = np.concatenate([g.loss_vector() for g in cset.hier] or [np.zeros(1)])
+    w_hier = np.array(cset.w_hier if h else [0.0], dtype=np.float64)
+    inv = np.asarray(cset._inv, dtype=np.float64) if len(cset.num) else np.zeros(1)
+    sens_m = (np.array(sens, dtype=np.int64).reshape(len(sens), n) if sens
+              else np.zeros((0, n), dtype=np.int64))
+    out = np.empty(n, dtype=np.int64)
+    count = median_cuts(x, nodes, np.asarray(ind, dtype=np.int64), sens_m, k, l, True, inv,
+                        w_hier, tables, toff, ranks, parents.astype(np.int64), losses, noff,
+                        out)
+    if count <= 1:
+        return [list(items)]
+    parts: list[list[Item]] = [[] for _ in range(count)]
+    for it, c in zip(items, out.tolist(), strict=True):
+        parts[c].append(it)
+    return parts
 
 
 __all__ = ["SPLITS", "median_split"]
