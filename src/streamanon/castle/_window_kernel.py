@@ -227,5 +227,31 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
             out[i] = r
     return len(done)
 
+@njit(cache=True, nogil=True)
+def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h: int,
+               bounds: np.ndarray, nodes: np.ndarray) -> None:  # pragma: no cover - numba
+    """The state of a cluster's tuples (``ClusterSet.remove_items``): writes ``bounds``
+    (``-min`` of each column of ``x``, then each ``max``) and, for each of the ``h``
+    hierarchies, ``nodes[j]``: the lowest common node of column ``j`` of ``at`` (folded in
+    row order over ``tables[j]``, which gives the same node as any order)."""
+    n, d = x.shape
+    for q in range(d):
+        mn = x[0, q]
+        mx = x[0, q]
+        for i in range(1, n):
+            v = x[i, q]
+            if v < mn:
+                mn = v
+            if v > mx:
+                mx = v
+        bounds[q] = -mn
+        bounds[d + q] = mx
+    for j in range(h):
+        table = tables[j]
+        node = at[0, j]
+        for i in range(1, n):
+            node = table[node, at[i, j]]
+        nodes[j] = node
 
-__all__ = ["best_fits", "median_cuts"]
+
+__all__ = ["best_fits", "kept_state", "median_cuts"]

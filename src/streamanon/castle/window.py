@@ -46,6 +46,7 @@ class History:
         self.next = 0
         # a fit needs the numbers and hierarchy nodes only: no plug-ins, no missing values
         self.usable = not cset.other
+        self._flat: tuple[tuple[int, ...], np.ndarray, np.ndarray] | None = None
 
     def add(self, st: State, loss: float, payload: Any) -> None:
         i = self.next % len(self.loss)
@@ -54,6 +55,22 @@ class History:
         self.nodes[i] = st.nodes
         self.loss[i] = loss
         self.payload[i] = payload
+
+    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The hierarchies' LCA tables flattened and their offsets (:func:`best_fits`),
+        built again only when a tree grew."""
+        key = tuple(g.tree.version for g in self.cset.hier)
+        flat_ = getattr(self, "_flat", None)  # absent in a History pickled before it
+        if flat_ is None or flat_[0] != key:
+            h = len(self.cset.hier)
+            flat = [g.tree.lca_table() for g in self.cset.hier]
+            # hierarchy j's table at offsets[j], its row length at offsets[h + j]
+            starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
+            offsets = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
+            tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int32, copy=False)
+                      if h else np.zeros(1, dtype=np.int32))
+            self._flat = (key, tables, offsets)
+        return self._flat[1], self._flat[2]
 
     def best(self, item: Item) -> tuple[float, Any] | None:
         """The least-loss remembered generalization ``item`` fits in, with its payload."""
@@ -72,12 +89,7 @@ class History:
         d, h = self.lo.shape[0], self.nodes.shape[1]
         x = np.array([it.numbers for it in items], dtype=np.float64).reshape(len(items), d)
         at = np.array([it.nodes for it in items], dtype=np.int64).reshape(len(items), h)
-        flat = [g.tree.lca_table() for g in self.cset.hier]
-        # hierarchy j's table at offsets[j], its row length at offsets[h + j]
-        starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
-        offsets = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
-        tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int32, copy=False)
-                  if h else np.zeros(1, dtype=np.int32))
+        tables, offsets = self._tables()
         found = np.empty(len(items), dtype=np.int64)
         best_fits(self.lo, self.hi, self.loss, n, float(below), x, self.nodes, at, tables,
                   offsets, found)
