@@ -86,10 +86,11 @@ def _median(col: np.ndarray) -> float:  # pragma: no cover - numba
 
 @njit(cache=True, nogil=True)
 def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndarray,
-                k: int, l: int, small: bool, inv: np.ndarray, w_hier: np.ndarray,
+                k: int, l: int, small: bool,  # noqa: E741
+                inv: np.ndarray, w_hier: np.ndarray,
                 tables: np.ndarray, toff: np.ndarray, ranks: np.ndarray,
                 parents: np.ndarray, losses: np.ndarray, noff: np.ndarray,
-                out: np.ndarray) -> int:  # pragma: no cover - numba
+                fracs: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - numba
     """:func:`streamanon.castle.split.median_split`'s cuts as one compiled loop, for the
     distinct diversity rule: writes each tuple's class (classes numbered in the order of
     their oldest tuple) and returns the number of classes.
@@ -111,6 +112,7 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
         parents: each node's parent (-1 for the root), likewise.
         losses: each node's loss, likewise.
         noff: each hierarchy's start in ``ranks``, ``parents`` and ``losses``.
+        fracs: the cuts tried besides the median, as shares of the sorted values.
         out: written: each tuple's class.
     """
     n, d = x.shape
@@ -165,54 +167,56 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
             hi = c.max()
             if lo == hi:
                 continue
-            med = _median(c)
-            left = c <= med if med < hi else c < med
-            same = False
-            for prev in tried:
-                if np.array_equal(prev, left):
-                    same = True
-                    break
-            if same:
-                continue
-            tried.append(left)
-            a = part[left]
-            b = part[~left]
-            ok = True
-            for half in (a, b):
-                stamp += 1
-                if not _distinct(ind, half, seen, stamp, k):
-                    ok = False
-                    break
-                for s in range(n_sens):
+            srt = np.sort(c)
+            for f in range(len(fracs) + 1):
+                med = _median(c) if f == 0 else srt[int(fracs[f - 1] * (m - 1))]
+                left = c <= med if med < hi else c < med
+                same = False
+                for prev in tried:
+                    if np.array_equal(prev, left):
+                        same = True
+                        break
+                if same:
+                    continue
+                tried.append(left)
+                a = part[left]
+                b = part[~left]
+                ok = True
+                for half in (a, b):
                     stamp += 1
-                    if not _distinct(sens[s], half, seen_s, stamp, l):
+                    if not _distinct(ind, half, seen, stamp, k):
                         ok = False
                         break
+                    for s in range(n_sens):
+                        stamp += 1
+                        if not _distinct(sens[s], half, seen_s, stamp, l):
+                            ok = False
+                            break
+                    if not ok:
+                        break
                 if not ok:
-                    break
-            if not ok:
-                continue
-            cost = 0.0
-            for half in (a, b):
-                acc = 0.0
-                for q in range(d):
-                    mn = np.inf
-                    mx = -np.inf
-                    for i in half:
-                        v = x[i, q]
-                        mn = min(mn, v)
-                        mx = max(mx, v)
-                    acc += -mn * inv[q] + mx * inv[d + q]
-                for g in range(h):
-                    top = nodes[half[0], g]
-                    for i in half:
-                        top = tables[toff[g] + top * toff[h + g] + nodes[i, g]]
-                    acc += w_hier[g] * losses[noff[g] + top]
-                cost += len(half) * acc
-            if not found or cost < best_cost:
-                found = True
-                best_cost = cost
-                best_left = left
+                    continue
+                cost = 0.0
+                for half in (a, b):
+                    acc = 0.0
+                    for q in range(d):
+                        mn = np.inf
+                        mx = -np.inf
+                        for i in half:
+                            v = x[i, q]
+                            mn = min(mn, v)
+                            mx = max(mx, v)
+                        acc += -mn * inv[q] + mx * inv[d + q]
+                    for g in range(h):
+                        top = nodes[half[0], g]
+                        for i in half:
+                            top = tables[toff[g] + top * toff[h + g] + nodes[i, g]]
+                        acc += w_hier[g] * losses[noff[g] + top]
+                    cost += len(half) * acc
+                if not found or cost < best_cost:
+                    found = True
+                    best_cost = cost
+                    best_left = left
         if not found:
             done.append(part)
         else:

@@ -143,7 +143,7 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     pending = [item, *(it for it in held if it is not item and not it.done
                        and it.cluster is not None and it.cluster.owner is cset)]
     cache.leaves = {}
-    for part in median_split(cset, pending, k=k, rule=rule, small=True):
+    for part in median_split(cset, pending, k=k, rule=rule, small=True, quartiles=True):
         for it in part:
             cache.leaves[it.pos] = part
     return cache.leaves[item.pos]
