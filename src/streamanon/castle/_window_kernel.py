@@ -8,18 +8,19 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: float,
-              x: np.ndarray, nodes: np.ndarray, at: np.ndarray, tables: np.ndarray,
-              offsets: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - numba
-    """For each tuple, the first remembered class with the least loss below ``below`` that
-    holds it (its numbers in the class's ranges, the class's hierarchy nodes its ancestors);
-    ``-1`` for none.
+def best_fits(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, ranked: np.ndarray,
+              below: float, x: np.ndarray, nodes: np.ndarray, at: np.ndarray,
+              tables: np.ndarray, offsets: np.ndarray,
+              out: np.ndarray) -> None:  # pragma: no cover - numba
+    """For each tuple, the remembered class with the least loss below ``below`` that holds
+    it (its numbers in the class's ranges, the class's hierarchy nodes its ancestors), the
+    lowest slot among equal losses: the first that holds it in ``order``; ``-1`` for none.
 
     Args:
-        lo: the classes' lows, one row per numeric attribute, a column per class.
+        lo: the classes' lows, one row per numeric attribute, a column per class (slot).
         hi: the classes' highs, likewise.
-        loss: each class's loss.
-        n: the classes in use (columns ``0..n-1``).
+        order: the slots in use by loss, then slot.
+        ranked: their losses, in that order.
         below: only classes losing less than this.
         x: the tuples' numbers, one row per tuple.
         nodes: the classes' hierarchy nodes, one row per class.
@@ -33,11 +34,10 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: f
     h = at.shape[1]
     for i in range(m):
         best = -1
-        least = below
-        for c in range(n):
-            lc = loss[c]
-            if not lc < least:
-                continue
+        for p in range(len(order)):
+            if not ranked[p] < below:
+                break
+            c = order[p]
             ok = True
             for j in range(d):
                 v = x[i, j]
@@ -52,9 +52,8 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: f
                         break
             if ok:
                 best = c
-                least = lc
+                break
         out[i] = best
-
 
 
 @njit(cache=True, nogil=True)

@@ -50,11 +50,28 @@ class History:
 
     def add(self, st: State, loss: float, payload: Any) -> None:
         i = self.next % len(self.loss)
+        order, ranked = self._ranked()
+        if self.next >= len(self.loss):  # the ring's oldest class leaves the order
+            at = _place(order, ranked, float(self.loss[i]), i)
+            order, ranked = np.delete(order, at), np.delete(ranked, at)
         self.next += 1
         self.lo[:, i], self.hi[:, i] = st.lo, st.hi
         self.nodes[i] = st.nodes
         self.loss[i] = loss
         self.payload[i] = payload
+        at = _place(order, ranked, float(loss), i)
+        self._order = np.insert(order, at, i)
+        self._ranked_loss = np.insert(ranked, at, float(loss))
+
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """The classes in use by (loss, slot), and their losses (built from the ring when a
+        History pickled before them has none)."""
+        order = getattr(self, "_order", None)
+        if order is None:
+            n = min(self.next, len(self.loss))
+            order = np.lexsort((np.arange(n), self.loss[:n])).astype(np.int64)
+            self._order, self._ranked_loss = order, self.loss[order].copy()
+        return self._order, self._ranked_loss
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray]:
         """The hierarchies' LCA tables flattened and their offsets (:func:`best_fits`),
@@ -91,13 +108,21 @@ class History:
         at = np.array([it.nodes for it in items], dtype=np.int64).reshape(len(items), h)
         tables, offsets = self._tables()
         found = np.empty(len(items), dtype=np.int64)
-        best_fits(self.lo, self.hi, self.loss, n, float(below), x, self.nodes, at, tables,
+        order, ranked = self._ranked()
+        best_fits(self.lo, self.hi, order, ranked, float(below), x, self.nodes, at, tables,
                   offsets, found)
         out: list[tuple[float, Any] | None] = []
         for it, c in zip(items, found.tolist(), strict=True):
             ok = c >= 0 and not it.missing
             out.append((float(self.loss[c]), self.payload[c]) if ok else None)
         return out
+
+
+def _place(order: np.ndarray, ranked: np.ndarray, loss: float, slot: int) -> int:
+    """Where slot ``slot`` of loss ``loss`` is (or goes) in ``order`` (by loss, then slot)."""
+    lo = int(np.searchsorted(ranked, loss, side="left"))
+    hi = int(np.searchsorted(ranked, loss, side="right"))
+    return lo + int(np.searchsorted(order[lo:hi], slot))
 
 
 @dataclass
