@@ -1,6 +1,7 @@
 """Information loss of CASTLE beside batch anchors (a textbook Mondrian, anjana), one metric.
 
     .venv/bin/python benchmarks/bench_utility.py [--n 2000] [--n-ashrae 4000] [--k 5 10 20]
+        [--splits prink window] [--deltas 1250 20000 whole] [--only 'ASHRAE']
         [--plot utility.png]          # the issue's sizes: --n 20000 --n-ashrae 100000
 
 Data sets (``utility_data.py``): Adult-schema rows from a generator with UCI Adult's schema and
@@ -19,7 +20,7 @@ CASTLE with several rows per individual, the intersection attack
 (:func:`streamanon.attack.intersect`) prints how far intersecting an individual's releases
 narrows it (median remaining width as a share of its widest release; 1.00 = no narrowing).
 
-Run on a shared machine: the loss figures are exact, the times are not.
+Run on a shared machine: the loss figures are exact, the times (CPU, user + sys) are not.
 """
 
 from __future__ import annotations

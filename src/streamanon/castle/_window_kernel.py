@@ -233,10 +233,17 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
 @njit(cache=True, nogil=True)
 def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h: int,
                bounds: np.ndarray, nodes: np.ndarray) -> None:  # pragma: no cover - numba
-    """The state of a cluster's tuples (``ClusterSet.remove_items``): writes ``bounds``
-    (``-min`` of each column of ``x``, then each ``max``) and, for each of the ``h``
-    hierarchies, ``nodes[j]``: the lowest common node of column ``j`` of ``at`` (folded in
-    row order over ``tables[j]``, which gives the same node as any order)."""
+    """The state of a cluster's tuples (``ClusterSet.remove_items``).
+
+    Args:
+        x: the tuples' numbers, one row per tuple (at least one row).
+        at: the tuples' hierarchy nodes, one row per tuple.
+        tables: each hierarchy's LCA table (one placeholder table when there is none).
+        h: the hierarchies.
+        bounds: written: ``-min`` of each column of ``x``, then each ``max``.
+        nodes: written: for each hierarchy ``j``, the lowest common node of column ``j`` of
+            ``at`` (folded in row order over ``tables[j]``: the same node as any order).
+    """
     n, d = x.shape
     for q in range(d):
         mn = x[0, q]
