@@ -47,6 +47,9 @@ class History:
         # a fit needs the numbers and hierarchy nodes only: no plug-ins, no missing values
         self.usable = not cset.other
         self._flat: tuple[tuple[int, ...], np.ndarray, np.ndarray] | None = None
+        # the slots in use by (loss, slot), and their losses: the fit test's order
+        self._order: np.ndarray | None = np.zeros(0, dtype=np.int64)
+        self._ranked_loss = np.zeros(0)
 
     def add(self, st: State, loss: float, payload: Any) -> None:
         i = self.next % len(self.loss)
