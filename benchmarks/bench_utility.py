@@ -1,6 +1,7 @@
 """Information loss of CASTLE beside batch anchors (a textbook Mondrian, anjana), one metric.
 
     .venv/bin/python benchmarks/bench_utility.py [--n 2000] [--n-ashrae 4000] [--k 5 10 20]
+        [--splits prink window] [--deltas 1250 20000 whole] [--only 'ASHRAE']
         [--plot utility.png]          # the issue's sizes: --n 20000 --n-ashrae 100000
 
 Data sets (``utility_data.py``): Adult-schema rows from a generator with UCI Adult's schema and
@@ -19,7 +20,7 @@ CASTLE with several rows per individual, the intersection attack
 (:func:`streamanon.attack.intersect`) prints how far intersecting an individual's releases
 narrows it (median remaining width as a share of its widest release; 1.00 = no narrowing).
 
-Run on a shared machine: the loss figures are exact, the times are not.
+Run on a shared machine: the loss figures are exact, the times (CPU, user + sys) are not.
 """
 
 from __future__ import annotations
@@ -97,9 +98,9 @@ def run_castle(rows: list[dict[str, Any]], rules: dict[str, Any], *, k: int, l: 
     if split is not None:
         params["split"] = split
     op = CastleAnonymizer(RuleSet.from_dict(rules), **params)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time (user + sys): the machine is shared
     out = [r for row in rows for r in op.process(row)] + op.flush()
-    seconds = time.perf_counter() - t0
+    seconds = time.process_time() - t0
     released = [r.values for r in out if isinstance(r, Released)]
     return released, len(out) - len(released), seconds
 
@@ -175,11 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-anjana", action="store_true")
     ap.add_argument("--splits", nargs="+", default=None, help="the CASTLE splits to run "
                     "(default: every split the operator offers, prink first: the baseline)")
+    ap.add_argument("--deltas", nargs="+", default=None, help="the δ values to run "
+                    "(default: 1250 20000 whole)")
     ap.add_argument("--only", default="", help="run only the data sets whose title contains "
                     "this text (e.g. 'ASHRAE')")
     args = ap.parse_args(argv)
     anj = None if args.no_anjana else _anjana()
     variants = splits() if args.splits is None else list(args.splits)
+    deltas = DELTAS if args.deltas is None else [
+        None if d == "whole" else int(d) for d in args.deltas]
     results: list[dict[str, Any]] = []
     failures = 0
     for title, rows, rules in datasets(args.n, args.n_ashrae):
@@ -205,9 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             done: dict[int, Any] = {}
             for split in variants:
                 name = "CASTLE" + (f" split={split}" if split else "")
-                for d in DELTAS:
+                for d in deltas:
                     delta = len(rows) if d is None or d >= len(rows) else d
-                    label = f"δ={'whole' if d is None else f'{d:,}'}"
+                    label = _label(d)
                     key = (split, delta)
                     if key not in done:
                         rel, sup, secs = run_castle(rows, rules, k=k, l=args.l, delta=delta,
@@ -219,15 +224,17 @@ def main(argv: list[str] | None = None) -> int:
                     value, kl, report, sup, secs, narrowing = done[key]
                     entry[(name, label)] = value
                     entry[(name, label, "narrowing")] = narrowing
-                    extra = (f", suppressed {sup}, {len(rows) / secs:,.0f} tuples/s, "
+                    extra = (f", suppressed {sup}, {secs:.2f} s CPU "
+                             f"({len(rows) / max(secs, 1e-9):,.0f} tuples/s), "
                              f"verify castle {'ok' if report.ok else 'FAILED'}")
                     if narrowing is not None:
                         extra += f", intersection leaves {narrowing:.2f} of the width"
                     failures += _report(f"{name} {label}{extra}", value, base, kl, k, args.l)
                     failures += 0 if report.ok else 1
             results.append(entry)
-    _table(results, variants)
-    _plot(results, variants, args.plot)
+    labels = [_label(d) for d in deltas]
+    _table(results, variants, labels)
+    _plot(results, variants, args.plot, labels)
     print(f"\nviolations: {failures} (k over distinct individuals and l, pycanon and "
           "verify castle)")
     return 1 if failures else 0
@@ -256,8 +263,12 @@ def _report(name: str, value: float, base: float, kl: tuple[int, int], k: int,
     return int(bad)
 
 
-def _table(results: list[dict[str, Any]], variants: list[str | None]) -> None:
-    labels = ["δ=1,250", "δ=20,000", "δ=whole"]
+def _label(d: int | None) -> str:
+    return f"δ={'whole' if d is None else f'{d:,}'}"
+
+
+def _table(results: list[dict[str, Any]], variants: list[str | None],
+           labels: list[str]) -> None:
     print("\n| data, k | Mondrian loss | anjana | " + " | ".join(
         f"CASTLE{' ' + v if v else ''} {lab}" for v in variants for lab in labels) + " |")
     print("|---" * (3 + len(labels) * len(variants)) + "|")
@@ -272,7 +283,8 @@ def _table(results: list[dict[str, Any]], variants: list[str | None]) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
-def _plot(results: list[dict[str, Any]], variants: list[str | None], path: str) -> None:
+def _plot(results: list[dict[str, Any]], variants: list[str | None], path: str,
+          labels: list[str]) -> None:
     try:
         import matplotlib
 
@@ -283,18 +295,17 @@ def _plot(results: list[dict[str, Any]], variants: list[str | None], path: str) 
         return
     titles = list(dict.fromkeys(e["data"] for e in results))
     fig, axes = plt.subplots(1, len(titles), figsize=(4.2 * len(titles), 3.6), squeeze=False)
-    labels = ["δ=1,250", "δ=20,000", "δ=whole"]
     for ax, title in zip(axes[0], titles, strict=True):
         for e in (e for e in results if e["data"] == title):
             base = e["mondrian"]
             for v in variants:
                 name = "CASTLE" + (f" split={v}" if v else "")
-                ax.plot(range(3), [e[(name, lab)] / base for lab in labels], marker="o",
+                ax.plot(range(len(labels)), [e[(name, lab)] / base for lab in labels], marker="o",
                         label=f"{name} k={e['k']}")
             if "anjana" in e:
                 ax.axhline(e["anjana"] / base, ls=":", color="grey")
         ax.axhline(1.0, color="black", lw=0.8, label="Mondrian")
-        ax.set_xticks(range(3), labels)
+        ax.set_xticks(range(len(labels)), labels)
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("loss / Mondrian's")
         ax.legend(fontsize=6)

@@ -112,3 +112,52 @@ def test_median_split_small_cuts_fewer_than_2k_individuals_with_many_tuples() ->
     for g in groups:
         assert len({it.individual for it in g}) >= 4
         assert len({it.sensitive[0] for it in g}) >= 2
+
+
+def _items(rows, rules) -> tuple[ClusterSet, list]:
+    cset = ClusterSet(rules)
+    items = []
+    for i, row in enumerate(rows):
+        item, hier_raw, other_raw = cset.parse(row, i + 1)
+        if hier_raw or other_raw:
+            cset.observe(item, hier_raw, other_raw)
+        items.append(item)
+    return cset, items
+
+
+def _ashrae_rows(n: int) -> list[CastleRow]:
+    return [CastleRow(dict(r), i + 2) for i, r in enumerate(ashrae.generate(n))]
+
+
+@pytest.mark.parametrize("quartiles", [False, True])
+@pytest.mark.parametrize(("data", "k", "l"), [("toy", 2, 2), ("toy", 4, 3), ("toy", 3, 0),
+                                              ("ashrae", 5, 2)])
+def test_compiled_small_cuts_give_the_numpy_classes(data: str, k: int, l: int,  # noqa: E741
+                                                    quartiles: bool) -> None:
+    if data == "toy":
+        rules, rows = RuleSet.from_dict(RULES), _rows(500, 120, seed=k)
+    else:
+        rules, rows = RuleSet.from_toml(ashrae.rules_toml()), _ashrae_rows(800)
+    cset, items = _items(rows, rules)
+    ref = median_split(cset, items, k=k, l=l, small=True, quartiles=quartiles,
+                       compiled=False)
+    fast = median_split(cset, items, k=k, l=l, small=True, quartiles=quartiles)
+    assert len(ref) > 10
+    assert [[it.pos for it in g] for g in fast] == [[it.pos for it in g] for g in ref]
+
+
+def test_quartile_cuts_keep_k_and_l_and_lose_no_more_than_median_cuts() -> None:
+    rules = RuleSet.from_dict(RULES)
+    cset, items = _items(_rows(800, 800, seed=9), rules)
+
+    def loss(groups) -> float:
+        return sum(len(g) * cset.weighted(cset.attr_losses(cset.state_of(g), g))
+                   for g in groups)
+
+    median = median_split(cset, items, k=4, l=2, small=True)
+    quart = median_split(cset, items, k=4, l=2, small=True, quartiles=True)
+    assert sorted(it.pos for g in quart for it in g) == sorted(it.pos for it in items)
+    for g in quart:
+        assert len({it.individual for it in g}) >= 4
+        assert len({it.sensitive[0] for it in g}) >= 2
+    assert loss(quart) < loss(median)

@@ -129,6 +129,41 @@ def test_history_keeps_the_last_classes_and_finds_the_least_loss_fit() -> None:
     assert "wide" not in history.payload and HISTORY >= 1000
 
 
+def test_history_fit_is_the_least_loss_lowest_slot_over_a_wrapped_ring() -> None:
+    rules = RuleSet.from_dict(RULES)
+    op = CastleAnonymizer(rules, k=2, l=0, delta=10, split="window")
+    cset = op._current
+    rnd = random.Random(4)
+    items = []
+    for i in range(40):
+        item, hier, other = cset.parse(CastleRow({"u": f"p{i}", "age": rnd.randint(18, 90),
+                                                  "hours": rnd.randint(1, 60),
+                                                  "city": rnd.choice(["Paris", "Lyon", "US"]),
+                                                  "dx": "a"}), i + 1)
+        cset.observe(item, hier, other)
+        items.append(item)
+    history = History(cset, size=16)
+    hits = 0
+    for n in range(60):  # the ring wraps more than three times; losses tie often
+        group = rnd.sample(items, 3)
+        history.add(cset.state_of(group), rnd.choice([0.1, 0.2, 0.3, 0.4]), n)
+        below = rnd.choice([0.25, 1.0])
+        got = history.best_of(items, below=below)
+        for it, hit in zip(items, got, strict=True):
+            fits = [c for c in range(16) if history.payload[c] is not None
+                    and history.loss[c] < below
+                    and all(lo <= v <= hi for lo, v, hi in zip(history.lo[:, c], it.numbers,
+                                                               history.hi[:, c], strict=True))
+                    and all(cset.hier[j].tree.lca_table()[node, at] == node
+                            for j, (node, at) in enumerate(zip(history.nodes[c], it.nodes,
+                                                               strict=True)))]
+            want = min(fits, key=lambda c: (history.loss[c], c)) if fits else None
+            hits += want is not None
+            assert hit == (None if want is None else (float(history.loss[want]),
+                                                      history.payload[want]))
+    assert hits > 200  # the fits were tested, not only the misses
+
+
 def test_window_with_max_delay_releases_each_tuple_in_time() -> None:
     rules_dict = {**RULES, "time": "t"}
     rules = RuleSet.from_dict(rules_dict)

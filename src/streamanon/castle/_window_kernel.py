@@ -8,18 +8,19 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: float,
-              x: np.ndarray, nodes: np.ndarray, at: np.ndarray, tables: np.ndarray,
-              offsets: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - numba
-    """For each tuple, the first remembered class with the least loss below ``below`` that
-    holds it (its numbers in the class's ranges, the class's hierarchy nodes its ancestors);
-    ``-1`` for none.
+def best_fits(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, ranked: np.ndarray,
+              below: float, x: np.ndarray, nodes: np.ndarray, at: np.ndarray,
+              tables: np.ndarray, offsets: np.ndarray,
+              out: np.ndarray) -> None:  # pragma: no cover - numba
+    """For each tuple, the remembered class with the least loss below ``below`` that holds
+    it (its numbers in the class's ranges, the class's hierarchy nodes its ancestors), the
+    lowest slot among equal losses: the first that holds it in ``order``; ``-1`` for none.
 
     Args:
-        lo: the classes' lows, one row per numeric attribute, a column per class.
+        lo: the classes' lows, one row per numeric attribute, a column per class (slot).
         hi: the classes' highs, likewise.
-        loss: each class's loss.
-        n: the classes in use (columns ``0..n-1``).
+        order: the slots in use by loss, then slot.
+        ranked: their losses, in that order.
         below: only classes losing less than this.
         x: the tuples' numbers, one row per tuple.
         nodes: the classes' hierarchy nodes, one row per class.
@@ -33,11 +34,10 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: f
     h = at.shape[1]
     for i in range(m):
         best = -1
-        least = below
-        for c in range(n):
-            lc = loss[c]
-            if not lc < least:
-                continue
+        for p in range(len(order)):
+            if not ranked[p] < below:
+                break
+            c = order[p]
             ok = True
             for j in range(d):
                 v = x[i, j]
@@ -52,8 +52,216 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, loss: np.ndarray, n: int, below: f
                         break
             if ok:
                 best = c
-                least = lc
+                break
         out[i] = best
 
 
-__all__ = ["best_fits"]
+@njit(cache=True, nogil=True)
+def _distinct(codes: np.ndarray, part: np.ndarray, seen: np.ndarray, stamp: int,
+              enough: int) -> bool:  # pragma: no cover - numba
+    """Do ``codes[part]`` hold >= ``enough`` distinct values? (``seen``: a scratch array
+    of stamps, one per code.)"""
+    m = 0
+    for i in part:
+        c = codes[i]
+        if seen[c] != stamp:
+            seen[c] = stamp
+            m += 1
+            if m >= enough:
+                return True
+    return m >= enough
+
+
+@njit(cache=True, nogil=True)
+def _median(col: np.ndarray) -> float:  # pragma: no cover - numba
+    """``np.median`` (the mean of the two middle values for an even count)."""
+    s = np.sort(col)
+    n = len(s)
+    half = n // 2
+    if n % 2:
+        return s[half]
+    return (s[half - 1] + s[half]) / 2
+
+
+@njit(cache=True, nogil=True)
+def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndarray,
+                k: int, l: int, small: bool,  # noqa: E741
+                inv: np.ndarray, w_hier: np.ndarray,
+                tables: np.ndarray, toff: np.ndarray, ranks: np.ndarray,
+                parents: np.ndarray, losses: np.ndarray, noff: np.ndarray,
+                fracs: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - numba
+    """:func:`streamanon.castle.split.median_split`'s cuts as one compiled loop, for the
+    distinct diversity rule: writes each tuple's class (classes numbered in the order of
+    their oldest tuple) and returns the number of classes.
+
+    Args:
+        x: the tuples' numbers, one row per tuple.
+        nodes: the tuples' hierarchy nodes, one row per tuple.
+        ind: each tuple's individual, as a code ``0..``.
+        sens: each sensitive attribute's codes, one row per attribute.
+        k: distinct individuals each class holds.
+        l: distinct sensitive values each class holds per attribute.
+        small: cut classes of fewer than 2k individuals too.
+        inv: the numeric weights over the domains' spans (``ClusterSet._inv``: twice).
+        w_hier: the hierarchies' weights.
+        tables: the hierarchies' LCA tables flattened: hierarchy ``j``'s entry ``(a, b)``
+            at ``toff[j] + a * toff[h + j] + b``.
+        toff: each table's start, then each table's row length.
+        ranks: each node's depth-first position, hierarchy ``j``'s at ``noff[j]``.
+        parents: each node's parent (-1 for the root), likewise.
+        losses: each node's loss, likewise.
+        noff: each hierarchy's start in ``ranks``, ``parents`` and ``losses``.
+        fracs: the cuts tried besides the median, as shares of the sorted values.
+        out: written: each tuple's class.
+    """
+    n, d = x.shape
+    h = nodes.shape[1]
+    n_ind = 0
+    for i in range(n):
+        n_ind = max(n_ind, ind[i] + 1)
+    seen = np.zeros(max(n_ind, 1), dtype=np.int64)
+    n_sens = sens.shape[0]
+    n_codes = 1
+    for s in range(n_sens):
+        for i in range(n):
+            n_codes = max(n_codes, sens[s, i] + 1)
+    seen_s = np.zeros(n_codes, dtype=np.int64)
+    stamp = 0
+    stack = [np.arange(n)]
+    done = []
+    col = np.empty(n)
+    while len(stack):
+        part = stack.pop()
+        m = len(part)
+        if m < 2 * k:
+            done.append(part)
+            continue
+        if not small:
+            stamp += 1
+            if not _distinct(ind, part, seen, stamp, 2 * k):
+                done.append(part)
+                continue
+        best_cost = np.inf
+        best_left = np.zeros(0, dtype=np.bool_)
+        found = False
+        tried = []
+        for j in range(d + h):
+            c = col[:m]
+            if j < d:
+                for t in range(m):
+                    c[t] = x[part[t], j]
+            else:
+                g = j - d
+                top = nodes[part[0], g]
+                for t in range(m):
+                    top = tables[toff[g] + top * toff[h + g] + nodes[part[t], g]]
+                base = noff[g]
+                for t in range(m):
+                    node = nodes[part[t], g]
+                    while (node != top and parents[base + node] != top
+                           and parents[base + node] >= 0):
+                        node = parents[base + node]
+                    c[t] = ranks[base + node]
+            lo = c.min()
+            hi = c.max()
+            if lo == hi:
+                continue
+            srt = np.sort(c)
+            for f in range(len(fracs) + 1):
+                med = _median(c) if f == 0 else srt[int(fracs[f - 1] * (m - 1))]
+                left = c <= med if med < hi else c < med
+                same = False
+                for prev in tried:
+                    if np.array_equal(prev, left):
+                        same = True
+                        break
+                if same:
+                    continue
+                tried.append(left)
+                a = part[left]
+                b = part[~left]
+                ok = True
+                for half in (a, b):
+                    stamp += 1
+                    if not _distinct(ind, half, seen, stamp, k):
+                        ok = False
+                        break
+                    for s in range(n_sens):
+                        stamp += 1
+                        if not _distinct(sens[s], half, seen_s, stamp, l):
+                            ok = False
+                            break
+                    if not ok:
+                        break
+                if not ok:
+                    continue
+                cost = 0.0
+                for half in (a, b):
+                    acc = 0.0
+                    for q in range(d):
+                        mn = np.inf
+                        mx = -np.inf
+                        for i in half:
+                            v = x[i, q]
+                            mn = min(mn, v)
+                            mx = max(mx, v)
+                        acc += -mn * inv[q] + mx * inv[d + q]
+                    for g in range(h):
+                        top = nodes[half[0], g]
+                        for i in half:
+                            top = tables[toff[g] + top * toff[h + g] + nodes[i, g]]
+                        acc += w_hier[g] * losses[noff[g] + top]
+                    cost += len(half) * acc
+                if not found or cost < best_cost:
+                    found = True
+                    best_cost = cost
+                    best_left = left
+        if not found:
+            done.append(part)
+        else:
+            stack.append(part[~best_left])
+            stack.append(part[best_left])
+    firsts = np.empty(len(done), dtype=np.int64)
+    for p in range(len(done)):
+        firsts[p] = done[p].min()
+    order = np.argsort(firsts)
+    for r in range(len(order)):
+        for i in done[order[r]]:
+            out[i] = r
+    return len(done)
+
+@njit(cache=True, nogil=True)
+def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h: int,
+               bounds: np.ndarray, nodes: np.ndarray) -> None:  # pragma: no cover - numba
+    """The state of a cluster's tuples (``ClusterSet.remove_items``).
+
+    Args:
+        x: the tuples' numbers, one row per tuple (at least one row).
+        at: the tuples' hierarchy nodes, one row per tuple.
+        tables: each hierarchy's LCA table (one placeholder table when there is none).
+        h: the hierarchies.
+        bounds: written: ``-min`` of each column of ``x``, then each ``max``.
+        nodes: written: for each hierarchy ``j``, the lowest common node of column ``j`` of
+            ``at`` (folded in row order over ``tables[j]``: the same node as any order).
+    """
+    n, d = x.shape
+    for q in range(d):
+        mn = x[0, q]
+        mx = x[0, q]
+        for i in range(1, n):
+            v = x[i, q]
+            if v < mn:
+                mn = v
+            if v > mx:
+                mx = v
+        bounds[q] = -mn
+        bounds[d + q] = mx
+    for j in range(h):
+        table = tables[j]
+        node = at[0, j]
+        for i in range(1, n):
+            node = table[node, at[i, j]]
+        nodes[j] = node
+
+
+__all__ = ["best_fits", "kept_state", "median_cuts"]

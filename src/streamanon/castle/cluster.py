@@ -875,6 +875,8 @@ class ClusterSet:
                 raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
             by_cluster.setdefault(id(c), (c, []))[1].append(item)
         self._other_key = None
+        from streamanon.castle._window_kernel import kept_state
+
         for c, gone in by_cluster.values():
             for item in gone:
                 self._uncount(c, item)
@@ -898,17 +900,8 @@ class ClusterSet:
             keep = np.ones(len(old), dtype=bool)
             keep[at_] = False
             x, at = self._arrays_after(c, old, keep)
-            d = len(self.num)
-            if d:
-                self._bounds[i, :d] = -x.min(axis=0)
-                self._bounds[i, d:] = x.max(axis=0)
-            for j, g in enumerate(self.hier):
-                table = g.tree.lca_table()
-                seen = np.unique(at[:, j]).tolist()
-                node = seen[0]
-                for v in seen[1:]:
-                    node = int(table[node, v])
-                self._nodes[i, j] = node
+            tables = tuple(g.tree.lca_table() for g in self.hier) or (_NO_TABLE,)
+            kept_state(x, at, tables, len(self.hier), self._bounds[i], self._nodes[i])
         if len(self._held_arrays) > 2 * len(self.clusters) + 16:  # closed clusters' entries
             open_ids = {id(c) for c in self.clusters}
             self._held_arrays = {key: v for key, v in self._held_arrays.items()
@@ -1022,6 +1015,7 @@ _NODES_OF = operator.attrgetter("nodes")
 _INT_FLOAT = frozenset((int, float))
 _FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
+_NO_TABLE = np.zeros((1, 1), dtype=np.int32)  # kept_state: a tuple of one table when none
 _GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
 HEAD = 4  # values before the weights in the kernel's ``fl`` (as there; numba is imported late)

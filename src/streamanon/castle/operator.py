@@ -768,25 +768,29 @@ class CastleAnonymizer(OperatorBase):
             return True
         self._window.forget(leaf)
         st = cset.state_of(leaf)
+        gone: list[tuple[Item, Any]] = []
         if p.rule.distinct:
-            leaf, st = self._reuse_history(cset, history, leaf, st, meets, out)
-        cset.remove_items(leaf)
+            leaf, st, gone = self._reuse_history(cset, history, leaf, st, meets)
+        cset.remove_items([it for it, _ in gone] + leaf if gone else leaf)
+        for it, reused in gone:
+            self._emit(cset, [it], *reused[:4], out)
         payload = self._release(cset, leaf, st, out)
         history.add(payload[4], payload[1], payload)
         return True
 
     def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,
-                       meets: Any, out: list[Any]) -> tuple[list[Item], State]:
-        """Release each tuple of ``leaf`` that fits in a remembered class losing less than
-        the leaf's own generalization ``st`` into that class, the largest gain first, while
-        the rest still meets the rule; returns the rest and its generalization."""
+                       meets: Any) -> tuple[list[Item], State, list[tuple[Item, Any]]]:
+        """The tuples of ``leaf`` that fit in a remembered class losing less than the leaf's
+        own generalization ``st``, the largest gain first, while the rest still meets the
+        rule, each with its class's payload (the caller releases them into it); returns the
+        rest, its generalization and those."""
         own = cset.weighted(cset.attr_losses(st, leaf))
         moves = []
         for it, hit in zip(leaf, history.best_of(leaf, below=own), strict=True):
             if hit is not None and hit[0] < own:
                 moves.append((hit[0], it.pos, it, hit[1]))
         if not moves:
-            return leaf, st
+            return leaf, st, []
         moves.sort(key=lambda m: (m[0], m[1]))
         rest = list(leaf)
         gone = []
@@ -796,11 +800,8 @@ class CastleAnonymizer(OperatorBase):
                 rest = trial
                 gone.append((it, payload))
         if not gone:
-            return leaf, st
-        cset.remove_items([it for it, _ in gone])
-        for it, payload in gone:
-            self._emit(cset, [it], *payload[:4], out)
-        return rest, cset.state_of(rest)
+            return leaf, st, []
+        return rest, cset.state_of(rest), gone
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:

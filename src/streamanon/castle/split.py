@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 SPLITS = ("prink", "median", "window")
 
+#: with ``quartiles``, the cuts tried besides the median: at these shares of a class's
+#: sorted values (each attribute's value at that rank)
+QUARTILES = (0.25, 0.75)
+
 
 def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
     """Each node index's position in a depth-first walk (a subtree is a run of positions) and
@@ -57,14 +61,16 @@ def _median(col: np.ndarray) -> float:
 
 
 def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,  # noqa: E741
-                 rule: Diversity | None = None, small: bool = False) -> list[list[Item]]:
+                 rule: Diversity | None = None, small: bool = False,
+                 quartiles: bool = False, compiled: bool = True) -> list[list[Item]]:
     """Split ``items`` by strict median cuts into classes of >= k individuals meeting ``rule``.
 
     Each step tries one cut per attribute: a number at its median, a hierarchy attribute
     between the subtrees below the class's common node (at the subtree boundary nearest the
     median), and takes, among the cuts whose halves both hold >= k distinct individuals and
     meet the diversity rule on every sensitive attribute, the one whose halves lose least
-    (tuples times the halves' weighted loss); a class of fewer than 2k individuals is not
+    (tuples times the halves' weighted loss; with ``quartiles``, the cuts at the lower and
+    upper quartiles are candidates too); a class of fewer than 2k individuals is not
     cut unless ``small`` (then it is, when both halves keep >= k individuals: an
     individual's several tuples). Returns ``[list(items)]`` when no cut is allowed.
 
@@ -75,6 +81,10 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         l: distinct l-diversity, when no ``rule`` is given.
         rule: the diversity rule each class meets (default: distinct ``l``).
         small: cut classes of fewer than 2k individuals too, while the halves allow it.
+        quartiles: try, besides each attribute's median, a cut at its values at the
+            ``QUARTILES`` ranks too (the split window release's cuts).
+        compiled: with ``small``, the distinct rule and finite numbers, cut in one compiled
+            loop (the same classes; ``False``: numpy, which the tests compare it with).
     """
     if rule is None:
         from streamanon.castle.diversity import Diversity
@@ -93,6 +103,9 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     uniq = [np.unique([it.sensitive[j] for it in items], return_inverse=True)
             for j in range(cset.n_sensitive)] if not rule.off else []
     sens = [u[1] for u in uniq]
+    if compiled and small and rule.distinct and np.isfinite(x).all():
+        return _compiled(cset, items, x, nodes, ind, sens, trees, k=k, l=rule.l,
+                         quartiles=quartiles)
     names = cset.rules.sensitive
 
     def distinct(codes: np.ndarray) -> int:
@@ -157,18 +170,22 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
                 lo, hi = col.min(), col.max()
             if lo == hi:
                 continue
-            med = _median(col)
-            left = col <= med if med < hi else col < med
-            seen = left.tobytes()
-            if seen in tried:  # the same halves as an earlier attribute's cut: no better
-                continue
-            tried.add(seen)
-            a, b = part[left], part[~left]
-            if not (allowed(a) and allowed(b)):
-                continue
-            c = cost(a, rows[left]) + cost(b, rows[~left])
-            if best is None or c < best[0]:
-                best = (c, a, b)
+            cuts = [_median(col)]
+            if quartiles:
+                srt = np.sort(col)
+                cuts += [float(srt[int(f * (len(col) - 1))]) for f in QUARTILES]
+            for med in cuts:
+                left = col <= med if med < hi else col < med
+                seen = left.tobytes()
+                if seen in tried:  # the same halves as an earlier cut: no better
+                    continue
+                tried.add(seen)
+                a, b = part[left], part[~left]
+                if not (allowed(a) and allowed(b)):
+                    continue
+                c = cost(a, rows[left]) + cost(b, rows[~left])
+                if best is None or c < best[0]:
+                    best = (c, a, b)
         if best is None:
             done.append(part)
         else:
@@ -177,6 +194,40 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         return [list(items)]
     done.sort(key=lambda p: int(p.min()))  # classes in the order of their oldest tuple
     return [[items[i] for i in np.sort(p).tolist()] for p in done]
+
+
+def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.ndarray,
+              ind: np.ndarray, sens: list[np.ndarray], trees: list[Any], *, k: int,
+              l: int, quartiles: bool) -> list[list[Item]]:  # noqa: E741
+    """:func:`median_split` with ``small`` and the distinct rule, as one compiled loop
+    (:func:`streamanon.castle._window_kernel.median_cuts`)."""
+    from streamanon.castle._window_kernel import median_cuts
+
+    n, h = len(items), len(cset.hier)
+    flat = [t for _, t in trees]
+    starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
+    toff = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
+    tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int64, copy=False)
+              if h else np.zeros(1, dtype=np.int64))
+    sizes = [len(rank) for (rank, _), _ in trees]
+    noff = np.array(np.cumsum([0, *sizes])[:h].tolist() or [0], dtype=np.int64)
+    ranks = np.concatenate([r for (r, _), _ in trees] or [np.zeros(1)]).astype(np.float64)
+    parents = np.concatenate([p for (_, p), _ in trees] or [np.zeros(1, dtype=np.int64)])
+    losses = np.concatenate([g.loss_vector() for g in cset.hier] or [np.zeros(1)])
+    w_hier = np.array(cset.w_hier if h else [0.0], dtype=np.float64)
+    inv = np.asarray(cset._inv, dtype=np.float64) if len(cset.num) else np.zeros(1)
+    sens_m = (np.array(sens, dtype=np.int64).reshape(len(sens), n) if sens
+              else np.zeros((0, n), dtype=np.int64))
+    out = np.empty(n, dtype=np.int64)
+    count = median_cuts(x, nodes, np.asarray(ind, dtype=np.int64), sens_m, k, l, True, inv,
+                        w_hier, tables, toff, ranks, parents.astype(np.int64), losses, noff,
+                        np.array(QUARTILES if quartiles else (), dtype=np.float64), out)
+    if count <= 1:
+        return [list(items)]
+    parts: list[list[Item]] = [[] for _ in range(count)]
+    for it, c in zip(items, out.tolist(), strict=True):
+        parts[c].append(it)
+    return parts
 
 
 __all__ = ["SPLITS", "median_split"]

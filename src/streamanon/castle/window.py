@@ -46,14 +46,51 @@ class History:
         self.next = 0
         # a fit needs the numbers and hierarchy nodes only: no plug-ins, no missing values
         self.usable = not cset.other
+        self._flat: tuple[tuple[int, ...], np.ndarray, np.ndarray] | None = None
+        # the slots in use by (loss, slot), and their losses: the fit test's order
+        self._order: np.ndarray | None = np.zeros(0, dtype=np.int64)
+        self._ranked_loss = np.zeros(0)
 
     def add(self, st: State, loss: float, payload: Any) -> None:
         i = self.next % len(self.loss)
+        order, ranked = self._ranked()
+        if self.next >= len(self.loss):  # the ring's oldest class leaves the order
+            at = _place(order, ranked, float(self.loss[i]), i)
+            order, ranked = np.delete(order, at), np.delete(ranked, at)
         self.next += 1
         self.lo[:, i], self.hi[:, i] = st.lo, st.hi
         self.nodes[i] = st.nodes
         self.loss[i] = loss
         self.payload[i] = payload
+        at = _place(order, ranked, float(loss), i)
+        self._order = np.insert(order, at, i)
+        self._ranked_loss = np.insert(ranked, at, float(loss))
+
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """The classes in use by (loss, slot), and their losses (built from the ring when a
+        History pickled before them has none)."""
+        order = getattr(self, "_order", None)
+        if order is None:
+            n = min(self.next, len(self.loss))
+            order = np.lexsort((np.arange(n), self.loss[:n])).astype(np.int64)
+            self._order, self._ranked_loss = order, self.loss[order].copy()
+        return self._order, self._ranked_loss
+
+    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The hierarchies' LCA tables flattened and their offsets (:func:`best_fits`),
+        built again only when a tree grew."""
+        key = tuple(g.tree.version for g in self.cset.hier)
+        flat_ = getattr(self, "_flat", None)  # absent in a History pickled before it
+        if flat_ is None or flat_[0] != key:
+            h = len(self.cset.hier)
+            flat = [g.tree.lca_table() for g in self.cset.hier]
+            # hierarchy j's table at offsets[j], its row length at offsets[h + j]
+            starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
+            offsets = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
+            tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int32, copy=False)
+                      if h else np.zeros(1, dtype=np.int32))
+            self._flat = (key, tables, offsets)
+        return self._flat[1], self._flat[2]
 
     def best(self, item: Item) -> tuple[float, Any] | None:
         """The least-loss remembered generalization ``item`` fits in, with its payload."""
@@ -72,20 +109,23 @@ class History:
         d, h = self.lo.shape[0], self.nodes.shape[1]
         x = np.array([it.numbers for it in items], dtype=np.float64).reshape(len(items), d)
         at = np.array([it.nodes for it in items], dtype=np.int64).reshape(len(items), h)
-        flat = [g.tree.lca_table() for g in self.cset.hier]
-        # hierarchy j's table at offsets[j], its row length at offsets[h + j]
-        starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
-        offsets = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
-        tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int32, copy=False)
-                  if h else np.zeros(1, dtype=np.int32))
+        tables, offsets = self._tables()
         found = np.empty(len(items), dtype=np.int64)
-        best_fits(self.lo, self.hi, self.loss, n, float(below), x, self.nodes, at, tables,
+        order, ranked = self._ranked()
+        best_fits(self.lo, self.hi, order, ranked, float(below), x, self.nodes, at, tables,
                   offsets, found)
         out: list[tuple[float, Any] | None] = []
         for it, c in zip(items, found.tolist(), strict=True):
             ok = c >= 0 and not it.missing
             out.append((float(self.loss[c]), self.payload[c]) if ok else None)
         return out
+
+
+def _place(order: np.ndarray, ranked: np.ndarray, loss: float, slot: int) -> int:
+    """Where slot ``slot`` of loss ``loss`` is (or goes) in ``order`` (by loss, then slot)."""
+    lo = int(np.searchsorted(ranked, loss, side="left"))
+    hi = int(np.searchsorted(ranked, loss, side="right"))
+    return lo + int(np.searchsorted(order[lo:hi], slot))
 
 
 @dataclass
@@ -131,7 +171,7 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     pending = [item, *(it for it in held if it is not item and not it.done
                        and it.cluster is not None and it.cluster.owner is cset)]
     cache.leaves = {}
-    for part in median_split(cset, pending, k=k, rule=rule, small=True):
+    for part in median_split(cset, pending, k=k, rule=rule, small=True, quartiles=True):
         for it in part:
             cache.leaves[it.pos] = part
     return cache.leaves[item.pos]
