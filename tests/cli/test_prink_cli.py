@@ -85,3 +85,22 @@ def test_replot_redraws_from_the_runs_csv_and_prints_no_loss_where_nothing_was_r
     missing = runner.invoke(app, ["experiment", "prink", "--replot", "--workdir",
                                   str(tmp_path / "none")])
     assert missing.exit_code == 2 and "prink-runs.csv" in missing.stderr
+
+
+def test_every_finished_run_is_on_disk_before_the_grid_ends(tmp_path, monkeypatch) -> None:
+    import streamanon.sim.prink as engine
+    from streamanon.cli.prink import read_runs, run_prink
+
+    seen: list[int] = []
+    real = engine.run_one
+
+    def count_then_run(*args, **kwargs):  # the real run, after a look at the CSV
+        path = tmp_path / "prink-runs.csv"
+        seen.append(len(read_runs(path)) if path.exists() else 0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "run_one", count_then_run)
+    run_prink(tmp_path, ks=[3], deltas=[100], ls=[0], n=200, repeat=3, rate=None, data=None,
+              seed=1)
+    assert seen == [0, 1, 2]  # each run found the ones before it written
+    assert len(read_runs(tmp_path / "prink-runs.csv")) == 3

@@ -67,10 +67,19 @@ def run_prink(workdir: Path, *, ks: list[int], deltas: list[int], ls: list[int],
     (workdir / "prink-rules.toml").write_text(rules, encoding="utf-8")
     total = len(ks) * len(deltas) * len(ls) * repeat
     console = Console(stderr=True)
+    done: list[dict[str, Any]] = []
+
+    def on_run(row: dict[str, Any]) -> None:
+        # every finished run is on disk at once: a grid stopped midway keeps what it measured
+        # (``--replot`` draws it)
+        done.append(row)
+        prink.write_csv(workdir / "prink-runs.csv", done)
+        progress.advance(task)
+
     with Progress(console=console, disable=not show_progress) as progress:
         task = progress.add_task("Prink grid", total=total)
         runs = prink.run_grid(rows, rules, ks=ks, deltas=deltas, ls=ls, repeat=repeat,
-                              beta=beta, rate=rate, on_run=lambda _r: progress.advance(task))
+                              beta=beta, rate=rate, on_run=on_run)
     csv_path = prink.write_csv(workdir / "prink-runs.csv", runs)
     return write_figures(workdir, runs, tuples=len(rows), source=source, beta=beta,
                          repeat=repeat, rate=rate, csv_path=csv_path)
