@@ -88,3 +88,60 @@ def test_tick_labels_are_plain_numbers(figures) -> None:
             assert "×" not in text and "$" not in text and "^" not in text, text
     assert labels(figures[1], "x") == ["80", "800", "6.1k"]
     assert labels(figures[2], "x")[:5] == ["5", "10", "20", "40", "80"]
+
+
+@pytest.fixture(scope="module")
+def grid_with_nothing_released() -> list[dict[str, object]]:
+    """A real Prink grid on 300 tuples: k = 3 releases, k = 80 cannot (fewer buildings)."""
+    from streamanon.sim import prink
+
+    rows = list(ashrae.generate_paper(300, seed=1))
+    runs = prink.run_grid(rows, ashrae.paper_rules_toml(), ks=[3, 80], deltas=[100], ls=[0],
+                          repeat=1, rate=None)
+    return prink.aggregate(runs)
+
+
+def _points_at(ax, x: float) -> list[float]:
+    """Every y an axis draws at ``x``: its lines' points and its error bars' ends."""
+    ys = [float(y) for line in ax.get_lines()
+          for lx, y in zip(line.get_xdata(), line.get_ydata(), strict=True) if float(lx) == x]
+    for coll in ax.collections:
+        for seg in coll.get_segments() if hasattr(coll, "get_segments") else []:
+            ys += [float(y) for sx, y in seg if float(sx) == x]
+    return ys
+
+
+def test_prink_figures_draw_nothing_released_as_absent_not_zero(
+        figures, grid_with_nothing_released) -> None:
+    import math
+
+    agg = grid_with_nothing_released
+    by_k = {int(r["k"]): r for r in agg}  # type: ignore[call-overload]
+    assert by_k[80]["released"] == 0 and by_k[80]["loss_cluster_mean"] == 0  # the engine's 0
+    assert by_k[3]["released"] > 0
+    attrs = [*ashrae.PAPER_NUMERIC_QI, "primary_use"]
+    plots.prink_info_loss_vs_k(agg, attrs, "x.png", "t", basis="cluster")
+    plots.prink_info_loss_vs_k(agg, attrs, "x.png", "t", basis="tuple")
+    plots.prink_latency(agg, "x.png", "t")
+    plots.prink_internal_times(agg, "x.png", "t")
+    for fig in figures[:3]:
+        ax = fig.axes[0]
+        assert all(math.isnan(y) for y in _points_at(ax, 80.0))  # a gap, never a 0
+        assert [y for y in _points_at(ax, 3.0) if not math.isnan(y)]  # k = 3 is drawn
+        assert any(t.get_text().startswith("nothing released") for t in ax.texts)
+    fig5 = figures[3].axes[0]
+    bars = {c.get_label(): c for c in fig5.containers if hasattr(c, "patches")}
+    assert len(bars["bestSelection (per tuple)"].patches) == 2  # placed tuples: timed
+    for name in ("delayConstraint (per release)", "waitTime (per released tuple)"):
+        assert len(bars[name].patches) == 1  # k = 80 has no release to time: no bar
+    assert sum(t.get_text() == "nothing released" for t in fig5.texts) == 1
+
+
+def test_a_mostly_suppressed_point_says_how_little_it_stands_on(figures) -> None:
+    row: dict[str, object] = {"k": 40, "delta": 1250, "l": 0, "read": 20000, "released": 1220,
+                              "suppressed": 18780, "clusters": 1}
+    row.update({f"loss_cluster_{a}": 0.7 for a in ashrae.PAPER_NUMERIC_QI})
+    small = {**row, "k": 5, "released": 19999, "suppressed": 1, "clusters": 905}
+    plots.prink_info_loss_vs_k([small, row], list(ashrae.PAPER_NUMERIC_QI), "x.png", "t")
+    texts = [t.get_text() for t in figures[0].axes[0].texts]
+    assert texts == ["94% suppressed\n1 cluster"]

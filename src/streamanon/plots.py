@@ -9,6 +9,7 @@ would expect it to be gets a caption line saying so and why.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
@@ -336,7 +337,58 @@ def bytes_per_day_tradeoff(points: Sequence[tuple[str, float, float]], path: str
 
 
 def _err(runs: Sequence[Mapping[str, object]], key: str) -> list[float]:
-    return [float(r.get(f"{key}_sd", 0.0) or 0.0) for r in runs]  # type: ignore[arg-type]
+    return [math.nan if nothing_released(r) else float(r.get(f"{key}_sd", 0.0) or 0.0)  # type: ignore[arg-type]
+            for r in runs]
+
+
+NOTHING_RELEASED = "nothing released"
+
+
+def nothing_released(run: Mapping[str, object]) -> bool:
+    """True for a run (or a configuration's mean) that released no tuple: its loss, latency,
+    delayConstraint and waitTime are undefined, not 0 (rows without ``released``: False).
+
+    >>> nothing_released({"released": 0.0}), nothing_released({"released": 3}), nothing_released({})
+    (True, False, False)
+    """
+    value = run.get("released")
+    return value is not None and float(value) == 0  # type: ignore[arg-type]
+
+
+def released_values(runs: Sequence[Mapping[str, object]], key: str) -> list[float]:
+    """``key`` of each run, NaN (a gap in a line, no bar) where nothing was released.
+
+    >>> released_values([{"released": 5, "loss": 0.2}, {"released": 0, "loss": 0.0}], "loss")
+    [0.2, nan]
+    """
+    return [math.nan if nothing_released(r) else float(r[key])  # type: ignore[arg-type]
+            for r in runs]
+
+
+def _mark_nothing_released(ax: Axes, ks: Sequence[float], note: str = "") -> None:
+    """A grey band and an upright "nothing released" at each k (data x, mid-height): an
+    absent point, never a 0."""
+    for k in sorted(set(ks)):
+        ax.axvspan(k / 1.12, k * 1.12, color="0.85", alpha=0.6, zorder=0, linewidth=0)
+        ax.text(k, 0.5, NOTHING_RELEASED + (f"\n{note}" if note else ""),
+                transform=ax.get_xaxis_transform(), rotation=90, ha="center", va="center",
+                fontsize=7, color="0.3")
+
+
+def _mark_mostly_suppressed(ax: Axes, sel: Sequence[Mapping[str, object]]) -> None:
+    """Under a point whose run released something but suppressed most of the stream, the
+    share suppressed and the clusters its mean stands on."""
+    for r in sel:
+        read = float(r.get("read", 0) or 0)  # type: ignore[arg-type]
+        supp = float(r.get("suppressed", 0) or 0)  # type: ignore[arg-type]
+        if nothing_released(r) or read <= 0 or supp < read / 2:
+            continue
+        clusters = float(r.get("clusters", 0) or 0)  # type: ignore[arg-type]
+        ax.text(float(r["k"]), 0.012, f"{supp / read:.0%} suppressed\n"  # type: ignore[arg-type]
+                f"{clusters:g} cluster{'s' if clusters != 1 else ''}",
+                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=6,
+                color="0.2", bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0,
+                                   "pad": 1})
 
 
 def prink_info_loss_vs_k(
@@ -370,16 +422,30 @@ def prink_info_loss_vs_k(
         ks = [float(r["k"]) for r in sel]  # type: ignore[arg-type]
         for i, a in enumerate(attributes):
             key = f"loss_{basis}_{a}"
-            ys = [float(r[key]) for r in sel]  # type: ignore[arg-type]
+            ys = released_values(sel, key)
             ax.errorbar(ks, ys, yerr=_err(sel, key), marker=markers[i % len(markers)],
                         markersize=4, capsize=2, color=cmap[i % len(cmap)], label=a)
-            if not_monotone(ks, ys):
+            shown = [(x, y) for x, y in zip(ks, ys, strict=True) if not math.isnan(y)]
+            if not_monotone([x for x, _ in shown], [y for _, y in shown]):
                 falling.add(a)
+        _mark_nothing_released(ax, [k for k, r in zip(ks, sel, strict=True)
+                                    if nothing_released(r)])
+        _mark_mostly_suppressed(ax, sel)
         _loss_axis(ax, ks, delta)
     return _finish_loss_figure(
         fig, axes, f"mean information loss (per released {basis})", title, falling,
         "A cluster is chosen by its loss over all attributes, so a larger k can widen one "
         "attribute and narrow another.", path)
+
+
+def _which(cfgs: set[tuple[int, int]], series: Sequence[tuple[int, int]]) -> str:
+    """The (δ, l) configurations of ``cfgs``, a δ once when all its l are in it."""
+    parts = []
+    for d in sorted({d for d, _ in cfgs}):
+        ls_ = sorted(lv for dd, lv in cfgs if dd == d)
+        every = sorted(lv for dd, lv in series if dd == d)
+        parts.append(f"δ {d:,}" + ("" if ls_ == every else " l " + ",".join(map(str, ls_))))
+    return "; ".join(parts)
 
 
 def prink_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title: str) -> Path:
@@ -395,12 +461,21 @@ def prink_latency(runs: Sequence[Mapping[str, object]], path: str | Path, title:
         sel = sorted((r for r in runs if int(r["delta"]) == d  # type: ignore[call-overload]
                       and int(r["l"]) == l), key=lambda r: float(r["k"]))  # type: ignore[call-overload, arg-type]
         ax.errorbar([float(r["k"]) for r in sel],  # type: ignore[arg-type]
-                    [float(r["latency_ms_mean"]) for r in sel],  # type: ignore[arg-type]
+                    released_values(sel, "latency_ms_mean"),
                     yerr=_err(sel, "latency_ms_mean"), marker="o", capsize=2,
                     linestyle=styles[ls_.index(l) % len(styles)],
                     color=colors[deltas.index(d) % len(colors)], label=f"δ = {d:,}, l = {l}")
+    empty: dict[float, set[tuple[int, int]]] = {}
+    for r in runs:
+        if nothing_released(r):
+            empty.setdefault(float(r["k"]), set()).add(  # type: ignore[arg-type]
+                (int(r["delta"]), int(r["l"])))  # type: ignore[call-overload]
+    for k, cfgs in empty.items():
+        _mark_nothing_released(ax, [k], "" if cfgs == set(series) else _which(cfgs, series))
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    if any(not nothing_released(r) and float(r["latency_ms_mean"]) > 0  # type: ignore[arg-type]
+           for r in runs):  # a log axis needs a value: none when nothing was released
+        ax.set_yscale("log")
     _plain_axis(ax, "x", [float(r["k"]) for r in runs])  # type: ignore[arg-type]
     _plain_axis(ax, "y")
     ax.set_xlabel("k")
@@ -423,9 +498,17 @@ def prink_internal_times(runs: Sequence[Mapping[str, object]], path: str | Path,
     width = 0.27
     xs = list(range(len(sel)))
     for j, (key, label) in enumerate(keys):
-        ys = [max(1e-4, float(r[key])) for r in sel]  # type: ignore[arg-type]
-        ax.bar([x + (j - 1) * width for x in xs], ys, width, yerr=_err(sel, key), capsize=1.5,
-               label=label)
+        # bestSelection is timed per tuple placed, released or not; the other two only exist
+        # for released clusters: no bar where nothing was released
+        keep = [i for i, r in enumerate(sel) if j == 0 or not nothing_released(r)]
+        ax.bar([xs[i] + (j - 1) * width for i in keep],
+               [max(1e-4, float(sel[i][key])) for i in keep],  # type: ignore[arg-type]
+               width, yerr=[float(sel[i].get(f"{key}_sd", 0.0) or 0.0)  # type: ignore[arg-type]
+                            for i in keep], capsize=1.5, label=label)
+    for i, r in enumerate(sel):
+        if nothing_released(r):
+            ax.text(xs[i] + width / 2, 0.5, NOTHING_RELEASED, transform=ax.get_xaxis_transform(),
+                    rotation=90, ha="center", va="center", fontsize=6, color="0.3")
     ax.set_yscale("log")
     _plain_axis(ax, "y")
     ax.set_xticks(xs)

@@ -61,3 +61,46 @@ def test_data_ashrae_writes_the_filtered_stream(tmp_path) -> None:
     assert "precip_depth_1_hr" in rules.read_text()
     missing = runner.invoke(app, ["data", "ashrae", str(tmp_path), "-o", str(out)])
     assert missing.exit_code == 2 and "train.csv" in missing.stderr
+
+
+def test_replot_redraws_from_the_runs_csv_and_prints_no_loss_where_nothing_was_released(
+        tmp_path) -> None:
+    grid = ["experiment", "prink", "--n", "300", "--k", "3,80", "--delta", "100", "--l", "0",
+            "--repeat", "1", "--rate", "0", "--workdir", str(tmp_path)]
+    res = runner.invoke(app, [*grid, "--json"])
+    assert res.exit_code == 0, res.output
+    configs = (tmp_path / "prink-configs.csv").read_bytes()
+    figures = sorted(tmp_path.glob("prink-fig*.png"))
+    for f in figures:
+        f.unlink()
+    again = runner.invoke(app, ["experiment", "prink", "--replot", "--workdir", str(tmp_path)],
+                          env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "prink-configs.csv").read_bytes() == configs
+    assert sorted(tmp_path.glob("prink-fig*.png")) == figures
+    rows = {line.split("│")[2].strip(): line for line in again.stderr.splitlines()
+            if line.count("│") > 5}
+    assert rows["80"].count("—") == 5 and "0.000" not in rows["80"]  # loss, latency, times
+    assert "—" not in rows["3"]
+    missing = runner.invoke(app, ["experiment", "prink", "--replot", "--workdir",
+                                  str(tmp_path / "none")])
+    assert missing.exit_code == 2 and "prink-runs.csv" in missing.stderr
+
+
+def test_every_finished_run_is_on_disk_before_the_grid_ends(tmp_path, monkeypatch) -> None:
+    import streamanon.sim.prink as engine
+    from streamanon.cli.prink import read_runs, run_prink
+
+    seen: list[int] = []
+    real = engine.run_one
+
+    def count_then_run(*args, **kwargs):  # the real run, after a look at the CSV
+        path = tmp_path / "prink-runs.csv"
+        seen.append(len(read_runs(path)) if path.exists() else 0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "run_one", count_then_run)
+    run_prink(tmp_path, ks=[3], deltas=[100], ls=[0], n=200, repeat=3, rate=None, data=None,
+              seed=1)
+    assert seen == [0, 1, 2]  # each run found the ones before it written
+    assert len(read_runs(tmp_path / "prink-runs.csv")) == 3

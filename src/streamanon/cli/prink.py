@@ -15,7 +15,7 @@ from streamanon.castle.defaults import delta_below_k
 from streamanon.cli.app import experiment_app
 from streamanon.cli.common import JSON_HELP, fail, warn
 
-__all__ = ["experiment_prink", "run_prink"]
+__all__ = ["experiment_prink", "read_runs", "run_prink", "write_figures"]
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -50,7 +50,6 @@ def run_prink(workdir: Path, *, ks: list[int], deltas: list[int], ls: list[int],
     from rich.progress import Progress
 
     from streamanon.data import ashrae
-    from streamanon.plots import prink_info_loss_vs_k, prink_internal_times, prink_latency
     from streamanon.sim import prink
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -68,21 +67,71 @@ def run_prink(workdir: Path, *, ks: list[int], deltas: list[int], ls: list[int],
     (workdir / "prink-rules.toml").write_text(rules, encoding="utf-8")
     total = len(ks) * len(deltas) * len(ls) * repeat
     console = Console(stderr=True)
+    done: list[dict[str, Any]] = []
+
+    def on_run(row: dict[str, Any]) -> None:
+        # every finished run is on disk at once: a grid stopped midway keeps what it measured
+        # (``--replot`` draws it)
+        done.append(row)
+        prink.write_csv(workdir / "prink-runs.csv", done)
+        progress.advance(task)
+
     with Progress(console=console, disable=not show_progress) as progress:
         task = progress.add_task("Prink grid", total=total)
         runs = prink.run_grid(rows, rules, ks=ks, deltas=deltas, ls=ls, repeat=repeat,
-                              beta=beta, rate=rate, on_run=lambda _r: progress.advance(task))
+                              beta=beta, rate=rate, on_run=on_run)
     csv_path = prink.write_csv(workdir / "prink-runs.csv", runs)
+    return write_figures(workdir, runs, tuples=len(rows), source=source, beta=beta,
+                         repeat=repeat, rate=rate, csv_path=csv_path)
+
+
+def read_runs(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``prink-runs.csv`` back as numbers (integers where the text is one)."""
+    import csv
+
+    def number(text: str) -> Any:
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                return float(text)
+            except ValueError:
+                return text
+
+    with path.open(encoding="utf-8", newline="") as fh:
+        return [{k: number(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+
+def write_figures(workdir: Path, runs: list[dict[str, Any]], *, tuples: int, source: str,
+                  beta: int | None, repeat: int, rate: float | None,
+                  csv_path: Path) -> dict[str, Any]:
+    """Aggregate ``runs``, write ``prink-configs.csv`` and the figures; returns the summary.
+
+    Args:
+        workdir: the folder the per-configuration CSV and the figures are written to.
+        runs: one row per run (``streamanon.sim.prink.run_grid``'s or a CSV's).
+        tuples: the stream's length (the titles).
+        source: what the stream is (the titles).
+        beta: CASTLE's β (``None``: the number of tuples).
+        repeat: runs per configuration (the titles).
+        rate: the client's rate (``None``: as fast as possible).
+        csv_path: the CSV of every run (named in the summary).
+    """
+    from streamanon.data import ashrae
+    from streamanon.plots import prink_info_loss_vs_k, prink_internal_times, prink_latency
+    from streamanon.sim import prink
+
     agg = prink.aggregate(runs)
     prink.write_csv(workdir / "prink-configs.csv", agg)
     attrs = [*ashrae.PAPER_NUMERIC_QI, "primary_use"]
-    low_l = min(ls)
+    deltas = sorted({int(r["delta"]) for r in agg})
+    low_l = min(int(r["l"]) for r in agg)
     fig3 = [r for r in agg if r["l"] == low_l]
-    paper_d = [d for d in (1250, 20000) if d in deltas] or sorted(deltas)
+    paper_d = [d for d in (1250, 20000) if d in deltas] or deltas
     fig3 = [r for r in fig3 if r["delta"] in paper_d]
     l_text = "l = 1 (no l-diversity), as the paper" if low_l <= 1 else f"l = {low_l}"
     beta_text = "β = tuples" if beta is None else f"β = {beta}"
-    common = (f"{len(rows):,} tuples of {source}; {beta_text}, μ = {prink.PAPER_MU}, "
+    common = (f"{tuples:,} tuples of {source}; {beta_text}, μ = {prink.PAPER_MU}, "
               f"ζ = {prink.PAPER_ZETA}; {repeat} repeat(s)")
     plots = []
     for basis in ("cluster", "tuple"):
@@ -99,8 +148,24 @@ def run_prink(workdir: Path, *, ks: list[int], deltas: list[int], ls: list[int],
     plots.append(prink_internal_times(agg, workdir / "prink-fig5-internal-times.png",
                                       f"Fig. 5: internal times, Prink's definitions\n{common}"))
     return {"csv": str(csv_path), "configs_csv": str(workdir / "prink-configs.csv"),
-            "runs": len(runs), "tuples": len(rows), "source": source,
+            "runs": len(runs), "tuples": tuples, "source": source,
             "plots": [str(p) for p in plots], "configs": agg}
+
+
+def _replot(workdir: Path, *, data: Path | None) -> dict[str, Any]:
+    """The summary and figures of a finished grid, from ``workdir/prink-runs.csv``."""
+    csv_path = workdir / "prink-runs.csv"
+    if not csv_path.is_file():
+        fail(f"--replot: {csv_path} not found (run the grid into --workdir first)")
+    runs = read_runs(csv_path)
+    if not runs:
+        fail(f"--replot: {csv_path} has no run")
+    tuples = int(runs[0]["n"])
+    beta = None if all(int(r["beta"]) == tuples for r in runs) else int(runs[0]["beta"])
+    source = f"ASHRAE files in {data}" if data is not None else "the ASHRAE stand-in (Table 1)"
+    return write_figures(workdir, runs, tuples=tuples, source=source, beta=beta,
+                         repeat=max(int(r["repeat"]) for r in runs),
+                         rate=float(runs[0]["rate"]) or None, csv_path=csv_path)
 
 
 @experiment_app.command("prink")
@@ -124,6 +189,9 @@ def experiment_prink(
                               "(train.csv, building_metadata.csv, weather_train.csv); the "
                               "paper's filter is applied. Default: the Table-1 stand-in."),
     seed: int = typer.Option(1, "--seed", help="Seed of the stand-in."),
+    replot: bool = typer.Option(False, "--replot", help="Run nothing: redraw the figures and "
+                                "prink-configs.csv from --workdir's prink-runs.csv (the grid "
+                                "is the CSV's; --k, --delta, --l, --n, --repeat are ignored)."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Prink's evaluation: its grid with β = tuples, μ = 100, ζ = 0, Figs. 3-5 and a CSV.
@@ -137,7 +205,7 @@ def experiment_prink(
     import warnings as _w
 
     k_list, d_list, l_list = _ints(ks, "--k"), _ints(deltas, "--delta"), _ints(ls, "--l")
-    for k in k_list:
+    for k in [] if replot else k_list:
         for d in d_list:
             msg = delta_below_k(k, d)
             if msg:
@@ -147,21 +215,30 @@ def experiment_prink(
     from rich.console import Console
 
     console = Console(stderr=True)
-    with _w.catch_warnings():
-        _w.simplefilter("ignore")  # δ < k was said above, once per configuration
-        summary = run_prink(workdir, ks=k_list, deltas=d_list, ls=l_list, n=n, repeat=repeat,
-                            rate=rate or None, data=data, seed=seed, beta=beta,
-                            show_progress=not as_json and console.is_terminal)
+    if replot:
+        summary = _replot(workdir, data=data)
+    else:
+        with _w.catch_warnings():
+            _w.simplefilter("ignore")  # δ < k was said above, once per configuration
+            summary = run_prink(workdir, ks=k_list, deltas=d_list, ls=l_list, n=n,
+                                repeat=repeat, rate=rate or None, data=data, seed=seed,
+                                beta=beta, show_progress=not as_json and console.is_terminal)
     if as_json:
         print(json.dumps(summary))
         return
     from rich.table import Table
+
+    from streamanon.plots import nothing_released
 
     table = Table(title=f"Prink grid on {summary['tuples']:,} tuples of {summary['source']}")
     for col in ("δ", "k", "l", "suppressed", "loss/cluster", "loss/tuple", "latency ms",
                 "bestSel ms", "delayC ms", "wait ms"):
         table.add_column(col, justify="right")
     for r in summary["configs"]:
+        if nothing_released(r):  # no loss, latency or release time: not 0
+            table.add_row(str(r["delta"]), str(r["k"]), str(r["l"]), f"{r['suppressed']:,.0f}",
+                          "—", "—", "—", f"{r['best_selection_ms']:.3f}", "—", "—")
+            continue
         table.add_row(str(r["delta"]), str(r["k"]), str(r["l"]), f"{r['suppressed']:,.0f}",
                       f"{r['loss_cluster_mean']:.3f}±{r['loss_cluster_mean_sd']:.3f}",
                       f"{r['loss_tuple_mean']:.3f}±{r['loss_tuple_mean_sd']:.3f}",
