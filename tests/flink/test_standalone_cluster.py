@@ -150,7 +150,7 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
     b = kafka_broker
     (inp,) = b.topics("in")
     out, pure_out = b.names("flink", "pure")
-    produce(b.bootstrap, inp, z_trace(25_000, seed=11))
+    produce(b.bootstrap, inp, z_trace(40_000, seed=11))
     work = tmp_path / "work"
     common = ["--z", "3", "--delta-t", "30", "--until-end"]
     # paced (the barrier of a checkpoint waits behind the records buffered before the
@@ -166,7 +166,7 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
     assert_each_message_once(got, want, ref, at_kill)  # 0 repeats, 0 missing
     assert per_user(got) == per_user(want)
-    assert (s["read"], s["released"]) == (25_000, ref["released"])
+    assert (s["read"], s["released"]) == (40_000, ref["released"])
     assert s["params"]["delivery"] == "exactly-once"
 
 
@@ -185,7 +185,7 @@ def test_flink_castle_kafka_survives_a_killed_taskmanager_exactly_once(cluster, 
     )
 
     b = kafka_broker
-    data, rules, header, inp = castle_topic(b, tmp_path, 3000, seed=8)
+    data, rules, header, inp = castle_topic(b, tmp_path, 6000, seed=8)
     out, sup, pure_out, pure_sup = b.names("flink", "fsup", "pure", "psup")
     common = ["--rules", str(rules), "--k", "4", "--l", "2", "--delta", "60", "--until-end"]
     work = tmp_path / "work"
