@@ -74,21 +74,16 @@ def lean_gc(young: int = 100_000) -> Iterator[None]:
     collector would run every 700 allocations and, every tenth time, scan everything alive,
     which cost more than the work itself (docs/design/pipeline.md). Here
     the objects that exist at the start are frozen (never scanned) and the young generation
-    is collected every ``young`` allocations; both are undone at the end, except when
-    something froze objects of its own meanwhile (CASTLE's kernel freezes numba's registries):
-    :func:`gc.unfreeze` cannot tell whose they are, and thawing numba's would make every later
-    full collection, the interpreter's last ones included, walk them again (~0.5 s CPU).
+    is collected every ``young`` allocations; both are undone at the end.
     """
     old = gc.get_threshold()
     gc.freeze()
-    ours = gc.get_freeze_count()
     gc.set_threshold(young, old[1], old[2])
     try:
         yield
     finally:
         gc.set_threshold(*old)
-        if gc.get_freeze_count() <= ours:
-            gc.unfreeze()
+        gc.unfreeze()
 
 
 def _run(command: str, source: str | Path | TextIO | BinaryIO,
