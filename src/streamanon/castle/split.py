@@ -196,6 +196,22 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     return [[items[i] for i in np.sort(p).tolist()] for p in done]
 
 
+def flat_tables(tables: Sequence[np.ndarray], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The hierarchies' LCA tables as one flat array for a compiled loop, and their offsets:
+    hierarchy j's table starts at ``offsets[j]``, its row length is ``offsets[h + j]``.
+
+    >>> flat, offsets = flat_tables([np.array([[0, 0], [0, 1]]), np.array([[2]])], np.int64)
+    >>> flat.tolist(), offsets.tolist()
+    ([0, 0, 0, 1, 2], [0, 4, 2, 1])
+    """
+    h = len(tables)
+    starts = np.cumsum([0, *(t.size for t in tables)])[:h].tolist()
+    offsets = np.array(starts + [t.shape[1] for t in tables], dtype=np.int64)
+    flat = (np.concatenate([t.ravel() for t in tables]).astype(dtype, copy=False)
+            if h else np.zeros(1, dtype=dtype))
+    return flat, offsets
+
+
 def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.ndarray,
               ind: np.ndarray, sens: list[np.ndarray], trees: list[Any], *, k: int,
               l: int, quartiles: bool) -> list[list[Item]]:  # noqa: E741
@@ -204,11 +220,7 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
     from streamanon.castle._window_kernel import median_cuts
 
     n, h = len(items), len(cset.hier)
-    flat = [t for _, t in trees]
-    starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
-    toff = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
-    tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int64, copy=False)
-              if h else np.zeros(1, dtype=np.int64))
+    tables, toff = flat_tables([t for _, t in trees], np.int64)
     sizes = [len(rank) for (rank, _), _ in trees]
     noff = np.array(np.cumsum([0, *sizes])[:h].tolist() or [0], dtype=np.int64)
     ranks = np.concatenate([r for (r, _), _ in trees] or [np.zeros(1)]).astype(np.float64)
@@ -230,4 +242,4 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
     return parts
 
 
-__all__ = ["SPLITS", "median_split"]
+__all__ = ["SPLITS", "flat_tables", "median_split"]

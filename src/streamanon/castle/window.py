@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamanon.castle.split import median_split
+from streamanon.castle.split import flat_tables, median_split
 
 if TYPE_CHECKING:
     from streamanon.castle.cluster import ClusterSet, Item, State
@@ -82,13 +82,8 @@ class History:
         key = tuple(g.tree.version for g in self.cset.hier)
         flat_ = getattr(self, "_flat", None)  # absent in a History pickled before it
         if flat_ is None or flat_[0] != key:
-            h = len(self.cset.hier)
-            flat = [g.tree.lca_table() for g in self.cset.hier]
-            # hierarchy j's table at offsets[j], its row length at offsets[h + j]
-            starts = np.cumsum([0, *(t.size for t in flat)])[:h].tolist()
-            offsets = np.array(starts + [t.shape[1] for t in flat], dtype=np.int64)
-            tables = (np.concatenate([t.ravel() for t in flat]).astype(np.int32, copy=False)
-                      if h else np.zeros(1, dtype=np.int32))
+            tables, offsets = flat_tables([g.tree.lca_table() for g in self.cset.hier],
+                                          np.int32)
             self._flat = (key, tables, offsets)
         return self._flat[1], self._flat[2]
 
