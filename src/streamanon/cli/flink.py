@@ -301,7 +301,7 @@ ReleaseTo = Annotated[str | None, typer.Option(
     "HOST:PORT as it leaves.")]
 Restarts = Annotated[int, typer.Option(
     "--restarts", min=0, help="Restart a failed job from its latest checkpoint up to this "
-    "many times (default 0: fail).")]
+    "many times, 1, 2, 4, 8, then 10 s apart (default 0: fail).")]
 PythonExecutable = Annotated[str | None, typer.Option(
     "--python-executable", help="The Python of the TaskManagers' workers (default: this "
     "one); for clusters.")]

@@ -100,9 +100,17 @@ def flink_settings(
     if buffer_timeout_ms is not None:
         settings["execution.buffer-timeout.interval"] = f"{int(buffer_timeout_ms)} ms"
     if restarts > 0:
-        settings["restart-strategy.type"] = "fixed-delay"
-        settings["restart-strategy.fixed-delay.attempts"] = str(int(restarts))
-        settings["restart-strategy.fixed-delay.delay"] = "1 s"
+        # exponential back-off (1, 2, 4, 8, then 10 s): a TaskManager that died is still
+        # listed with its slots for a few heartbeats, and restarts 1 s apart could spend
+        # the whole budget on deployments to it before the JobManager notices (failures
+        # inside one back-off are counted once)
+        settings["restart-strategy.type"] = "exponential-delay"
+        settings["restart-strategy.exponential-delay.attempts-before-reset-backoff"] = (
+            str(int(restarts)))
+        settings["restart-strategy.exponential-delay.initial-backoff"] = "1 s"
+        settings["restart-strategy.exponential-delay.max-backoff"] = "10 s"
+        settings["restart-strategy.exponential-delay.backoff-multiplier"] = "2.0"
+        settings["restart-strategy.exponential-delay.jitter-factor"] = "0.0"
     if checkpoint_interval_ms > 0:
         settings["execution.checkpointing.interval"] = f"{int(checkpoint_interval_ms)} ms"
         settings["execution.checkpointing.mode"] = "EXACTLY_ONCE"
