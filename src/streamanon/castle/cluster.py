@@ -6,7 +6,8 @@ The hot path of CASTLE is the enlargement of every open cluster by each arriving
 nothing): ``(-lo, hi)`` for the numeric ranges (adding a tuple ``x`` is a ``maximum`` with
 ``(-x, x)`` and the range loss a product with ``(w/span, w/span)``), node indices for
 hierarchies (the loss of the lowest common node of any two nodes is a table). The best
-selection over all of them is one compiled loop (:mod:`streamanon.castle._kernel`, numba),
+selection over all of them is one compiled loop (:mod:`streamanon.castle._native`, C built on
+first use, else :mod:`streamanon.castle._kernel`, numba),
 which also grows the chosen row in place; plug-in generalizers add their part from a Python
 loop over their immutable states (cached per cluster, updated on insertion). Everything that
 decides by exact ties (merges, splits) keeps numpy's formulas, so results stay bit for bit.
@@ -1025,9 +1026,11 @@ _KERNEL: list[Any] = []
 
 
 def _load_kernel() -> Any:
-    """The compiled kernel, loaded on first use (numba is imported only when CASTLE runs).
+    """The compiled kernel, loaded on first use: the C build of
+    :mod:`streamanon.castle._native` (a few milliseconds), else numba's
+    (:mod:`streamanon.castle._kernel`; numba is imported only then).
 
-    Loading imports numba and, on the first call, numba's typing registries: about 80,000
+    Loading numba imports it and, on the first call, numba's typing registries: about 80,000
     long-lived objects that every full garbage collection would walk again (see
     docs/design/castle.md). They are frozen
     (:func:`gc.freeze`) once loaded, with whatever else the process holds at that moment.
@@ -1038,8 +1041,13 @@ def _load_kernel() -> Any:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            from streamanon.castle._kernel import HEAD, best_selection, merged_rows
+            from streamanon.castle import _native
 
+            native = _native.load()
+            if native is not None:
+                best_selection, merged_rows = native.best_selection, native.merged_rows
+            else:
+                from streamanon.castle._kernel import best_selection, merged_rows
             best_selection(np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64), 1,
                            np.empty(0), _NO_NODES, 0.0, np.zeros(HEAD), _NO_NODES,
                            np.zeros((4, 1)), np.zeros(1, dtype=np.int64))
