@@ -73,10 +73,11 @@ def test_castle_command_takes_clean_rows_as_blocks_and_writes_clusters_as_blocks
     assert set(row_by_row) <= {1} and len(row_by_row) < 0.01 * n, row_by_row
 
 
-def test_castle_command_releases_a_block_row_in_the_dict_the_reader_made(tmp_path,
-                                                                          monkeypatch) -> None:
-    """A row taken through the block entry point is released in the dict the reader built
-    for it (its quasi-identifiers replaced in place), not in a copy made per row."""
+def test_castle_command_builds_one_dict_per_block_row_at_its_release(tmp_path,
+                                                                    monkeypatch) -> None:
+    """A row taken through the block entry point reaches the operator as the reader's tuple
+    of its fields (no dict per row while it is held) and is released in one dict, built from
+    its class's values and its other fields (the same dict as the merge of the two)."""
     from streamanon.castle import Released
     from streamanon.io.rows import RowReader
 
@@ -84,29 +85,58 @@ def test_castle_command_releases_a_block_row_in_the_dict_the_reader_made(tmp_pat
     data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(n, seed=6))
     rules = tmp_path / "rules.toml"
     rules.write_text(ashrae.rules_toml())
-    made: dict[int, dict[str, Any]] = {}  # by id, kept alive so that ids stay unique
-    released: list[dict[str, Any]] = []
-    values_of, emit = RowReader.values_of, CastleAnonymizer._emit
+    given: dict[int, tuple[Any, ...]] = {}  # by line
+    released: list[Any] = []
+    dicts: list[int] = []
+    fields_of, values_of, emit = RowReader.fields_of, RowReader.values_of, CastleAnonymizer._emit
+    block = CastleAnonymizer.process_block
 
-    def spy_values(self: RowReader, block: Any) -> Any:
-        for values in values_of(self, block):
-            made[id(values)] = values
-            yield values
+    def spy_fields(self: RowReader, blk: Any) -> Any:
+        header, fields = fields_of(self, blk)
+
+        def seen() -> Any:
+            for i, f in enumerate(fields):
+                assert type(f) is tuple
+                given[blk.first + i] = f
+                yield f
+        return header, seen()
+
+    def spy_values(self: RowReader, blk: Any) -> Any:
+        dicts.append(blk.columns.n)
+        return values_of(self, blk)
+
+    def spy_block(self: CastleAnonymizer, rows: Any, **kw: Any) -> Any:
+        assert kw["header"] is not None and kw["lines"] is not None
+        return block(self, rows, **kw)
 
     def spy_emit(self: CastleAnonymizer, cset: Any, items: Any, *args: Any) -> None:
         out = args[-1]
         before = len(out)
         emit(self, cset, items, *args)
-        released.extend(x.values for x in out[before:] if type(x) is Released)
+        released.extend(x for x in out[before:] if type(x) is Released)
 
+    monkeypatch.setattr(RowReader, "fields_of", spy_fields)
     monkeypatch.setattr(RowReader, "values_of", spy_values)
+    monkeypatch.setattr(CastleAnonymizer, "process_block", spy_block)
     monkeypatch.setattr(CastleAnonymizer, "_emit", spy_emit)
     out = tmp_path / "out.csv"
     res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
                               "--delta", "300", str(data), "-o", str(out)])
     assert res.exit_code == 0, res.output
+    assert dicts == []  # the reader built no dict per row
     assert len(released) > 0.95 * n
-    reused = [v for v in released if made.get(id(v)) is v]
-    # only the first rows (taken one by one until k individuals are seen) are copies
-    assert len(reused) > len(released) - 20, (len(reused), len(released))
-    assert all("[" in v["square_feet"] for v in reused)  # generalized in place
+    header = next(csv.reader(data.open()))
+    from_blocks = [r for r in released if r.line in given]
+    # only the first rows (taken one by one until k individuals are seen) come otherwise
+    assert len(from_blocks) > len(released) - 20, (len(from_blocks), len(released))
+    assert len({id(r.values) for r in from_blocks}) == len(from_blocks)  # a dict each
+    from streamanon.castle import RuleSet
+
+    qi = {r.name for r in RuleSet.from_toml(ashrae.rules_toml()).qi_rules}
+    assert {"square_feet", "primary_use"} <= qi and "building_id" not in qi
+    for r in from_blocks:
+        row = dict(zip(header, given[r.line], strict=True))
+        assert list(r.values) == header  # the columns in the input's order
+        assert {c: r.values[c] for c in header if c not in qi} == {
+            c: row[c] for c in header if c not in qi}
+        assert "[" in r.values["square_feet"]  # generalized

@@ -325,10 +325,13 @@ FLAGS = ("-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off", "-fwr
 
 
 def _compiler() -> list[str] | None:
-    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    if not cc or shutil.which(cc[0]) is None:
-        return None
-    return cc
+    """``$CC``, else the compiler Python was built with, else ``cc`` (the first found)."""
+    given = os.environ.get("CC")
+    for text in ([given] if given else [sysconfig.get_config_var("CC") or "", "cc"]):
+        cc = shlex.split(text)
+        if cc and shutil.which(cc[0]) is not None:
+            return cc
+    return None
 
 
 def cache_dir() -> Path:
@@ -373,8 +376,8 @@ def load() -> ModuleType | None:
     key = hashlib.sha256("\0".join((SOURCE, " ".join(cc), " ".join(FLAGS), sys.version,
                                     np.__version__, suffix, *includes)).encode()
                          ).hexdigest()[:20]
-    target = cache_dir() / f"castle_{key}{suffix}"
     try:
+        target = cache_dir() / f"castle_{key}{suffix}"
         if not target.exists():
             _build(cc, target, includes)
         spec = importlib.util.spec_from_file_location("_castle_native", target)
@@ -383,7 +386,7 @@ def load() -> ModuleType | None:
             return None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except (OSError, ImportError, subprocess.SubprocessError) as exc:
+    except (OSError, ImportError, RuntimeError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         unavailable = f"{type(exc).__name__}: {exc} {detail.decode(errors='replace')[:500]}"
         return None

@@ -22,7 +22,9 @@ import math
 from collections import Counter, deque, namedtuple
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from numbers import Integral
+from operator import itemgetter
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +72,40 @@ class _Kept:
 
 #: a row of a block taken by :meth:`CastleAnonymizer.process_block` as its values and line:
 #: what a release needs of it, built without a :class:`CastleRow` (a record is built for a
-#: row that is suppressed); a tuple, built by ``tuple.__new__`` without Python code
-_BlockRow = namedtuple("_BlockRow", ("values", "line", "t"))
+#: row that is suppressed); a tuple, built by ``tuple.__new__`` without Python code. Its
+#: ``values`` are the row's fields in the order of ``header`` (a tuple: no dict is built
+#: before the release, which builds one from its cluster's), or, when ``header`` is
+#: ``None``, a dict of them
+_BlockRow = namedtuple("_BlockRow", ("values", "line", "t", "header"), defaults=(None,))
 _new_tuple = tuple.__new__
+
+
+def _values_of(row: Any) -> dict[str, Any]:
+    """The values of a :class:`_BlockRow` as a dict (a new one when given as fields)."""
+    return row.values if row.header is None else dict(zip(row.header, row.values, strict=True))
+
+
+class _Template:
+    """What :meth:`CastleAnonymizer._emit` builds a released block row's dict from: the dict
+    of a class's columns in ``header``'s order with the class's values in place (the columns
+    of ``header`` it does not generalize still empty, then the columns that only it has), and
+    a getter of those columns' fields."""
+
+    __slots__ = ("base", "get", "header", "names")
+
+    def __init__(self, header: Sequence[str], extra: Mapping[str, Any]) -> None:
+        self.header = header
+        base = dict.fromkeys(header)
+        base.update(extra)
+        self.base = base
+        keep = [i for i, h in enumerate(header) if h not in extra]
+        self.names = [header[i] for i in keep]
+        if len(keep) >= 2:
+            self.get: Any = itemgetter(*keep)
+        elif keep:
+            self.get = lambda fields, _i=keep[0]: (fields[_i],)
+        else:
+            self.get = lambda fields: ()
 
 
 def _summed(counts: Mapping[str, list[Counter[str]]], pids: list[str],
@@ -474,7 +507,8 @@ class CastleAnonymizer(OperatorBase):
     def process_block(self, rows: Iterable[CastleRow] | Iterable[dict[str, Any]], *, n: int,
                       numbers: Mapping[str, Sequence[float]],
                       texts: Mapping[str, tuple[Sequence[str | None], Sequence[int]]],
-                      start: int = 0, lines: int | None = None
+                      start: int = 0, lines: int | None = None,
+                      header: Sequence[str] | None = None
                       ) -> tuple[list[Any], int, BadRecordError | None]:
         """:meth:`process` for rows ``start..n-1`` of a block given also as columns (a
         reader's clean block, see :meth:`ClusterSet.parse_columns`): the same outcomes, with
@@ -496,6 +530,9 @@ class CastleAnonymizer(OperatorBase):
                 time besides the rules' column): a record is built only for a row that needs
                 one (a suppressed row, a row that goes through :meth:`process`). Each dict
                 is taken over: a released row's dict becomes its :class:`Released` values.
+            header: with ``lines``: ``rows`` gives each row's fields as a tuple in the order
+                of ``header``'s columns instead of a dict; a dict is built only when the row
+                is released (from its class's values), suppressed or processed alone.
         """
         out: list[Any] = []
         cset = self._current
@@ -513,18 +550,20 @@ class CastleAnonymizer(OperatorBase):
                     row = step(it)
                     t = nan if row.t is None else row.t
                 else:
-                    row = _new_tuple(_BlockRow, (step(it), lines + i, None))
+                    row = _new_tuple(_BlockRow, (step(it), lines + i, None, header))
                     t = nan
                 item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i], t)
                 if dp is not None and not dp.admit(cset, item):
                     if type(row) is _BlockRow:
-                        row = CastleRow(row.values, row.line)
+                        row = CastleRow(_values_of(row), row.line)
                     out.append(self._not_sampled(cset, row))
                     taken += 1
                     continue
                 self.read += 1
                 take(cset, item, out)
                 taken += 1
+        if lines is not None and header is not None:
+            it = map(dict, map(zip, repeat(header), it))
         rest: Iterator[CastleRow] = (it if lines is None else  # type: ignore[assignment]
                                      map(CastleRow, it, range(lines + start + taken, lines + n)))
         for row in rest:
@@ -808,13 +847,20 @@ class CastleAnonymizer(OperatorBase):
         line_loss = round(loss, 6)
         extra = {**values, self.loss_field: line_loss} if self.loss_field else values
         append = out.append
+        template: _Template | None = None
         for it in items:
             it.done = True
             it.cluster = None
             row = it.row
-            if type(row) is _BlockRow:  # its values were made for this tuple alone
-                released = row.values
-                released.update(extra)  # the same keys in the same order as the merge below
+            if type(row) is _BlockRow:
+                if row.header is None:  # its values were made for this tuple alone
+                    released = row.values
+                    released.update(extra)  # the same keys in the same order as the merge
+                else:  # the class's dict, with the row's other fields: the same as the merge
+                    if template is None or template.header is not row.header:
+                        template = _Template(row.header, extra)
+                    released = template.base.copy()
+                    released.update(zip(template.names, template.get(row.values), strict=True))
             else:
                 released = {**row.values, **extra}
             append(Released(released, loss, cid, row.line))
@@ -831,7 +877,7 @@ class CastleAnonymizer(OperatorBase):
         self.suppressed_by_reason[reason] += 1
         row = item.row
         if type(row) is _BlockRow:  # a row of a block: the suppressed record is a CastleRow
-            row = CastleRow(row.values, row.line)
+            row = CastleRow(_values_of(row), row.line)
         out.append(self._suppressed(cset, row, reason))
 
     def _not_sampled(self, cset: ClusterSet, row: CastleRow) -> Suppressed:

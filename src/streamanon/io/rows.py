@@ -308,9 +308,14 @@ class RowReader:
     def _values_of(self, cols: RowColumns) -> Iterator[dict[str, Any]]:
         header = self._header
         assert header is not None
+        return map(dict, map(zip, repeat(header), self._fields_of(cols)))
+
+    def _fields_of(self, cols: RowColumns) -> Iterator[tuple[Any, ...]]:
+        header = self._header
+        assert header is not None
         columns = [cols.numbers[h] if h in cols.numbers else
                    list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
-        return map(dict, map(zip, repeat(header), zip(*columns, strict=True)))
+        return zip(*columns, strict=True)
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order
@@ -424,6 +429,14 @@ class RowReader:
         """The values of each row of :meth:`rows_of` (row ``i`` on line ``block.first + i``),
         without the records: for a consumer that builds one only when it needs it."""
         return self._values_of(block.columns)
+
+    def fields_of(self, block: CleanBlock) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
+        """The header and the fields of each row of :meth:`values_of` as a tuple in the
+        header's order, without a dict: for a consumer that builds one only when it needs
+        it (``dict(zip(header, fields))`` are the values)."""
+        header = self._header
+        assert header is not None
+        return header, self._fields_of(block.columns)
 
     def check_header_seen(self) -> None:
         """At the end of the input: a CSV source without a header is unreadable."""

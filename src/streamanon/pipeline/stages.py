@@ -547,10 +547,10 @@ class CastleStage:
 
         reader = self.reader
         cols = block.columns
-        values = reader.values_of(block)  # records built only where needed
+        header, fields = reader.fields_of(block)  # dicts and records built only where needed
         start = 0
         while (self._need_ids or self._need_values) and start < cols.n:
-            row = CastleRow(next(values), block.first + start)
+            row = CastleRow(dict(zip(header, next(fields), strict=True)), block.first + start)
             start += 1
             self._observe(row, row.line or 0)
             try:
@@ -564,8 +564,8 @@ class CastleStage:
             released += _as_list(items)
         while start < cols.n:
             items, taken, error = self.op.process_block(
-                values, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start,
-                lines=block.first)
+                fields, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start,
+                lines=block.first, header=header)
             self.rows += taken
             released += items
             if error is None:
