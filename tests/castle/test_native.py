@@ -108,7 +108,7 @@ def test_without_a_compiler_numba_serves(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     assert _native.load() is None
-    assert _native.unavailable == "no C compiler"
+    assert _native.unavailable == "FileNotFoundError: no C compiler"
     assert not (tmp_path / "streamanon").exists()
 
 
@@ -117,5 +117,5 @@ def test_a_build_that_fails_says_why(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(_native, "SOURCE", "this is not C;")
     assert _native.load() is None
-    assert _native.unavailable is not None and "CalledProcessError" in _native.unavailable
+    assert _native.unavailable is not None and "the build failed" in _native.unavailable
     assert list((tmp_path / "streamanon" / "kernels").iterdir()) == []  # no half-built file

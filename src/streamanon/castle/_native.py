@@ -14,14 +14,10 @@ Design: docs/design/castle.md
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -326,6 +322,10 @@ FLAGS = ("-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off", "-fwr
 
 def _compiler() -> list[str] | None:
     """``$CC``, else the compiler Python was built with, else ``cc`` (the first found)."""
+    import shlex
+    import shutil
+    import sysconfig
+
     given = os.environ.get("CC")
     for text in ([given] if given else [sysconfig.get_config_var("CC") or "", "cc"]):
         cc = shlex.split(text)
@@ -341,9 +341,21 @@ def cache_dir() -> Path:
     return Path(base) / "streamanon" / "kernels"
 
 
-def _build(cc: list[str], target: Path, includes: list[str]) -> None:
+def _build(target: Path) -> None:
     """Compile :data:`SOURCE` to ``target`` (via a file of its own, renamed into place: two
-    processes building at once each write their own)."""
+    processes building at once each write their own). Raises ``OSError`` (with the
+    compiler's message) when it cannot. The modules it needs are imported here: a process
+    that finds the build cached does not pay for them."""
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    import numpy as np
+
+    cc = _compiler()
+    if cc is None:
+        raise FileNotFoundError("no C compiler")
+    includes = [sysconfig.get_paths()["include"], np.get_include()]
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         src = Path(tmp) / "castle_native.c"
@@ -351,7 +363,11 @@ def _build(cc: list[str], target: Path, includes: list[str]) -> None:
         out = Path(tmp) / target.name
         extra = ["-undefined", "dynamic_lookup"] if sys.platform == "darwin" else []
         cmd = [*cc, *FLAGS, *extra, *(f"-I{i}" for i in includes), str(src), "-o", str(out)]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+        except subprocess.SubprocessError as exc:
+            detail = (getattr(exc, "stderr", b"") or b"").decode(errors="replace")[:500]
+            raise OSError(f"the build failed ({exc}): {detail}") from None
         os.replace(out, target)
 
 
@@ -367,28 +383,21 @@ def load() -> ModuleType | None:
         return None
     import numpy as np
 
-    cc = _compiler()
-    if cc is None:
-        unavailable = "no C compiler"
-        return None
-    includes = [sysconfig.get_paths()["include"], np.get_include()]
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = hashlib.sha256("\0".join((SOURCE, " ".join(cc), " ".join(FLAGS), sys.version,
-                                    np.__version__, suffix, *includes)).encode()
-                         ).hexdigest()[:20]
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    key = hashlib.sha256("\0".join((SOURCE, " ".join(FLAGS), sys.version, np.__version__,
+                                    suffix)).encode()).hexdigest()[:20]
     try:
         target = cache_dir() / f"castle_{key}{suffix}"
         if not target.exists():
-            _build(cc, target, includes)
+            _build(target)
         spec = importlib.util.spec_from_file_location("_castle_native", target)
         if spec is None or spec.loader is None:
             unavailable = f"cannot load {target}"
             return None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except (OSError, ImportError, RuntimeError, subprocess.SubprocessError) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
-        unavailable = f"{type(exc).__name__}: {exc} {detail.decode(errors='replace')[:500]}"
+    except (OSError, ImportError, RuntimeError) as exc:
+        unavailable = f"{type(exc).__name__}: {exc}"
         return None
     unavailable = None
     return module
