@@ -15,6 +15,7 @@ import typer
 
 from streamanon.cli.app import verify_app
 from streamanon.cli.common import JSON_HELP, TOLERANCE_HELP, fail, print_summary
+from streamanon.cli.exitcodes import skip_teardown
 from streamanon.errors import ConfigError, InputError
 
 EXIT_CODES = ("Exit codes: 0 = every check holds; 1 = a check found a problem (the first "
@@ -38,6 +39,7 @@ def _help(text: str) -> str:
 
 def _finish(title: str, summary: dict, ok: bool, problem: str | None, as_json: bool) -> None:
     print_summary(title, summary, as_json)
+    skip_teardown()  # the verdict is printed: no need to free the tables object by object
     if not ok:
         print(f"counterexample: {problem}", file=sys.stderr)
         raise typer.Exit(1)
