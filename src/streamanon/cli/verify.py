@@ -187,10 +187,12 @@ def verify_castle(
 ) -> None:
     from streamanon.verify._read import field_delimiter
     from streamanon.verify.castle import check_castle_files, columns_spec, load_rules
-    from streamanon.verify.diversity import MEASURES
 
-    if diversity not in MEASURES:
-        fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
+    if diversity != "distinct":  # the default, checked with k (no module of its own to load)
+        from streamanon.verify.diversity import MEASURES
+
+        if diversity not in MEASURES:
+            fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
     if (diversity == "recursive") != (c is not None) or (c is not None and not c > 0):
         fail("--c (a number > 0) goes with --diversity recursive, and only with it")
     if (t is None) != (t_reference is None):
