@@ -557,9 +557,10 @@ def _window_counts(
     by_v = _stable_argsort(vc)
     n_v = int(vc.max()) + 1
     vs = np.repeat(np.arange(n_v, dtype=np.int64), np.bincount(vc, minlength=n_v))  # vc[by_v]
-    us = uc[by_v]
     # next exposure of the same (value, user), as a position in by_v order (r = none)
     n_u = int(uc.max()) + 1
+    # (gathered from narrow copies: a random gather's cost is the cache misses on its source)
+    us = (uc.astype(np.uint16) if n_u <= 1 << 16 else uc)[by_v].astype(np.int64)
     if n_v * n_u <= 1 << 32:  # one code per pair: sorted in two 16-bit passes
         pair = vs * n_u + us
         by_pair = _stable_argsort(pair)
@@ -574,7 +575,8 @@ def _window_counts(
     # hi: first position of the same value whose time is more than Δt after this row's: the
     # first whose row is ``later`` or after (inside a value's group, rows are in order)
     base = vs * (r + 1)
-    hi = _search_sorted(base + by_v, base + later[by_v], "left")
+    narrow = later.astype(np.int32) if r < 1 << 31 else later
+    hi = _search_sorted(base + by_v, base + narrow[by_v], "left")
     end = np.minimum(nxt, hi)
     ends_before = np.cumsum(np.bincount(end, minlength=r + 1)[:r])
     counts = np.empty(r, dtype=np.int64)
