@@ -98,6 +98,19 @@ def test_the_heavy_pattern_catches_what_a_run_loads() -> None:
     assert {"numpy", "pyarrow", "streamanon.pipeline", "streamanon.io",
             "streamanon.cli.zanon"} <= names
     assert "pydantic" not in names  # plain option values: typer's adapters never built
+    assert "cloudpickle" not in names  # pyarrow imported with the standard pickle
+
+
+def test_arrow_loads_without_cloudpickle_which_stays_importable() -> None:
+    """pyarrow, imported after the app, binds the standard ``pickle``; a later ``import
+    cloudpickle`` (PyFlink's) still gets the real module."""
+    code = ("import sys\nimport streamanon.cli.app\nimport pyarrow, pyarrow.lib\n"
+            "assert 'cloudpickle' not in sys.modules\n"
+            "assert pyarrow.lib.pickle is __import__('pickle')\n"
+            "import cloudpickle\nassert cloudpickle.dumps(lambda: 1)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def test_a_castle_run_loads_no_pydantic() -> None:
@@ -120,6 +133,12 @@ def test_a_castle_run_loads_no_pydantic() -> None:
                           "--k", "2", "--l", "1", "--input", "in.csv", "--json")
     assert "streamanon.verify.castle" in names
     assert "pydantic" not in names
+    # a check without rules nor --diversity (the input as its own release, k = 1)
+    plain = modules_after(run, "verify", "castle", "in.csv", "--id", "building_id", "--qi",
+                          "square_feet", "--k", "1", "--l", "0", "--input", "in.csv", "--json")
+    assert "streamanon.verify.castle" in plain
+    assert not {"tomllib", "streamanon.verify.diversity", "streamanon.verify.z",
+                "numpy.char"} & plain
 
 
 @pytest.mark.parametrize("path", [(), ("castle",), ("verify", "z")], ids=" ".join)

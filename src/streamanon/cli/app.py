@@ -105,6 +105,49 @@ class _LightHelpRenderer:
 if "typer.rich_utils" not in sys.modules:
     sys.meta_path.insert(0, _LightHelpRenderer())
 
+
+class _PlainPickleLoader:
+    """Runs the real loader of ``pyarrow`` with ``cloudpickle`` unimportable for the time of
+    its import: pyarrow then binds the standard ``pickle``, which it uses only to serialize
+    the deprecated ``PyExtensionType``s (none here). cloudpickle (with ``logging``, ``socket``
+    bits and ``typing_extensions``) is ~0.05 s of CPU of every command reading with Arrow; a
+    later ``import cloudpickle`` (PyFlink's) gets the real module."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        blocked = "cloudpickle" not in sys.modules
+        if blocked:
+            sys.modules["cloudpickle"] = None  # type: ignore[assignment]
+        try:
+            self._loader.exec_module(module)
+        finally:
+            if blocked and sys.modules.get("cloudpickle", 0) is None:
+                del sys.modules["cloudpickle"]
+
+
+class _LightArrow:
+    """Finds ``pyarrow`` with a :class:`_PlainPickleLoader`; once, then it leaves
+    ``sys.meta_path``."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "pyarrow":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PlainPickleLoader(spec.loader)
+        return spec
+
+
+if "pyarrow" not in sys.modules:
+    sys.meta_path.insert(0, _LightArrow())
+
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
 _EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")
 

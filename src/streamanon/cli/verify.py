@@ -15,6 +15,7 @@ import typer
 
 from streamanon.cli.app import verify_app
 from streamanon.cli.common import JSON_HELP, TOLERANCE_HELP, fail, print_summary
+from streamanon.cli.exitcodes import skip_teardown
 from streamanon.errors import ConfigError, InputError
 
 EXIT_CODES = ("Exit codes: 0 = every check holds; 1 = a check found a problem (the first "
@@ -38,6 +39,7 @@ def _help(text: str) -> str:
 
 def _finish(title: str, summary: dict, ok: bool, problem: str | None, as_json: bool) -> None:
     print_summary(title, summary, as_json)
+    skip_teardown()  # the verdict is printed: no need to free the tables object by object
     if not ok:
         print(f"counterexample: {problem}", file=sys.stderr)
         raise typer.Exit(1)
@@ -185,10 +187,12 @@ def verify_castle(
 ) -> None:
     from streamanon.verify._read import field_delimiter
     from streamanon.verify.castle import check_castle_files, columns_spec, load_rules
-    from streamanon.verify.diversity import MEASURES
 
-    if diversity not in MEASURES:
-        fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
+    if diversity != "distinct":  # the default, checked with k (no module of its own to load)
+        from streamanon.verify.diversity import MEASURES
+
+        if diversity not in MEASURES:
+            fail(f"--diversity {diversity}: expected one of {', '.join(MEASURES)}")
     if (diversity == "recursive") != (c is not None) or (c is not None and not c > 0):
         fail("--c (a number > 0) goes with --diversity recursive, and only with it")
     if (t is None) != (t_reference is None):

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from streamanon.errors import ConfigError
 
 Source = str | Path | TextIO
@@ -141,3 +143,27 @@ def seconds(text: str) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+# -- Arrow, for both checkers' column readers ---------------------------------------------
+def _compute() -> Any:
+    """Arrow's compute registry: its private module where it is (importing
+    ``pyarrow.compute``, a wrapper and docstring made per function, costs more than a check
+    of a small file), the public one where a pyarrow release has moved it."""
+    try:
+        import pyarrow._compute as registry
+    except ImportError:  # pragma: no cover - a pyarrow without the private module
+        import pyarrow.compute as registry
+    return registry
+
+
+def _arrow(function: str, *args: Any, options: Any = None) -> Any:
+    """Arrow's compute ``function`` on ``args``, called through its registry."""
+    return _compute().call_function(function, list(args), options)
+
+
+def _numbers(column: Any, dtype: Any) -> np.ndarray:
+    """The values of an Arrow array of numbers without nulls, as numpy's (a view of its
+    buffer; ``to_numpy`` would import pandas)."""
+    return np.frombuffer(column.buffers()[1], dtype=dtype, count=len(column),
+                         offset=column.offset * np.dtype(dtype).itemsize)

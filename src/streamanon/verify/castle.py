@@ -25,7 +25,6 @@ import io
 import json
 import math
 import re
-import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,9 @@ import numpy as np
 from streamanon.errors import ConfigError, InputError
 from streamanon.records import Rejected
 from streamanon.verify._read import (
+    _arrow,
+    _compute,
+    _numbers,
     guess_format,
     is_topic,
     json_objects,
@@ -302,6 +304,8 @@ def _parameters(table: Any) -> dict[str, int]:
 
 def rules_from_toml(text: str, base_dir: Path | None = None) -> CastleSpec:
     """The checker's reading of rules TOML; an error about an attribute names its line."""
+    import tomllib  # here: a check with --id/--qi reads no TOML
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -1107,8 +1111,6 @@ class _Values(Sequence[Any]):
             return None
         import pyarrow as pa
 
-        from streamanon.verify.z import _arrow, _compute, _numbers
-
         try:
             cast = _arrow("cast", arr, options=_compute().CastOptions.safe(pa.float64()))
         except (pa.ArrowInvalid, pa.ArrowException):  # not a number as Arrow reads one
@@ -1123,7 +1125,7 @@ class _Values(Sequence[Any]):
         raw = cells.view(np.uint8).reshape(len(cells), -1)
         space = np.zeros(256, dtype=bool)
         space[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
-        last = raw[np.arange(len(cells)), np.char.str_len(cells) - 1]
+        last = raw[np.arange(len(cells)), (raw != 0).sum(axis=1) - 1]  # no NUL inside
         return not (space[raw[:, 0]].any() or space[last].any())
 
 

@@ -29,7 +29,16 @@ import numpy as np
 
 from streamanon.errors import ConfigError, InputError
 from streamanon.records import Rejected
-from streamanon.verify._read import guess_format, json_objects, read_bytes, seconds, source_name
+from streamanon.verify._read import (
+    _arrow,
+    _compute,
+    _numbers,
+    guess_format,
+    json_objects,
+    read_bytes,
+    seconds,
+    source_name,
+)
 
 MAX_FIELD = 4096
 _OTHER_SPACE = re.compile(r"[^\S\n]")
@@ -74,29 +83,6 @@ class _Texts(Sequence[str]):
         names = enc.dictionary.to_pylist()
         codes = _numbers(enc.indices, np.int32).astype(np.int64)
         return codes, names, {name: i for i, name in enumerate(names)}
-
-
-def _compute() -> Any:
-    """Arrow's compute registry: its private module where it is (importing
-    ``pyarrow.compute``, a wrapper and docstring made per function, costs more than a check
-    of a small file), the public one where a pyarrow release has moved it."""
-    try:
-        import pyarrow._compute as registry
-    except ImportError:  # pragma: no cover - a pyarrow without the private module
-        import pyarrow.compute as registry
-    return registry
-
-
-def _arrow(function: str, *args: Any, options: Any = None) -> Any:
-    """Arrow's compute ``function`` on ``args``, called through its registry."""
-    return _compute().call_function(function, list(args), options)
-
-
-def _numbers(column: Any, dtype: Any) -> np.ndarray:
-    """The values of an Arrow array of numbers without nulls, as numpy's (a view of its
-    buffer; ``to_numpy`` would import pandas)."""
-    return np.frombuffer(column.buffers()[1], dtype=dtype, count=len(column),
-                         offset=column.offset * np.dtype(dtype).itemsize)
 
 
 def _text_bytes(column: Any) -> Any:

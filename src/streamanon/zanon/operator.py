@@ -535,12 +535,13 @@ def _window_counts(
     tail: each (value, user) pair's latest row still within Δt of ``now``, in stream order.
     """
     r = len(vc)
-    # dense rank of each row's time, and per distinct time the first rank more than Δt later
+    # per distinct time, the first one more than Δt later
     new_time = np.empty(r, dtype=bool)
     new_time[0] = True
     np.not_equal(t[1:], t[:-1], out=new_time[1:])
-    rank = np.cumsum(new_time) - 1
-    times = t[new_time]
+    distinct = bool(new_time.all())
+    starts = None if distinct else np.flatnonzero(new_time)
+    times = t if starts is None else t[starts]
     nt = len(times)
     later = _search_sorted(times, times + delta_t, "right")
     # correct float rounding of t + Δt so that the test is exactly ``t_p - t_q > Δt``
@@ -550,14 +551,16 @@ def _window_counts(
         if not (up.any() or down.any()):
             break
         later = later + up - down
+    if starts is not None:  # per row: the first row more than Δt later
+        later = np.append(starts, r)[later][np.cumsum(new_time) - 1]
     # group rows by value, keeping stream order inside each group
     by_v = _stable_argsort(vc)
     n_v = int(vc.max()) + 1
     vs = np.repeat(np.arange(n_v, dtype=np.int64), np.bincount(vc, minlength=n_v))  # vc[by_v]
-    us = uc[by_v]
-    rank_s = by_v if nt == r else rank[by_v]  # all times distinct: the rank is the row
     # next exposure of the same (value, user), as a position in by_v order (r = none)
     n_u = int(uc.max()) + 1
+    # (gathered from narrow copies: a random gather's cost is the cache misses on its source)
+    us = (uc.astype(np.uint16) if n_u <= 1 << 16 else uc)[by_v].astype(np.int64)
     if n_v * n_u <= 1 << 32:  # one code per pair: sorted in two 16-bit passes
         pair = vs * n_u + us
         by_pair = _stable_argsort(pair)
@@ -569,10 +572,11 @@ def _window_counts(
         same = (vs[by_pair[:-1]] == vs[by_pair[1:]]) & (us[by_pair[:-1]] == us[by_pair[1:]])
     nxt = np.full(r, r, dtype=np.int64)
     nxt[by_pair[:-1][same]] = by_pair[1:][same]
-    # hi: first position of the same value whose time is more than Δt after this row's
-    stride = nt + 1
-    base = vs * stride
-    hi = _search_sorted(base + rank_s, base + later[rank_s], "left")
+    # hi: first position of the same value whose time is more than Δt after this row's: the
+    # first whose row is ``later`` or after (inside a value's group, rows are in order)
+    base = vs * (r + 1)
+    narrow = later.astype(np.int32) if r < 1 << 31 else later
+    hi = _search_sorted(base + by_v, base + narrow[by_v], "left")
     end = np.minimum(nxt, hi)
     ends_before = np.cumsum(np.bincount(end, minlength=r + 1)[:r])
     counts = np.empty(r, dtype=np.int64)
