@@ -141,6 +141,33 @@ class WindowCache:
             self.leaves.pop(it.pos, None)
 
 
+def reuse_rest(history: History, rest: list[Item], st: State,
+               fits: Callable[[State, Item, bool], bool]) -> list[tuple[Item, Any]]:
+    """The tuples of ``rest`` (what is left of a released part after the moves of
+    ``CastleAnonymizer._reuse_history``, generalized to ``st``), each with the remembered
+    class it joins: all of them when each fits in a remembered class and those classes lose
+    less together than the tuples would as their own class; else none.
+
+    ``fits(state, item, record)``: whether ``item`` may leave in a class of ``state`` (its
+    anchors; with ``record``, noted). A class released with >= k individuals meeting the
+    rule still does with tuples added, so the tuples need not form a class of their own.
+    """
+    if not rest:
+        return []
+    hits = history.best_of(rest)
+    total = 0.0
+    for it, hit in zip(rest, hits, strict=True):
+        if hit is None or not fits(hit[1][4], it, False):
+            return []
+        total += hit[0]
+    cset = history.cset
+    if not total < cset.weighted(cset.attr_losses(st, rest)) * len(rest):
+        return []
+    for it, hit in zip(rest, hits, strict=True):
+        fits(hit[1][4], it, True)
+    return [(it, hit[1]) for it, hit in zip(rest, hits, strict=True)]  # type: ignore[index]
+
+
 def remove_held(cset: ClusterSet, items: Sequence[Item]) -> None:
     """``cset.remove_items(items)``, the same state, for the clusters the window release
     leaves open: each cluster's kept rows of numbers and hierarchy nodes
@@ -222,4 +249,4 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     return cache.leaves[item.pos]
 
 
-__all__ = ["HISTORY", "History", "WindowCache", "remove_held", "window_leaf"]
+__all__ = ["HISTORY", "History", "WindowCache", "remove_held", "reuse_rest", "window_leaf"]
