@@ -365,21 +365,26 @@ def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
         the rows kept: numbers and nodes.
     """
     m = x.shape[0]
-    d = x.shape[1]
     n = m + xn.shape[0]
-    out = np.empty((n - len(drop), d))
+    out = np.empty((n - len(drop), x.shape[1]))
     out_at = np.empty((n - len(drop), at.shape[1]), dtype=np.int64)
     r = 0
-    p = 0
-    for i in range(n):
-        if p < len(drop) and drop[p] == i:
-            p += 1
-            continue
-        for q in range(d):
-            out[r, q] = x[i, q] if i < m else xn[i - m, q]
-        for j in range(at.shape[1]):
-            out_at[r, j] = at[i, j] if i < m else atn[i - m, j]
-        r += 1
+    start = 0
+    for p in range(len(drop) + 1):
+        stop = drop[p] if p < len(drop) else n  # rows start..stop-1 stay
+        a = min(start, m)
+        b = min(stop, m)
+        if b > a:  # the kept rows' part in x, in one slice
+            out[r:r + b - a] = x[a:b]
+            out_at[r:r + b - a] = at[a:b]
+            r += b - a
+        a = max(start, m)
+        b = max(stop, m)
+        if b > a:  # and in xn
+            out[r:r + b - a] = xn[a - m:b - m]
+            out_at[r:r + b - a] = atn[a - m:b - m]
+            r += b - a
+        start = stop + 1
     kept_state(out, out_at, tables, h, bounds, nodes)
     return out, out_at
 

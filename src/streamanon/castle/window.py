@@ -154,14 +154,15 @@ def reuse_rest(history: History, rest: list[Item], st: State,
     """
     if not rest:
         return []
-    hits = history.best_of(rest)
+    cset = history.cset
+    own = cset.weighted(cset.attr_losses(st, rest)) * len(rest)
+    hits = history.best_of(rest, below=own)  # a class losing more alone cannot do
     total = 0.0
     for it, hit in zip(rest, hits, strict=True):
         if hit is None or not fits(hit[1][4], it, False):
             return []
         total += hit[0]
-    cset = history.cset
-    if not total < cset.weighted(cset.attr_losses(st, rest)) * len(rest):
+    if not total < own:
         return []
     for it, hit in zip(rest, hits, strict=True):
         fits(hit[1][4], it, True)
