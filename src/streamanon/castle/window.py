@@ -6,9 +6,10 @@ diversity rule (a class of fewer than 2k individuals too, by its tuples), and on
 class holding the expiring tuple is released; the others stay held. The partition is kept
 (:class:`WindowCache`) and reused while the expiring tuple's class still meets the rule, so
 the cuts run about once per δ arrivals. Every released class's generalization is remembered
-(:class:`History`, the last ``HISTORY`` classes): an expiring tuple that fits in one that
-loses less than its own class joins it (CASTLE's Ω rule: the class already holds >= k
-individuals and its sensitive values). When the held tuples cannot form a class, the
+(:class:`History`, the last ``HISTORY`` classes): a tuple of the class released that fits in
+one that loses less than its own class joins it (CASTLE's Ω rule: the class already holds >= k
+individuals and its sensitive values), and so does the whole rest when that loses less
+(:func:`reuse_rest`). When the held tuples cannot form a class, the
 operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
 """
 
