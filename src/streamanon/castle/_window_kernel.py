@@ -101,9 +101,17 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, ranked: np.ndar
 @njit(cache=True, nogil=True)
 def rank_replace(order: np.ndarray, ranked: np.ndarray, n: int, drop: bool,
                  old_loss: float, slot: int, loss: float) -> int:  # pragma: no cover - numba
-    """Keep ``order`` (the slots in use by loss, then slot; ``ranked`` their losses, the
-    first ``n`` in use) sorted when slot ``slot`` is given loss ``loss``: with ``drop``, the
-    slot first leaves its place (loss ``old_loss``). Returns the slots in use after.
+    """Keep ``order`` sorted when slot ``slot`` is given loss ``loss``; returns the slots in
+    use after.
+
+    Args:
+        order: the slots in use by loss, then slot (the first ``n``); changed in place.
+        ranked: their losses, likewise.
+        n: the slots in use.
+        drop: the slot is in use: it first leaves its place.
+        old_loss: its loss then.
+        slot: the slot.
+        loss: its new loss.
     """
     if drop:
         at = _rank_at(order, ranked, n, old_loss, slot)
@@ -123,7 +131,15 @@ def rank_replace(order: np.ndarray, ranked: np.ndarray, n: int, drop: bool,
 @njit(cache=True, nogil=True)
 def _rank_at(order: np.ndarray, ranked: np.ndarray, n: int, loss: float,
              slot: int) -> int:  # pragma: no cover - numba
-    """The first place in ``order[:n]`` not before ``(loss, slot)``, by loss then slot."""
+    """The first place in ``order[:n]`` not before ``(loss, slot)``, by loss then slot.
+
+    Args:
+        order: the slots by loss, then slot.
+        ranked: their losses.
+        n: the slots in use.
+        loss: the loss looked for.
+        slot: the slot looked for.
+    """
     a = 0
     b = n
     while a < b:
