@@ -16,6 +16,11 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, ranked: np.ndar
     it (its numbers in the class's ranges, the class's hierarchy nodes its ancestors), the
     lowest slot among equal losses: the first that holds it in ``order``; ``-1`` for none.
 
+    With several tuples, the classes are first narrowed, in one pass, to those that can hold
+    one of them: ranges meeting the tuples' bounds, nodes on a line with the tuples' lowest
+    common node (both are ancestors of a tuple's node). The order is kept, so the answers are
+    the same.
+
     Args:
         lo: the classes' lows, one row per numeric attribute, a column per class (slot).
         hi: the classes' highs, likewise.
@@ -32,12 +37,49 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, ranked: np.ndar
     """
     m, d = x.shape
     h = at.shape[1]
+    n = 0
+    while n < len(order) and ranked[n] < below:
+        n += 1
+    cand = order[:n]
+    if m > 1 and n > 8:
+        bmin = np.full(d, np.inf)
+        bmax = np.full(d, -np.inf)
+        for i in range(m):
+            for j in range(d):
+                v = x[i, j]
+                if v < bmin[j]:
+                    bmin[j] = v
+                if v > bmax[j]:
+                    bmax[j] = v
+        top = np.empty(h, dtype=np.int64)
+        for j in range(h):
+            node = at[0, j]
+            for i in range(1, m):
+                node = tables[offsets[j] + node * offsets[h + j] + at[i, j]]
+            top[j] = node
+        keep = np.empty(n, dtype=np.int64)
+        kept = 0
+        for p in range(n):
+            c = order[p]
+            ok = True
+            for j in range(d):
+                if not (lo[j, c] <= bmax[j] and hi[j, c] >= bmin[j]):
+                    ok = False
+                    break
+            if ok:
+                for j in range(h):
+                    node = nodes[c, j]
+                    meet = tables[offsets[j] + node * offsets[h + j] + top[j]]
+                    if meet != node and meet != top[j]:
+                        ok = False
+                        break
+            if ok:
+                keep[kept] = c
+                kept += 1
+        cand = keep[:kept]
     for i in range(m):
         best = -1
-        for p in range(len(order)):
-            if not ranked[p] < below:
-                break
-            c = order[p]
+        for c in cand:
             ok = True
             for j in range(d):
                 v = x[i, j]
@@ -54,6 +96,59 @@ def best_fits(lo: np.ndarray, hi: np.ndarray, order: np.ndarray, ranked: np.ndar
                 best = c
                 break
         out[i] = best
+
+
+@njit(cache=True, nogil=True)
+def rank_replace(order: np.ndarray, ranked: np.ndarray, n: int, drop: bool,
+                 old_loss: float, slot: int, loss: float) -> int:  # pragma: no cover - numba
+    """Keep ``order`` sorted when slot ``slot`` is given loss ``loss``; returns the slots in
+    use after.
+
+    Args:
+        order: the slots in use by loss, then slot (the first ``n``); changed in place.
+        ranked: their losses, likewise.
+        n: the slots in use.
+        drop: the slot is in use: it first leaves its place.
+        old_loss: its loss then.
+        slot: the slot.
+        loss: its new loss.
+    """
+    if drop:
+        at = _rank_at(order, ranked, n, old_loss, slot)
+        for p in range(at, n - 1):
+            order[p] = order[p + 1]
+            ranked[p] = ranked[p + 1]
+        n -= 1
+    at = _rank_at(order, ranked, n, loss, slot)
+    for p in range(n, at, -1):
+        order[p] = order[p - 1]
+        ranked[p] = ranked[p - 1]
+    order[at] = slot
+    ranked[at] = loss
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _rank_at(order: np.ndarray, ranked: np.ndarray, n: int, loss: float,
+             slot: int) -> int:  # pragma: no cover - numba
+    """The first place in ``order[:n]`` not before ``(loss, slot)``, by loss then slot.
+
+    Args:
+        order: the slots by loss, then slot.
+        ranked: their losses.
+        n: the slots in use.
+        loss: the loss looked for.
+        slot: the slot looked for.
+    """
+    a = 0
+    b = n
+    while a < b:
+        mid = (a + b) // 2
+        if ranked[mid] < loss or (ranked[mid] == loss and order[mid] < slot):
+            a = mid + 1
+        else:
+            b = mid
+    return a
 
 
 @njit(cache=True, nogil=True)
@@ -264,4 +359,50 @@ def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h:
         nodes[j] = node
 
 
-__all__ = ["best_fits", "kept_state", "median_cuts"]
+@njit(cache=True, nogil=True)
+def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
+              drop: np.ndarray, tables: tuple[np.ndarray, ...], h: int, bounds: np.ndarray,
+              nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    """A cluster's rows without the tuples that leave, and its state (``window.remove_held``):
+    the same rows and the same state as :func:`kept_state` on them.
+
+    Args:
+        x: the kept rows of numbers, one per tuple, then ``xn``: the tuples joined since.
+        xn: the numbers of the tuples joined since.
+        at: the kept rows of hierarchy nodes, then ``atn``, likewise.
+        atn: the nodes of the tuples joined since.
+        drop: the rows that leave (positions in ``x`` then ``xn``), ascending; not all.
+        tables: each hierarchy's LCA table (one placeholder table when there is none).
+        h: the hierarchies.
+        bounds: written: ``-min`` of each column of the rows kept, then each ``max``.
+        nodes: written: for each hierarchy, the lowest common node of the rows kept.
+
+    Returns:
+        the rows kept: numbers and nodes.
+    """
+    m = x.shape[0]
+    n = m + xn.shape[0]
+    out = np.empty((n - len(drop), x.shape[1]))
+    out_at = np.empty((n - len(drop), at.shape[1]), dtype=np.int64)
+    r = 0
+    start = 0
+    for p in range(len(drop) + 1):
+        stop = drop[p] if p < len(drop) else n  # rows start..stop-1 stay
+        a = min(start, m)
+        b = min(stop, m)
+        if b > a:  # the kept rows' part in x, in one slice
+            out[r:r + b - a] = x[a:b]
+            out_at[r:r + b - a] = at[a:b]
+            r += b - a
+        a = max(start, m)
+        b = max(stop, m)
+        if b > a:  # and in xn
+            out[r:r + b - a] = xn[a - m:b - m]
+            out_at[r:r + b - a] = atn[a - m:b - m]
+            r += b - a
+        start = stop + 1
+    kept_state(out, out_at, tables, h, bounds, nodes)
+    return out, out_at
+
+
+__all__ = ["best_fits", "drop_rows", "kept_state", "median_cuts", "rank_replace"]

@@ -41,7 +41,7 @@ from streamanon.castle.loss import Metric
 from streamanon.castle.records import CastleRow, Released
 from streamanon.castle.rules import RuleSet, check_hierarchy_scope
 from streamanon.castle.split import SPLITS, median_split
-from streamanon.castle.window import History, WindowCache, window_leaf
+from streamanon.castle.window import History, WindowCache, remove_held, reuse_rest, window_leaf
 from streamanon.errors import (
     BadRecordError,
     BadValueError,
@@ -810,11 +810,15 @@ class CastleAnonymizer(OperatorBase):
         gone: list[tuple[Item, Any]] = []
         if p.rule.distinct:
             leaf, st, gone = self._reuse_history(cset, history, leaf, st, meets)
-        cset.remove_items([it for it, _ in gone] + leaf if gone else leaf)
+            rest = reuse_rest(history, leaf, st, lambda s, it, r: self._anchor_fits(
+                cset, s, it, record=r))
+            leaf, gone = ([], gone + rest) if rest else (leaf, gone)
+        remove_held(cset, [it for it, _ in gone] + leaf if gone else leaf)
         for it, reused in gone:
             self._emit(cset, [it], *reused[:4], out)
-        payload = self._release(cset, leaf, st, out)
-        history.add(payload[4], payload[1], payload)
+        if leaf:
+            payload = self._release(cset, leaf, st, out)
+            history.add(payload[4], payload[1], payload)
         return True
 
     def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,

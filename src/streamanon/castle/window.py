@@ -6,15 +6,16 @@ diversity rule (a class of fewer than 2k individuals too, by its tuples), and on
 class holding the expiring tuple is released; the others stay held. The partition is kept
 (:class:`WindowCache`) and reused while the expiring tuple's class still meets the rule, so
 the cuts run about once per δ arrivals. Every released class's generalization is remembered
-(:class:`History`, the last ``HISTORY`` classes): an expiring tuple that fits in one that
-loses less than its own class joins it (CASTLE's Ω rule: the class already holds >= k
-individuals and its sensitive values). When the held tuples cannot form a class, the
+(:class:`History`, the last ``HISTORY`` classes): a tuple of the class released that fits in
+one that loses less than its own class joins it (CASTLE's Ω rule: the class already holds >= k
+individuals and its sensitive values), and so does the whole rest when that loses less
+(:func:`reuse_rest`). When the held tuples cannot form a class, the
 operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +24,13 @@ import numpy as np
 from streamanon.castle.split import flat_tables, median_split
 
 if TYPE_CHECKING:
-    from streamanon.castle.cluster import ClusterSet, Item, State
+    from streamanon.castle.cluster import Cluster, ClusterSet, Item, State
     from streamanon.castle.diversity import Diversity
 
 #: released generalizations remembered for reuse
 HISTORY = 4096
+
+_NO_TABLE = np.zeros((1, 1), dtype=np.int32)  # drop_rows: a tuple of one table when none
 
 
 class History:
@@ -47,34 +50,39 @@ class History:
         # a fit needs the numbers and hierarchy nodes only: no plug-ins, no missing values
         self.usable = not cset.other
         self._flat: tuple[tuple[int, ...], np.ndarray, np.ndarray] | None = None
-        # the slots in use by (loss, slot), and their losses: the fit test's order
-        self._order: np.ndarray | None = np.zeros(0, dtype=np.int64)
-        self._ranked_loss = np.zeros(0)
+        # the slots in use by (loss, slot), and their losses (the first ``_n_ranked``): the
+        # fit test's order
+        self._by_loss: np.ndarray | None = np.zeros(size, dtype=np.int64)
+        self._by_loss_val = np.zeros(size)
+        self._n_ranked = 0
 
     def add(self, st: State, loss: float, payload: Any) -> None:
+        from streamanon.castle._window_kernel import rank_replace
+
         i = self.next % len(self.loss)
-        order, ranked = self._ranked()
-        if self.next >= len(self.loss):  # the ring's oldest class leaves the order
-            at = _place(order, ranked, float(self.loss[i]), i)
-            order, ranked = np.delete(order, at), np.delete(ranked, at)
+        self._ranked()
+        full = self.next >= len(self.loss)  # the ring's oldest class leaves the order
+        self._n_ranked = rank_replace(self._by_loss, self._by_loss_val, self._n_ranked, full,
+                                      float(self.loss[i]), i, float(loss))
         self.next += 1
         self.lo[:, i], self.hi[:, i] = st.lo, st.hi
         self.nodes[i] = st.nodes
         self.loss[i] = loss
         self.payload[i] = payload
-        at = _place(order, ranked, float(loss), i)
-        self._order = np.insert(order, at, i)
-        self._ranked_loss = np.insert(ranked, at, float(loss))
 
     def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
         """The classes in use by (loss, slot), and their losses (built from the ring when a
         History pickled before them has none)."""
-        order = getattr(self, "_order", None)
-        if order is None:
-            n = min(self.next, len(self.loss))
+        if getattr(self, "_by_loss", None) is None:
+            size = len(self.loss)
+            n = min(self.next, size)
             order = np.lexsort((np.arange(n), self.loss[:n])).astype(np.int64)
-            self._order, self._ranked_loss = order, self.loss[order].copy()
-        return self._order, self._ranked_loss
+            self._by_loss = np.zeros(size, dtype=np.int64)
+            self._by_loss_val = np.zeros(size)
+            self._by_loss[:n], self._by_loss_val[:n] = order, self.loss[order]
+            self._n_ranked = n
+        n = self._n_ranked
+        return self._by_loss[:n], self._by_loss_val[:n]  # type: ignore[index]
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray]:
         """The hierarchies' LCA tables flattened and their offsets (:func:`best_fits`),
@@ -116,13 +124,6 @@ class History:
         return out
 
 
-def _place(order: np.ndarray, ranked: np.ndarray, loss: float, slot: int) -> int:
-    """Where slot ``slot`` of loss ``loss`` is (or goes) in ``order`` (by loss, then slot)."""
-    lo = int(np.searchsorted(ranked, loss, side="left"))
-    hi = int(np.searchsorted(ranked, loss, side="right"))
-    return lo + int(np.searchsorted(order[lo:hi], slot))
-
-
 @dataclass
 class WindowCache:
     """The last partition of the held tuples (each tuple's class, by stream position) and
@@ -139,6 +140,84 @@ class WindowCache:
     def forget(self, items: Iterable[Item]) -> None:
         for it in items:
             self.leaves.pop(it.pos, None)
+
+
+def reuse_rest(history: History, rest: list[Item], st: State,
+               fits: Callable[[State, Item, bool], bool]) -> list[tuple[Item, Any]]:
+    """The tuples of ``rest`` (what is left of a released part after the moves of
+    ``CastleAnonymizer._reuse_history``, generalized to ``st``), each with the remembered
+    class it joins: all of them when each fits in a remembered class and those classes lose
+    less together than the tuples would as their own class; else none.
+
+    ``fits(state, item, record)``: whether ``item`` may leave in a class of ``state`` (its
+    anchors; with ``record``, noted). A class released with >= k individuals meeting the
+    rule still does with tuples added, so the tuples need not form a class of their own.
+    """
+    if not rest:
+        return []
+    cset = history.cset
+    own = cset.weighted(cset.attr_losses(st, rest)) * len(rest)
+    hits = history.best_of(rest, below=own)  # a class losing more alone cannot do
+    total = 0.0
+    for it, hit in zip(rest, hits, strict=True):
+        if hit is None or not fits(hit[1][4], it, False):
+            return []
+        total += hit[0]
+    if not total < own:
+        return []
+    for it, hit in zip(rest, hits, strict=True):
+        fits(hit[1][4], it, True)
+    return [(it, hit[1]) for it, hit in zip(rest, hits, strict=True)]  # type: ignore[index]
+
+
+def remove_held(cset: ClusterSet, items: Sequence[Item]) -> None:
+    """``cset.remove_items(items)``, the same state, for the clusters the window release
+    leaves open: each cluster's kept rows of numbers and hierarchy nodes
+    (``ClusterSet._held_arrays``, the same cache) lose the tuples that leave and give the
+    state in one compiled pass (:func:`~streamanon.castle._window_kernel.drop_rows`), not in
+    a concatenation, two selections and a fold. A cluster left empty, one without kept rows,
+    missing values or plug-ins go through ``remove_items``."""
+    if cset._star or cset.other:
+        cset.remove_items(items)
+        return
+    from streamanon.castle._window_kernel import drop_rows
+
+    by_cluster: dict[int, tuple[Cluster, list[Item]]] = {}
+    for item in items:
+        c = item.cluster
+        if c is None:
+            cset.remove_items(items)  # its error
+            return
+        by_cluster.setdefault(id(c), (c, []))[1].append(item)
+    rest: list[Item] = []
+    d, h = len(cset.num), len(cset.hier)
+    tables: tuple[np.ndarray, ...] | None = None
+    for key, (c, gone) in by_cluster.items():
+        old = c.items
+        entry = cset._held_arrays.get(key)
+        m = len(entry[1]) if entry is not None and entry[0] is c else -1
+        if len(gone) >= len(old) or not 0 < m <= len(old) or entry[1] != old[:m]:
+            rest += gone
+            continue
+        cset._other_key = None
+        for it in gone:
+            cset._uncount(c, it)
+        drop = np.array(sorted(old.index(it) for it in gone), dtype=np.int64)
+        new = old[m:]
+        xn = np.array([it.numbers for it in new], dtype=np.float64).reshape(len(new), d)
+        atn = np.array([it.nodes for it in new], dtype=np.int64).reshape(len(new), h)
+        if tables is None:
+            tables = tuple(g.tree.lca_table() for g in cset.hier) or (_NO_TABLE,)
+        i = cset.index(c)
+        x, at = drop_rows(entry[2], xn, entry[3], atn, drop, tables, h, cset._bounds[i],
+                          cset._nodes[i])
+        kept = old.copy()
+        for j in reversed(drop.tolist()):
+            del kept[j]
+        c.items = kept
+        cset._held_arrays[key] = (c, list(kept), x, at)
+    if rest:
+        cset.remove_items(rest)
 
 
 def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item: Item, *,
@@ -172,4 +251,4 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     return cache.leaves[item.pos]
 
 
-__all__ = ["HISTORY", "History", "WindowCache", "window_leaf"]
+__all__ = ["HISTORY", "History", "WindowCache", "remove_held", "reuse_rest", "window_leaf"]
