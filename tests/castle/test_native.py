@@ -119,3 +119,22 @@ def test_a_build_that_fails_says_why(monkeypatch, tmp_path) -> None:
     assert _native.load() is None
     assert _native.unavailable is not None and "the build failed" in _native.unavailable
     assert list((tmp_path / "streamanon" / "kernels").iterdir()) == []  # no half-built file
+
+
+@needs_native
+def test_a_cache_others_may_write_is_not_loaded(monkeypatch, tmp_path) -> None:
+    """A library in a folder another user may write could be anyone's code: the C build is
+    refused there (numba serves) and says why; the folders it creates are the user's only."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _native.load() is not None
+    kernels = tmp_path / "streamanon" / "kernels"
+    assert kernels.stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "streamanon").stat().st_mode & 0o777 == 0o700
+    kernels.chmod(0o777)
+    assert _native.load() is None
+    assert "writable by others" in (_native.unavailable or "")
+    kernels.chmod(0o700)
+    (built,) = kernels.iterdir()
+    built.chmod(0o666)
+    assert _native.load() is None
+    assert "writable by others" in (_native.unavailable or "")

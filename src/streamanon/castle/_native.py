@@ -13,6 +13,7 @@ Design: docs/design/castle.md
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -341,6 +342,24 @@ def cache_dir() -> Path:
     return Path(base) / "streamanon" / "kernels"
 
 
+def _private_dir(folder: Path) -> None:
+    """Create ``folder`` (and ``streamanon/`` above it) readable by this user only, and
+    refuse a folder another user owns or may write: a library loaded from it runs as this
+    process, so whoever can put a file there could run code in it."""
+    for level in (folder.parent, folder):
+        with contextlib.suppress(FileExistsError):
+            level.mkdir(mode=0o700)
+        _refuse_shared(level)
+
+
+def _refuse_shared(path: Path) -> None:
+    """``PermissionError`` unless ``path`` is owned by this user and not writable by others."""
+    st = path.lstat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise PermissionError(f"{path} is owned by uid {st.st_uid} or writable by others "
+                              f"(mode {st.st_mode & 0o777:o}); not loading a library from it")
+
+
 def _build(target: Path) -> None:
     """Compile :data:`SOURCE` to ``target`` (via a file of its own, renamed into place: two
     processes building at once each write their own). Raises ``OSError`` (with the
@@ -356,7 +375,8 @@ def _build(target: Path) -> None:
     if cc is None:
         raise FileNotFoundError("no C compiler")
     includes = [sysconfig.get_paths()["include"], np.get_include()]
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.parent.parent.mkdir(parents=True, exist_ok=True)
+    _private_dir(target.parent)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         src = Path(tmp) / "castle_native.c"
         src.write_text(SOURCE, encoding="utf-8")
@@ -388,8 +408,12 @@ def load() -> ModuleType | None:
                                     suffix)).encode()).hexdigest()[:20]
     try:
         target = cache_dir() / f"castle_{key}{suffix}"
-        if not target.exists():
+        if target.exists():
+            _refuse_shared(target.parent.parent)
+            _refuse_shared(target.parent)
+        else:
             _build(target)
+        _refuse_shared(target)
         spec = importlib.util.spec_from_file_location("_castle_native", target)
         if spec is None or spec.loader is None:
             unavailable = f"cannot load {target}"
