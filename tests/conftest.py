@@ -172,9 +172,14 @@ def _timed(files: dict[str, list[pytest.Item]]) -> set[str]:
 
 
 def _beside(files: dict[str, list[pytest.Item]], seconds: Callable[[str], float]) -> set[str]:
-    """The shortest files that take about as long together as the ``wallclock`` files."""
+    """The shortest files that take about as long together as the ``wallclock`` files; never
+    one with a test marked ``flink`` or ``kafka`` (a JVM or a broker, however short, takes
+    both cores for a moment: the live sites beside it would miss cycles)."""
     timed = _timed(files)
-    rest = sorted((p for p in files if p not in timed), key=seconds, reverse=True)  # stable
+    heavy = {p for p, its in files.items()
+             if any(i.get_closest_marker(m) for i in its for m in ("flink", "kafka"))}
+    rest = sorted((p for p in files if p not in timed and p not in heavy), key=seconds,
+                  reverse=True)  # stable
     budget = sum(seconds(p) for p in timed)
     beside, cut = 0.0, len(rest)
     while cut > 0 and beside + seconds(rest[cut - 1]) <= budget:
