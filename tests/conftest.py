@@ -1,6 +1,7 @@
-"""Shared test fixtures: hypothesis profiles (CI runs fewer examples per property), the shared
-Kafka broker, the ``wallclock`` phase split of ``./dev test`` (``STREAMANON_TEST_PHASE``) and,
-on pytest-xdist workers, the order of the test files (longest first: tests/durations.json)."""
+"""Shared test fixtures: hypothesis profiles (CI runs fewer examples per property), the JVMs'
+options ($JVM_ARGS), the shared Kafka broker, the ``wallclock`` phase split of ``./dev test``
+(``STREAMANON_TEST_PHASE``) and, on pytest-xdist workers, the order of the test files
+(longest first: tests/durations.json)."""
 
 import json
 import os
@@ -26,6 +27,14 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 _STATE = tempfile.mkdtemp(prefix="streamanon-test-state-")
 os.environ["XDG_STATE_HOME"] = _STATE
 os.environ.pop("STREAMANON_CHECKPOINT_KEY_FILE", None)
+
+# The JVMs the tests start (PyFlink's mini-cluster, `flink run`, a standalone cluster's
+# JobManager and TaskManagers: their launchers all read $JVM_ARGS) compile with C1 only and
+# collect with the serial collector: the tests' jobs are short, and the JIT's second tier and
+# G1's threads cost them a third of their CPU time (start-up included) for nothing; what a
+# job computes does not change. A $JVM_ARGS of one's own is kept as it is.
+TEST_JVM_ARGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("JVM_ARGS", TEST_JVM_ARGS)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -163,9 +172,14 @@ def _timed(files: dict[str, list[pytest.Item]]) -> set[str]:
 
 
 def _beside(files: dict[str, list[pytest.Item]], seconds: Callable[[str], float]) -> set[str]:
-    """The shortest files that take about as long together as the ``wallclock`` files."""
+    """The shortest files that take about as long together as the ``wallclock`` files; never
+    one with a test marked ``flink`` or ``kafka`` (a JVM or a broker, however short, takes
+    both cores for a moment: the live sites beside it would miss cycles)."""
     timed = _timed(files)
-    rest = sorted((p for p in files if p not in timed), key=seconds, reverse=True)  # stable
+    heavy = {p for p, its in files.items()
+             if any(i.get_closest_marker(m) for i in its for m in ("flink", "kafka"))}
+    rest = sorted((p for p in files if p not in timed and p not in heavy), key=seconds,
+                  reverse=True)  # stable
     budget = sum(seconds(p) for p in timed)
     beside, cut = 0.0, len(rest)
     while cut > 0 and beside + seconds(rest[cut - 1]) <= budget:

@@ -1,7 +1,8 @@
 """Kill-and-compare helpers of the Kafka tests that SIGKILL a job mid-stream (tests/flink: the
 connector's restore tests, the standalone cluster's TaskManager kills; tests/pipeline/kafka:
 the exactly-once tests): the CASTLE input on a topic, the wait for a checkpoint taken after
-output, the pure command's reference run and the each-message-once comparison."""
+output, the pure command's reference run (in the background) and the each-message-once
+comparison."""
 
 from __future__ import annotations
 
@@ -70,14 +71,31 @@ def topic_end(bootstrap: str, topic: str) -> Callable[[], int]:
     return written
 
 
-def pure_summary(broker: Any, command: str, topic: str, out: str, *args: str,
-                 suppressed: str | None = None) -> dict:
-    """``streamanon COMMAND topic -o out [--suppressed ...] --from earliest ARGS --json``
-    (the pure command on the same topic): its summary."""
+def start_pure(broker: Any, command: str, topic: str, out: str, *args: str,
+               suppressed: str | None = None) -> Callable[[], dict]:
+    """``streamanon COMMAND topic -o out [--suppressed ...] --from earliest ARGS --json`` (the
+    pure command on the same topic), started now in a process of its own: call the result for
+    its summary (it waits). A kill test starts its reference run once the input
+    is on the topic, so that it runs while the job under test waits (paced input, start-up,
+    a restart's back-off) instead of after it; the two read the input and write their own
+    topics."""
     sup = ["--suppressed", broker.url(suppressed)] if suppressed else []
-    return summary_of(subprocess.run(
+    proc = subprocess.Popen(
         [str(EXE), command, broker.url(topic), "-o", broker.url(out), *sup, "--from",
-         "earliest", *args, "--json"], capture_output=True, text=True, timeout=120))
+         "earliest", *args, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+    def summary() -> dict:
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return summary_of(subprocess.CompletedProcess(proc.args, proc.returncode, stdout,
+                                                      stderr))
+
+    return summary
 
 
 def assert_each_message_once(got: list, want: list, ref: dict, at_kill: int,

@@ -15,7 +15,7 @@ from tests.kill_and_compare import (
     assert_suppressed_once,
     castle_topic,
     kill_mid_run,
-    pure_summary,
+    start_pure,
     verify_castle_releases,
 )
 from tests.pipeline.kafka.conftest import require_kafka, summary_of
@@ -35,6 +35,7 @@ def test_flink_castle_kafka_killed_and_restored_writes_each_message_once(kafka_b
     data, rules, header, inp = castle_topic(b, tmp_path, 6000, seed=8)
     out, sup, pure_out, pure_sup = b.names("flink", "fsup", "pure", "psup")
     common = ["--rules", str(rules), "--k", "4", "--l", "2", "--delta", "60", "--until-end"]
+    reference = start_pure(b, "castle", inp, pure_out, *common, suppressed=pure_sup)
     work = tmp_path / "work"
     args = ["flink", "castle", b.url(inp), "-o", b.url(out), "--suppressed", b.url(sup),
             "-p", "1", "--checkpoint-interval", "300", "--batch-ms", "20", "--batch-size",
@@ -43,7 +44,7 @@ def test_flink_castle_kafka_killed_and_restored_writes_each_message_once(kafka_b
                                   seed=8, min_written=200)
     s = summary_of(subprocess.run([*STREAMANON, *args, "--restore", "latest", "--json"],
                                   capture_output=True, text=True, timeout=300))
-    ref = pure_summary(b, "castle", inp, pure_out, *common, suppressed=pure_sup)
+    ref = reference()
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
     assert_each_message_once(got, want, ref, at_kill, delay)
     got_sup, want_sup = tagged(b.bootstrap, sup), tagged(b.bootstrap, pure_sup)

@@ -9,7 +9,7 @@ import subprocess
 
 from tests.flink.conftest import require_flink
 from tests.flink.test_kafka_connector import per_user, tagged
-from tests.kill_and_compare import assert_each_message_once, kill_mid_run, pure_summary
+from tests.kill_and_compare import assert_each_message_once, kill_mid_run, start_pure
 from tests.pipeline.kafka.conftest import produce, require_kafka, summary_of, z_trace
 
 require_flink()
@@ -27,6 +27,8 @@ def test_flink_z_kafka_killed_and_restored_writes_each_message_once(kafka_broker
     (inp,) = b.topics("in")
     out, pure_out = b.names("flink", "pure")
     produce(b.bootstrap, inp, z_trace(20_000, seed=9))
+    # the reference runs while the job under test runs
+    reference = start_pure(b, "z", inp, pure_out, "--z", "3", "--delta-t", "30", "--until-end")
     work = tmp_path / "work"
     args = ["flink", "z", b.url(inp), "-o", b.url(out), "--z", "3", "--delta-t", "30",
             "--until-end", "-p", "2", "--checkpoint-interval", "300", "--batch-ms", "20",
@@ -39,7 +41,7 @@ def test_flink_z_kafka_killed_and_restored_writes_each_message_once(kafka_broker
     proc = subprocess.run([*STREAMANON, *args, "--restore", "latest", "--json"],
                           capture_output=True, text=True, timeout=300)
     s = summary_of(proc)
-    ref = pure_summary(b, "z", inp, pure_out, "--z", "3", "--delta-t", "30", "--until-end")
+    ref = reference()
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
     # 0 repeats, 0 missing, nothing else: the pure run's messages as a multiset
     assert_each_message_once(got, want, ref, at_kill, delay)

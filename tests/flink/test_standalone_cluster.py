@@ -144,7 +144,7 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
     the output SIGKILLed while the output grows: the job restarts from its latest checkpoint
     inside the same command, and the output holds the pure command's messages, each once."""
     from tests.flink.test_kafka_connector import per_user, tagged
-    from tests.kill_and_compare import assert_each_message_once, pure_summary
+    from tests.kill_and_compare import assert_each_message_once, start_pure
     from tests.pipeline.kafka.conftest import produce, z_trace
 
     b = kafka_broker
@@ -153,6 +153,7 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
     produce(b.bootstrap, inp, z_trace(40_000, seed=11))
     work = tmp_path / "work"
     common = ["--z", "3", "--delta-t", "30", "--until-end"]
+    reference = start_pure(b, "z", inp, pure_out, *common)  # (runs while the job runs)
     # paced (the barrier of a checkpoint waits behind the records buffered before the
     # reading step) so that checkpoints complete while the output grows
     proc, at_kill, job = kill_taskmanager_mid_run(cluster, [
@@ -162,7 +163,7 @@ def test_flink_z_kafka_survives_a_killed_taskmanager_exactly_once(cluster, kafka
         min_written=300)
     s = finished(proc)
     assert failovers(cluster, job), "the job did not restart"
-    ref = pure_summary(b, "z", inp, pure_out, *common)
+    ref = reference()
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
     assert_each_message_once(got, want, ref, at_kill)  # 0 repeats, 0 missing
     assert per_user(got) == per_user(want)
@@ -180,7 +181,7 @@ def test_flink_castle_kafka_survives_a_killed_taskmanager_exactly_once(cluster, 
         assert_each_message_once,
         assert_suppressed_once,
         castle_topic,
-        pure_summary,
+        start_pure,
         verify_castle_releases,
     )
 
@@ -188,6 +189,7 @@ def test_flink_castle_kafka_survives_a_killed_taskmanager_exactly_once(cluster, 
     data, rules, header, inp = castle_topic(b, tmp_path, 6000, seed=8)
     out, sup, pure_out, pure_sup = b.names("flink", "fsup", "pure", "psup")
     common = ["--rules", str(rules), "--k", "4", "--l", "2", "--delta", "60", "--until-end"]
+    reference = start_pure(b, "castle", inp, pure_out, *common, suppressed=pure_sup)
     work = tmp_path / "work"
     proc, at_kill, job = kill_taskmanager_mid_run(cluster, [
         "castle", b.url(inp), "-o", b.url(out), "--suppressed", b.url(sup), "-p", "1",
@@ -196,7 +198,7 @@ def test_flink_castle_kafka_survives_a_killed_taskmanager_exactly_once(cluster, 
         "--json"], b.bootstrap, out, work, min_written=200)
     s = finished(proc)
     assert failovers(cluster, job), "the job did not restart"
-    ref = pure_summary(b, "castle", inp, pure_out, *common, suppressed=pure_sup)
+    ref = reference()
     got, want = tagged(b.bootstrap, out), tagged(b.bootstrap, pure_out)
     assert_each_message_once(got, want, ref, at_kill)
     got_sup, want_sup = tagged(b.bootstrap, sup), tagged(b.bootstrap, pure_sup)

@@ -97,9 +97,13 @@ class StandaloneCluster:
             "rest.port": self.rest_port,
             "parallelism.default": 1,
             "python.execution-mode": "thread",
-            # a TaskManager that dies (a kill, a crash) is noticed within seconds, not after
-            # the default 50 s heartbeat timeout
-            "heartbeat.interval": 2000, "heartbeat.timeout": 20000,
+            # a TaskManager that dies (a kill, a crash) is noticed within about a second: the
+            # first heartbeat the dead process does not answer (the connection refused: an
+            # unreachable recipient, which alone counts toward the threshold) releases it
+            # with its slots, before a restart could be deployed to it; one that is only
+            # slow (a loaded machine) still has the 20 s timeout, not the default 50 s
+            "heartbeat.interval": 1000, "heartbeat.timeout": 20000,
+            "heartbeat.rpc-failure-threshold": 1,
         }
         (conf / "config.yaml").write_text("".join(
             f"{key}: {json.dumps(value) if isinstance(value, str) else value}\n"
