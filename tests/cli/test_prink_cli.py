@@ -104,3 +104,39 @@ def test_every_finished_run_is_on_disk_before_the_grid_ends(tmp_path, monkeypatc
               seed=1)
     assert seen == [0, 1, 2]  # each run found the ones before it written
     assert len(read_runs(tmp_path / "prink-runs.csv")) == 3
+
+
+def test_replot_merges_grids_run_apart_into_one(tmp_path) -> None:
+    from streamanon.cli.prink import read_runs
+
+    def grid(name: str, ks: str) -> list[dict]:
+        res = runner.invoke(app, ["experiment", "prink", "--n", "200", "--k", ks, "--delta",
+                                  "100", "--l", "0", "--repeat", "1", "--rate", "0",
+                                  "--workdir", str(tmp_path / name), "--json"])
+        assert res.exit_code == 0, res.output
+        return read_runs(tmp_path / name / "prink-runs.csv")
+
+    first, second = grid("a", "5,3"), grid("b", "3")
+    merged_dir = tmp_path / "merged"
+    res = runner.invoke(app, ["experiment", "prink", "--replot", "--workdir", str(merged_dir),
+                              "--merge", str(tmp_path / "a"),
+                              "--merge", str(tmp_path / "b" / "prink-runs.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    merged = read_runs(merged_dir / "prink-runs.csv")
+    # the grid's order (k ascending), each configuration's repeats numbered in --merge order
+    assert [(r["k"], r["repeat"]) for r in merged] == [(3, 1), (3, 2), (5, 1)]
+    k3_first = next(r for r in first if r["k"] == 3)
+    assert merged[0] == k3_first and merged[1] == {**second[0], "repeat": 2}
+    assert merged[2] == next(r for r in first if r["k"] == 5)
+    configs = {c["k"]: c for c in json.loads(res.stdout)["configs"]}
+    assert configs[3]["repeats"] == 2 and configs[5]["repeats"] == 1
+    assert configs[3]["released"] == k3_first["released"]
+    assert sorted(p.name for p in merged_dir.glob("prink-fig*.png")) == [
+        "prink-fig3-info-loss-vs-k-per-tuple.png", "prink-fig3-info-loss-vs-k.png",
+        "prink-fig4-latency.png", "prink-fig5-internal-times.png"]
+    alone = runner.invoke(app, ["experiment", "prink", "--workdir", str(merged_dir),
+                                "--merge", str(tmp_path / "a")])
+    assert alone.exit_code == 2 and "only with --replot" in alone.stderr
+    empty = runner.invoke(app, ["experiment", "prink", "--replot", "--workdir",
+                                str(merged_dir), "--merge", str(tmp_path / "none")])
+    assert empty.exit_code == 2 and "no prink-runs.csv" in empty.stderr

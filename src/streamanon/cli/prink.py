@@ -15,7 +15,7 @@ from streamanon.castle.defaults import delta_below_k
 from streamanon.cli.app import experiment_app
 from streamanon.cli.common import JSON_HELP, fail, warn
 
-__all__ = ["experiment_prink", "read_runs", "run_prink", "write_figures"]
+__all__ = ["experiment_prink", "merge_runs", "read_runs", "run_prink", "write_figures"]
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -82,7 +82,7 @@ def run_prink(workdir: Path, *, ks: list[int], deltas: list[int], ls: list[int],
                               beta=beta, rate=rate, on_run=on_run)
     csv_path = prink.write_csv(workdir / "prink-runs.csv", runs)
     return write_figures(workdir, runs, tuples=len(rows), source=source, beta=beta,
-                         repeat=repeat, rate=rate, csv_path=csv_path)
+                         rate=rate, csv_path=csv_path)
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:
@@ -102,9 +102,50 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
         return [{k: number(v) for k, v in r.items()} for r in csv.DictReader(fh)]
 
 
+def merge_runs(sources: list[Path], out: Path) -> list[dict[str, Any]]:
+    """The runs of several grids as one: ``out`` (a ``prink-runs.csv``) written and returned.
+
+    Each source is a grid's ``--workdir`` or its ``prink-runs.csv``. The runs are put in the
+    grid's order (δ, k, l) and each configuration's repeats numbered 1, 2, ... in the order
+    of ``sources``, so that grids run one repeat at a time, or split by k, make one grid.
+    """
+    from streamanon.sim import prink
+
+    runs: list[dict[str, Any]] = []
+    columns: list[str] | None = None
+    for src in sources:
+        path = src / "prink-runs.csv" if src.is_dir() else src
+        if not path.is_file():
+            fail(f"--merge {src}: no prink-runs.csv there")
+        these = read_runs(path)
+        if not these:
+            fail(f"--merge {src}: {path} has no run")
+        if columns is None:
+            columns = list(these[0])
+        elif list(these[0]) != columns:
+            fail(f"--merge {src}: {path} has other columns than {sources[0]}")
+        runs.extend(these)
+    if len({r["n"] for r in runs}) > 1:
+        fail("--merge: the grids ran on streams of different lengths (n); merge one at a time")
+    runs.sort(key=lambda r: (r["delta"], r["k"], r["l"]))
+    seen: dict[tuple[Any, ...], int] = {}
+    for r in runs:
+        key = tuple(r[k] for k in prink.KEYS)
+        seen[key] = r["repeat"] = seen.get(key, 0) + 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prink.write_csv(out, runs)
+    return runs
+
+
+def _repeats_text(configs: list[dict[str, Any]]) -> str:
+    counts = sorted({int(c["repeats"]) for c in configs})
+    if len(counts) == 1:
+        return f"{counts[0]} repeat(s)"
+    return f"{counts[0]}-{counts[-1]} repeats per configuration"
+
+
 def write_figures(workdir: Path, runs: list[dict[str, Any]], *, tuples: int, source: str,
-                  beta: int | None, repeat: int, rate: float | None,
-                  csv_path: Path) -> dict[str, Any]:
+                  beta: int | None, rate: float | None, csv_path: Path) -> dict[str, Any]:
     """Aggregate ``runs``, write ``prink-configs.csv`` and the figures; returns the summary.
 
     Args:
@@ -113,7 +154,6 @@ def write_figures(workdir: Path, runs: list[dict[str, Any]], *, tuples: int, sou
         tuples: the stream's length (the titles).
         source: what the stream is (the titles).
         beta: CASTLE's β (``None``: the number of tuples).
-        repeat: runs per configuration (the titles).
         rate: the client's rate (``None``: as fast as possible).
         csv_path: the CSV of every run (named in the summary).
     """
@@ -132,7 +172,7 @@ def write_figures(workdir: Path, runs: list[dict[str, Any]], *, tuples: int, sou
     l_text = "l = 1 (no l-diversity), as the paper" if low_l <= 1 else f"l = {low_l}"
     beta_text = "β = tuples" if beta is None else f"β = {beta}"
     common = (f"{tuples:,} tuples of {source}; {beta_text}, μ = {prink.PAPER_MU}, "
-              f"ζ = {prink.PAPER_ZETA}; {repeat} repeat(s)")
+              f"ζ = {prink.PAPER_ZETA}; {_repeats_text(agg)}")
     plots = []
     for basis in ("cluster", "tuple"):
         name = "prink-fig3-info-loss-vs-k.png" if basis == "cluster" else \
@@ -152,9 +192,12 @@ def write_figures(workdir: Path, runs: list[dict[str, Any]], *, tuples: int, sou
             "plots": [str(p) for p in plots], "configs": agg}
 
 
-def _replot(workdir: Path, *, data: Path | None) -> dict[str, Any]:
-    """The summary and figures of a finished grid, from ``workdir/prink-runs.csv``."""
+def _replot(workdir: Path, *, data: Path | None, merge: list[Path]) -> dict[str, Any]:
+    """The summary and figures of a finished grid, from ``workdir/prink-runs.csv`` (first
+    written from the ``merge`` grids' runs when there are any)."""
     csv_path = workdir / "prink-runs.csv"
+    if merge:
+        merge_runs(merge, csv_path)
     if not csv_path.is_file():
         fail(f"--replot: {csv_path} not found (run the grid into --workdir first)")
     runs = read_runs(csv_path)
@@ -164,7 +207,6 @@ def _replot(workdir: Path, *, data: Path | None) -> dict[str, Any]:
     beta = None if all(int(r["beta"]) == tuples for r in runs) else int(runs[0]["beta"])
     source = f"ASHRAE files in {data}" if data is not None else "the ASHRAE stand-in (Table 1)"
     return write_figures(workdir, runs, tuples=tuples, source=source, beta=beta,
-                         repeat=max(int(r["repeat"]) for r in runs),
                          rate=float(runs[0]["rate"]) or None, csv_path=csv_path)
 
 
@@ -192,6 +234,10 @@ def experiment_prink(
     replot: bool = typer.Option(False, "--replot", help="Run nothing: redraw the figures and "
                                 "prink-configs.csv from --workdir's prink-runs.csv (the grid "
                                 "is the CSV's; --k, --delta, --l, --n, --repeat are ignored)."),
+    merge: list[Path] = typer.Option([], "--merge", metavar="<path>", help="With --replot: "
+                                     "first write --workdir's prink-runs.csv from these grids' "
+                                     "runs (a --workdir or its prink-runs.csv; repeatable), "
+                                     "renumbering each configuration's repeats."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Prink's evaluation: its grid with β = tuples, μ = 100, ζ = 0, Figs. 3-5 and a CSV.
@@ -215,8 +261,10 @@ def experiment_prink(
     from rich.console import Console
 
     console = Console(stderr=True)
+    if merge and not replot:
+        fail("--merge: only with --replot")
     if replot:
-        summary = _replot(workdir, data=data)
+        summary = _replot(workdir, data=data, merge=merge)
     else:
         with _w.catch_warnings():
             _w.simplefilter("ignore")  # δ < k was said above, once per configuration
