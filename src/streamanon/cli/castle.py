@@ -78,7 +78,7 @@ def __getattr__(name: str) -> Any:
 def castle_warnings(k: int, l: int, id_field: str, summary: dict[str, Any], *,  # noqa: E741
                     delta: int | None = None) -> None:
     """Say when k or l cannot be reached on this input (the run released nothing for it),
-    and when δ < k (Prink's requirement; most tuples are then suppressed).
+    and when δ < k (Prink's requirement; with δ + 1 < k every tuple is suppressed).
 
     Args:
         k: the run's k.
