@@ -5,7 +5,6 @@ a released part joins remembered classes only when that loses less (``window.reu
 from __future__ import annotations
 
 import copy
-import random
 
 import numpy as np
 
@@ -13,21 +12,7 @@ from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
 from streamanon.castle import _window_kernel as kernel
 from streamanon.castle import operator as operator_module
 from streamanon.castle.window import History, remove_held, reuse_rest
-
-RULES = {"id": "u", "attribute": [
-    {"name": "age", "generalizer": "range", "domain": [0, 100]},
-    {"name": "hours", "generalizer": "range", "domain": [0, 99]},
-    {"name": "city", "generalizer": "hierarchy",
-     "paths": [["EU", "FR", "Paris"], ["EU", "FR", "Lyon"], ["EU", "DE"], ["US"]]},
-    {"name": "dx", "sensitive": True}]}
-
-
-def _rows(n: int, people: int, seed: int) -> list[CastleRow]:
-    rnd = random.Random(seed)
-    return [CastleRow({"u": f"p{rnd.randrange(people)}", "age": rnd.randint(18, 90),
-                       "hours": rnd.randint(0, 99),
-                       "city": rnd.choice(["Paris", "Lyon", "DE", "US"]),
-                       "dx": rnd.choice("abcd")}, i + 2) for i in range(n)]
+from tests.castle.test_window import RULES, _rows
 
 
 def _state(cset):

@@ -87,25 +87,6 @@ class _StubbedLoader:
                     del sys.modules[name]
 
 
-class _LightHelpRenderer:
-    """Finds ``typer.rich_utils`` (imported for every help and usage error) with a
-    :class:`_StubbedLoader`; once, then it leaves ``sys.meta_path``."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "typer.rich_utils":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _StubbedLoader(spec.loader)
-        return spec
-
-
-if "typer.rich_utils" not in sys.modules:
-    sys.meta_path.insert(0, _LightHelpRenderer())
-
-
 class _PlainPickleLoader:
     """Runs the real loader of ``pyarrow`` with ``cloudpickle`` unimportable for the time of
     its import: pyarrow then binds the standard ``pickle``, which it uses only to serialize
@@ -130,23 +111,29 @@ class _PlainPickleLoader:
                 del sys.modules["cloudpickle"]
 
 
-class _LightArrow:
-    """Finds ``pyarrow`` with a :class:`_PlainPickleLoader`; once, then it leaves
-    ``sys.meta_path``."""
+class _WrappedOnce:
+    """Finds module ``name`` with its loader wrapped in ``wrap`` (a :class:`_StubbedLoader`
+    or a :class:`_PlainPickleLoader`); once, then it leaves ``sys.meta_path``."""
+
+    def __init__(self, name: str, wrap: Any) -> None:
+        self.name, self.wrap = name, wrap
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "pyarrow":
+        if name != self.name:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _PlainPickleLoader(spec.loader)
+            spec.loader = self.wrap(spec.loader)
         return spec
 
 
-if "pyarrow" not in sys.modules:
-    sys.meta_path.insert(0, _LightArrow())
+# ``typer.rich_utils`` is imported for every help and usage error; pyarrow by every command
+# reading with Arrow
+for _name, _wrap in (("typer.rich_utils", _StubbedLoader), ("pyarrow", _PlainPickleLoader)):
+    if _name not in sys.modules:
+        sys.meta_path.insert(0, _WrappedOnce(_name, _wrap))
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)\[")
 _EXAMPLE = re.compile(r"(?<=\S)\s+(Examples?( \([^)]*\))?:)$")
