@@ -47,6 +47,49 @@ def _outcome(items: list[Any]) -> list[tuple[Any, ...]]:
              sorted(getattr(x, "values", {}).items(), key=str)) for x in items]
 
 
+def _row_at_a_time(rules: RuleSet, data: list[dict[str, Any]], options: dict[str, Any]
+                   ) -> tuple[CastleAnonymizer, list[Any], list[tuple[int, str]]]:
+    """The reference: every row through :meth:`CastleAnonymizer.process` (a copy of its dict,
+    which a released row takes over), then the flush; the operator, outcomes and refusals."""
+    one = CastleAnonymizer(rules, k=5, delta=200, **options)
+    expected: list[Any] = []
+    refused = []
+    for i, r in enumerate(data):
+        try:
+            expected += one.process(CastleRow(dict(r), i + 2))
+        except BadRecordError as exc:
+            refused.append((i + 2, str(exc)))
+    expected += one.flush()
+    return one, expected, refused
+
+
+def _in_blocks(block: CastleAnonymizer, data: list[dict[str, Any]],
+               rows_of: Any, **extra: Any) -> tuple[list[Any], list[tuple[int, str]]]:
+    """``data`` through ``block.process_block`` in blocks of 400 rows (``rows_of(part, lo)``
+    gives a block's rows; ``extra`` goes to each call, ``lo`` to ``lines`` when it is there),
+    going on after each refused row, then the flush; the outcomes and refusals."""
+    numeric = set(ashrae.NUMERIC_QI) | {"timestamp"}
+    got: list[Any] = []
+    refused = []
+    for lo in range(0, len(data), 400):
+        part = data[lo:lo + 400]
+        numbers, texts = _columns(part, numeric)
+        rows = iter(rows_of(part, lo))
+        lines = {"lines": lo + 2} if "header" in extra else {}
+        start = 0
+        while start < len(part):
+            items, taken, error = block.process_block(rows, n=len(part), numbers=numbers,
+                                                      texts=texts, start=start, **lines,
+                                                      **extra)
+            got += items
+            if error is None:
+                break
+            refused.append((lo + start + taken + 2, str(error)))
+            start += taken + 1
+    got += block.flush()
+    return got, refused
+
+
 @pytest.mark.parametrize("options", [
     {"l": 2}, {"l": 0}, {"l": 2, "missing": "suppress"}, {"l": 2, "missing": "star"},
     {"l": 2, "diversity": "entropy"}, {"l": 2, "split": "median"}, {"l": 2, "split": "window"},
@@ -54,34 +97,11 @@ def _outcome(items: list[Any]) -> list[tuple[Any, ...]]:
 ])
 def test_block_entry_gives_what_process_gives(options: dict[str, Any]) -> None:
     rules = RuleSet.from_toml(ashrae.rules_toml())
-    numeric = set(ashrae.NUMERIC_QI) | {"timestamp"}
     data = _rows(1500)
-    one = CastleAnonymizer(rules, k=5, delta=200, **options)
-    expected: list[Any] = []
-    refused_one = []
-    for i, r in enumerate(data):
-        try:
-            expected += one.process(CastleRow(r, i + 2))
-        except BadRecordError as exc:
-            refused_one.append((i + 2, str(exc)))
-    expected += one.flush()
+    one, expected, refused_one = _row_at_a_time(rules, data, options)
     block = CastleAnonymizer(rules, k=5, delta=200, **options)
-    got: list[Any] = []
-    refused_block = []
-    for lo in range(0, len(data), 400):  # blocks of 400 rows
-        part = data[lo:lo + 400]
-        numbers, texts = _columns(part, numeric)
-        rows = iter([CastleRow(r, lo + i + 2) for i, r in enumerate(part)])
-        start = 0
-        while start < len(part):
-            items, taken, error = block.process_block(rows, n=len(part), numbers=numbers,
-                                                      texts=texts, start=start)
-            got += items
-            if error is None:
-                break
-            refused_block.append((lo + start + taken + 2, str(error)))
-            start += taken + 1
-    got += block.flush()
+    got, refused_block = _in_blocks(block, data, lambda part, lo: [
+        CastleRow(dict(r), lo + i + 2) for i, r in enumerate(part)])
     assert refused_one and refused_block == refused_one
     assert _outcome(got) == _outcome(expected)
     assert block.summary() == one.summary()
@@ -97,36 +117,12 @@ def test_block_rows_given_as_fields_give_what_process_gives(options: dict[str, A
     released) give the same records as row-at-a-time processing: the same values in the same
     key order, lines, clusters and suppressed records."""
     rules = RuleSet.from_toml(ashrae.rules_toml())
-    numeric = set(ashrae.NUMERIC_QI) | {"timestamp"}
     data = _rows(1500)
     header = list(data[0])
-    one = CastleAnonymizer(rules, k=5, delta=200, **options)
-    expected: list[Any] = []
-    refused_one = []
-    for i, r in enumerate(data):
-        try:
-            expected += one.process(CastleRow(dict(r), i + 2))
-        except BadRecordError as exc:
-            refused_one.append((i + 2, str(exc)))
-    expected += one.flush()
+    one, expected, refused_one = _row_at_a_time(rules, data, options)
     block = CastleAnonymizer(rules, k=5, delta=200, **options)
-    got: list[Any] = []
-    refused_block = []
-    for lo in range(0, len(data), 400):
-        part = data[lo:lo + 400]
-        numbers, texts = _columns(part, numeric)
-        rows = iter([tuple(r[h] for h in header) for r in part])
-        start = 0
-        while start < len(part):
-            items, taken, error = block.process_block(
-                rows, n=len(part), numbers=numbers, texts=texts, start=start, lines=lo + 2,
-                header=header)
-            got += items
-            if error is None:
-                break
-            refused_block.append((lo + start + taken + 2, str(error)))
-            start += taken + 1
-    got += block.flush()
+    got, refused_block = _in_blocks(block, data, lambda part, lo: [
+        tuple(r[h] for h in header) for r in part], header=header)
     assert refused_one and refused_block == refused_one
     assert len(got) == len(expected)
     if options.get("split") != "window":  # (the window split suppresses none of these rows)
