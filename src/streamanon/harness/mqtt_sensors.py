@@ -125,7 +125,8 @@ class MqttSensor:
             self.refusal = str(rc)
         elif self.receipts:  # up once the receipt topic is subscribed (again: the broker
             self.refusal = None  # may have lost the session)
-            client.subscribe(self.receipt_topic, qos=0)
+            # QoS 1: a receipt published while this sensor reconnects waits in its session
+            client.subscribe(self.receipt_topic, qos=1)
         else:
             self._ready()
 

@@ -168,7 +168,8 @@ class MqttIntake:
     are handed to the event loop, where :meth:`SensorIntake.offer` runs as for a line of the
     line port; a sensor that asks for a receipt (MQTT 5 response topic = its
     :func:`~.mqtt_broker.receipt_topic`, with correlation data) gets the line port's reply
-    there (QoS 0), published only once the reading is in the gateway.
+    there (QoS 1, so the broker keeps it for a sensor that is reconnecting), published only
+    once the reading is in the gateway.
 
     Args:
         intake: the line port's intake, whose rules every reading goes through.
@@ -264,9 +265,11 @@ class MqttIntake:
             props = Properties(PacketTypes.PUBLISH)
             if corr is not None:
                 props.CorrelationData = corr
-            # QoS 0: a receipt lost with its broker is a reading the sensor counts undelivered
-            # (the safe side); it never stands for a reading the gateway does not have
-            self.client.publish(answer, reply.encode(), qos=0, properties=props)
+            # QoS 1: a sensor reconnecting when the receipt is published (after a broker
+            # restart the gateway may be back first) finds it in its persistent session; a
+            # receipt lost with a killed broker is a reading the sensor counts undelivered
+            # (the safe side): it never stands for a reading the gateway does not have
+            self.client.publish(answer, reply.encode(), qos=1, properties=props)
 
     # -- the event loop ---------------------------------------------------------------------
     def offer(self, topic: str, payload: bytes) -> str:
