@@ -1,6 +1,7 @@
-"""Guards: a clean CSV file given to ``streamanon castle`` and ``streamanon z`` is parsed by
-Arrow's lane (a spy on the lane's entry point sees every block accepted), LF or CRLF alike;
-a command that bypasses the lane fails here, not only in a benchmark."""
+"""Guards: a clean CSV file given to ``streamanon castle`` is parsed by Arrow's lane, and one
+given to ``streamanon z`` by the C parser's lane (Arrow's without a C build), LF or CRLF
+alike: a spy on the lane's entry point sees every block accepted, so a command that bypasses
+the lane fails here, not only in a benchmark."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from typer.testing import CliRunner
 
 from streamanon.cli import app
 from streamanon.data import ashrae, traces
-from streamanon.io import fastcsv, readers
+from streamanon.io import _native, fastcsv, lane, readers
 
 runner = CliRunner()
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[bool]:
+def _spy(monkeypatch: pytest.MonkeyPatch, module: object, name: str,
+         source: object = fastcsv) -> list[bool]:
     calls: list[bool] = []
-    real = getattr(fastcsv, name)
+    real = getattr(source, name)
 
     def spy(*args: object, **kw: object) -> object:
         got = real(*args, **kw)
@@ -40,13 +42,28 @@ def test_castle_command_reads_a_clean_file_through_arrow(tmp_path, monkeypatch, 
     assert calls and all(calls)  # every block of rows after the header: Arrow's lane
 
 
+@pytest.mark.skipif(_native.load() is None, reason="no C build of the lane's parser")
 @pytest.mark.parametrize("end", ["\n", "\r\n"])
-def test_z_command_reads_a_clean_file_through_arrow(tmp_path, monkeypatch, end) -> None:
+def test_z_command_reads_a_clean_file_through_the_c_lane(tmp_path, monkeypatch, end) -> None:
     path = tmp_path / "in.csv"
     rows = traces.zipf_trace(3000, n_users=50, n_values=40, seed=1)
     path.write_text("t,u,a" + end + "".join(f"{t},{u},{a}{end}" for t, u, a in rows),
                     newline="")
-    calls = _spy(monkeypatch, readers, "parse_clean_chunk")
+    calls = _spy(monkeypatch, readers, "parse_native_chunk", lane)
+    arrow = _spy(monkeypatch, fastcsv, "parse_clean_chunk")
+    res = runner.invoke(app, ["z", "--z", "3", "--delta-t", "600", str(path),
+                              "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 0, res.output
+    assert calls and all(calls)
+    assert arrow == []  # nor did any block need Arrow's reader
+
+
+def test_z_command_reads_through_arrow_without_the_c_parser(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "in.csv"
+    rows = traces.zipf_trace(3000, n_users=50, n_values=40, seed=1)
+    path.write_text("t,u,a\n" + "".join(f"{t},{u},{a}\n" for t, u, a in rows))
+    monkeypatch.setattr(lane, "_NATIVE", [None])
+    calls = _spy(monkeypatch, fastcsv, "parse_clean_chunk")
     res = runner.invoke(app, ["z", "--z", "3", "--delta-t", "600", str(path),
                               "-o", str(tmp_path / "out.csv")])
     assert res.exit_code == 0, res.output
@@ -69,14 +86,15 @@ def test_castle_reads_a_clean_delimited_file_through_arrow(tmp_path, monkeypatch
     assert calls and all(calls)
 
 
+@pytest.mark.skipif(_native.load() is None, reason="no C build of the lane's parser")
 @pytest.mark.parametrize(("delimiter", "sep"), [(";", ";"), ("\\t", "\t")])
-def test_z_reads_a_clean_delimited_file_through_arrow(tmp_path, monkeypatch, delimiter,
+def test_z_reads_a_clean_delimited_file_through_the_c_lane(tmp_path, monkeypatch, delimiter,
                                                       sep) -> None:
     path = tmp_path / "in.csv"
     rows = traces.zipf_trace(3000, n_users=50, n_values=40, seed=1)
     path.write_text(sep.join("tua") + "\n"
                     + "".join(f"{t}{sep}{u}{sep}{a}\n" for t, u, a in rows))
-    calls = _spy(monkeypatch, readers, "parse_clean_chunk")
+    calls = _spy(monkeypatch, readers, "parse_native_chunk", lane)
     res = runner.invoke(app, ["z", "--z", "3", "--delta-t", "600", "--delimiter", delimiter,
                               str(path), "-o", str(tmp_path / "out.csv")])
     assert res.exit_code == 0, res.output

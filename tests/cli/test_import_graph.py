@@ -47,9 +47,10 @@ finally:
 """
 
 
-def modules_after(code: str, *args: str) -> set[str]:
-    """The modules loaded by the end of ``code`` run in a fresh interpreter (exit 0)."""
-    env = {**os.environ, "COLUMNS": "100"}
+def modules_after(code: str, *args: str, **env_vars: str) -> set[str]:
+    """The modules loaded by the end of ``code`` run in a fresh interpreter (exit 0), with
+    ``env_vars`` added to its environment."""
+    env = {**os.environ, "COLUMNS": "100", **env_vars}
     res = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True,
                          text=True, env=env, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -89,16 +90,32 @@ def test_a_command_help_imports_its_module_and_nothing_heavy(path: tuple[str, ..
                     "streamanon.cli.verify", "streamanon.cli.flink"} & names
 
 
+Z_RUN = RUN.replace("sys.argv = [", "import tempfile, os\nd = tempfile.mkdtemp()\n"
+                    "open(os.path.join(d, 'in.csv'), 'w').write('t,u,a\\n1,u1,x\\n')\n"
+                    "os.chdir(d)\nsys.argv = [")
+Z_ARGS = ("z", "--z", "1", "--delta-t", "1", "in.csv", "-o", "out.csv")
+
+
 def test_the_heavy_pattern_catches_what_a_run_loads() -> None:
-    """The guard can fail: a real run of z loads the engine, and the report shows it."""
-    code = RUN.replace("sys.argv = [", "import tempfile, os\nd = tempfile.mkdtemp()\n"
-                       "open(os.path.join(d, 'in.csv'), 'w').write('t,u,a\\n1,u1,x\\n')\n"
-                       "os.chdir(d)\nsys.argv = [")
-    names = modules_after(code, "z", "--z", "1", "--delta-t", "1", "in.csv", "-o", "out.csv")
+    """The guard can fail: a real run of z (on Arrow's lane: no C build) loads the engine, and
+    the report shows it."""
+    names = modules_after(Z_RUN, *Z_ARGS, STREAMANON_NATIVE="0")
     assert {"numpy", "pyarrow", "streamanon.pipeline", "streamanon.io",
             "streamanon.cli.zanon"} <= names
     assert "pydantic" not in names  # plain option values: typer's adapters never built
     assert "cloudpickle" not in names  # pyarrow imported with the standard pickle
+
+
+def test_a_z_run_on_clean_csv_loads_no_pyarrow() -> None:
+    """The C parser's lane reads and writes a clean file: pyarrow (about a fifth of a short
+    run's CPU) is never imported."""
+    from streamanon.io import _native
+
+    if _native.load() is None:
+        pytest.skip(f"no C build: {_native.unavailable}")
+    names = modules_after(Z_RUN, *Z_ARGS)
+    assert {"numpy", "streamanon.io._native", "streamanon.zanon._native"} <= names
+    assert not {n for n in names if n.split(".")[0] == "pyarrow"}
 
 
 def test_arrow_loads_without_cloudpickle_which_stays_importable() -> None:

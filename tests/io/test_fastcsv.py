@@ -51,7 +51,7 @@ def test_file_reading_takes_the_lane_and_matches(tmp_path_factory, rows):
     path = tmp_path_factory.mktemp("lane") / "in.csv"
     path.write_text(text, encoding="utf-8")
     batches = list(iter_batches(path))
-    assert all(b.arrow is not None for b in batches)  # clean input: the fast lane
+    assert all(b.lane is not None for b in batches)  # clean input: the fast lane
     got = [(t, tt, u, a, ln) for b in batches
            for t, tt, u, a, ln in zip(b.t.tolist(), b.t_text, b.u, b.a, b.line, strict=True)]
     assert got == via_python(text)

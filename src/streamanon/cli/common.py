@@ -149,9 +149,12 @@ def reuse_freed_memory() -> None:
             libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
         except (OSError, AttributeError):  # not glibc: its own defaults
             pass
-    import pyarrow
+    if "pyarrow" in sys.modules:
+        import pyarrow
 
-    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    else:  # Arrow reads it when it makes its pool: a run whose chunks all take the C
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"  # parser never imports pyarrow
 
 
 def fail(message: str, code: int = ExitCode.USAGE) -> NoReturn:

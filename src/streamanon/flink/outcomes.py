@@ -374,7 +374,7 @@ def _write(writer: RecordWriter, rows: pa.Table) -> None:
     if plain:
         n = rows.num_rows
         batch = RecordBatch(np.zeros(n), None, None, None, range(n),
-                            arrow=ArrowColumns(np.zeros(n), t_text, u, a))
+                            lane=ArrowColumns(np.zeros(n), t_text, u, a))
         a_codes = a.indices.to_numpy(zero_copy_only=False)
         writer.write_selected(batch, np.arange(n), a_codes, batch.codes()[3])
     else:

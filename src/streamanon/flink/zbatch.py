@@ -155,7 +155,7 @@ class ZChunkParser:
         meta = self._meta_lines(first, n, header_line, batch, rejects)
         if batch is None or not len(batch):
             return meta, []
-        if batch.arrow is None:
+        if batch.lane is None:
             return meta, self._rows_by_group(batch, restamped)
         return meta, self._split_by_group(batch, restamped)
 
@@ -207,8 +207,8 @@ class ZChunkParser:
     def _split_by_group(self, batch: RecordBatch,
                         restamped: np.ndarray | None) -> list[tuple[int, Batch]]:
         n = len(batch)
-        if batch.arrow is not None:
-            cols = batch.arrow
+        if batch.lane is not None:
+            cols = batch.lane.as_arrow()
             t_text, u, a = cols.t_text, cols.u, cols.a
         else:
             t_text = pa.array(batch.t_text, pa.string())

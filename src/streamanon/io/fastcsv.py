@@ -5,6 +5,7 @@ Design: docs/design/pipeline.md
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from streamanon.errors import ProtocolError
+from streamanon.io.clean import clean_names, clean_times
 
 try:  # the kernels without pyarrow.compute's generated wrappers (see the module docstring)
     from pyarrow._compute import CastOptions, call_function
@@ -49,12 +51,32 @@ _WRITE = pacsv.WriteOptions(include_header=False, quoting_style="none")
 
 @dataclass
 class ArrowColumns:
-    """A clean chunk: times, the timestamp text, and dictionary-encoded users and values."""
+    """A clean chunk: times, the timestamp text, and dictionary-encoded users and values (the
+    lane columns of :mod:`streamanon.io.lane`, as Arrow arrays)."""
 
     t: np.ndarray
     t_text: pa.Array
     u: pa.DictionaryArray
     a: pa.DictionaryArray
+
+    def codes(self) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+        return (*codes_of(self.u), *codes_of(self.a))
+
+    def t_texts(self) -> list[str]:
+        return self.t_text.to_pylist()  # type: ignore[no-any-return]
+
+    def users(self) -> list[str]:
+        return self.u.dictionary.take(self.u.indices).to_pylist()  # type: ignore[no-any-return]
+
+    def values(self) -> list[str]:
+        return self.a.dictionary.take(self.a.indices).to_pylist()  # type: ignore[no-any-return]
+
+    def published_csv(self, idx: np.ndarray, a_codes: np.ndarray,
+                      a_names: Sequence[str] | None) -> pa.Buffer:
+        return published_csv(self, idx, a_codes, None if a_names is None else list(a_names))
+
+    def as_arrow(self) -> ArrowColumns:
+        return self
 
 
 #: Lines of a chunk taking the Arrow lane are shorter than twice this: pyarrow 16's CSV parser
@@ -132,17 +154,47 @@ def _read(data: bytes, names: list[str], convert: pacsv.ConvertOptions, delimite
     return table
 
 
-def _clean_names(names: list[str], max_len: int) -> bool:
-    """No name empty, longer than ``max_len`` or with surrounding whitespace (as ``strip``
-    sees it: the Python reader would strip such a user or value, or refuse it)."""
-    return bool(names) and min(map(len, names)) > 0 and max(map(len, names)) <= max_len and \
-        not any(map(str.__ne__, names, map(str.strip, names)))
+def _int32(values: np.ndarray) -> pa.Array:
+    """An int32 Arrow array over a numpy array."""
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+
+
+def _dictionary(names: list[str]) -> pa.Array:
+    """A string (int32 offsets) Arrow array of ``names``, as the lane's dictionaries are."""
+    encoded = [x.encode("utf-8") for x in names]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, encoded), np.int32, len(encoded)), out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(names),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
+def arrow_columns(t: np.ndarray, t_offsets: np.ndarray, t_chars: bytes, u: np.ndarray,
+                  u_names: list[str], a: np.ndarray, a_names: list[str]) -> ArrowColumns:
+    """:class:`ArrowColumns` of the C parser's columns (:class:`streamanon.io.lane.
+    NativeColumns`): time texts as offsets into their characters, users and values as int32
+    codes into their names.
+
+    Args:
+        t: the times.
+        t_offsets: where each time text starts in ``t_chars`` (and the end), int32.
+        t_chars: the time texts, one after another.
+        u: the users' codes into ``u_names`` (int32).
+        u_names: the distinct users.
+        a: the values' codes into ``a_names`` (int32).
+        a_names: the distinct values.
+    """
+    n = len(u)
+    t_text = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(t_offsets),
+                                                    pa.py_buffer(t_chars)])
+    return ArrowColumns(t, t_text, pa.DictionaryArray.from_arrays(_int32(u), _dictionary(u_names)),
+                        pa.DictionaryArray.from_arrays(_int32(a), _dictionary(a_names)))
 
 
 def parse_clean_chunk(data: bytes, clock: float, max_len: int, delimiter: str = ","
                       ) -> ArrowColumns | None:
     """Parse ``data`` (whole lines ``t,u,a`` without the final newline, fields separated by
-    ``delimiter``) or return ``None``."""
+    ``delimiter``) with Arrow's reader, or return ``None`` (not clean by the lane's rules,
+    :mod:`streamanon.io.lane`)."""
     if not data or data.endswith(b"\n") or b'"' in data or b"\r" in data or has_long_line(data):
         return None
     table = _read(data, _NAMES, _CONVERT, delimiter)
@@ -153,14 +205,14 @@ def parse_clean_chunk(data: bytes, clock: float, max_len: int, delimiter: str = 
     if table is None:
         return None
     t_text, u, a = (table.column(x).chunk(0) for x in _NAMES)
-    if not (_clean_names(_pylist(u.dictionary), max_len)
-            and _clean_names(_pylist(a.dictionary), max_len)):
+    if not (clean_names(_pylist(u.dictionary), max_len)
+            and clean_names(_pylist(a.dictionary), max_len)):
         return None
     try:
         t = _numpy(call_function("cast", [t_text], _TO_FLOAT))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    if not (bool(np.all(np.isfinite(t))) and t[0] >= clock and bool(np.all(t[1:] >= t[:-1]))):
+    if not clean_times(t, clock):
         return None
     return ArrowColumns(t, t_text, u, a)
 

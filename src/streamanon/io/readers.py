@@ -26,7 +26,7 @@ from typing import BinaryIO, TextIO
 import numpy as np
 
 from streamanon.errors import ConfigError, UnreadableInputError
-from streamanon.io.fastcsv import ArrowColumns, codes_of, parse_clean_chunk
+from streamanon.io.lane import LaneColumns, parse_native_chunk
 from streamanon.io.policy import InputError, OnError
 from streamanon.records import Record, Rejected
 from streamanon.timefmt import parse_time
@@ -82,17 +82,18 @@ def check_text_head(head: bytes, source: str) -> None:
 class RecordBatch:
     """Valid records in columns; ``t`` is non-decreasing across all batches of one reader.
 
-    Columns are Python lists, or Arrow arrays when the chunk took the fast lane
-    (:mod:`streamanon.io.fastcsv`); the list views are then built only when asked for.
+    Columns are Python lists, or the fast lane's columns when the chunk took it
+    (:mod:`streamanon.io.lane`: the C parser's or Arrow's); the list views are then built
+    only when asked for.
 
     Args:
         t: the times, in seconds.
-        t_text: the times as written in the input (``None``: in ``arrow``).
-        u: the users (``None``: in ``arrow``).
-        a: the values (``None``: in ``arrow``).
+        t_text: the times as written in the input (``None``: in ``lane``).
+        u: the users (``None``: in ``lane``).
+        a: the values (``None``: in ``lane``).
         line: each record's input line number.
         restamped: how many of the records had their time re-stamped.
-        arrow: the Arrow columns of the fast lane (``None``: the lists hold the columns).
+        lane: the fast lane's columns (``None``: the lists hold the columns).
     """
 
     def __init__(
@@ -103,13 +104,13 @@ class RecordBatch:
         a: list[str] | None,
         line: list[int] | range,
         restamped: int = 0,
-        arrow: ArrowColumns | None = None,
+        lane: LaneColumns | None = None,
     ) -> None:
         self.t = t
         self._t_text, self._u, self._a = t_text, u, a
         self.line = line
         self.restamped = restamped
-        self.arrow = arrow
+        self.lane = lane
         self._codes: tuple[np.ndarray, list[str], np.ndarray, list[str]] | None = None
 
     def __len__(self) -> int:
@@ -118,29 +119,29 @@ class RecordBatch:
     @property
     def t_text(self) -> list[str]:
         if self._t_text is None:
-            assert self.arrow is not None
-            self._t_text = self.arrow.t_text.to_pylist()
+            assert self.lane is not None
+            self._t_text = self.lane.t_texts()
         return self._t_text
 
     @property
     def u(self) -> list[str]:
         if self._u is None:
-            assert self.arrow is not None
-            self._u = self.arrow.u.dictionary.take(self.arrow.u.indices).to_pylist()
+            assert self.lane is not None
+            self._u = self.lane.users()
         return self._u
 
     @property
     def a(self) -> list[str]:
         if self._a is None:
-            assert self.arrow is not None
-            self._a = self.arrow.a.dictionary.take(self.arrow.a.indices).to_pylist()
+            assert self.lane is not None
+            self._a = self.lane.values()
         return self._a
 
     def codes(self) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
         """``(u_codes, u_names, a_codes, a_names)``: the columns as categorical codes."""
         if self._codes is None:
-            if self.arrow is not None:
-                self._codes = (*codes_of(self.arrow.u), *codes_of(self.arrow.a))
+            if self.lane is not None:
+                self._codes = self.lane.codes()
             else:
                 out: list = []
                 for col in (self.u, self.a):
@@ -424,15 +425,21 @@ class _Reader:
         return first, chunk
 
     def fast_csv_chunk(self, first: int, data: bytes) -> RecordBatch | None:
-        """The Arrow lane for a clean chunk (see :mod:`streamanon.io.fastcsv`), else None."""
+        """The fast lane for a clean chunk (see :mod:`streamanon.io.lane`): the C parser,
+        else Arrow's reader; ``None`` when the chunk is not clean."""
         if self.header != (0, 1, 2) or self.ncols != 3 or not self.monotone:
             return None
-        cols = parse_clean_chunk(data, self.clock, self.max_len, self.delim)
+        cols: LaneColumns | None = parse_native_chunk(data, self.clock, self.max_len,
+                                                      self.delim)
+        if cols is None:
+            from streamanon.io.fastcsv import parse_clean_chunk  # pyarrow: only here
+
+            cols = parse_clean_chunk(data, self.clock, self.max_len, self.delim)
         if cols is None:
             return None
         self.clock = float(cols.t[-1])
         return RecordBatch(cols.t, None, None, None, range(first, first + len(cols.t)),
-                           arrow=cols)
+                           lane=cols)
 
     def csv_chunk(self, first: int, text: str) -> _Columns:
         cols = _Columns()
@@ -661,7 +668,7 @@ class RecordParser:
         Returns the valid records (``None`` when the chunk held only the CSV header or blank
         lines before it) and the rejected lines in line order; ``rejected`` adds lines refused
         before parsing (they must be blank in ``chunk``). Bytes take the Arrow fast lane when
-        clean (:mod:`streamanon.io.fastcsv`) and are decoded line by line otherwise.
+        clean (:mod:`streamanon.io.lane`) and are decoded line by line otherwise.
         """
         reader = self._reader
         extra = list(rejected)

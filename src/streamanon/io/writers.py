@@ -30,7 +30,6 @@ from typing import BinaryIO, Self, TextIO
 import numpy as np
 
 from streamanon.errors import ConfigError
-from streamanon.io.fastcsv import published_csv
 from streamanon.io.readers import RecordBatch
 from streamanon.records import Record
 
@@ -132,7 +131,7 @@ class RecordWriter(TextSink):
         self, batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray, a_names: Sequence[str]
     ) -> None:
         """Write rows ``idx`` of ``batch`` with values ``a_names[a_codes]`` (batch fast path)."""
-        if self.fmt == "csv" and batch.arrow is not None:
+        if self.fmt == "csv" and batch.lane is not None:
             self.count += len(idx)
             self.write_bytes(memoryview(_published_csv(batch, idx, a_codes, a_names)))
             return
@@ -144,11 +143,11 @@ class RecordWriter(TextSink):
 
 def _published_csv(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
                    a_names: Sequence[str]) -> memoryview:
-    """The Arrow lane's CSV bytes of rows ``idx`` (values not generalized reuse the chunk's
-    own dictionary of strings)."""
-    assert batch.arrow is not None
+    """The fast lane's CSV bytes of rows ``idx`` (values not generalized reuse the chunk's
+    own names)."""
+    assert batch.lane is not None
     own = a_names is batch.codes()[3]
-    return memoryview(published_csv(batch.arrow, idx, a_codes, None if own else list(a_names)))
+    return memoryview(batch.lane.published_csv(idx, a_codes, None if own else a_names))
 
 
 def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
@@ -169,7 +168,7 @@ def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
     >>> selected_text(batch, np.array([1]), np.array([0]), ["EU"], "jsonl")
     '{"t": 2, "u": "bob", "a": "EU"}\\n'
     """
-    if fmt == "csv" and batch.arrow is not None:
+    if fmt == "csv" and batch.lane is not None:
         return bytes(_published_csv(batch, idx, a_codes, a_names)).decode("utf-8")
     buf = io.StringIO()
     writer = RecordWriter(buf, fmt)
@@ -182,7 +181,7 @@ def selected_text(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
 
 def selected_data(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
                   a_names: Sequence[str], fmt: str = "csv") -> str | memoryview:
-    """:func:`selected_text`, except that the Arrow lane's CSV stays the UTF-8 bytes Arrow
+    """:func:`selected_text`, except that the fast lane's CSV stays the UTF-8 bytes its writer
     wrote: a file sink writes them as they are, without decoding 40 MB of output to a string
     and encoding it back (the pipeline's sinks take either).
 
@@ -198,7 +197,7 @@ def selected_data(batch: RecordBatch, idx: np.ndarray, a_codes: np.ndarray,
     >>> selected_data(batch, np.array([1]), np.array([0]), ["EU"])
     '2,bob,EU\\n'
     """
-    if fmt == "csv" and batch.arrow is not None:
+    if fmt == "csv" and batch.lane is not None:
         return _published_csv(batch, idx, a_codes, a_names)
     return selected_text(batch, idx, a_codes, a_names, fmt)
 

@@ -526,14 +526,38 @@ def _search_sorted(a: np.ndarray, v: np.ndarray, side: str, step: int = 4096) ->
     return out
 
 
+#: the C build of the window counts (:mod:`streamanon.zanon._native`), once looked for:
+#: ``[module]``, ``[None]`` when it is unavailable (the numpy version serves)
+_NATIVE: list[Any] = []
+
+
 def _window_counts(
     vc: np.ndarray, uc: np.ndarray, t: np.ndarray, delta_t: float, now: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Distinct users per row's value within Δt, rows in stream order (``t`` non-decreasing).
 
-    ``vc`` and ``uc`` are value and user codes. Returns the counts and the rows of the new
-    tail: each (value, user) pair's latest row still within Δt of ``now``, in stream order.
+    ``vc`` and ``uc`` are value and user codes (int64). Returns the counts and the rows of
+    the new tail: each (value, user) pair's latest row still within Δt of ``now``, in stream
+    order. One compiled pass (:mod:`streamanon.zanon._native`) where it could be built, else
+    :func:`_window_counts_numpy`; the tests hold the two equal.
     """
+    if not _NATIVE:
+        from streamanon.zanon import _native
+
+        _NATIVE.append(_native.load())
+    native = _NATIVE[0]
+    if native is None or not len(vc):
+        return _window_counts_numpy(vc, uc, t, delta_t, now)
+    return native.window_counts(np.ascontiguousarray(vc, dtype=np.int64),  # type: ignore[no-any-return]
+                                np.ascontiguousarray(uc, dtype=np.int64),
+                                np.ascontiguousarray(t, dtype=np.float64),
+                                float(delta_t), float(now))
+
+
+def _window_counts_numpy(
+    vc: np.ndarray, uc: np.ndarray, t: np.ndarray, delta_t: float, now: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_window_counts` with numpy's sorts and searches (no compiler needed)."""
     r = len(vc)
     # per distinct time, the first one more than Δt later
     new_time = np.empty(r, dtype=bool)

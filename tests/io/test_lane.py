@@ -1,0 +1,146 @@
+"""The C parser's lane (:mod:`streamanon.io.lane`) against the Python reader and Arrow's lane:
+it accepts only what the reader accepts, reads it identically (times bit for bit as
+``float``), gives the same columns as Arrow's lane wherever both take a chunk, and its writer
+writes what Arrow's writes."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamanon.io import _native, iter_batches, lane
+from streamanon.io.fastcsv import parse_clean_chunk, published_csv
+from streamanon.zanon.operator import hierarchy_levels
+
+pytestmark = pytest.mark.skipif(_native.load() is None,
+                                reason=f"no C build: {_native.unavailable}")
+
+FIELD = st.text("abcxyz*_.-0123456789éü日 \t", min_size=0, max_size=6)
+DIGITS = st.text("0123456789", min_size=1, max_size=24)
+TIME = st.one_of(
+    st.floats(-1e10, 1e10, allow_nan=False).map(repr),
+    st.integers(-10**9, 10**9).map(str),
+    st.tuples(st.sampled_from(["", "-"]), DIGITS, st.sampled_from(["", "."]),
+              st.text("0123456789", max_size=26)).map("".join),
+    st.sampled_from(["nan", "inf", "-1", "1e3", "2016-01-01T00:00:00", "x", "", ".5", "5.",
+                     "-.5", "-", ".", "+5", "1_0", "0x10", "١٢"]),
+)
+LINE = st.one_of(
+    st.tuples(TIME, FIELD, FIELD).map(",".join),
+    st.sampled_from(["", "1,a", "1,a,b,c", '1,"a,b",c', " 1,a,b", "1,a\tb,c", "1,a,b\r"]),
+)
+
+
+def via_python(text: str):
+    out = []
+    for batch in iter_batches(io.StringIO(text), "csv", on_error="skip"):
+        out.extend(zip(batch.t.tolist(), batch.t_text, batch.u, batch.a, batch.line,
+                       strict=True))
+    return out
+
+
+def rows_of(cols) -> list[tuple]:
+    return list(zip(cols.t.tolist(), cols.t_texts(), cols.users(), cols.values(),
+                    strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINE, min_size=1, max_size=25))
+def test_the_c_lane_accepts_only_what_python_accepts_identically(lines):
+    text = "\n".join(lines)
+    cols = lane.parse_native_chunk(text.encode(), -np.inf, 4096)
+    if cols is None:
+        return
+    python = via_python("t,u,a\n" + text + "\n")
+    got = [(*row, line) for row, line in zip(rows_of(cols), range(2, 2 + len(cols.t)),
+                                             strict=True)]
+    assert got == python
+    assert all(a.hex() == b.hex() for a, b in zip(cols.t.tolist(),
+                                                     (r[0] for r in python), strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(TIME, FIELD, FIELD), min_size=1, max_size=25),
+       st.sampled_from([",", ";", "\t"]))
+def test_where_both_lanes_take_a_chunk_they_give_the_same_columns(rows, delimiter):
+    data = "\n".join(delimiter.join(r) for r in rows).encode()
+    native = lane.parse_native_chunk(data, -np.inf, 4096, delimiter)
+    arrow = parse_clean_chunk(data, -np.inf, 4096, delimiter)
+    if native is None or arrow is None:
+        # the C parser takes a subset: times of its strict form; Arrow takes the others
+        assert native is None or arrow is not None
+        return
+    assert rows_of(native) == rows_of(arrow)
+    assert np.array_equal(native.t, arrow.t)
+    (nu, nun, na, nan_), (au, aun, aa, aan) = native.codes(), arrow.codes()
+    assert (nun, nan_) == (aun, aan) and np.array_equal(nu, au) and np.array_equal(na, aa)
+    assert rows_of(native.as_arrow()) == rows_of(arrow)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.tuples(st.sampled_from(["", "-"]), DIGITS, st.sampled_from(["", "."]),
+                 st.text("0123456789", max_size=30)).map("".join))
+def test_a_time_is_float_of_its_text_bit_for_bit(text):
+    """Up to 15 significant digits and 22 decimals the parser divides in IEEE arithmetic;
+    beyond it asks Python's own parser: either way ``float(text)``."""
+    cols = lane.parse_native_chunk(f"{text},u,a".encode(), -np.inf, 4096)
+    assert cols is not None
+    assert cols.t[0].hex() == float(text).hex()
+
+
+@pytest.mark.parametrize("data", [
+    b"1,a,x\n2.5,bb", b"1,a,x,\n2,b,x", b"1e5,a,x", b"1,,x", b"1,a,", b",a,x", b"-,a,x",
+    b"1", b"1,a", b"1,a,x\n", b"1,a\n,x", b"1,\xff,x", b"1,aaaaa,x", b"+1,a,x", b"1, a,x",
+    b"1,a,x \n2,a,x", b'1,"a",x', b"1,a,x\r\n2,a,x", b"nan,a,x", b"2,a,x\n1,a,x", b"",
+    b"1\t,a,x", b"1,a,x\n\n2,a,x",
+])
+def test_what_the_c_lane_does_not_take(data):
+    """Not clean (the readers then refuse or strip, line by line), or not of the C parser's
+    strict form (Arrow's lane may still take it): ``None``."""
+    assert lane.parse_native_chunk(data, -np.inf, 4) is None
+
+
+def test_a_time_before_the_readers_clock_is_not_taken():
+    assert lane.parse_native_chunk(b"5,a,x", 6.0, 4) is None
+    assert lane.parse_native_chunk(b"5,a,x", 5.0, 4) is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.text("abcé日", min_size=1, max_size=4),
+                          st.lists(st.text("xyzö", min_size=0, max_size=3), min_size=1,
+                                   max_size=3).map("*".join).filter(bool)),
+                min_size=1, max_size=30), st.randoms(use_true_random=False))
+def test_the_c_writer_writes_what_arrows_writes(rows, rnd):
+    """Chosen rows, each with its own value or one of its value's coarser levels."""
+    rows.sort()
+    data = "\n".join(f"{t},{u},{a}" for t, u, a in rows).encode()
+    native = lane.parse_native_chunk(data, -np.inf, 4096)
+    arrow = parse_clean_chunk(data, -np.inf, 4096)
+    assert native is not None and arrow is not None
+    idx = np.array(sorted(rnd.sample(range(len(rows)), rnd.randint(0, len(rows)))),
+                   dtype=np.int64)
+    own = native.codes()[2][idx].astype(np.int64)
+    assert bytes(native.published_csv(idx, own, None)) == bytes(
+        published_csv(arrow, idx, own, None))
+    vocab = sorted({lv for _, _, a in rows for lv in hierarchy_levels(a)})
+    levels = [rnd.choice(hierarchy_levels(rows[i][2])) for i in idx.tolist()]
+    codes = np.array([vocab.index(x) for x in levels], dtype=np.int64)
+    assert bytes(native.published_csv(idx, codes, vocab)) == bytes(
+        published_csv(arrow, idx, codes, vocab))
+
+
+def test_other_delimiters_are_written_by_arrows_writer():
+    native = lane.parse_native_chunk(b"1;a;x\n2;b;y", -np.inf, 8, ";")
+    assert native is not None
+    assert bytes(native.published_csv(np.array([1]), np.array([0]), ["EU"])) == b"2,b,EU\n"
+
+
+def test_turned_off_the_c_lane_takes_nothing(monkeypatch):
+    monkeypatch.setenv("STREAMANON_NATIVE", "0")
+    monkeypatch.setattr(lane, "_NATIVE", [])
+    assert lane.parse_native_chunk(b"1,a,x", -np.inf, 8) is None
+    assert _native.unavailable == "STREAMANON_NATIVE=0"
