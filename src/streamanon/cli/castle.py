@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from streamanon.castle.defaults import DEFAULTS, Missing, Suppression, delta_below_k
 from streamanon.cli.app import app, experiment_app
@@ -33,6 +31,7 @@ from streamanon.cli.common import (
     on_error_option,
     print_summary,
     require_input,
+    stderr_console,
     warn,
     write_summary,
     writing,
@@ -64,7 +63,6 @@ if TYPE_CHECKING:
 
 __all__ = ["castle_command", "castle_demo", "castle_warnings", "run_castle", "run_experiment"]
 
-console = Console(stderr=True)
 
 
 def __getattr__(name: str) -> Any:
@@ -285,8 +283,8 @@ def start_metrics(port: int | None, host: str, operator: Any, qis: list[str],
     bound = server.server_address
     address = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
     server.address = address  # type: ignore[attr-defined]
-    console.print(f"streamanon castle: metrics on http://{address}/metrics", markup=False,
-                  highlight=False)
+    stderr_console().print(f"streamanon castle: metrics on http://{address}/metrics",
+                           markup=False, highlight=False)
     return server, holder
 
 
@@ -673,7 +671,7 @@ def run_experiment(
     csv_path = workdir / "castle-experiment.csv"
     with OutputSet([data, rules_file]) as outs:
         csv_tmp = outs.add(csv_path, "--workdir")
-        with Progress(console=console, disable=not show_progress) as progress:
+        with Progress(console=stderr_console(), disable=not show_progress) as progress:
             task = progress.add_task("CASTLE grid", total=len(grid))
             for k, d, l in grid:  # noqa: E741
                 op = CastleAnonymizer(RuleSet.load(rules_file), k=k, l=l, delta=d, beta=beta,
@@ -756,11 +754,13 @@ def experiment_castle(
     with writing([]):
         csv_path, results, plots = run_experiment(
             workdir, k_list, d_list, l_list, n=n, beta=beta, mu=mu, zeta=zeta, seed=seed,
-            show_progress=not as_json and console.is_terminal)
+            show_progress=not as_json and stderr_console().is_terminal)
     summary = {"csv": str(csv_path), "runs": len(results), "plots": [str(p) for p in plots]}
     if as_json:
         print(json.dumps(summary))
     else:
+        from rich.table import Table
+
         table = Table(title=f"CASTLE grid on {n:,} ASHRAE-shaped tuples")
         for col in ("k", "δ", "l", "suppressed", "loss (7 numeric)", "latency ms", "tuples/s"):
             table.add_column(col, justify="right")
@@ -768,9 +768,9 @@ def experiment_castle(
             table.add_row(str(r["k"]), str(r["delta"]), str(r["l"]), f"{r['suppressed']:,}",
                           f"{r['mean_info_loss_seven_numeric']:.3f}", f"{r['latency_ms']:.2f}",
                           f"{r['tuples_per_second']:,}")
-        console.print(table)
-        console.print(f"runs: {csv_path}; plots: {', '.join(str(p) for p in plots)}",
-                      markup=False)
+        stderr_console().print(table)
+        stderr_console().print(f"runs: {csv_path}; plots: {', '.join(str(p) for p in plots)}",
+                               markup=False)
 
 
 def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
@@ -802,6 +802,8 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
         raise CheckerFailure(f"CASTLE checker failed: {report.first_problem}")
     det = stats.details
     p = stats.params
+    from rich.table import Table
+
     table = Table(title=f"CASTLE on {data.name} (k={k}, l={l}, δ={delta}, β={p['beta']}, "
                         f"μ={p['mu']}, ζ={p['zeta']})")
     for col in ("released", "suppr.", "classes", "min ids", "loss 7 num.", "checker",
@@ -811,7 +813,7 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
     table.add_row(f"{stats.released:,}", f"{stats.suppressed:,}", f"{report.classes:,}",
                   str(report.min_individuals), f"{seven:.3f}", "ok",
                   f"{det['tuples_per_second']:,}")
-    console.print(table)
+    stderr_console().print(table)
     # the trade-off a user tunes: information loss against k (same data, same δ and l)
     from streamanon.plots import castle_info_loss_vs_k  # matplotlib: only when plotting
 
@@ -832,6 +834,6 @@ def castle_demo(workdir: Path, seed: int, n: int = 4_450) -> dict[str, Any]:
             sweep, list(det["info_loss"]), outs.add(plot),
             f"CASTLE: information loss vs k ({n:,} ASHRAE-shaped tuples, l={l})",
             highlight=ashrae.SEVEN_NUMERIC, highlight_name=SEVEN_NAME)
-    console.print(f"plot: {plot}", markup=False)
+    stderr_console().print(f"plot: {plot}", markup=False)
     return {"input": str(data), "output": str(out), **stats.to_dict(),
             "checker": report.to_dict(), "plot": str(plot), "loss_vs_k": sweep}

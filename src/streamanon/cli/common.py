@@ -9,7 +9,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -299,18 +299,65 @@ def print_summary(title: str, summary: Mapping[str, Any], as_json: bool, *,
         except BrokenPipeError:
             _quiet_broken_pipe()
         return
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=title, show_header=False)
-    table.add_column("", style="bold")
-    table.add_column("", justify="right")
     from streamanon.records import DEPRECATED_KEYS
 
     shown = {k: v for k, v in summary.items()
              if not (k in DEPRECATED_KEYS and DEPRECATED_KEYS[k] in summary)}
     rows: list[tuple[str, str]] = []
     _flatten("", shown, rows)
-    for k, v in rows:
-        table.add_row(Text(k), Text(v))  # Text: a value like [lo,hi] is not rich markup
-    stderr_console().print(table)
+    bold = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    try:
+        sys.stderr.write(summary_table(title, rows, width=_stderr_width(), bold=bold))
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
+def _stderr_width() -> int:
+    """``$COLUMNS``, else the terminal's width on stderr, else 80 (as rich decides)."""
+    try:
+        return max(20, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 80
+
+
+def summary_table(title: str, rows: Sequence[tuple[str, str]], *, width: int = 80,
+                  bold: bool = False) -> str:
+    """A run's summary as a two-column box (keys left, values right-aligned) under its
+    centred title, at most ``width`` columns wide: over it, long values wrap and long keys
+    end in an ellipsis. Plain text, drawn here rather than by rich: rich's import and layout
+    cost about 0.1 s of CPU, more than a short run's work.
+
+    >>> print(summary_table("run", [("read", "1,000"), ("warnings", "a\\nbb")]), end="")
+            run
+    ┌──────────┬───────┐
+    │ read     │ 1,000 │
+    │ warnings │     a │
+    │          │    bb │
+    └──────────┴───────┘
+    """
+    import textwrap
+
+    keys = [k for k, _ in rows] or [""]
+    values = [v.split("\n") for _, v in rows] or [[""]]
+    kw = max(map(len, keys))
+    vw = max(len(line) for lines in values for line in lines)
+    room = max(width - 7, 2)
+    if kw + vw > room:
+        vw = max(1, min(vw, max(room - kw, room // 2)))
+        kw = max(1, min(kw, room - vw))
+    out = [f"{title:^{kw + vw + 7}}".rstrip() + "\n" if title else "",
+           f"┌{'─' * (kw + 2)}┬{'─' * (vw + 2)}┐\n"]
+    on, off = ("\033[1m", "\033[0m") if bold else ("", "")
+    for key, lines in zip(keys, values, strict=False):
+        key = key if len(key) <= kw else key[:kw - 1] + "…"
+        wrapped = [w for line in lines for w in (textwrap.wrap(line, vw) or [""])]
+        for i, line in enumerate(wrapped):
+            cell = f"{key:<{kw}}" if i == 0 else " " * kw
+            out.append(f"│ {on}{cell}{off} │ {line:>{vw}} │\n")
+    out.append(f"└{'─' * (kw + 2)}┴{'─' * (vw + 2)}┘\n")
+    return "".join(out)
