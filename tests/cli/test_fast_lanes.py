@@ -1,7 +1,7 @@
-"""Guards: a clean CSV file given to ``streamanon castle`` is parsed by Arrow's lane, and one
-given to ``streamanon z`` by the C parser's lane (Arrow's without a C build), LF or CRLF
-alike: a spy on the lane's entry point sees every block accepted, so a command that bypasses
-the lane fails here, not only in a benchmark."""
+"""Guards: a clean CSV file given to ``streamanon castle`` or ``streamanon z`` is parsed by the
+C parser's lane (Arrow's without a C build), LF or CRLF alike: a spy on the lane's entry
+point sees every block accepted, so a command that bypasses the lane fails here, not only in
+a benchmark."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from streamanon.cli import app
 from streamanon.data import ashrae, traces
 from streamanon.io import _native, fastcsv, lane, readers
+from streamanon.io import rows as rows_module
 
 runner = CliRunner()
 
@@ -29,20 +30,39 @@ def _spy(monkeypatch: pytest.MonkeyPatch, module: object, name: str,
     return calls
 
 
+NATIVE = pytest.mark.skipif(_native.load() is None, reason="no C build of the lane's parser")
+
+
+@NATIVE
 @pytest.mark.parametrize("end", ["\n", "\r\n"])
-def test_castle_command_reads_a_clean_file_through_arrow(tmp_path, monkeypatch, end) -> None:
+def test_castle_command_reads_a_clean_file_through_the_c_lane(tmp_path, monkeypatch,
+                                                              end) -> None:
     data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=3))
     data.write_bytes(data.read_bytes().replace(b"\n", end.encode()))
     rules = tmp_path / "rules.toml"
     rules.write_text(ashrae.rules_toml())
+    calls = _spy(monkeypatch, rows_module, "parse_native_rows", lane)
+    arrow = _spy(monkeypatch, fastcsv, "parse_clean_rows")
+    res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
+                              "--delta", "100", str(data), "-o", str(tmp_path / "out.csv")])
+    assert res.exit_code == 0, res.output
+    assert calls and all(calls)  # every block of rows after the header: the C lane
+    assert arrow == []
+
+
+def test_castle_command_reads_through_arrow_without_the_c_parser(tmp_path, monkeypatch) -> None:
+    data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=3))
+    rules = tmp_path / "rules.toml"
+    rules.write_text(ashrae.rules_toml())
+    monkeypatch.setattr(lane, "_NATIVE", [None])
     calls = _spy(monkeypatch, fastcsv, "parse_clean_rows")
     res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
                               "--delta", "100", str(data), "-o", str(tmp_path / "out.csv")])
     assert res.exit_code == 0, res.output
-    assert calls and all(calls)  # every block of rows after the header: Arrow's lane
+    assert calls and all(calls)
 
 
-@pytest.mark.skipif(_native.load() is None, reason="no C build of the lane's parser")
+@NATIVE
 @pytest.mark.parametrize("end", ["\n", "\r\n"])
 def test_z_command_reads_a_clean_file_through_the_c_lane(tmp_path, monkeypatch, end) -> None:
     path = tmp_path / "in.csv"
@@ -70,15 +90,16 @@ def test_z_command_reads_through_arrow_without_the_c_parser(tmp_path, monkeypatc
     assert calls and all(calls)
 
 
+@NATIVE
 @pytest.mark.parametrize(("delimiter", "sep"), [(";", b";"), ("tab", b"\t")])
-def test_castle_reads_a_clean_delimited_file_through_arrow(tmp_path, monkeypatch, delimiter,
+def test_castle_reads_a_clean_delimited_file_through_the_c_lane(tmp_path, monkeypatch, delimiter,
                                                            sep) -> None:
     data = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(600, seed=3))
     assert b'"' not in data.read_bytes()
     data.write_bytes(data.read_bytes().replace(b",", sep))
     rules = tmp_path / "rules.toml"
     rules.write_text(ashrae.rules_toml())
-    calls = _spy(monkeypatch, fastcsv, "parse_clean_rows")
+    calls = _spy(monkeypatch, rows_module, "parse_native_rows", lane)
     res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
                               "--delta", "100", "--delimiter", delimiter, str(data),
                               "-o", str(tmp_path / "out.csv")])
@@ -86,7 +107,7 @@ def test_castle_reads_a_clean_delimited_file_through_arrow(tmp_path, monkeypatch
     assert calls and all(calls)
 
 
-@pytest.mark.skipif(_native.load() is None, reason="no C build of the lane's parser")
+@NATIVE
 @pytest.mark.parametrize(("delimiter", "sep"), [(";", ";"), ("\\t", "\t")])
 def test_z_reads_a_clean_delimited_file_through_the_c_lane(tmp_path, monkeypatch, delimiter,
                                                       sep) -> None:

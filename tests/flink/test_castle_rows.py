@@ -230,24 +230,34 @@ def test_notes_are_not_outcomes_and_report_the_fate_of_each_rule_set(tmp_path):
     assert [(n["message"], n.get("installed_by")) for n in report] == [(1, [0, 1]), (2, None)]
 
 
+@pytest.mark.parametrize("lane", ["C", "Arrow"])
 @pytest.mark.parametrize("end", [b"\n", b"\r\n"])
-def test_split_blocks_of_a_clean_file_take_the_arrow_lane(tmp_path, monkeypatch, end):
+def test_split_blocks_of_a_clean_file_take_a_fast_lane(tmp_path, monkeypatch, end, lane):
     """Guard: the Flink job's reading step (splits of the file cut into blocks, each fed to
-    the chunk parser) reads a clean CSV file through Arrow's lane, LF or CRLF alike."""
+    the chunk parser) reads a clean CSV file through a fast lane, LF or CRLF alike: the C
+    parser's where it was built, else Arrow's."""
     from streamanon.flink.splits import line_blocks, read_split, split_count
-    from streamanon.io import fastcsv
+    from streamanon.io import _native, fastcsv
+    from streamanon.io import lane as lane_module
+    from streamanon.io import rows as rows_module
 
+    if lane == "C" and _native.load() is None:
+        pytest.skip(f"no C build: {_native.unavailable}")
     path = ashrae.write_csv(tmp_path / "in.csv", ashrae.generate(3000, seed=3))
     path.write_bytes(path.read_bytes().replace(b"\n", end))
     calls: list[bool] = []
-    real = fastcsv.parse_clean_rows
+    module, name = ((rows_module, "parse_native_rows") if lane == "C"
+                    else (fastcsv, "parse_clean_rows"))
+    real = getattr(module, name)
 
     def spy(*args: object, **kw: object) -> object:
-        got = real(*args, **kw)  # type: ignore[arg-type]
+        got = real(*args, **kw)
         calls.append(got is not None)
         return got
 
-    monkeypatch.setattr(fastcsv, "parse_clean_rows", spy)
+    monkeypatch.setattr(module, name, spy)
+    if lane == "Arrow":
+        monkeypatch.setattr(lane_module, "_NATIVE", [None])
     parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, 3)
     split_bytes = 64 << 10
     rows = 0

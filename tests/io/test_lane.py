@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamanon.io import _native, iter_batches, lane
-from streamanon.io.fastcsv import parse_clean_chunk, published_csv
+from streamanon.io.fastcsv import parse_clean_chunk, parse_clean_rows, published_csv
 from streamanon.zanon.operator import hierarchy_levels
 
 pytestmark = pytest.mark.skipif(_native.load() is None,
@@ -144,3 +144,35 @@ def test_turned_off_the_c_lane_takes_nothing(monkeypatch):
     monkeypatch.setattr(lane, "_NATIVE", [])
     assert lane.parse_native_chunk(b"1,a,x", -np.inf, 8) is None
     assert _native.unavailable == "STREAMANON_NATIVE=0"
+
+
+NUMBER = st.one_of(st.floats(-1e9, 1e9, allow_nan=False).map(repr), st.integers().map(str),
+                   st.sampled_from(["", " 1", "1e5", "+2", ".5", "5.", "-0", "nan", "inf",
+                                    "1_0", "x"]))
+TEXT = st.text("ab é日\t*.-0123", max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TEXT, NUMBER, TEXT, NUMBER), min_size=1, max_size=25),
+       st.sampled_from([",", ";"]), st.integers(4, 60),
+       st.sampled_from([["n1", "n2"], ["n2"], []]))
+def test_where_both_lanes_take_a_block_of_rows_they_read_it_alike(rows, delimiter, max_len,
+                                                                   numeric):
+    header = ["t1", "n1", "t2", "n2"]
+    data = "\n".join(delimiter.join(r) for r in rows).encode()
+    native = lane.parse_native_rows(data, header, set(numeric), max_len, delimiter)
+    arrow = parse_clean_rows(data, header, set(numeric), max_len, delimiter)
+    if native is None:
+        return  # not clean, or a number not of the C parser's form: Arrow decides
+    assert arrow is not None  # the C parser takes no block Arrow's lane refuses
+    assert (native.n, native.texts) == (arrow.n, arrow.texts)
+    assert native.numbers.keys() == arrow.numbers.keys()
+    for name, values in native.numbers.items():
+        assert [x.hex() for x in values] == [x.hex() for x in arrow.numbers[name]]
+    assert native.starts.tolist() == arrow.starts.tolist()
+
+
+@pytest.mark.parametrize("data", [b"a,1\nb", b"a,1,\nb,2", b"a,\nb,2", b"a,1\n\nb,2",
+                                  b"a,1e3", b"a,1\n", b"\xff,1", b"a,1" + b"0" * 40, b"a,nan"])
+def test_what_the_c_lane_does_not_take_as_rows(data):
+    assert lane.parse_native_rows(data, ["t", "n"], {"n"}, 20) is None

@@ -1,4 +1,5 @@
-"""CSV files are read by the block, clean blocks through Arrow's parser: the rows, line numbers,
+"""CSV files are read by the block, clean blocks through a fast lane (the C parser's, else
+Arrow's): the rows, line numbers,
 rejections (text and reason), accounting and errors are exactly those of reading the same bytes
 as a text stream, line by line (the rules' own path), whatever the block boundaries."""
 
@@ -89,19 +90,28 @@ def test_file_lanes_read_exactly_like_the_text_path(tmp_path_factory, data: byte
     assert from_file == from_text
 
 
-def test_clean_blocks_take_the_fast_lane(tmp_path, monkeypatch) -> None:
-    """Not only equal: a clean file is really parsed by Arrow (one call per block)."""
-    from streamanon.io import fastcsv
+@pytest.mark.parametrize("lane", ["C", "Arrow"])
+def test_clean_blocks_take_the_fast_lane(tmp_path, monkeypatch, lane: str) -> None:
+    """Not only equal: a clean file is really parsed by a fast lane (one call per block), the
+    C parser's where it was built, else Arrow's."""
+    from streamanon.io import _native, fastcsv
+    from streamanon.io import lane as lane_module
 
+    if lane == "C" and _native.load() is None:
+        pytest.skip(f"no C build: {_native.unavailable}")
     calls = []
-    real = fastcsv.parse_clean_rows
+    module, name = ((rows_module, "parse_native_rows") if lane == "C"
+                    else (fastcsv, "parse_clean_rows"))
+    real = getattr(module, name)
 
     def spy(*args: object, **kw: object) -> object:
-        got = real(*args, **kw)  # type: ignore[arg-type]
+        got = real(*args, **kw)  # type: ignore[operator]
         calls.append(got is not None)
         return got
 
-    monkeypatch.setattr(fastcsv, "parse_clean_rows", spy)
+    monkeypatch.setattr(module, name, spy)
+    if lane == "Arrow":
+        monkeypatch.setattr(lane_module, "_NATIVE", [None])
     monkeypatch.setattr(rows_module, "_BLOCK", 64)
     path = tmp_path / "in.csv"
     path.write_text("id,age,note\n" + "".join(f"p{i},{i}.5,x y\n" for i in range(40)))

@@ -129,14 +129,21 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
             node = int(table[node, v])
         return node
 
+    inv = cset._inv.tolist() if d else []
+
     def cost(part: np.ndarray, sub: np.ndarray) -> float:
-        """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples."""
-        lh = np.empty((1, 2 * d))
+        """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples: summed
+        attribute by attribute in the order of the compiled loop (``_window_kernel.
+        median_cuts``), each term rounded by itself, so that both compare cuts alike (a
+        BLAS dot product sums in an order of its CPU's, and a tie could go either way)."""
+        acc = 0.0
         if d:
-            np.negative(sub.min(axis=0), out=lh[0, :d])
-            sub.max(axis=0, out=lh[0, d:])
-        top = np.array([[common(part, j) for j in range(h)]], dtype=np.int64).reshape(1, h)
-        return len(part) * float(cset.loss_of(lh, top)[0])
+            lows, highs = sub.min(axis=0).tolist(), sub.max(axis=0).tolist()
+            for q in range(d):
+                acc += -lows[q] * inv[q] + highs[q] * inv[d + q]
+        for j in range(h):
+            acc += cset.w_hier[j] * float(cset.hier[j].loss_vector()[common(part, j)])
+        return len(part) * acc
 
     def keys(part: np.ndarray, j: int) -> np.ndarray:
         """Hierarchy attribute j: each tuple's subtree below the class's common node, as the

@@ -52,12 +52,12 @@ typedef struct {
     int32_t *first_len;
 } Names;
 
-static int names_init(Names *t)
+static int names_init(Names *t, int64_t cap)
 {
-    t->cap = 1024;
+    t->cap = cap;
     t->n = 0;
     t->pool_len = 0;
-    t->pool_cap = 1 << 16;
+    t->pool_cap = cap * 16;
     t->slots = malloc(sizeof(Slot) * t->cap);
     t->pool = malloc((size_t)t->pool_cap);
     t->first = malloc(sizeof(int64_t) * t->cap / 2);
@@ -162,7 +162,7 @@ static PyObject *names_list(Names *t)
 }
 
 /* float(text) for text = -?digits[.digits] (at least one digit); 0 when not of that form */
-static int parse_time(const char *p, int64_t len, double *out)
+static int parse_number(const char *p, int64_t len, double *out)
 {
     int64_t i = 0;
     int neg = 0;
@@ -224,7 +224,7 @@ static PyObject *parse_tua(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyObject *result = NULL, *o_t = NULL, *o_toff = NULL, *o_tchars = NULL, *o_u = NULL,
              *o_a = NULL, *o_un = NULL, *o_an = NULL, *o_ls = NULL, *o_as = NULL;
     Names un, an;
-    int names_ok = names_init(&un) & names_init(&an);
+    int names_ok = names_init(&un, 1024) & names_init(&an, 1024);
     const char *data = (const char *)view.buf;
     int64_t size = (int64_t)view.len;
     if (PyErr_Occurred() || !names_ok)
@@ -297,7 +297,7 @@ static PyObject *parse_tua(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (sig <= 15 && frac <= 22) {
             double v = (double)m / POW10[frac];
             t[row] = neg ? -v : v;
-        } else if (!parse_time(line, l0, &t[row])) {
+        } else if (!parse_number(line, l0, &t[row])) {
             clean = 0;
             break;
         }
@@ -372,6 +372,155 @@ done:
     names_free(&un);
     names_free(&an);
     PyBuffer_Release(&view);
+    return result;
+}
+
+/* parse_rows(data, delimiter, numeric, max_line) -> None | (starts, columns): the lines of
+   data (no final newline), each of len(numeric) fields; a column whose byte in numeric is
+   nonzero as float64 numbers (the strict form of the time above), any other as (int32 codes,
+   names); starts: where each line starts (int64). None when a line is blank or longer than
+   max_line bytes, has another number of fields, a number not of that form or a name not UTF-8
+   (Arrow's reader then tries). */
+static PyObject *parse_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "parse_rows takes 4 arguments");
+        return NULL;
+    }
+    Py_buffer view, kinds;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) != 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &kinds, PyBUF_SIMPLE) != 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    long delim = PyLong_AsLong(args[1]), max_line = PyLong_AsLong(args[3]);
+    const char *data = (const char *)view.buf, *numeric = (const char *)kinds.buf;
+    int64_t size = (int64_t)view.len, ncols = (int64_t)kinds.len;
+    PyObject *result = NULL, *o_starts = NULL, *columns = NULL;
+    Names *names = NULL;
+    PyObject **arrays = NULL;
+    if (PyErr_Occurred())
+        goto done;
+    if (size == 0 || data[size - 1] == '\n' || delim < 0 || delim > 127 || delim == '\n'
+            || ncols < 1 || ncols > 65536 || max_line < 1) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    npy_intp n = 1;
+    for (const char *q = data; (q = memchr(q, '\n', (size_t)(data + size - q))) != NULL; q++)
+        n++;
+    npy_intp dims[1] = {n};
+    o_starts = PyArray_SimpleNew(1, dims, NPY_INT64);
+    names = calloc((size_t)ncols, sizeof(Names));
+    arrays = calloc((size_t)ncols, sizeof(PyObject *));
+    if (o_starts == NULL || names == NULL || arrays == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t c = 0; c < ncols; c++) {
+        arrays[c] = PyArray_SimpleNew(1, dims, numeric[c] ? NPY_FLOAT64 : NPY_INT32);
+        if (arrays[c] == NULL || (!numeric[c] && !names_init(&names[c], 64))) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto done;
+        }
+    }
+    int64_t *starts = (int64_t *)PyArray_DATA((PyArrayObject *)o_starts);
+    const char *p = data, *eod = data + size;
+    char d = (char)delim;
+    int clean = 1;
+    for (npy_intp row = 0; row < n && clean; row++) {
+        const char *line = p;
+        starts[row] = line - data;
+        for (int64_t c = 0; c < ncols; c++) {
+            const char *f = p;
+            uint64_t h = FNV_START;
+            if (numeric[c]) {
+                while (p < eod && *p != d && *p != '\n')
+                    p++;
+            } else {
+                while (p < eod && *p != d && *p != '\n') {
+                    h = FNV_STEP(h, *p);
+                    p++;
+                }
+            }
+            int last = c == ncols - 1;
+            /* a field ends at the delimiter (not the last) or at the line's end (the last) */
+            if (last ? (p < eod && *p == d) : (p == eod || *p != d)) {
+                clean = 0;
+                break;
+            }
+            int64_t len = p - f;
+            if (numeric[c]) {
+                double *x = (double *)PyArray_DATA((PyArrayObject *)arrays[c]);
+                if (len < 1 || !parse_number(f, len, &x[row])) {
+                    clean = 0;
+                    break;
+                }
+            } else {
+                int32_t *codes = (int32_t *)PyArray_DATA((PyArrayObject *)arrays[c]);
+                int32_t code = names_code(&names[c], f, (int32_t)len, h);
+                if (code < 0) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                codes[row] = code;
+            }
+            p++; /* past the delimiter, the newline or the end */
+        }
+        if (clean && (p - 1 - line < 1 || p - 1 - line > max_line))
+            clean = 0;
+    }
+    if (!clean) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    columns = PyList_New((Py_ssize_t)ncols);
+    if (columns == NULL)
+        goto done;
+    for (int64_t c = 0; c < ncols; c++) {
+        PyObject *col;
+        if (numeric[c]) {
+            col = arrays[c];
+            Py_INCREF(col);
+        } else {
+            PyObject *list = names_list(&names[c]);
+            if (list == NULL) {
+                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {  /* not clean */
+                    PyErr_Clear();
+                    result = Py_None;
+                    Py_INCREF(result);
+                }
+                goto done;
+            }
+            col = PyTuple_Pack(2, arrays[c], list);
+            Py_DECREF(list);
+            if (col == NULL)
+                goto done;
+        }
+        PyList_SET_ITEM(columns, (Py_ssize_t)c, col);
+    }
+    result = PyTuple_Pack(2, o_starts, columns);
+done:
+    Py_XDECREF(o_starts);
+    Py_XDECREF(columns);
+    if (arrays != NULL) {
+        for (int64_t c = 0; c < ncols; c++)
+            Py_XDECREF(arrays[c]);
+        free(arrays);
+    }
+    if (names != NULL) {
+        for (int64_t c = 0; c < ncols; c++)
+            if (!numeric[c])
+                names_free(&names[c]);
+        free(names);
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&kinds);
     return result;
 }
 
@@ -456,6 +605,8 @@ done:
 static PyMethodDef methods[] = {
     {"parse_tua", (PyCFunction)(void (*)(void))parse_tua, METH_FASTCALL,
      "A clean chunk of t,u,a lines as columns, or None (see streamanon.io._native)."},
+    {"parse_rows", (PyCFunction)(void (*)(void))parse_rows, METH_FASTCALL,
+     "A clean block of general CSV rows as columns, or None (see streamanon.io._native)."},
     {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL,
      "Chosen rows of a parsed chunk, each with its published value, as CSV lines."},
     {NULL, NULL, 0, NULL}

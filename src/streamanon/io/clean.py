@@ -1,8 +1,9 @@
-"""The rules a chunk must meet to take a fast lane, whichever parser read it.
+"""What a clean chunk is, whichever fast lane read it: its rules, and a block of rows' columns.
 
-A clean chunk's users and values need no stripping and fit the length limit, and its times
-are finite and in order: then the fast lanes (:mod:`streamanon.io.lane`, the C parser, and
-:mod:`streamanon.io.fastcsv`, Arrow's reader) give exactly what the Python reader would.
+A clean ``t,u,a`` chunk's users and values need no stripping and fit the length limit, and its
+times are finite and in order: then the fast lanes (:mod:`streamanon.io.lane`, the C parser,
+and :mod:`streamanon.io.fastcsv`, Arrow's reader) give exactly what the Python reader would.
+A clean block of general rows (CASTLE's) comes out of either as :class:`RowColumns`.
 
 Design: docs/design/pipeline.md
 """
@@ -10,6 +11,7 @@ Design: docs/design/pipeline.md
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,3 +26,15 @@ def clean_names(names: Sequence[str], max_len: int) -> bool:
 def clean_times(t: np.ndarray, clock: float) -> bool:
     """Finite times, none before ``clock`` (the reader's), never going backwards."""
     return bool(np.all(np.isfinite(t))) and t[0] >= clock and bool(np.all(t[1:] >= t[:-1]))
+
+
+@dataclass
+class RowColumns:
+    """A clean chunk of general rows: per column, the values of its rows in order (numeric
+    columns as Python floats, text columns as their distinct values and codes into them), and
+    where each line starts in the chunk."""
+
+    n: int
+    numbers: dict[str, list[float]]
+    texts: dict[str, tuple[list[str], list[int]]]
+    starts: np.ndarray

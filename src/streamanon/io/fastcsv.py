@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from streamanon.errors import ProtocolError
-from streamanon.io.clean import clean_names, clean_times
+from streamanon.io.clean import RowColumns, clean_names, clean_times
 
 try:  # the kernels without pyarrow.compute's generated wrappers (see the module docstring)
     from pyarrow._compute import CastOptions, call_function
@@ -261,18 +261,6 @@ def published_csv(
 
 
 # -- general rows (CASTLE) -------------------------------------------------------------------
-@dataclass
-class RowColumns:
-    """A clean chunk of general rows: per column, the values of its rows in order (numeric
-    columns as Python floats, text columns as their distinct values and codes into them), and
-    where each line starts in the chunk."""
-
-    n: int
-    numbers: dict[str, list[float]]
-    texts: dict[str, tuple[list[str], list[int]]]
-    starts: np.ndarray
-
-
 def parse_clean_rows(data: bytes, header: list[str], numeric: set[str], max_len: int,
                      delimiter: str = ",") -> RowColumns | None:
     """Parse ``data`` (whole lines, header excluded, without the final newline, fields

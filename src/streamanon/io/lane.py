@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from streamanon.io.clean import clean_names, clean_times
+from streamanon.io.clean import RowColumns, clean_names, clean_times
 
 
 class LaneColumns(Protocol):
@@ -131,3 +131,39 @@ def parse_native_chunk(data: bytes, clock: float, max_len: int, delimiter: str =
             and clean_times(cols.t, clock)):
         return None
     return cols
+
+
+def parse_native_rows(data: bytes, header: Sequence[str], numeric: set[str], max_len: int,
+                      delimiter: str = ",") -> RowColumns | None:
+    """``data`` (whole lines, header excluded, without the final newline) as rows of
+    ``header``'s columns by the C parser, as ``fastcsv.parse_clean_rows`` reads them, or
+    ``None`` (not clean, or a number not of the C parser's strict form, or no C parser: then
+    Arrow's reader tries). Lines longer than ``max_len`` bytes are not clean.
+
+    Args:
+        data: whole lines of the block, without the header and the final newline.
+        header: the input's column names.
+        numeric: the columns that must be finite numbers.
+        max_len: the longest line accepted, in bytes.
+        delimiter: the field delimiter (one character of one byte).
+    """
+    parser = _parser()
+    if (parser is None or not data or len(header) < 2 or b'"' in data or b"\r" in data
+            or len(delimiter.encode()) != 1):
+        return None
+    kinds = bytes(name in numeric for name in header)
+    parsed = parser.parse_rows(data, ord(delimiter), kinds, max_len)
+    if parsed is None:
+        return None
+    starts, columns = parsed
+    numbers: dict[str, list[float]] = {}
+    texts: dict[str, tuple[list[str], list[int]]] = {}
+    for name, col in zip(header, columns, strict=True):
+        if name in numeric:
+            if not bool(np.isfinite(col).all()):
+                return None
+            numbers[name] = col.tolist()
+        else:
+            codes, names = col
+            texts[name] = (names, codes.tolist())
+    return RowColumns(len(starts), numbers, texts, starts)

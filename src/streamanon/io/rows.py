@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from streamanon.castle.records import CastleRow
 from streamanon.errors import UnreadableInputError
+from streamanon.io.lane import parse_native_rows
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
@@ -48,7 +49,7 @@ from streamanon.records import Rejected
 if TYPE_CHECKING:
     import numpy as np
 
-    from streamanon.io.fastcsv import RowColumns
+    from streamanon.io.clean import RowColumns
 
 _SURROGATE = re.compile("[\udc80-\udcff]")
 #: Bytes read at a time from a CSV file or stdin (``read1``: a pipe yields what it has).
@@ -277,15 +278,18 @@ class RowReader:
             yield line, rest
 
     def _clean_block(self, data: bytes) -> RowColumns | None:
-        """The block through Arrow's parser when it is provably clean, else ``None``."""
-        from streamanon.io.fastcsv import parse_clean_rows  # pyarrow: only for CSV files
-
+        """The block through the C parser (:mod:`streamanon.io.lane`), else Arrow's, when it
+        is provably clean; else ``None``."""
         header = self._header
         assert header is not None
         # a clean line is no longer than a value may be, nor than a line may be (the text
         # path refuses a longer line whole, whatever its fields)
-        cols = parse_clean_rows(data, header, self.numeric, min(self.max_len, MAX_LINE_CHARS),
-                                self.delimiter)
+        limit = min(self.max_len, MAX_LINE_CHARS)
+        cols = parse_native_rows(data, header, self.numeric, limit, self.delimiter)
+        if cols is None:
+            from streamanon.io.fastcsv import parse_clean_rows  # pyarrow: only here
+
+            cols = parse_clean_rows(data, header, self.numeric, limit, self.delimiter)
         if cols is None:
             return None
         required = set(self.required)
