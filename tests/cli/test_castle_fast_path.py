@@ -31,8 +31,9 @@ def test_castle_command_takes_clean_rows_as_blocks_and_writes_clusters_as_blocks
     parsed: list[int] = []
     row_by_row: list[int] = []
     grouped: list[int] = []
+    classes: list[int] = []
     block, one = CastleAnonymizer.process_block, CastleAnonymizer.process
-    many, groups = RowWriter.write_many, RowWriter.write_groups
+    many, groups, write_class = RowWriter.write_many, RowWriter.write_groups, RowWriter.write_class
 
     def spy_block(self: CastleAnonymizer, rows: Any, **kw: Any) -> Any:
         out = block(self, rows, **kw)
@@ -53,10 +54,15 @@ def test_castle_command_takes_clean_rows_as_blocks_and_writes_clusters_as_blocks
         grouped.append(sum(map(len, gs)))
         groups(self, gs)
 
+    def spy_class(self: RowWriter, rows: Any) -> None:
+        classes.append(len(rows))
+        write_class(self, rows)
+
     monkeypatch.setattr(CastleAnonymizer, "process_block", spy_block)
     monkeypatch.setattr(CastleAnonymizer, "process", spy_one)
     monkeypatch.setattr(RowWriter, "write_many", spy_many)
     monkeypatch.setattr(RowWriter, "write_groups", spy_groups)
+    monkeypatch.setattr(RowWriter, "write_class", spy_class)
     out = tmp_path / "out.csv"
     res = runner.invoke(app, ["castle", "--rules", str(rules), "--k", "5", "--l", "2",
                               "--delta", "300", str(data), "-o", str(out)])
@@ -67,18 +73,21 @@ def test_castle_command_takes_clean_rows_as_blocks_and_writes_clusters_as_blocks
     # only the first rows (until k individuals and l sensitive values are seen) go one by one
     assert parsed and len(parsed) < 20, len(parsed)
     assert sum(taken) + len(parsed) == n
-    # every released row goes to the grouped writer; only a tuple released alone (under a
-    # kept cluster's generalization) is written on its own, never a cluster row by row
-    assert sum(grouped) == released
+    # every released row goes to a grouped writer, almost all a class at a time from their
+    # fields; only a tuple released alone (under a kept cluster's generalization) is written
+    # on its own, never a cluster row by row
+    assert sum(grouped) + sum(classes) == released
+    assert sum(classes) > 0.9 * released, (sum(classes), released)
     assert set(row_by_row) <= {1} and len(row_by_row) < 0.01 * n, row_by_row
 
 
-def test_castle_command_builds_one_dict_per_block_row_at_its_release(tmp_path,
-                                                                    monkeypatch) -> None:
+def test_castle_command_builds_no_dict_for_a_block_row(tmp_path, monkeypatch) -> None:
     """A row taken through the block entry point reaches the operator as the reader's tuple
-    of its fields (no dict per row while it is held) and is released in one dict, built from
-    its class's values and its other fields (the same dict as the merge of the two)."""
+    of its fields (no dict per row while it is held) and is released as those fields and its
+    class's template: the writer writes it without a dict, and its values, once read, are the
+    merge of its class's values and its other fields, in the input's column order."""
     from streamanon.castle import Released
+    from streamanon.castle.records import ReleasedFields
     from streamanon.io.rows import RowReader
 
     n = 1500
@@ -113,7 +122,7 @@ def test_castle_command_builds_one_dict_per_block_row_at_its_release(tmp_path,
         out = args[-1]
         before = len(out)
         emit(self, cset, items, *args)
-        released.extend(x for x in out[before:] if type(x) is Released)
+        released.extend(x for x in out[before:] if isinstance(x, Released))
 
     monkeypatch.setattr(RowReader, "fields_of", spy_fields)
     monkeypatch.setattr(RowReader, "values_of", spy_values)
@@ -129,6 +138,17 @@ def test_castle_command_builds_one_dict_per_block_row_at_its_release(tmp_path,
     from_blocks = [r for r in released if r.line in given]
     # only the first rows (taken one by one until k individuals are seen) come otherwise
     assert len(from_blocks) > len(released) - 20, (len(from_blocks), len(released))
+    as_fields = [r for r in from_blocks if type(r) is ReleasedFields]
+    # (the first rows, taken one by one while the summary counts individuals, are records)
+    assert len(as_fields) > len(from_blocks) - 20, (len(as_fields), len(from_blocks))
+    values_slot = Released.__dict__["values"]
+    unbuilt = 0
+    for r in as_fields:  # written without their values ever being built
+        try:
+            values_slot.__get__(r, Released)
+        except AttributeError:
+            unbuilt += 1
+    assert unbuilt == len(as_fields)
     assert len({id(r.values) for r in from_blocks}) == len(from_blocks)  # a dict each
     from streamanon.castle import RuleSet
 

@@ -137,3 +137,36 @@ def test_a_released_cluster_is_written_without_a_row_by_row_pass(monkeypatch) ->
     for r in group:
         ref.write(r)
     assert buf.getvalue() == want.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 5).flatmap(lambda n: st.tuples(
+    st.lists(SPECIAL | CELLS, min_size=n, max_size=n),
+    st.lists(st.booleans(), min_size=n, max_size=n),
+    st.lists(st.lists(SPECIAL | CELLS, min_size=n, max_size=n), min_size=1, max_size=6),
+    st.booleans())))
+def test_writer_writes_a_class_from_its_fields_as_from_its_values(case: tuple) -> None:
+    """A released class given as its template and each row's fields
+    (:class:`~streamanon.castle.records.ReleasedFields`) is written with the bytes of
+    writing each row's values by itself: generalized and passed-through columns with commas,
+    quotes, line breaks, None and non-text values, a column only the class has (its loss),
+    classes of one row."""
+    from streamanon.castle.records import ReleasedFields
+
+    common, generalized, fields, with_loss = case
+    header = [f"c{i}" for i in range(len(common))]
+    template = dict.fromkeys(header)
+    template.update({h: c for h, c, g in zip(header, common, generalized, strict=True) if g})
+    if with_loss:
+        template["loss"] = 0.25
+    slots = tuple(-1 if g else i for i, g in enumerate(generalized))
+    rows = [ReleasedFields.of(template, slots, tuple(f), 0.25, 3, i + 2)
+            for i, f in enumerate(fields)]
+    columns = list(template)
+    got, want = io.StringIO(), io.StringIO()
+    w, ref = RowWriter(got, "csv", columns), RowWriter(want, "csv", columns)
+    w.write_class(rows)
+    for r in rows:
+        ref.write(r.values)
+    assert got.getvalue() == want.getvalue()
+    assert w.count == ref.count

@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from numbers import Integral
-from operator import itemgetter
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ from streamanon.castle.defaults import MISSING_REASON, Missing, Suppression
 from streamanon.castle.diversity import Closeness, Diversity
 from streamanon.castle.dp import NOT_SAMPLED, Perturbation
 from streamanon.castle.loss import Metric
-from streamanon.castle.records import CastleRow, Released
+from streamanon.castle.records import CastleRow, Released, ReleasedFields
 from streamanon.castle.rules import RuleSet, check_hierarchy_scope
 from streamanon.castle.split import SPLITS, median_split
 from streamanon.castle.window import History, WindowCache, remove_held, reuse_rest, window_leaf
@@ -78,6 +77,7 @@ class _Kept:
 #: ``None``, a dict of them
 _BlockRow = namedtuple("_BlockRow", ("values", "line", "t", "header"), defaults=(None,))
 _new_tuple = tuple.__new__
+_released_fields = ReleasedFields.of
 
 
 def _values_of(row: Any) -> dict[str, Any]:
@@ -86,26 +86,19 @@ def _values_of(row: Any) -> dict[str, Any]:
 
 
 class _Template:
-    """What :meth:`CastleAnonymizer._emit` builds a released block row's dict from: the dict
-    of a class's columns in ``header``'s order with the class's values in place (the columns
-    of ``header`` it does not generalize still empty, then the columns that only it has), and
-    a getter of those columns' fields."""
+    """What a released block row's values are made of (:class:`ReleasedFields`): the dict of
+    a class's columns in ``header``'s order with the class's values in place (the columns of
+    ``header`` it does not generalize still empty, then the columns that only it has), and per
+    header column the index of the row's field that gives it (-1: the class's value)."""
 
-    __slots__ = ("base", "get", "header", "names")
+    __slots__ = ("base", "header", "slots")
 
     def __init__(self, header: Sequence[str], extra: Mapping[str, Any]) -> None:
         self.header = header
         base = dict.fromkeys(header)
         base.update(extra)
         self.base = base
-        keep = [i for i, h in enumerate(header) if h not in extra]
-        self.names = [header[i] for i in keep]
-        if len(keep) >= 2:
-            self.get: Any = itemgetter(*keep)
-        elif keep:
-            self.get = lambda fields, _i=keep[0]: (fields[_i],)
-        else:
-            self.get = lambda fields: ()
+        self.slots = tuple(-1 if h in extra else i for i, h in enumerate(header))
 
 
 def _summed(counts: Mapping[str, list[Counter[str]]], pids: list[str],
@@ -860,11 +853,12 @@ class CastleAnonymizer(OperatorBase):
                 if row.header is None:  # its values were made for this tuple alone
                     released = row.values
                     released.update(extra)  # the same keys in the same order as the merge
-                else:  # the class's dict, with the row's other fields: the same as the merge
+                else:  # the class's values with the row's other fields, built when read
                     if template is None or template.header is not row.header:
                         template = _Template(row.header, extra)
-                    released = template.base.copy()
-                    released.update(zip(template.names, template.get(row.values), strict=True))
+                    append(_released_fields(template.base, template.slots, row.values, loss,
+                                            cid, row.line))
+                    continue
             else:
                 released = {**row.values, **extra}
             append(Released(released, loss, cid, row.line))

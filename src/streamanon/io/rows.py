@@ -31,7 +31,7 @@ from itertools import islice, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from streamanon.castle.records import CastleRow
+from streamanon.castle.records import CastleRow, ReleasedFields
 from streamanon.errors import UnreadableInputError
 from streamanon.io.lane import parse_native_rows
 from streamanon.io.policy import InputError, OnError
@@ -679,6 +679,25 @@ class RowWriter(TextSink):
         if lines:
             self._fh.write("\n".join(lines) + "\n")
 
+    def write_class(self, rows: Sequence[ReleasedFields]) -> None:
+        """Write the released rows of one class, each given as its fields and the class's
+        template and slots (:class:`~streamanon.castle.records.ReleasedFields`, the same for
+        every row): the bytes :meth:`write_groups` writes for the rows' values, without
+        building them."""
+        n = len(rows)
+        template, slots = rows[0].template, rows[0].slots
+        names = list(template)
+        if self.fmt == "csv" and self._commas and names == self.columns:
+            by_field = list(zip(*(r.fields for r in rows), strict=True))
+            at = [*slots, *(-1 for _ in range(len(names) - len(slots)))]
+            text = _columns_text([(template[name],) * n if i < 0 else by_field[i]
+                                  for name, i in zip(names, at, strict=True)], n, self._commas)
+            if text is not None:
+                self._fh.write(text)
+                self.count += n
+                return
+        self.write_groups([[r.values for r in rows]])
+
     def write_groups(self, groups: Iterable[Sequence[Mapping[str, Any]]]) -> None:
         """Write the rows of ``groups`` in order, as :meth:`write` writes each; a group is
         rows that share most of their values (a released cluster: its generalized
@@ -741,14 +760,18 @@ def _group_text(group: Sequence[Mapping[str, Any]],
     writes them, or ``None`` when some value is not plain text where the count below could
     not tell, or a row lacks a column (then the rows go one by one). ``getter``: a row's
     values in the order of the columns (an ``itemgetter`` of two or more)."""
-    n = len(group)
-    fields: list[Any] = []
-    quotes = inner = 0  # per line: quotes and commas that the constant columns bring
     try:
         rows = list(map(getter, group))
     except KeyError:  # a missing column is written empty: row by row
         return None
-    for col in zip(*rows, strict=True):
+    return _columns_text(list(zip(*rows, strict=True)), len(group), commas)
+
+
+def _columns_text(columns: Sequence[Sequence[Any]], n: int, commas: int) -> str | None:
+    """The CSV lines of ``n`` rows given column by column (:func:`_group_text`)."""
+    fields: list[Any] = []
+    quotes = inner = 0  # per line: quotes and commas that the constant columns bring
+    for col in columns:
         first = col[0]
         if col.count(first) == n:  # one value in every row: quoted once when it needs it
             if type(first) is not str or '"' in first or "\n" in first or "\r" in first:

@@ -595,16 +595,19 @@ class CastleStage:
 
     def _emit(self, items: list[Any], out: Outputs) -> None:
         from streamanon.castle import Released
+        from streamanon.castle.records import ReleasedFields
 
         pub_codes: list[int] = []
         sup_codes: list[int] = []
         pub_header = sup_header = None
         groups: list[list[Any]] = []  # the released rows, a group per cluster, in order
         kinds = set(map(type, items)) if self._pub is not None and not self.latency else None
-        if kinds == {Released, Suppressed} and self.suppressed_format is None:
-            items = [x for x in items if type(x) is Released]  # suppressed: only counted
-            kinds = {Released}
-        if kinds == {Released}:  # the common case, without a loop per row
+        released = {Released, ReleasedFields}
+        if (kinds is not None and Suppressed in kinds and kinds - {Suppressed} <= released
+                and self.suppressed_format is None):
+            items = [x for x in items if type(x) is not Suppressed]  # suppressed: counted
+            kinds.discard(Suppressed)
+        if kinds and kinds <= released:  # the common case, without a loop per row
             pub_codes = list(map(_LINE_OF, items))
             if None in pub_codes:
                 pub_codes = [c or 0 for c in pub_codes]
@@ -633,13 +636,13 @@ class CastleStage:
                 if not groups or x.cluster != last:
                     groups.append([])
                     last = x.cluster
-                groups[-1].append(x.values)
+                groups[-1].append(x)
                 pub_codes.append(x.line or 0)
                 if self.latency and x.line in self._fed:
                     self.lat_sum += now - self._fed.pop(x.line)
                     self.lat_n += 1
         if groups:
-            self._pub[1].write_groups(groups)  # type: ignore[index]
+            _write_released(self._pub[1], groups)  # type: ignore[index]
         for dest, pair, codes, header in ((PUBLISHED, self._pub, pub_codes, pub_header),
                                           (SUPPRESSED, self._sup, sup_codes, sup_header)):
             if pair is not None and (codes or header is not None):
@@ -714,11 +717,40 @@ class CastleStage:
 
 
 def _cluster_groups(items: list[Any]) -> list[list[Any]]:
-    """The values of released rows in order, a list per run of one cluster's rows."""
-    values = list(map(_VALUES_OF, items))
+    """Released rows in order, a list per run of one cluster's rows."""
     clusters = np.fromiter(map(_CLUSTER_OF, items), np.int64, len(items))
     cuts = [0, *(np.flatnonzero(clusters[1:] != clusters[:-1]) + 1).tolist(), len(items)]
-    return [values[a:b] for a, b in itertools.pairwise(cuts)]
+    return [items[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+def _write_released(writer: Any, groups: list[list[Any]]) -> None:
+    """Write runs of one cluster's released rows in order: a run of rows given as fields of
+    one class (:class:`~streamanon.castle.records.ReleasedFields`) from its fields and the
+    class's template (``write_class``), the other runs from their values."""
+    from streamanon.castle.records import ReleasedFields
+
+    pending: list[list[Any]] = []
+    for group in groups:
+        # a cluster's rows may come from several releases (a tuple joining a kept class):
+        # each run of one template is written as a class (the bytes do not depend on runs)
+        start = 0
+        for end in range(1, len(group) + 1):
+            first = group[start]
+            if end < len(group) and (type(group[end]) is type(first)) and (
+                    type(first) is not ReleasedFields
+                    or group[end].template is first.template):
+                continue
+            run = group[start:end]
+            start = end
+            if type(first) is ReleasedFields:
+                if pending:
+                    writer.write_groups(pending)
+                    pending = []
+                writer.write_class(run)
+            else:
+                pending.append(list(map(_VALUES_OF, run)))
+    if pending:
+        writer.write_groups(pending)
 
 
 _LINE_OF = operator.attrgetter("line")
