@@ -5,16 +5,15 @@ writes what Arrow's writes."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamanon.io import _native, iter_batches, lane
+from streamanon.io import _native, lane
 from streamanon.io.fastcsv import parse_clean_chunk, parse_clean_rows, published_csv
 from streamanon.zanon.operator import hierarchy_levels
+from tests.io.test_fastcsv import via_python
 
 pytestmark = pytest.mark.skipif(_native.load() is None,
                                 reason=f"no C build: {_native.unavailable}")
@@ -33,14 +32,6 @@ LINE = st.one_of(
     st.tuples(TIME, FIELD, FIELD).map(",".join),
     st.sampled_from(["", "1,a", "1,a,b,c", '1,"a,b",c', " 1,a,b", "1,a\tb,c", "1,a,b\r"]),
 )
-
-
-def via_python(text: str):
-    out = []
-    for batch in iter_batches(io.StringIO(text), "csv", on_error="skip"):
-        out.extend(zip(batch.t.tolist(), batch.t_text, batch.u, batch.a, batch.line,
-                       strict=True))
-    return out
 
 
 def rows_of(cols) -> list[tuple]:

@@ -38,3 +38,16 @@ class RowColumns:
     numbers: dict[str, list[float]]
     texts: dict[str, tuple[list[str], list[int]]]
     starts: np.ndarray
+
+
+def encoded(names: Sequence[str], dtype: type = np.int64) -> tuple[bytes, np.ndarray]:
+    """``names`` as UTF-8 one after another, and where each starts (and the end): the
+    buffers of an Arrow string array, or of the C writer's published values.
+
+    >>> encoded(["a", "été"])
+    (b'a\\xc3\\xa9t\\xc3\\xa9', array([0, 1, 6]))
+    """
+    parts = [x.encode("utf-8") for x in names]
+    offsets = np.zeros(len(parts) + 1, dtype=dtype)
+    np.cumsum(np.fromiter(map(len, parts), dtype, len(parts)), out=offsets[1:])
+    return b"".join(parts), offsets

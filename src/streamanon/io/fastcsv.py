@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from streamanon.errors import ProtocolError
-from streamanon.io.clean import RowColumns, clean_names, clean_times
+from streamanon.io.clean import RowColumns, clean_names, clean_times, encoded
 
 try:  # the kernels without pyarrow.compute's generated wrappers (see the module docstring)
     from pyarrow._compute import CastOptions, call_function
@@ -161,11 +161,9 @@ def _int32(values: np.ndarray) -> pa.Array:
 
 def _dictionary(names: list[str]) -> pa.Array:
     """A string (int32 offsets) Arrow array of ``names``, as the lane's dictionaries are."""
-    encoded = [x.encode("utf-8") for x in names]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, encoded), np.int32, len(encoded)), out=offsets[1:])
+    blob, offsets = encoded(names, np.int32)
     return pa.Array.from_buffers(pa.string(), len(names),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
 
 
 def arrow_columns(t: np.ndarray, t_offsets: np.ndarray, t_chars: bytes, u: np.ndarray,
@@ -230,11 +228,9 @@ def _indices(values: np.ndarray) -> pa.Array:
 
 def _strings(names: list[str]) -> pa.Array:
     """A string Arrow array from Python strings, built from buffers (no pandas import)."""
-    encoded = [x.encode("utf-8") for x in names]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+    blob, offsets = encoded(names)
     return pa.Array.from_buffers(pa.large_string(), len(names),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
 
 
 def published_csv(

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from streamanon.io.clean import RowColumns, clean_names, clean_times
+from streamanon.io.clean import RowColumns, clean_names, clean_times, encoded
 
 
 class LaneColumns(Protocol):
@@ -98,14 +98,11 @@ class NativeColumns:
 
             return published_csv(self.as_arrow(), idx, a_codes,
                                  None if a_names is None else list(a_names))
-        names = self._a_names if a_names is None else a_names
-        encoded = [x.encode("utf-8") for x in names]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        blob, offsets = encoded(self._a_names if a_names is None else a_names)
         return _parser().write_rows(  # type: ignore[no-any-return]
             self._source, self._line_starts, self._value_starts,
             np.ascontiguousarray(idx, dtype=np.int64),
-            np.ascontiguousarray(a_codes, dtype=np.int64), b"".join(encoded), offsets)
+            np.ascontiguousarray(a_codes, dtype=np.int64), blob, offsets)
 
     def as_arrow(self) -> Any:
         from streamanon.io.fastcsv import arrow_columns
