@@ -167,3 +167,19 @@ def test_where_both_lanes_take_a_block_of_rows_they_read_it_alike(rows, delimite
                                   b"a,1e3", b"a,1\n", b"\xff,1", b"a,1" + b"0" * 40, b"a,nan"])
 def test_what_the_c_lane_does_not_take_as_rows(data):
     assert lane.parse_native_rows(data, ["t", "n"], {"n"}, 20) is None
+
+
+def test_the_c_writer_refuses_rows_and_codes_out_of_range():
+    """Offsets it is given are checked before any byte is copied (no read past a buffer)."""
+    m = _native.load()
+    data, ls, vs = b"1,a,x", np.array([0], np.int32), np.array([4], np.int32)
+    ok = m.write_rows(data, ls, vs, np.array([0]), np.array([0]), b"xy", np.array([0, 2]))
+    assert ok == b"1,a,xy\n"
+    for idx, codes, offsets in [([1], [0], [0, 2]), ([0], [1], [0, 2]), ([0], [0], [0, 3]),
+                                ([0], [0], [2, 1]), ([-1], [0], [0, 2])]:
+        with pytest.raises(ValueError, match="out of range"):
+            m.write_rows(data, ls, vs, np.array(idx), np.array(codes), b"xy",
+                         np.array(offsets))
+    with pytest.raises(ValueError, match="out of range"):
+        m.write_rows(data, ls, np.array([9], np.int32), np.array([0]), np.array([0]), b"xy",
+                     np.array([0, 2]))

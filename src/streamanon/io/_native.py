@@ -577,7 +577,8 @@ static PyObject *write_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
     for (npy_intp j = 0; j < k; j++) {
         int64_t i = idx[j], c = codes[j];
         if (i < 0 || i >= n || c < 0 || c >= m || ls[i] < 0 || vs[i] < ls[i]
-                || vs[i] > (int64_t)data.len || off[c] > off[c + 1]) {
+                || vs[i] > (int64_t)data.len || off[c] < 0 || off[c] > off[c + 1]
+                || off[c + 1] > (int64_t)names.len) {
             PyErr_SetString(PyExc_ValueError, "write_rows: a row or code out of range");
             goto done;
         }
