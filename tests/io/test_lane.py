@@ -183,3 +183,15 @@ def test_the_c_writer_refuses_rows_and_codes_out_of_range():
     with pytest.raises(ValueError, match="out of range"):
         m.write_rows(data, ls, np.array([9], np.int32), np.array([0]), np.array([0]), b"xy",
                      np.array([0, 2]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 127), st.integers(-1, 300),
+       st.binary(min_size=1, max_size=6))
+def test_the_c_parsers_take_any_bytes_without_harm(data, delimiter, max_len, kinds):
+    """Arbitrary bytes, delimiters and limits: an answer or ``None``, never a crash."""
+    m = _native.load()
+    got = m.parse_tua(data, delimiter, max_len)
+    assert got is None or len(got[0]) == data.count(b"\n") + 1
+    rows = m.parse_rows(data, delimiter, kinds, max_len)
+    assert rows is None or len(rows[0]) == data.count(b"\n") + 1
