@@ -14,7 +14,6 @@ Design: docs/design/zanon.md
 from __future__ import annotations
 
 import math
-import re
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from itertools import repeat
@@ -52,16 +51,15 @@ def clean_text(value: object, field: str) -> str:
     return text
 
 
-# a name with surrounding whitespace, or an empty name, in names joined by NUL
-_UNCLEAN = re.compile(r"(?:^|\x00)(?:\s|\x00|$)|\s(?:\x00|$)")
-
-
 def _clean_codes(
     names: Sequence[str], codes: np.ndarray, field: str
 ) -> tuple[Sequence[str], np.ndarray]:
     """:func:`clean_text` over categorical columns; names that clean to one value share a code."""
-    if not _UNCLEAN.search("\x00".join(names)):
-        return names, codes
+    try:
+        if all(names) and all(map(str.__eq__, names, map(str.strip, names))):
+            return names, codes
+    except TypeError:  # a name that is not text: clean_text below says which
+        pass
     cleaned = []
     for row, name in enumerate(names):
         try:
