@@ -224,15 +224,16 @@ class CastleChunkParser:
         for seq, _ in meta:  # the header
             covered[seq - first] = True
         rows: list[CastleRow] = []
-        if body < len(lines) and self.fmt == "csv" and isinstance(block, bytes) and \
-                _block_lane_fits(block):
+        raw = block if isinstance(block, bytes) else _utf8_of(block)  # (a message chunk)
+        if body < len(lines) and self.fmt == "csv" and raw is not None and \
+                _block_lane_fits(raw):
             refused: list[Rejected] = []
             reader = RowReader(io.StringIO(""), "csv", on_error=OnError.skip,
                                rejects=refused.append, numeric=self.numeric,
                                required=[self.id_field], source_name=self.source_name,
                                columns=self._columns())
             skip = sum(map(len, lines[:body])) + body  # the header's block: characters ...
-            data = block if not skip else block[len(text[:skip].encode()):]  # ... as bytes
+            data = raw if not skip else raw[len(text[:skip].encode()):]  # ... as bytes
             rows = [(r.line or 0, r.values) for r in reader.parse_block(
                 first + body, data.replace(b"\r\n", b"\n"))]
             for r in refused:
@@ -275,6 +276,15 @@ class CastleChunkParser:
         return [m[1] for m in meta], [
             (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
             for part, batch in sorted(parts.items())]
+
+
+def _utf8_of(text: str) -> bytes | None:
+    """``text`` as UTF-8 bytes for the block reader (None: it holds a lone surrogate, which
+    only the text path reads as it is)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
 
 
 def _block_lane_fits(block: bytes) -> bool:
