@@ -12,6 +12,10 @@ Two facts of PyFlink shape :func:`make_env`:
 * without a restart strategy of ``none`` a Python exception makes the mini-cluster retry
   forever, which looks like a hang (the worker log holds the cause); a failed job should fail.
 
+A third is a matter of time: for a local mini-cluster PyFlink starts, in the client, a
+loopback server for process mode's Python workers (importing Beam's worker pool and gRPC),
+which a thread mode job never uses; :func:`make_env` skips it then.
+
 Design: docs/design/flink.md
 """
 
@@ -20,6 +24,8 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -138,11 +144,33 @@ def make_env(**options: Any) -> Any:
     from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 
     config = Configuration()
-    for key, value in flink_settings(**options).items():
+    settings = flink_settings(**options)
+    for key, value in settings.items():
         config.set_string(key, value)
-    env = StreamExecutionEnvironment.get_execution_environment(config)
+    with _no_loopback_server(settings["python.execution-mode"] == "thread"):
+        env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     return env
+
+
+#: PyFlink's switch (read by the client only, when an environment is made): ``process`` makes
+#: it start no loopback server for Python workers in the client
+_WORKER_MODE = "_python_worker_execution_mode"
+
+
+@contextmanager
+def _no_loopback_server(skip: bool) -> Iterator[None]:
+    """While an environment is made: no loopback server when ``skip`` (thread mode's Python
+    runs inside the JVM); the variable is as before afterwards, so that a process mode job
+    of this process still gets its server."""
+    saved = os.environ.get(_WORKER_MODE)
+    if skip and saved is None:
+        os.environ[_WORKER_MODE] = "process"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(_WORKER_MODE, None)
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
