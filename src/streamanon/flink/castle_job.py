@@ -22,6 +22,7 @@ from streamanon.flink.castle_rows import (
     RULES_LINE,
     CastleChunkParser,
     CastleMergeResult,
+    HelperCastleParser,
     check_rules,
     header_columns,
     merge_castle_outcomes,
@@ -95,9 +96,14 @@ def read_rules(rules_paths: Sequence[str | Path], params: dict[str, Any]
 
 
 def castle_parser(source: str | Path | Endpoint | KafkaInput, rules_text: str,
-                  record: RunRecord, *, fmt: str = "csv") -> CastleChunkParser:
-    """The chunk parser of the reading step: one batch per partition of ``record``."""
+                  record: RunRecord, *, fmt: str = "csv", python: str | None = None
+                  ) -> CastleChunkParser:
+    """The chunk parser of the reading step: one batch per partition of ``record``; with
+    ``python`` (a helper's interpreter) one that feeds its blocks in a helper process."""
     first = RuleSet.from_toml(rules_text)
+    if python is not None:
+        return HelperCastleParser(fmt, first.id_field, numeric_columns(first),
+                                  record.key_groups, str(source), python=python)
     return CastleChunkParser(fmt, first.id_field, numeric_columns(first), record.key_groups,
                              str(source))
 
@@ -303,7 +309,11 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
         settle_output_base(work, out, options.restore_from is not None)
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
-        parser = castle_parser(source, texts[0], record, fmt=in_format)
+        # the messages are parsed in a helper process beside the interpreter lock that the
+        # job's Python functions share in thread mode (--read-ahead)
+        helper = options.python_executable or sys.executable if (
+            options.read_ahead and options.mode == "thread") else None
+        parser = castle_parser(source, texts[0], record, fmt=in_format, python=helper)
         rows = kafka_batches(env, source, parser, record, options)
         build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out, options),
                          rules_texts=texts, params=params,

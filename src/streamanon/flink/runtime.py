@@ -74,7 +74,8 @@ class JobOptions:
     batch_size: int | None = None  # None: the operator's default
     batch_ms: float = DEFAULT_BATCH_MS
     progress: bool = False  # a progress bar on stderr for a large file (needs a terminal)
-    #: thread mode: parse a file's splits ahead in a helper process (see .readahead)
+    #: thread mode: parse a file's splits ahead in a helper process (see .readahead), and
+    #: a CASTLE Kafka job's batches of messages in one
     read_ahead: bool = True
 
     def batched(self, default: int) -> JobOptions:
