@@ -37,3 +37,20 @@ def test_only_a_process_mode_environment_starts_a_loopback_server(mode: str) -> 
     else:
         assert address not in ("None", "") and pool == "True"
     assert switch == "None"
+
+
+def test_the_client_side_of_pyflink_is_imported_while_the_gateway_starts() -> None:
+    """What the client imports for a job's first Python function is imported in a thread
+    while the JVM gateway starts in the main thread; both finish and the job is built."""
+    code = ("import sys\nfrom streamanon.flink.env import make_env, preload_client_imports\n"
+            "before = 'pyflink.fn_execution' in sys.modules\n"
+            "thread = preload_client_imports()\n"
+            "from pyflink.java_gateway import get_gateway\nget_gateway()\n"
+            "thread.join()\nafter = 'pyflink.fn_execution' in sys.modules\n"
+            "env = make_env(mode='thread')\n"
+            "env.from_collection([1, 2]).map(lambda x: x + 1)\n"
+            "print(before, after, sep='|')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "False|True"

@@ -27,7 +27,7 @@ from streamanon.flink.castle_rows import (
     header_columns,
     merge_castle_outcomes,
 )
-from streamanon.flink.env import make_env, prepare_python_path
+from streamanon.flink.env import make_env, preload_client_imports, prepare_python_path
 from streamanon.flink.functions import KEYED_META, META
 from streamanon.flink.kafka_connector import (
     KafkaInput,
@@ -235,6 +235,7 @@ def run_castle_job(
     with work_folder(options) as work:
         restoring = options.restore_from is not None
         prepare_python_path()  # before the JVM starts (route_keys asks it)
+        preload = preload_client_imports()
         record = RunRecord.settle(
             work, file_record("castle", source, options.batch_size,
                               partitions or options.parallelism, options.parallelism),
@@ -243,6 +244,7 @@ def run_castle_job(
             raise ResumeError(f"--partitions {partitions}: the run being restored has "
                               f"{record.key_groups} partitions (they fix what CASTLE "
                               "releases)")
+        preload.join()
         env = make_env(**options.env_settings(work, record))
         show = wants_progress(source, options)
         progress_file = work / "progress"
@@ -304,9 +306,11 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
     prepare_endpoints(source, out)
     with work_folder(options) as work:
         prepare_python_path()
+        preload = preload_client_imports()
         record = kafka_record(work, "castle", source, partitions or options.parallelism,
                               options)
         settle_output_base(work, out, options.restore_from is not None)
+        preload.join()
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
         # the messages are parsed in a helper process beside the interpreter lock that the

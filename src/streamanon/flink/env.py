@@ -21,9 +21,12 @@ Design: docs/design/flink.md
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import sys
 import sysconfig
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +36,7 @@ import streamanon
 from streamanon.errors import ConfigError
 
 EXECUTION_MODES = ("thread", "process")
+log = logging.getLogger(__name__)
 
 
 def python_path_entries() -> list[str]:
@@ -47,6 +51,24 @@ def prepare_python_path() -> None:
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     merged = list(dict.fromkeys([*python_path_entries(), *current]))
     os.environ["PYTHONPATH"] = os.pathsep.join(merged)
+
+
+def preload_client_imports() -> threading.Thread:
+    """Import, in a thread, what the client imports once a job gets its first Python function
+    (PyFlink's ``fn_execution``, and Beam and pandas with it: about a second), while the JVM
+    gateway starts; join the thread before the job is built. The gateway's own modules are
+    imported here first, so that the two threads never import the same module at once."""
+    import pyflink.java_gateway  # noqa: F401  (the main thread's imports until the JVM runs)
+
+    def load() -> None:
+        try:
+            importlib.import_module("pyflink.fn_execution")
+        except Exception as exc:  # the job's own import of it reports any real problem
+            log.debug("preloading pyflink.fn_execution: %s", exc)
+
+    thread = threading.Thread(target=load, name="streamanon-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def flink_settings(
