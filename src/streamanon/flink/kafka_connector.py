@@ -950,18 +950,18 @@ class KafkaGate(KeyedProcessFunction):
     def process_element(self, value: Any, ctx: Any):  # type: ignore[override]
         topic, partition, tag_text, text = value[0], int(value[1]), value[2], value[3]
         s = self._load(ctx, topic, partition)
-        tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
-        lines = text.splitlines(keepends=True)
-        if s["pending"]:
+        count = tag_text.count("\n")  # one tag per message, each ending in a newline
+        if s["pending"]:  # (a restored run) the batch's messages one by one
+            tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
+            lines = text.splitlines(keepends=True)
             keep = self._drop_written(s, tags, lines)
             if len(keep) < len(tags):
-                tags = [tags[i] for i in keep]
-                lines = [lines[i] for i in keep]
-        if tags:
-            s["next"] += len(tags)
+                tag_text = "".join(tags[i].decode("ascii") + "\n" for i in keep)
+                text, count = "".join(lines[i] for i in keep), len(keep)
+        if count:
+            s["next"] += count
             s["last_output_ms"] = int(time.time() * 1000)
-            yield Row(topic, partition, b"".join(t + b"\n" for t in tags).decode("ascii"),
-                      "".join(lines))
+            yield Row(topic, partition, tag_text, text)
         self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _drop_written(self, s: dict[str, Any], tags: Sequence[bytes],
