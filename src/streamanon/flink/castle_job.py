@@ -99,7 +99,15 @@ def castle_parser(source: str | Path | Endpoint | KafkaInput, rules_text: str,
                   record: RunRecord, *, fmt: str = "csv", python: str | None = None
                   ) -> CastleChunkParser:
     """The chunk parser of the reading step: one batch per partition of ``record``; with
-    ``python`` (a helper's interpreter) one that feeds its blocks in a helper process."""
+    ``python`` (a helper's interpreter) one that feeds its blocks in a helper process.
+
+    Args:
+        source: the input (its name in messages).
+        rules_text: the TOML of the first rule set (its id field and numeric columns).
+        record: the run's record (its partitions).
+        fmt: the input format (``csv`` or ``jsonl``).
+        python: the interpreter of a helper process parsing the blocks (``None``: none).
+    """
     first = RuleSet.from_toml(rules_text)
     if python is not None:
         return HelperCastleParser(fmt, first.id_field, numeric_columns(first),

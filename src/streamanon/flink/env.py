@@ -12,10 +12,6 @@ Two facts of PyFlink shape :func:`make_env`:
 * without a restart strategy of ``none`` a Python exception makes the mini-cluster retry
   forever, which looks like a hang (the worker log holds the cause); a failed job should fail.
 
-A third is a matter of time: for a local mini-cluster PyFlink starts, in the client, a
-loopback server for process mode's Python workers (importing Beam's worker pool and gRPC),
-which a thread mode job never uses; :func:`make_env` skips it then.
-
 Design: docs/design/flink.md
 """
 
