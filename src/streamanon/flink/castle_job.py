@@ -331,7 +331,8 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
                          rules_texts=texts, params=params,
                          columns=list(source.columns or []), fmt=in_format,
                          snapshot_every=snapshot_every, keyed=True)
-        write_plan(env, work)
+        if options.work_dir is not None:  # (a temporary work folder goes with the run)
+            write_plan(env, work)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())
