@@ -13,30 +13,35 @@ require_flink()
 pytestmark = pytest.mark.flink
 
 PROBE = """
-import os, sys
+import sys
 from streamanon.flink.env import make_env
+def address(env):
+    conf = env._j_stream_execution_environment.getConfiguration()
+    return conf.toMap().get("python.loopback-server.address")
 env = make_env(mode=sys.argv[1])
-conf = env._j_stream_execution_environment.getConfiguration()
-print(conf.toMap().get("python.loopback-server.address"),
-      "pyflink.fn_execution.beam.beam_worker_pool_service" in sys.modules,
-      os.environ.get("_python_worker_execution_mode"), sep="|")
+# the job's building makes more environment objects (a broadcast-connected step does)
+again = env.from_collection([1, 2]).get_execution_environment()
+pool = "pyflink.fn_execution.beam.beam_worker_pool_service" in sys.modules
+later = make_env(mode=sys.argv[2])
+print(address(env), address(again), pool, address(later), sep="|")
 """
 
 
-@pytest.mark.parametrize("mode", ["thread", "process"])
-def test_only_a_process_mode_environment_starts_a_loopback_server(mode: str) -> None:
-    """A thread mode job's Python runs inside the JVM: making its environment starts no
-    loopback server for Python workers in the client (nor imports Beam's worker pool); a
-    process mode job's environment still gets one, and PyFlink's switch is left as it was."""
-    proc = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
-                          timeout=180)
+@pytest.mark.parametrize(("mode", "then"), [("thread", "process"), ("process", "thread")])
+def test_only_a_process_mode_job_starts_a_loopback_server(mode: str, then: str) -> None:
+    """A thread mode job's Python runs inside the JVM: neither making its environment nor
+    building its steps starts a loopback server for Python workers in the client (nor imports
+    Beam's worker pool); a process mode job gets one, also after a thread mode job of the
+    same process."""
+    proc = subprocess.run([sys.executable, "-c", PROBE, mode, then], capture_output=True,
+                          text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    address, pool, switch = proc.stdout.strip().splitlines()[-1].split("|")
+    first, again, pool, later = proc.stdout.strip().splitlines()[-1].split("|")
     if mode == "thread":
-        assert (address, pool) == ("None", "False")
+        assert (first, again, pool) == ("None", "None", "False")
+        assert later not in ("None", "")
     else:
-        assert address not in ("None", "") and pool == "True"
-    assert switch == "None"
+        assert first not in ("None", "") and again not in ("None", "") and pool == "True"
 
 
 def test_the_client_side_of_pyflink_is_imported_while_the_gateway_starts() -> None:

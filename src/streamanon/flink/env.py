@@ -23,8 +23,6 @@ import os
 import sys
 import sysconfig
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -165,30 +163,30 @@ def make_env(**options: Any) -> Any:
     settings = flink_settings(**options)
     for key, value in settings.items():
         config.set_string(key, value)
-    with _no_loopback_server(settings["python.execution-mode"] == "thread"):
-        env = StreamExecutionEnvironment.get_execution_environment(config)
+    _loopback_server_for(settings["python.execution-mode"])
+    env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     return env
 
 
-#: PyFlink's switch (read by the client only, when an environment is made): ``process`` makes
-#: it start no loopback server for Python workers in the client
+#: PyFlink's switch, read by the client whenever it makes an environment object (the job's
+#: building makes more, e.g. for a step on a broadcast-connected stream): ``process`` starts no
+#: loopback server for Python workers in the client
 _WORKER_MODE = "_python_worker_execution_mode"
+_switch_set_here = False
 
 
-@contextmanager
-def _no_loopback_server(skip: bool) -> Iterator[None]:
-    """While an environment is made: no loopback server when ``skip`` (thread mode's Python
-    runs inside the JVM); the variable is as before afterwards, so that a process mode job
-    of this process still gets its server."""
-    saved = os.environ.get(_WORKER_MODE)
-    if skip and saved is None:
+def _loopback_server_for(mode: str) -> None:
+    """Set the switch for the job whose environment is being made: a thread mode job's Python
+    runs inside the JVM and needs no loopback server; a process mode job of this process
+    gets its server again. A switch the caller set is left alone."""
+    global _switch_set_here
+    if mode == "thread" and _WORKER_MODE not in os.environ:
         os.environ[_WORKER_MODE] = "process"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(_WORKER_MODE, None)
+        _switch_set_here = True
+    elif mode != "thread" and _switch_set_here:
+        os.environ.pop(_WORKER_MODE, None)
+        _switch_set_here = False
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
