@@ -36,7 +36,10 @@ Five parts, each printing a table; every run's output is checked before a figure
   its produce call to its receipt, found by its ``streamanon-in`` tag), the pure command
   beside the Flink job. Then ``streamanon flink castle -p 1`` vs ``streamanon castle``
   kafka -> kafka on 100,000 ASHRAE-shaped rows (``--kafka-castle-n``): releases and
-  suppressed rows equal per record, ``verify castle`` on the releases.
+  suppressed rows equal per record, ``verify castle`` on the releases; with
+  ``--kafka-castle-before REF`` the Flink job of REF's ``src`` runs beside this checkout's
+  (before / after, alternating, ``--kafka-castle-repeat`` times each; medians compared, CPU
+  seconds of each whole command too). ``--kafka-n 0`` runs the CASTLE part only.
 
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
@@ -55,6 +58,7 @@ import argparse
 import csv
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -160,6 +164,16 @@ def timed(cmd: list[str]) -> tuple[dict, float, int]:
     run = Run(cmd)
     summary = run.wait()
     return summary, run.seconds, run.peak
+
+
+def timed_cpu(cmd: list[str]) -> tuple[dict, float, int, float]:
+    """:func:`timed` and the CPU seconds (user + system) of the command and its children
+    (the JVM is the CLI's child, reaped by it): runs must not overlap."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary, seconds, peak = timed(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return summary, seconds, peak, cpu
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -735,9 +749,14 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
     topic (throughput; outputs equal per record), then end-to-end latency at 1,000 tuples/s."""
     from streamanon.harness.kafka_broker import Broker, create_topics
 
+    rows: list[dict] = []
+    if not args.kafka_n:  # the CASTLE part only
+        with Broker(work / "broker", storage="memory") as broker:
+            if args.kafka_castle_n:
+                rows += _flink_kafka_castle(args, work, f"{broker.host}:{broker.port}")
+        return rows
     print(f"\n== flink+kafka: z, {args.kafka_n:,} tuples, one partition; {load()}",
           flush=True)
-    rows: list[dict] = []
     trace = z_trace(work / "kafka-trace.csv", args.kafka_n + int(
         args.rate * args.latency_seconds) + 1000)
     lines = trace.read_bytes().splitlines()[1:]
@@ -809,10 +828,12 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
 def _flink_kafka_castle(args: argparse.Namespace, work: Path, bs: str) -> list[dict]:
     """``streamanon flink castle -p 1`` kafka -> kafka vs ``streamanon castle`` kafka -> kafka
     on one topic of ASHRAE-shaped rows (the header as its first message, a plain producer):
-    whole commands and the job's own time (first record read to last output, the summary's
-    ``stream_seconds``); releases and suppressed rows equal per record (tag and text), each
-    once, and ``verify castle`` passes on the Flink job's releases. Targets: the job's
-    tuples/s >= 0.7x pure's, the whole command within 3x."""
+    whole commands (wall and CPU seconds) and the job's own time (first record read to last
+    output, the summary's ``stream_seconds``); releases and suppressed rows equal per record
+    (tag and text), each once, and ``verify castle`` passes on the Flink job's releases.
+    With ``--kafka-castle-before REF`` the Flink job of REF's ``src`` runs too, alternating
+    with this checkout's, each ``--kafka-castle-repeat`` times; medians are compared.
+    Targets: the job's tuples/s >= 0.7x pure's, the whole command within 3x."""
     from streamanon.harness.kafka_broker import create_topics
 
     n = args.kafka_castle_n
@@ -824,45 +845,89 @@ def _flink_kafka_castle(args: argparse.Namespace, work: Path, bs: str) -> list[d
     _produce(bs, "castle-in", [header, *lines])
     url = f"kafka://{bs}"
     flags = ["--rules", str(rules), *castle_flags(), "--until-end", "--json"]
-    pure, pure_s, _ = timed([*cli(), "castle", f"{url}/castle-in", "-o", f"{url}/castle-pure",
-                             "--suppressed", f"{url}/castle-psup", "--from", "earliest",
-                             *flags])
-    fl, fl_s, peak = timed([*cli(), "flink", "castle", f"{url}/castle-in", "-o",
-                            f"{url}/castle-flink", "--suppressed", f"{url}/castle-fsup",
-                            "-p", "1", *flags])
-    assert pure["read"] == fl["read"] == n, (pure["read"], fl["read"])
-    repeats = 0
-    for mine, theirs, count in (("castle-flink", "castle-pure", "released"),
-                                ("castle-fsup", "castle-psup", "suppressed")):
-        got, _ = _tagged(bs, mine, fl[count])
-        want, _ = _tagged(bs, theirs, pure[count])
-        assert set(got) == set(want), f"flink castle {count} differ from pure castle's"
-        repeats += sum(got.values()) - len(got)
-    released, _ = _tagged(bs, "castle-flink", fl["released"])
+    variants: list[tuple[str, Path | None]] = [("after", None)]
+    if args.kafka_castle_before:
+        (work / "before").mkdir(exist_ok=True)
+        before = baseline_src(args.kafka_castle_before, work / "before")
+        if before is not None:
+            variants.insert(0, (f"before ({args.kafka_castle_before})", before))
+    runs: dict[str, list[dict]] = {"pure": []}
+    for i in range(args.kafka_castle_repeat):
+        pure, pure_s, _, pure_cpu = timed_cpu([
+            *cli(), "castle", f"{url}/castle-in", "-o", f"{url}/castle-pure{i}", "--suppressed",
+            f"{url}/castle-psup{i}", "--from", "earliest", *flags])
+        assert pure["read"] == n, pure["read"]
+        runs["pure"].append({"seconds": pure_s, "cpu": pure_cpu, "out": f"castle-pure{i}",
+                             "sup": f"castle-psup{i}", "summary": pure})
+        order = variants if i % 2 == 0 else variants[::-1]
+        for label, src in order:
+            tag = f"{'b' if src is not None else 'a'}{i}"
+            fl, fl_s, peak, fl_cpu = timed_cpu([
+                *cli(src), "flink", "castle", f"{url}/castle-in", "-o", f"{url}/castle-f{tag}",
+                "--suppressed", f"{url}/castle-fsup{tag}", "-p", "1", *flags])
+            assert fl["read"] == n, (label, fl["read"])
+            runs.setdefault(label, []).append({
+                "seconds": fl_s, "cpu": fl_cpu, "peak": peak, "job": fl["job_seconds"],
+                "stream": fl.get("stream_seconds") or float("nan"), "out": f"castle-f{tag}",
+                "sup": f"castle-fsup{tag}", "summary": fl})
+            print(f"  run {i + 1}: {label}: whole {fl_s:.2f} s, job {fl.get('stream_seconds')} s,"
+                  f" {fl_cpu:.1f} CPU s; pure {pure_s:.2f} s; {load()}", flush=True)
+    # outputs: every Flink run equal per record to the pure run beside it, each message once
+    repeats = {}
+    for label, _ in variants:
+        repeats[label] = 0
+        for mine, ref in zip(runs[label], runs["pure"], strict=True):
+            for topic, theirs, count in (("out", "out", "released"),
+                                         ("sup", "sup", "suppressed")):
+                got, _ = _tagged(bs, mine[topic], mine["summary"][count])
+                want, _ = _tagged(bs, ref[theirs], ref["summary"][count])
+                assert set(got) == set(want), f"flink castle {label} {count} differ from pure's"
+                repeats[label] += sum(got.values()) - len(got)
+    last = runs[variants[-1][0]][-1]
+    released, _ = _tagged(bs, last["out"], last["summary"]["released"])
     out = work / "castle-kafka-released.csv"
     out.write_bytes(header + b"\n" + b"".join(v + b"\n" for (_, v) in released))
     subprocess.run([*cli(), "verify", "castle", str(out), "--rules", str(rules),
                     "--k", str(CASTLE["k"]), "--l", str(CASTLE["l"]), "--input", str(data)],
                    check=True, capture_output=True, timeout=600)
-    stream_s = fl.get("stream_seconds") or float("nan")
-    pure_tps = n / pure_s
+
+    def med(label: str, key: str) -> float:
+        return float(np.median([r[key] for r in runs[label]]))
+
+    pure_s, pure_cpu = med("pure", "seconds"), med("pure", "cpu")
     body = [["streamanon castle (exactly once), whole command", f"{pure_s:.2f}",
-             f"{pure_tps:,.0f}", "1.00", "", ""],
-            ["streamanon flink castle -p 1, whole command", f"{fl_s:.2f}", f"{n / fl_s:,.0f}",
-             f"{pure_s / fl_s:.3f}", f"{repeats}", mb(peak)],
-            ["streamanon flink castle -p 1, Flink net runtime", f"{fl['job_seconds']:.2f}",
-             f"{n / fl['job_seconds']:,.0f}", f"{pure_s / fl['job_seconds']:.3f}", "", ""],
-            ["streamanon flink castle -p 1, job: first read -> last output",
-             f"{stream_s:.2f}", f"{n / stream_s:,.0f}", f"{pure_s / stream_s:.3f}", "", ""]]
-    table(f"CASTLE kafka -> kafka, {n:,} rows, one partition (releases and suppressed rows "
-          f"equal per record to pure castle's, verify castle passes; targets: job >= 0.7x, "
-          f"whole command within 3x the time; {load()})",
-          ["run", "seconds", "tuples/s", "vs pure castle", "repeats", "JVM peak MB"], body)
-    print(f"  job / pure tuples/s {pure_s / stream_s:.2f}x (target >= 0.7); whole command "
-          f"{fl_s / pure_s:.2f}x pure's time (target <= 3)", flush=True)
-    return [{"part": "flink-kafka-castle", "tuples": n, "parallelism": 1, "pure_s": pure_s,
-             "flink_s": fl_s, "flink_job_s": fl["job_seconds"], "flink_stream_s": stream_s,
-             "repeats": repeats}]
+             f"{pure_cpu:.1f}", f"{n / pure_s:,.0f}", "1.00", "", ""]]
+    out_rows = []
+    for label, _ in variants:
+        fl_s, fl_cpu, job, stream = (med(label, k) for k in ("seconds", "cpu", "job", "stream"))
+        peak = max(r["peak"] for r in runs[label])
+        name = f"flink castle -p 1 {label}"
+        body += [[f"{name}, whole command", f"{fl_s:.2f}", f"{fl_cpu:.1f}", f"{n / fl_s:,.0f}",
+                  f"{pure_s / fl_s:.3f}", f"{repeats[label]}", mb(peak)],
+                 [f"{name}, Flink net runtime", f"{job:.2f}", "", f"{n / job:,.0f}",
+                  f"{pure_s / job:.3f}", "", ""],
+                 [f"{name}, job: first read -> last output", f"{stream:.2f}", "",
+                  f"{n / stream:,.0f}", f"{pure_s / stream:.3f}", "", ""]]
+        out_rows.append({"part": "flink-kafka-castle", "run": label, "tuples": n,
+                         "parallelism": 1, "pure_s": pure_s, "pure_cpu_s": pure_cpu,
+                         "flink_s": fl_s, "flink_cpu_s": fl_cpu, "flink_job_s": job,
+                         "flink_stream_s": stream, "repeats": repeats[label]})
+    table(f"CASTLE kafka -> kafka, {n:,} rows, one partition, medians of "
+          f"{args.kafka_castle_repeat} (releases and suppressed rows equal per record to pure "
+          f"castle's, verify castle passes; targets: job >= 0.7x, whole command within 3x the "
+          f"time; {load()})",
+          ["run", "seconds", "CPU s", "tuples/s", "vs pure castle", "repeats", "JVM peak MB"],
+          body)
+    for r in out_rows:
+        print(f"  {r['run']}: job / pure tuples/s {r['pure_s'] / r['flink_stream_s']:.2f}x "
+              f"(target >= 0.7); whole command {r['flink_s'] / r['pure_s']:.2f}x pure's time "
+              f"(target <= 3)", flush=True)
+    if len(out_rows) == 2:
+        b, a = out_rows
+        print(f"  after / before: job {b['flink_stream_s'] / a['flink_stream_s']:.2f}x faster, "
+              f"whole command {b['flink_s'] / a['flink_s']:.2f}x, CPU "
+              f"{b['flink_cpu_s'] / a['flink_cpu_s']:.2f}x less", flush=True)
+    return out_rows
 
 
 # -- plots -----------------------------------------------------------------------------------
@@ -923,9 +988,14 @@ def main() -> None:
                         help="runs of pure and Flink CASTLE, alternating; the medians are "
                         "compared (default 3; --quick 1)")
     parser.add_argument("--kafka-n", type=int, help="z tuples through Kafka (1,000,000; "
-                        "--quick 30,000)")
+                        "--quick 30,000; 0: no z run, the CASTLE part only)")
     parser.add_argument("--kafka-castle-n", type=int, help="CASTLE rows through Kafka "
                         "(100,000; --quick 10,000; 0: no CASTLE run)")
+    parser.add_argument("--kafka-castle-before", default="", metavar="REF",
+                        help="also run the Flink CASTLE job of this git ref's src (before / "
+                        "after, alternating)")
+    parser.add_argument("--kafka-castle-repeat", type=int, default=1,
+                        help="runs of each CASTLE kafka command (medians compared; default 1)")
     parser.add_argument("--kafka-p", type=int, nargs="+", default=[1, 2],
                         help="parallelisms of the Flink Kafka runs (default 1 2)")
     parser.add_argument("--no-kafka-latency", dest="kafka_latency", action="store_false",
@@ -939,7 +1009,9 @@ def main() -> None:
     args.old_z_n = 5_000 if quick else 20_000
     args.castle_n = args.castle_n or (20_000 if quick else 100_000)
     args.repeat = 1 if quick else max(1, args.repeat)
-    args.kafka_n = args.kafka_n or (30_000 if quick else 1_000_000)
+    if args.kafka_n is None:
+        args.kafka_n = 30_000 if quick else 1_000_000
+    args.kafka_castle_repeat = max(1, args.kafka_castle_repeat)
     if args.kafka_castle_n is None:
         args.kafka_castle_n = 10_000 if quick else 100_000
     args.scale_n = args.scale_n or (30_000 if quick else 300_000)

@@ -277,20 +277,24 @@ BLOCK_LINES = st.sampled_from([
     '9,1451606400,0,"Office",1000,1990,2,1.5,0,2,0,1000,10,2,4.5', "10,1\r,2"])
 
 
+@pytest.mark.parametrize("as_text", [False, True])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(BLOCK_LINES, max_size=8), min_size=1, max_size=4),
        st.booleans())
-def test_blocks_read_by_the_block_reader_as_line_by_line(blocks, header_first):
+def test_blocks_read_by_the_block_reader_as_line_by_line(as_text, blocks, header_first):
     """The chunk parser's block reader (Arrow's lane for clean blocks) gives the outcome of
     its line by line path: meta lines (header, refusals, blanks) and batches, block by block;
-    CR LF ends, stray carriage returns, undecodable bytes, a byte order mark."""
+    CR LF ends, stray carriage returns, undecodable bytes, a byte order mark; for blocks of
+    bytes (a file's splits) and of text (a Kafka job's message chunks)."""
     from streamanon.flink import castle_rows
 
     columns = ("building_id,timestamp,site_id,primary_use,square_feet,year_built,floor_count,"
                "air_temperature,cloud_coverage,dew_temperature,precip_depth_1_hr,"
                "sea_level_pressure,wind_direction,wind_speed,meter_reading")
     data = [[columns, *b] if i == 0 and header_first else b for i, b in enumerate(blocks)]
-    raw = ["\n".join(b).encode("utf-8", "surrogateescape") for b in data]
+    raw: list[bytes | str] = ["\n".join(b).encode("utf-8", "surrogateescape") for b in data]
+    if as_text:
+        raw = [b.decode("utf-8", "surrogateescape") for b in raw]  # type: ignore[union-attr]
 
     def feed_all() -> list:
         parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, 2)

@@ -71,3 +71,22 @@ def test_an_interrupted_job_removes_its_private_temporary_folder(tmp_path, signu
     assert "Traceback" not in err
     time.sleep(1.0)  # anything still writing would show now
     assert list(tmp.iterdir()) == []
+
+
+def test_a_commands_jvm_takes_the_local_options_before_the_callers_own(tmp_path) -> None:
+    """The mini-cluster's JVM of a command gets ``LOCAL_JVM_ARGS`` (C1 only) and then the
+    caller's ``$JVM_ARGS``, so that the caller's own options win; its temporary folder last."""
+    import sys
+
+    code = ("import os\nfrom streamanon.flink.runtime import private_temp\n"
+            "with private_temp() as root:\n    print(os.environ['JVM_ARGS'], root, sep='|')\n"
+            "print(os.environ['JVM_ARGS'])\n")
+    env = {**_env(tmp_path), "JVM_ARGS": "-XX:TieredStopAtLevel=4"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    inside, after = proc.stdout.splitlines()
+    args, root = inside.split("|")
+    assert args.split() == ["-XX:TieredStopAtLevel=1", "-XX:TieredStopAtLevel=4",
+                            f"-Djava.io.tmpdir={root}"]
+    assert after == "-XX:TieredStopAtLevel=4"

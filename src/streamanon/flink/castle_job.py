@@ -22,11 +22,12 @@ from streamanon.flink.castle_rows import (
     RULES_LINE,
     CastleChunkParser,
     CastleMergeResult,
+    HelperCastleParser,
     check_rules,
     header_columns,
     merge_castle_outcomes,
 )
-from streamanon.flink.env import make_env, prepare_python_path
+from streamanon.flink.env import make_env, preload_client_imports, prepare_python_path
 from streamanon.flink.functions import KEYED_META, META
 from streamanon.flink.kafka_connector import (
     KafkaInput,
@@ -95,9 +96,22 @@ def read_rules(rules_paths: Sequence[str | Path], params: dict[str, Any]
 
 
 def castle_parser(source: str | Path | Endpoint | KafkaInput, rules_text: str,
-                  record: RunRecord, *, fmt: str = "csv") -> CastleChunkParser:
-    """The chunk parser of the reading step: one batch per partition of ``record``."""
+                  record: RunRecord, *, fmt: str = "csv", python: str | None = None
+                  ) -> CastleChunkParser:
+    """The chunk parser of the reading step: one batch per partition of ``record``; with
+    ``python`` (a helper's interpreter) one that feeds its blocks in a helper process.
+
+    Args:
+        source: the input (its name in messages).
+        rules_text: the TOML of the first rule set (its id field and numeric columns).
+        record: the run's record (its partitions).
+        fmt: the input format (``csv`` or ``jsonl``).
+        python: the interpreter of a helper process parsing the blocks (``None``: none).
+    """
     first = RuleSet.from_toml(rules_text)
+    if python is not None:
+        return HelperCastleParser(fmt, first.id_field, numeric_columns(first),
+                                  record.key_groups, str(source), python=python)
     return CastleChunkParser(fmt, first.id_field, numeric_columns(first), record.key_groups,
                              str(source))
 
@@ -229,6 +243,7 @@ def run_castle_job(
     with work_folder(options) as work:
         restoring = options.restore_from is not None
         prepare_python_path()  # before the JVM starts (route_keys asks it)
+        preload = preload_client_imports()
         record = RunRecord.settle(
             work, file_record("castle", source, options.batch_size,
                               partitions or options.parallelism, options.parallelism),
@@ -237,6 +252,7 @@ def run_castle_job(
             raise ResumeError(f"--partitions {partitions}: the run being restored has "
                               f"{record.key_groups} partitions (they fix what CASTLE "
                               "releases)")
+        preload.join()
         env = make_env(**options.env_settings(work, record))
         show = wants_progress(source, options)
         progress_file = work / "progress"
@@ -298,18 +314,25 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
     prepare_endpoints(source, out)
     with work_folder(options) as work:
         prepare_python_path()
+        preload = preload_client_imports()
         record = kafka_record(work, "castle", source, partitions or options.parallelism,
                               options)
         settle_output_base(work, out, options.restore_from is not None)
+        preload.join()
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
-        parser = castle_parser(source, texts[0], record, fmt=in_format)
+        # the messages are parsed in a helper process beside the interpreter lock that the
+        # job's Python functions share in thread mode (--read-ahead)
+        helper = options.python_executable or sys.executable if (
+            options.read_ahead and options.mode == "thread") else None
+        parser = castle_parser(source, texts[0], record, fmt=in_format, python=helper)
         rows = kafka_batches(env, source, parser, record, options)
         build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out, options),
                          rules_texts=texts, params=params,
                          columns=list(source.columns or []), fmt=in_format,
                          snapshot_every=snapshot_every, keyed=True)
-        write_plan(env, work)
+        if options.work_dir is not None:  # (a temporary work folder goes with the run)
+            write_plan(env, work)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "
                            f"delta={params['delta']} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())

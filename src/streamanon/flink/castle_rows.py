@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import pickle
 import zlib
 from collections.abc import Iterable, Sequence
@@ -19,7 +20,7 @@ import numpy as np
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow, Released, canonical
-from streamanon.errors import ConfigError, StreamanonError
+from streamanon.errors import ConfigError, HelperGone, StreamanonError
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -35,6 +36,8 @@ from streamanon.flink.outcomes import (
 from streamanon.io import InputError, OnError, RejectLog
 from streamanon.io.rows import RowReader, RowWriter
 from streamanon.records import Rejected, RunStats, Suppressed
+
+log = logging.getLogger(__name__)
 
 #: a parsed row on its way to a CASTLE partition: (partition, seq, values)
 CastleInput = tuple[int, int, dict[str, Any]]
@@ -224,15 +227,16 @@ class CastleChunkParser:
         for seq, _ in meta:  # the header
             covered[seq - first] = True
         rows: list[CastleRow] = []
-        if body < len(lines) and self.fmt == "csv" and isinstance(block, bytes) and \
-                _block_lane_fits(block):
+        raw = block if isinstance(block, bytes) else _utf8_of(block)  # (a message chunk)
+        if body < len(lines) and self.fmt == "csv" and raw is not None and \
+                _block_lane_fits(raw):
             refused: list[Rejected] = []
             reader = RowReader(io.StringIO(""), "csv", on_error=OnError.skip,
                                rejects=refused.append, numeric=self.numeric,
                                required=[self.id_field], source_name=self.source_name,
                                columns=self._columns())
             skip = sum(map(len, lines[:body])) + body  # the header's block: characters ...
-            data = block if not skip else block[len(text[:skip].encode()):]  # ... as bytes
+            data = raw if not skip else raw[len(text[:skip].encode()):]  # ... as bytes
             rows = [(r.line or 0, r.values) for r in reader.parse_block(
                 first + body, data.replace(b"\r\n", b"\n"))]
             for r in refused:
@@ -275,6 +279,82 @@ class CastleChunkParser:
         return [m[1] for m in meta], [
             (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
             for part, batch in sorted(parts.items())]
+
+
+class HelperCastleParser(CastleChunkParser):
+    """A :class:`CastleChunkParser` that feeds each block in a helper process
+    (:class:`~streamanon.flink.readahead.ChunkHelper`: PyFlink's thread mode runs every
+    Python function of a TaskManager under one interpreter lock, and a Kafka job's parsing
+    and its operator would otherwise take turns), the first block here while the helper
+    starts. The state stays here (:meth:`state`, :meth:`restore`: sent with each block, taken
+    back with its result), so the outcome is the plain parser's; a helper that cannot start
+    or dies leaves the parsing here. The helper ends when this parser is collected or its
+    process ends.
+
+    Args:
+        fmt: the input format (``csv`` or ``jsonl``).
+        id_field: the id column (it decides a row's partition).
+        numeric: the numeric columns (converted to float; a non-number is refused).
+        partitions: the number of partitions (at least 1).
+        source_name: the input's name in messages.
+        python: the helper's interpreter.
+    """
+
+    def __init__(self, fmt: str, id_field: str, numeric: Sequence[str], partitions: int,
+                 source_name: str = "input", *, python: str) -> None:
+        super().__init__(fmt, id_field, numeric, partitions, source_name)
+        self.python = python
+        self._helper: Any = None
+        self._failed = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_helper"] = None  # a copy (Flink's, a restored task's) starts its own
+        return state
+
+    def plain(self) -> CastleChunkParser:
+        """A plain parser with this one's settings and state (the helper's copy)."""
+        plain = CastleChunkParser(self.fmt, self.id_field, self.numeric, self.partitions,
+                                  self.source_name)
+        plain.restore(self.state())
+        return plain
+
+    def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, bytes]]]:
+        helper = self._helper
+        if helper is not None:
+            try:
+                meta, batches, state = helper.feed(self.state(), block)
+            except HelperGone as exc:
+                log.warning("parsing in the task itself: %s", exc)
+                self._helper, self._failed = None, True
+            else:
+                self.restore(state)
+                return meta, batches
+        elif not self._failed:
+            self._start()
+        return super().feed(block)
+
+    def _start(self) -> None:
+        import weakref
+
+        from streamanon.flink.readahead import ChunkHelper
+
+        try:
+            helper = self._helper = ChunkHelper(self.plain(), self.python)
+        except (OSError, HelperGone) as exc:
+            log.warning("parsing in the task itself: %s", exc)
+            self._failed = True
+            return
+        weakref.finalize(self, helper.close)
+
+
+def _utf8_of(text: str) -> bytes | None:
+    """``text`` as UTF-8 bytes for the block reader (None: it holds a lone surrogate, which
+    only the text path reads as it is)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
 
 
 def _block_lane_fits(block: bytes) -> bool:

@@ -17,9 +17,12 @@ Design: docs/design/flink.md
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import sys
 import sysconfig
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ import streamanon
 from streamanon.errors import ConfigError
 
 EXECUTION_MODES = ("thread", "process")
+log = logging.getLogger(__name__)
 
 
 def python_path_entries() -> list[str]:
@@ -41,6 +45,24 @@ def prepare_python_path() -> None:
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     merged = list(dict.fromkeys([*python_path_entries(), *current]))
     os.environ["PYTHONPATH"] = os.pathsep.join(merged)
+
+
+def preload_client_imports() -> threading.Thread:
+    """Import, in a thread, what the client imports once a job gets its first Python function
+    (PyFlink's ``fn_execution``, and Beam and pandas with it: about a second), while the JVM
+    gateway starts; join the thread before the job is built. The gateway's own modules are
+    imported here first, so that the two threads never import the same module at once."""
+    import pyflink.java_gateway  # noqa: F401  (the main thread's imports until the JVM runs)
+
+    def load() -> None:
+        try:
+            importlib.import_module("pyflink.fn_execution")
+        except Exception as exc:  # the job's own import of it reports any real problem
+            log.debug("preloading pyflink.fn_execution: %s", exc)
+
+    thread = threading.Thread(target=load, name="streamanon-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def flink_settings(
@@ -138,11 +160,33 @@ def make_env(**options: Any) -> Any:
     from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 
     config = Configuration()
-    for key, value in flink_settings(**options).items():
+    settings = flink_settings(**options)
+    for key, value in settings.items():
         config.set_string(key, value)
+    _loopback_server_for(settings["python.execution-mode"])
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     return env
+
+
+#: PyFlink's switch, read by the client whenever it makes an environment object (the job's
+#: building makes more, e.g. for a step on a broadcast-connected stream): ``process`` starts no
+#: loopback server for Python workers in the client
+_WORKER_MODE = "_python_worker_execution_mode"
+_switch_set_here = False
+
+
+def _loopback_server_for(mode: str) -> None:
+    """Set the switch for the job whose environment is being made: a thread mode job's Python
+    runs inside the JVM and needs no loopback server; a process mode job of this process
+    gets its server again. A switch the caller set is left alone."""
+    global _switch_set_here
+    if mode == "thread" and _WORKER_MODE not in os.environ:
+        os.environ[_WORKER_MODE] = "process"
+        _switch_set_here = True
+    elif mode != "thread" and _switch_set_here:
+        os.environ.pop(_WORKER_MODE, None)
+        _switch_set_here = False
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:

@@ -27,15 +27,18 @@ from streamanon.flink.functions import END_OF_INPUT, KEYED_META, _ChunkStage, cu
 from streamanon.flink.outcomes import (
     BATCH,
     BLANK,
+    CASTLE_BATCH,
     HEADER,
     NOTE,
+    PUBLISHED,
     REJECTED,
     SUPPRESSED,
+    CastleOutcome,
     _plain,
     _write,
+    castle_batch_of,
     outcome_batch_of,
     rejected_line,
-    text_lines_of,
 )
 from streamanon.flink.runtime import JobOptions, JobRun, RunRecord, batch_rows_type, keyed_rows
 from streamanon.io import OnError
@@ -662,7 +665,7 @@ class KafkaMessages(KeyedProcessFunction):
     # -- elements --------------------------------------------------------------------------
     def process_element(self, text: str, ctx: Any):  # type: ignore[override]
         s = self._load(ctx)
-        lines = text_lines_of(text.split("\n"), z_batches=False)  # CASTLE batches: lines
+        lines = text.split("\n")  # outcome batches (z's, CASTLE's) stay whole
         retry = False
         rest: list[str] = []
         for line in lines:
@@ -702,6 +705,8 @@ class KafkaMessages(KeyedProcessFunction):
         """The message batches of one outcome line (None: its map is not here yet)."""
         if line.startswith(BATCH + "\t"):
             return self._z_batch(_plain(outcome_batch_of(line)))
+        if line.startswith(CASTLE_BATCH + "\t"):
+            return self._castle_batch(castle_batch_of(line))
         seq_text, kind, *rest = line.split("\t", 3)
         seqs = np.array([int(seq_text)], dtype=np.int64)
         if kind == HEADER:
@@ -762,6 +767,48 @@ class KafkaMessages(KeyedProcessFunction):
             return []
         mask = pa.array(published)
         return self._z_rows(pa.Table.from_batches([batch.filter(mask)]), codes[published])
+
+    def _castle_batch(self, outcomes: list[CastleOutcome]) -> list[Row] | None:
+        """The messages of a batch of CASTLE outcomes, as one text per topic (released rows
+        to the published topic, suppressed ones to ``--suppressed``, each in the batch's
+        order), as their text lines would give them one by one."""
+        codes = self._codes(np.fromiter((o[0] for o in outcomes), np.int64, len(outcomes)))
+        if codes is None:
+            return None
+        counts = self._s["counts"]  # type: ignore[index]
+        by = self._s["suppressed_by_reason"]  # type: ignore[index]
+        pub = [i for i, o in enumerate(outcomes) if o[1] == PUBLISHED]
+        sup = [i for i, o in enumerate(outcomes) if o[1] != PUBLISHED]
+        counts["read"] += len(outcomes)
+        counts["published"] += len(pub)
+        counts["suppressed"] += len(sup)
+        for i in sup:
+            by[outcomes[i][2]] = by.get(outcomes[i][2], 0) + 1
+        out = self._rows(self.out.published, self._castle_texts(
+            [outcomes[i][3] for i in pub], self.out.out_format), codes[pub])
+        if self.out.suppressed is not None and sup:
+            out += self._rows(self.out.suppressed, self._castle_texts(
+                [{**outcomes[i][3], "reason": outcomes[i][2]} for i in sup],
+                self.out.suppressed_format, ["reason"]), codes[sup])
+        return out
+
+    def _castle_texts(self, rows: list[dict[str, Any]], fmt: str,
+                      more: Sequence[str] = ()) -> str:
+        """Rows as :meth:`_castle_text` writes each, one writer for all when the columns
+        are known."""
+        from streamanon.io.rows import RowWriter
+
+        if not rows or not self._s["columns"]:  # type: ignore[index]
+            return "".join(self._castle_text(values, fmt, more) for values in rows)
+        cols = list(self._s["columns"])  # type: ignore[index]
+        if self.out.loss_field and self.out.loss_field not in cols:
+            cols.append(self.out.loss_field)
+        buf = io.StringIO()
+        writer = RowWriter(buf, fmt, cols + list(more))
+        buf.seek(0)
+        buf.truncate()
+        writer.write_many(rows)
+        return buf.getvalue()
 
     def _z_rows(self, rows: pa.Table, codes: np.ndarray) -> list[Row]:
         self._s["counts"]["published"] += rows.num_rows  # type: ignore[index]
@@ -903,18 +950,18 @@ class KafkaGate(KeyedProcessFunction):
     def process_element(self, value: Any, ctx: Any):  # type: ignore[override]
         topic, partition, tag_text, text = value[0], int(value[1]), value[2], value[3]
         s = self._load(ctx, topic, partition)
-        tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
-        lines = text.splitlines(keepends=True)
-        if s["pending"]:
+        count = tag_text.count("\n")  # one tag per message, each ending in a newline
+        if s["pending"]:  # (a restored run) the batch's messages one by one
+            tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
+            lines = text.splitlines(keepends=True)
             keep = self._drop_written(s, tags, lines)
             if len(keep) < len(tags):
-                tags = [tags[i] for i in keep]
-                lines = [lines[i] for i in keep]
-        if tags:
-            s["next"] += len(tags)
+                tag_text = "".join(tags[i].decode("ascii") + "\n" for i in keep)
+                text, count = "".join(lines[i] for i in keep), len(keep)
+        if count:
+            s["next"] += count
             s["last_output_ms"] = int(time.time() * 1000)
-            yield Row(topic, partition, b"".join(t + b"\n" for t in tags).decode("ascii"),
-                      "".join(lines))
+            yield Row(topic, partition, tag_text, text)
         self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _drop_written(self, s: dict[str, Any], tags: Sequence[bytes],

@@ -74,7 +74,8 @@ class JobOptions:
     batch_size: int | None = None  # None: the operator's default
     batch_ms: float = DEFAULT_BATCH_MS
     progress: bool = False  # a progress bar on stderr for a large file (needs a terminal)
-    #: thread mode: parse a file's splits ahead in a helper process (see .readahead)
+    #: thread mode: parse a file's splits ahead in a helper process (see .readahead), and
+    #: a CASTLE Kafka job's batches of messages in one
     read_ahead: bool = True
 
     def batched(self, default: int) -> JobOptions:
@@ -394,6 +395,13 @@ def work_folder(options: JobOptions) -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+#: JVM options of a command's own mini-cluster: its JVM lives for one job, and the optimizing
+#: JIT compiler (C2) spent more CPU compiling than it saved there, competing with the job for
+#: the machine's cores; the quick compiler alone (C1) serves the JVM's share of a job, which
+#: moves records in batches (the tests' JVMs run so too; docs/design/flink.md, Measurements)
+LOCAL_JVM_ARGS = "-XX:TieredStopAtLevel=1"
+
+
 @contextmanager
 def private_temp() -> Iterator[Path | None]:
     """Everything temporary of this process's Flink jobs in one private folder (mode 0700),
@@ -405,6 +413,9 @@ def private_temp() -> Iterator[Path | None]:
     the blob store it copies the jars into. A JVM started here is stopped before the folder
     is removed, so no job writes into it afterwards. Yields the folder, or None when the
     gateway already runs (then nothing is redirected: its temporary folder is fixed).
+
+    A JVM started here (the mini-cluster of one command) also gets :data:`LOCAL_JVM_ARGS`,
+    before the caller's own ``JVM_ARGS``, which may override them.
     """
     import pyflink.java_gateway as java_gateway
 
@@ -415,7 +426,8 @@ def private_temp() -> Iterator[Path | None]:
     saved = {name: os.environ.get(name) for name in ("TMPDIR", "JVM_ARGS")}
     saved_tempdir = tempfile.tempdir
     os.environ["TMPDIR"] = str(root)
-    os.environ["JVM_ARGS"] = f"{saved['JVM_ARGS'] or ''} -Djava.io.tmpdir={root}".strip()
+    os.environ["JVM_ARGS"] = (f"{LOCAL_JVM_ARGS} {saved['JVM_ARGS'] or ''} "
+                              f"-Djava.io.tmpdir={root}")
     tempfile.tempdir = str(root)
     try:
         yield root
@@ -512,6 +524,7 @@ def wants_progress(source: str | Path | Endpoint, options: JobOptions) -> bool:
 __all__ = [
     "CASTLE_BATCH_SIZE",
     "DEFAULT_BATCH_MS",
+    "LOCAL_JVM_ARGS",
     "Z_BATCH_SIZE",
     "Endpoint",
     "JobOptions",
