@@ -177,7 +177,7 @@ def test_the_c_writer_refuses_rows_and_codes_out_of_range():
     assert ok == b"1,a,xy\n"
     for idx, codes, offsets in [([1], [0], [0, 2]), ([0], [1], [0, 2]), ([0], [0], [0, 3]),
                                 ([0], [0], [2, 1]), ([-1], [0], [0, 2])]:
-        with pytest.raises(ValueError, match="out of range|inconsistent"):
+        with pytest.raises(ValueError, match=r"out of range|inconsistent"):
             m.write_rows(data, ls, vs, np.array(idx), np.array(codes), b"xy",
                          np.array(offsets))
     with pytest.raises(ValueError, match="out of range"):
