@@ -61,6 +61,9 @@ OLD_LAYOUT = ("--restore: the checkpoint was written by an older Kafka job (one 
 #: milliseconds a partition may stay empty before the reading step's merge goes on without
 #: it (a live topic of several partitions), as the pure path's ``idle_ms``
 IDLE_MS = 500.0
+#: milliseconds a fetch of the job's Kafka source may wait for records (``fetch.max.wait.ms``,
+#: as the pure path's reader's ``fetch.wait.max.ms``; ``--kafka-config`` may set another)
+FETCH_WAIT_MS = 100
 
 
 def record_type() -> Any:
@@ -184,6 +187,11 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
     else:
         builder.setProperty("commit.offsets.on.checkpoint", "false")
     builder.setProperty("partition.discovery.interval.ms", "-1")
+    # the pure path's fetch wait: a broker may hold a fetch for its whole wait although
+    # records came meanwhile (the Java client's default, 500 ms, is then a live record's
+    # latency), and a shorter wait can starve a reader of a topic of tiny record batches
+    # (docs/design/kafka.md)
+    builder.setProperty("fetch.max.wait.ms", str(FETCH_WAIT_MS))
     from streamanon.pipeline.kafka.options import java_kafka_config
 
     for key, value in java_kafka_config(source.config).items():
