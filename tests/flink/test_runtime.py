@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from streamanon.errors import (
@@ -76,3 +78,18 @@ def test_the_job_failures_are_streamanon_errors():
     assert kafka_jars.KafkaJarsError is KafkaJarsError
     for cls in (JobFailed, OutcomeGap, HelperGone, KafkaJarsError):
         assert issubclass(cls, JobError) and issubclass(cls, StreamanonError)
+
+
+def test_a_command_s_jvm_compiles_with_c1_unless_the_user_chose_a_jit_tier(monkeypatch):
+    from streamanon.flink.env import JIT_OPTIONS, prepare_jvm_args
+
+    monkeypatch.setenv("JVM_ARGS", "-Djava.io.tmpdir=/tmp/x")
+    prepare_jvm_args()
+    prepare_jvm_args()  # idempotent
+    assert os.environ["JVM_ARGS"] == f"-Djava.io.tmpdir=/tmp/x {JIT_OPTIONS}"
+    monkeypatch.setenv("JVM_ARGS", "-XX:-TieredCompilation")
+    prepare_jvm_args()
+    assert os.environ["JVM_ARGS"] == "-XX:-TieredCompilation"
+    monkeypatch.delenv("JVM_ARGS")
+    prepare_jvm_args()
+    assert os.environ["JVM_ARGS"] == JIT_OPTIONS

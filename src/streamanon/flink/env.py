@@ -37,10 +37,28 @@ def python_path_entries() -> list[str]:
 
 
 def prepare_python_path() -> None:
-    """Put :func:`python_path_entries` on ``PYTHONPATH`` (idempotent; call before any pyflink)."""
+    """Put :func:`python_path_entries` on ``PYTHONPATH`` and :data:`JIT_OPTIONS` in
+    ``JVM_ARGS`` (idempotent; call before any pyflink)."""
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     merged = list(dict.fromkeys([*python_path_entries(), *current]))
     os.environ["PYTHONPATH"] = os.pathsep.join(merged)
+    prepare_jvm_args()
+
+
+#: the JIT options of a JVM that PyFlink starts here (the local mini-cluster of a command):
+#: the client compiler only. A command's job lives for seconds to minutes, and the server
+#: compiler (C2) spent more CPU compiling Flink's code than the job spent running it, on a
+#: machine whose cores the job's own tasks need (docs/design/flink.md, Measurements)
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def prepare_jvm_args() -> None:
+    """Add :data:`JIT_OPTIONS` to ``JVM_ARGS``, which the JVM gateway PyFlink launches (the
+    local mini-cluster) takes; JIT options of the user's own there (any ``Tiered`` one) win.
+    A cluster's JVMs (``flink run``) are not started here and keep their own."""
+    args = os.environ.get("JVM_ARGS", "")
+    if "Tiered" not in args:
+        os.environ["JVM_ARGS"] = f"{args} {JIT_OPTIONS}".strip()
 
 
 def flink_settings(
