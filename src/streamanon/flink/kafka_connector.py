@@ -82,8 +82,10 @@ def record_type() -> Any:
 
 
 def message_batch_type() -> Any:
-    """``Row(topic, partition, tags, text)``: one batch of output messages (TaggedMessages)."""
-    return Types.ROW([Types.STRING(), Types.INT(), Types.STRING(), Types.STRING()])
+    """``Row(topic, partition, tags, text)``: one batch of output messages (TaggedMessages;
+    tags and text as UTF-8 bytes, one line per message)."""
+    return Types.ROW([Types.STRING(), Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                      Types.PRIMITIVE_ARRAY(Types.BYTE())])
 
 
 def gated_type() -> Any:
@@ -847,8 +849,8 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
         if text.count("\n") != len(codes) or not text.endswith("\n"):
             raise JobError(f"{text.count(chr(10))} output lines for {len(codes)} records")
         q = int(target[0])
-        return [Row(gate_key(index, q), Row(topic, q, b"".join(
-            t + b"\n" for t in tags).decode("ascii"), text))]
+        return [Row(gate_key(index, q), Row(topic, q, b"".join(t + b"\n" for t in tags),
+                                             text.encode("utf-8")))]
     lines = [line + "\n" for line in text.split("\n")[:-1]]  # as TaggedMessages splits
     if len(lines) != len(codes) or not text.endswith("\n"):
         raise JobError(f"{len(lines)} output lines for {len(codes)} records")
@@ -857,8 +859,8 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
     for part in sorted(set(target_list)):
         sel = [i for i, t in enumerate(target_list) if t == part]
         rows.append(Row(gate_key(index, part), Row(
-            topic, part, "".join(tags[i].decode("ascii") + "\n" for i in sel),
-            "".join(lines[i] for i in sel))))
+            topic, part, b"".join(tags[i] + b"\n" for i in sel),
+            "".join(lines[i] for i in sel).encode("utf-8"))))
     return rows
 
 
@@ -1081,32 +1083,31 @@ class KafkaGate(KeyedProcessFunction):
         s["next"] = end
 
     def process_element(self, value: Any, ctx: Any):  # type: ignore[override]
-        topic, partition, tag_text, text = value[0], int(value[1]), value[2], value[3]
+        topic, partition, tag_data, text = value[0], int(value[1]), value[2], value[3]
         s = self._load(ctx, topic, partition)
         if not s["pending"]:  # nothing of a killed run left to match: the batch as it came
-            n = tag_text.count("\n")
+            n = tag_data.count(b"\n")
             if n:
                 s["next"] += n
                 s["last_output_ms"] = int(time.time() * 1000)
                 yield value
             self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
             return
-        tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
-        lines = text.splitlines(keepends=True)
-        if s["pending"]:
-            keep = self._drop_written(s, tags, lines)
-            if len(keep) < len(tags):
-                tags = [tags[i] for i in keep]
-                lines = [lines[i] for i in keep]
+        tags = bytes(tag_data).split(b"\n")[:-1]  # (bytes: tags are keys of pending)
+        values = bytes(text).split(b"\n")[:-1]  # as TaggedMessages splits
+        keep = self._drop_written(s, tags, values)
+        if len(keep) < len(tags):
+            tags = [tags[i] for i in keep]
+            values = [values[i] for i in keep]
         if tags:
             s["next"] += len(tags)
             s["last_output_ms"] = int(time.time() * 1000)
-            yield Row(topic, partition, b"".join(t + b"\n" for t in tags).decode("ascii"),
-                      "".join(lines))
+            yield Row(topic, partition, b"".join(t + b"\n" for t in tags),
+                      b"".join(v + b"\n" for v in values))
         self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _drop_written(self, s: dict[str, Any], tags: Sequence[bytes],
-                      lines: Sequence[str]) -> list[int]:
+                      values: Sequence[bytes]) -> list[int]:
         """The indexes of the messages not in the output yet; those found there (by their
         tag) are checked to be the same message."""
         from streamanon.errors import ForeignOutputError
@@ -1118,8 +1119,7 @@ class KafkaGate(KeyedProcessFunction):
             if found is None:
                 keep.append(i)
                 continue
-            line = lines[i]
-            value = (line[:-1] if line.endswith("\n") else line).encode("utf-8")
+            value = values[i]
             if found != value:
                 raise ForeignOutputError(
                     f"{s['topic']}[{s['partition']}] holds a message this pipeline would not "
@@ -1300,6 +1300,9 @@ def kafka_env(work: Path, record: RunRecord, options: JobOptions) -> Any:
 
     env = make_env(**options.env_settings(work, record), ignore_unclaimed_state=True)
     env.add_jars(*jar_urls(ensure_jars()))
+    # a message the JVM splits off a batch goes to the sink chained after it as it is, not
+    # as a copy: no step here keeps a record it has passed on
+    env.get_config().enable_object_reuse()
     return env
 
 
