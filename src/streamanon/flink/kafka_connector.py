@@ -82,14 +82,15 @@ def record_type() -> Any:
 
 
 def message_batch_type() -> Any:
-    """``Row(topic, partition, tags, text)``: one batch of output messages (TaggedMessages;
-    tags and text as UTF-8 bytes, one line per message)."""
+    """``Row(topic, partition, codes, text)``: one batch of output messages (TaggedMessages;
+    codes: each message's input position, ``offset << 16 | partition``, as little-endian
+    int64; text: UTF-8, one line per message). The JVM writes the tags."""
     return Types.ROW([Types.STRING(), Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
                       Types.PRIMITIVE_ARRAY(Types.BYTE())])
 
 
 def gated_type() -> Any:
-    """``Row(gate key, Row(topic, partition, tags, text))``: a message batch for the gate."""
+    """``Row(gate key, Row(topic, partition, codes, text))``: a message batch for the gate."""
     return Types.ROW([Types.INT(), message_batch_type()])
 
 
@@ -626,7 +627,7 @@ def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelis
 
 class KafkaMessages(KeyedProcessFunction):
     """Outcome lines and position maps in, keyed as the operator (``Row(Flink key, text)``);
-    batches of output messages out, one ``Row(gate key, Row(topic, partition, tags, text))``
+    batches of output messages out, one ``Row(gate key, Row(topic, partition, codes, text))``
     per destination topic partition and outcome line, for :class:`KafkaGate` (keyed by
     output topic partition, :func:`gate_key`).
 
@@ -836,32 +837,35 @@ class KafkaMessages(KeyedProcessFunction):
 def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None, text: str,
                  codes: np.ndarray) -> list[Row]:
     """The output messages ``text`` (one line each) of the input records ``codes``, as one
-    ``Row(gate key, Row(topic, partition, tags, text))`` per output partition (input
+    ``Row(gate key, Row(topic, partition, codes, text))`` per output partition (input
     partition modulo the topic's partitions, as the pure path places them)."""
     topic = out.topic(url)
     if topic is None or not len(codes):
         return []
     n = out.partitions.get(topic, 1)
-    tags = positions.tags(codes)
     target = positions.partitions(codes) % n
     index = out.topic_list().index(topic)
     if (target == target[0]).all():
         if text.count("\n") != len(codes) or not text.endswith("\n"):
             raise JobError(f"{text.count(chr(10))} output lines for {len(codes)} records")
         q = int(target[0])
-        return [Row(gate_key(index, q), Row(topic, q, b"".join(t + b"\n" for t in tags),
+        return [Row(gate_key(index, q), Row(topic, q, code_bytes(codes),
                                              text.encode("utf-8")))]
     lines = [line + "\n" for line in text.split("\n")[:-1]]  # as TaggedMessages splits
     if len(lines) != len(codes) or not text.endswith("\n"):
         raise JobError(f"{len(lines)} output lines for {len(codes)} records")
     rows = []
-    target_list = target.tolist()
-    for part in sorted(set(target_list)):
-        sel = [i for i, t in enumerate(target_list) if t == part]
+    for part in np.unique(target).tolist():
+        sel = np.flatnonzero(target == part)
         rows.append(Row(gate_key(index, part), Row(
-            topic, part, b"".join(tags[i] + b"\n" for i in sel),
-            "".join(lines[i] for i in sel).encode("utf-8"))))
+            topic, part, code_bytes(codes[sel]),
+            "".join(lines[i] for i in sel.tolist()).encode("utf-8"))))
     return rows
+
+
+def code_bytes(codes: np.ndarray) -> bytes:
+    """Input positions as a message batch carries them: little-endian int64."""
+    return np.ascontiguousarray(codes, dtype="<i8").tobytes()
 
 
 def empty_counts() -> dict[str, Any]:
@@ -880,7 +884,7 @@ class ZKeyGroupMessages(ZKeyGroups):
     group's batch and each row's input position (``offset << 16 | partition``), and
     ``(None, lines, codes, read time)``, the lines that need no operator (rejected, header,
     blank) with theirs, on the first key group's key. Out: ``Row(gate key, Row(topic,
-    partition, tags, text))`` per output partition, for :class:`KafkaGate`.
+    partition, codes, text))`` per output partition, for :class:`KafkaGate`.
 
     State: the operator's (snapshot plus redo log of batches, as ``ZKeyGroups``), and per
     key its share of the accounting (written to ``stats_path`` plus ``.m<key>`` at the end
@@ -1011,7 +1015,7 @@ def write_share(path: str, counts: dict[str, Any]) -> None:
 
 class KafkaGate(KeyedProcessFunction):
     """The output gate, keyed by output topic partition (:func:`gate_key`): message batches
-    ``Row(topic, partition, tags, text)`` in; the ones not in the partition yet out.
+    ``Row(topic, partition, codes, text)`` in; the ones not in the partition yet out.
 
     State (one ``ValueState`` per output partition): the offset after the last message this
     step has let through (the job is the partition's only writer and the sink flushes at each
@@ -1037,6 +1041,7 @@ class KafkaGate(KeyedProcessFunction):
         self._state = runtime_context.get_state(
             ValueStateDescriptor("gate", Types.PICKLED_BYTE_ARRAY()))
         self._keys: dict[int, dict[str, Any]] = {}
+        self._positions = MessagePositions(self.out.source_name)
 
     def _load(self, ctx: Any, topic: str, partition: int) -> dict[str, Any]:
         key = current_key(ctx)
@@ -1083,27 +1088,25 @@ class KafkaGate(KeyedProcessFunction):
         s["next"] = end
 
     def process_element(self, value: Any, ctx: Any):  # type: ignore[override]
-        topic, partition, tag_data, text = value[0], int(value[1]), value[2], value[3]
+        topic, partition, code_data, text = value[0], int(value[1]), value[2], value[3]
         s = self._load(ctx, topic, partition)
         if not s["pending"]:  # nothing of a killed run left to match: the batch as it came
-            n = tag_data.count(b"\n")
+            n = len(code_data) // 8
             if n:
                 s["next"] += n
                 s["last_output_ms"] = int(time.time() * 1000)
                 yield value
             self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
             return
-        tags = bytes(tag_data).split(b"\n")[:-1]  # (bytes: tags are keys of pending)
+        codes = np.frombuffer(bytes(code_data), dtype="<i8")
+        tags = self._positions.tags(codes)
         values = bytes(text).split(b"\n")[:-1]  # as TaggedMessages splits
         keep = self._drop_written(s, tags, values)
-        if len(keep) < len(tags):
-            tags = [tags[i] for i in keep]
-            values = [values[i] for i in keep]
-        if tags:
-            s["next"] += len(tags)
+        if keep:
+            s["next"] += len(keep)
             s["last_output_ms"] = int(time.time() * 1000)
-            yield Row(topic, partition, b"".join(t + b"\n" for t in tags),
-                      b"".join(v + b"\n" for v in values))
+            yield Row(topic, partition, code_bytes(codes[keep]),
+                      b"".join(values[i] + b"\n" for i in keep))
         self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _drop_written(self, s: dict[str, Any], tags: Sequence[bytes],
@@ -1149,7 +1152,7 @@ def kafka_outcome_sink(stream: Any, out: KafkaOutput, options: JobOptions | None
 
 
 def kafka_message_sink(batches: Any, out: KafkaOutput, options: JobOptions | None = None) -> None:
-    """Message batches for the gate (``Row(gate key, Row(topic, partition, tags, text))``)
+    """Message batches for the gate (``Row(gate key, Row(topic, partition, codes, text))``)
     -> :class:`KafkaGate` -> messages split in the JVM -> KafkaSink, every step at the job's
     parallelism."""
     from pyflink.datastream import DataStream
