@@ -34,12 +34,14 @@ Five parts, each printing a table; every run's output is checked before a figure
   repeats counted; then (unless ``--no-kafka-latency``) end-to-end latency of live runs at
   1,000 tuples/s (a producer at that rate, a consumer timing each published message from
   its produce call to its receipt, found by its ``streamanon-in`` tag), the pure command
-  beside the Flink job. Then ``streamanon flink castle -p 1`` vs ``streamanon castle``
-  kafka -> kafka on 100,000 ASHRAE-shaped rows (``--kafka-castle-n``): releases and
-  suppressed rows equal per record, ``verify castle`` on the releases; with
-  ``--kafka-castle-before REF`` the Flink job of REF's ``src`` runs beside this checkout's
-  (before / after, alternating, ``--kafka-castle-repeat`` times each; medians compared, CPU
-  seconds of each whole command too). ``--kafka-n 0`` runs the CASTLE part only.
+  beside the Flink job. ``--kafka-before REF`` runs each of these commands twice, with REF's
+  ``src`` and with this checkout's, one right after the other, and prints the CPU seconds of
+  each throughput run: before and after side by side in one run. Then ``streamanon flink
+  castle -p 1`` vs ``streamanon castle`` kafka -> kafka on 100,000 ASHRAE-shaped rows
+  (``--kafka-castle-n``): releases and suppressed rows equal per record, ``verify castle`` on
+  the releases; with ``--kafka-castle-before REF`` the Flink job of REF's ``src`` runs beside
+  this checkout's (before / after, alternating, ``--kafka-castle-repeat`` times each; medians
+  compared, CPU seconds of each whole command too). ``--kafka-n 0`` runs the CASTLE part only.
 
 Baseline column: today's per-record jobs, measured in the same run from the last commit that
 has them (``--baseline-ref``, default the commit this work started from): its ``src`` is
@@ -674,8 +676,13 @@ class KafkaLoad:
                       "fetch.min.bytes": 1, **quiet_logs()})
         c.assign([TopicPartition(self.out, 0, 0)])
         while not self.stop.is_set():
-            for m in c.consume(1000, 0.05):
-                now = time.perf_counter()
+            # the first message as soon as it comes, then what came with it: consume(n, t)
+            # alone returns after t unless n messages came, and would add up to t to each
+            first = c.poll(0.05)
+            if first is None:
+                continue
+            now = time.perf_counter()
+            for m in [first, *c.consume(1000, 0)]:
                 if m.error() is not None:
                     continue
                 tag = dict(m.headers() or []).get("streamanon-in", b"")
@@ -746,7 +753,10 @@ def _latency_run(cmd: list[str], bootstrap: str, inp: str, out: str, lines: list
 
 def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
     """``streamanon flink z`` kafka -> kafka vs ``streamanon z`` kafka -> kafka on the same
-    topic (throughput; outputs equal per record), then end-to-end latency at 1,000 tuples/s."""
+    topic (throughput; outputs equal per record), then end-to-end latency at 1,000 tuples/s.
+    With ``--kafka-before REF`` every run is made twice, REF's ``src`` then this checkout's,
+    one after the other (the machine's load drifts: interleaved pairs compare fairly), and
+    the CPU seconds of each command (its processes and the JVM's) are printed beside."""
     from streamanon.harness.kafka_broker import Broker, create_topics
 
     rows: list[dict] = []
@@ -757,73 +767,95 @@ def part_flink_kafka(args: argparse.Namespace, work: Path) -> list[dict]:
         return rows
     print(f"\n== flink+kafka: z, {args.kafka_n:,} tuples, one partition; {load()}",
           flush=True)
+    variants: list[tuple[str, Path | None]] = [("", None)]
+    if args.kafka_before:
+        (work / "before").mkdir(exist_ok=True)
+        before = baseline_src(args.kafka_before, work / "before")
+        if before is not None:
+            variants = [(f"before ({args.kafka_before}): ", before), ("after: ", None)]
     trace = z_trace(work / "kafka-trace.csv", args.kafka_n + int(
         args.rate * args.latency_seconds) + 1000)
     lines = trace.read_bytes().splitlines()[1:]
     zargs = ["--z", str(Z), "--delta-t", f"{DELTA_T:g}"]
     with Broker(work / "broker", storage="memory") as broker:
         bs = f"{broker.host}:{broker.port}"
-        create_topics(bs, {"in": 1, "lat-in": 1, "lat-pure-in": 1})
+        create_topics(bs, {"in": 1})
         _produce(bs, "in", lines[:args.kafka_n])
         url = f"kafka://{bs}"
-        pure, pure_s, _ = timed([*cli(), "z", f"{url}/in", "-o", f"{url}/pure", *zargs,
-                                 "--from", "earliest", "--until-end", "--json"])
-        want, _ = _tagged(bs, "pure", pure["published"])
-        assert pure["read"] == args.kafka_n
-        pure_tps = args.kafka_n / pure_s
         n = args.kafka_n
-        body = [["streamanon z (exactly once), whole command", f"{pure_s:.2f}",
-                 f"{pure_tps:,.0f}", "1.00", "", ""]]
+        body: list[list[str]] = []
+        want: Counter | None = None
+        pure_s: dict[str, float] = {}
+        for tag, src in variants:
+            pure, secs, _, cpu = timed_cpu([*cli(src), "z", f"{url}/in", "-o",
+                                         f"{url}/pure{len(pure_s)}", *zargs, "--from",
+                                         "earliest", "--until-end", "--json"])
+            assert pure["read"] == n
+            got, _ = _tagged(bs, f"pure{len(pure_s)}", pure["published"])
+            assert want is None or got == want, "pure z's outputs differ between the runs"
+            want = got
+            pure_s[tag] = secs
+            body.append([f"{tag}streamanon z (exactly once), whole command", f"{secs:.2f}",
+                         f"{n / secs:,.0f}", "1.00", f"{cpu:.1f}", "", ""])
+        assert want is not None
         for p in args.kafka_p:
-            fl, fl_s, peak = timed([*cli(), "flink", "z", f"{url}/in", "-o",
-                                    f"{url}/flink-p{p}", *zargs, "-p", str(p), "--until-end",
-                                    "--json"])
-            got, newest = _tagged(bs, f"flink-p{p}", fl["published"])
-            assert set(got) == set(want), f"flink -p {p} output differs from pure z's"
-            assert fl["read"] == n
-            repeats = sum(got.values()) - len(got)
-            # the job's throughput: first record read (taken in the JVM) to the last output
-            # message sent (its create time in the output topic)
-            stream_s = max(1e-3, newest - fl["first_read_at"]) if fl.get(
-                "first_read_at") else float("nan")
-            label = f"streamanon flink z -p {p}"
-            body += [[f"{label}, whole command", f"{fl_s:.2f}", f"{n / fl_s:,.0f}",
-                      f"{pure_s / fl_s:.3f}", f"{repeats}", mb(peak)],
-                     [f"{label}, Flink net runtime", f"{fl['job_seconds']:.2f}",
-                      f"{n / fl['job_seconds']:,.0f}", f"{pure_s / fl['job_seconds']:.3f}",
-                      "", ""],
-                     [f"{label}, job: first read -> last output", f"{stream_s:.2f}",
-                      f"{n / stream_s:,.0f}", f"{pure_s / stream_s:.3f}", "", ""]]
-            rows.append({"part": "flink-kafka", "tuples": n, "parallelism": p,
-                         "pure_s": pure_s, "flink_s": fl_s, "flink_job_s": fl["job_seconds"],
-                         "flink_stream_s": stream_s, "repeats": repeats})
+            for tag, src in variants:
+                topic = f"flink-p{p}-{len(rows)}"
+                fl, fl_s, _, cpu = timed_cpu([*cli(src), "flink", "z", f"{url}/in", "-o",
+                                           f"{url}/{topic}", *zargs, "-p", str(p),
+                                           "--until-end", "--json"])
+                got, newest = _tagged(bs, topic, fl["published"])
+                assert set(got) == set(want), f"flink -p {p} output differs from pure z's"
+                assert fl["read"] == n
+                repeats = sum(got.values()) - len(got)
+                # the job's throughput: first record read (taken in the JVM) to the last
+                # output message sent (its create time in the output topic)
+                stream_s = max(1e-3, newest - fl["first_read_at"]) if fl.get(
+                    "first_read_at") else float("nan")
+                ps = pure_s[tag]
+                label = f"{tag}streamanon flink z -p {p}"
+                body += [[f"{label}, whole command", f"{fl_s:.2f}", f"{n / fl_s:,.0f}",
+                          f"{ps / fl_s:.3f}", f"{cpu:.1f}", f"{repeats}", ""],
+                         [f"{label}, Flink net runtime", f"{fl['job_seconds']:.2f}",
+                          f"{n / fl['job_seconds']:,.0f}", f"{ps / fl['job_seconds']:.3f}",
+                          "", "", ""],
+                         [f"{label}, job: first read -> last output", f"{stream_s:.2f}",
+                          f"{n / stream_s:,.0f}", f"{ps / stream_s:.3f}", "", "", ""]]
+                rows.append({"part": "flink-kafka", "variant": tag, "tuples": n,
+                             "parallelism": p, "pure_s": ps, "flink_s": fl_s,
+                             "flink_cpu_s": cpu, "flink_job_s": fl["job_seconds"],
+                             "flink_stream_s": stream_s, "repeats": repeats})
         table(f"throughput kafka -> kafka, {n:,} tuples, one partition (outputs equal per "
-              f"record to pure z's: {len(want):,} published; {load()})",
-              ["run", "seconds", "tuples/s", "vs pure z", "repeats", "JVM peak MB"], body)
+              f"record to pure z's: {len(want):,} published; 'vs pure z': the pure command's "
+              f"seconds of the same code over these; {load()})",
+              ["run", "seconds", "tuples/s", "vs pure z", "CPU s", "repeats", ""], body)
         if args.kafka_castle_n:
             rows += _flink_kafka_castle(args, work, bs)
         if not args.kafka_latency:
             return rows
         lat_lines = lines[args.kafka_n:]
         lat = []
-        for label, cmd, inp, out in (
-                ("streamanon z (live)", [*cli(), "z", f"{url}/lat-pure-in", "-o",
-                                         f"{url}/lat-pure-out", *zargs, "--from", "earliest",
-                                         "--checkpoint-every", "1"],
-                 "lat-pure-in", "lat-pure-out"),
-                ("streamanon flink z -p 1 --batch-ms 5", [
-                    *cli(), "flink", "z", f"{url}/lat-in", "-o", f"{url}/lat-out", *zargs,
-                    "-p", "1", "--batch-ms", "5", "--checkpoint-interval", "1000",
-                    "--from", "earliest"], "lat-in", "lat-out")):
-            f = _latency_run(cmd, bs, inp, out, lat_lines, args)
-            lat.append([label, f"{f['measured']:,}", f"{f['median_ms']:.1f}",
-                        f"{f['p99_ms']:.1f}", f"{f['max_ms']:.1f}"])
-            rows.append({"part": "flink-kafka-latency", "run": label, **f})
+        runs = 0
+        for label, command, options in (
+                ("streamanon z (live)", ["z"], ["--checkpoint-every", "1"]),
+                ("streamanon flink z -p 1 --batch-ms 5", ["flink", "z"],
+                 ["-p", "1", "--batch-ms", "5", "--checkpoint-interval", "1000"])):
+            for tag, src in variants:
+                inp, out = f"lat-in{runs}", f"lat-out{runs}"
+                runs += 1
+                create_topics(bs, {inp: 1})
+                f = _latency_run([*cli(src), *command, f"{url}/{inp}", "-o", f"{url}/{out}",
+                                  *zargs, "--from", "earliest", *options],
+                                 bs, inp, out, lat_lines, args)
+                lat.append([f"{tag}{label}", f"{f['measured']:,}", f"{f['median_ms']:.1f}",
+                            f"{f['p99_ms']:.1f}", f"{f['max_ms']:.1f}"])
+                rows.append({"part": "flink-kafka-latency", "run": f"{tag}{label}", **f})
         table(f"end-to-end latency at {args.rate:,.0f} tuples/s for {args.latency_seconds} s "
               "(produce call -> output message received; published tuples after the first "
               "2 s)", ["run", "measured", "median ms", "p99 ms", "max ms"], lat)
         print(load(), flush=True)
     return rows
+
 
 def _flink_kafka_castle(args: argparse.Namespace, work: Path, bs: str) -> list[dict]:
     """``streamanon flink castle -p 1`` kafka -> kafka vs ``streamanon castle`` kafka -> kafka
@@ -998,6 +1030,9 @@ def main() -> None:
                         help="runs of each CASTLE kafka command (medians compared; default 1)")
     parser.add_argument("--kafka-p", type=int, nargs="+", default=[1, 2],
                         help="parallelisms of the Flink Kafka runs (default 1 2)")
+    parser.add_argument("--kafka-before", default="", metavar="REF",
+                        help="flink-kafka: run every command also with REF's src, one after "
+                        "the other (before/after in one run)")
     parser.add_argument("--no-kafka-latency", dest="kafka_latency", action="store_false",
                         help="skip the live latency runs of the flink-kafka part")
     parser.add_argument("--scale-n", type=int, help="CASTLE tuples of the scale-out "

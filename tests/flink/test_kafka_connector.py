@@ -95,7 +95,7 @@ def test_flink_z_kafka_merges_two_partitions_as_the_pure_command(kafka_broker, t
     work = tmp_path / "work"
     s = summary_of(flink_cli("z", b.url(inp), "-o", b.url(flink_out), "-p", "2",
                              "--checkpoint-interval", "500", "--work-dir", str(work), *common))
-    assert_parallel_record_path(work, 2)
+    assert_parallel_record_path(work, 2, messages="z-anonymity z=3 to messages (per key group)")
     ref = summary_of(subprocess.run([str(EXE), "z", b.url(inp), "-o", b.url(pure_out),
                                      "--from", "earliest", *common], capture_output=True,
                                     text=True, timeout=120))
@@ -114,12 +114,14 @@ def test_flink_z_kafka_merges_two_partitions_as_the_pure_command(kafka_broker, t
     assert 0 < released < 5000
 
 
-def assert_parallel_record_path(work, parallelism: int) -> None:
+def assert_parallel_record_path(work, parallelism: int,
+                                messages: str = "outcomes to messages") -> None:
     """Every step of the job's plan (``WORK/plan.json``, Flink's execution plan) runs at
     ``parallelism``, the Kafka source and the message steps included, but for the one that
     is a single order by its nature: the reading step (the partition merge and the line
     numbering with the time check's clock, one order of the whole input as in the pure
-    command); and, in a CASTLE job, the rules' steps, which are not on the record path."""
+    command); and, in a CASTLE job, the rules' steps, which are not on the record path.
+    ``messages`` is the step that makes the output messages (z: the operator's own step)."""
     import json
 
     plan = json.loads((work / "plan.json").read_text())
@@ -129,8 +131,7 @@ def assert_parallel_record_path(work, parallelism: int) -> None:
     single = {name for name, p in steps.items() if p != parallelism and name not in rules}
     assert single == {"messages to record batches"}, steps
     assert steps["messages to record batches"] == 1
-    for name in ("outcomes to messages", "output gate (per output partition)",
-                 "split messages"):
+    for name in (messages, "output gate (per output partition)", "split messages"):
         assert steps[name] == parallelism, steps
 
 

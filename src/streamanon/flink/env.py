@@ -41,7 +41,8 @@ def python_path_entries() -> list[str]:
 
 
 def prepare_python_path() -> None:
-    """Put :func:`python_path_entries` on ``PYTHONPATH`` (idempotent; call before any pyflink)."""
+    """Put :func:`python_path_entries` on ``PYTHONPATH`` (idempotent; call before any
+    pyflink). (A command's own JVM gets its JIT options in ``runtime.private_temp``.)"""
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     merged = list(dict.fromkeys([*python_path_entries(), *current]))
     os.environ["PYTHONPATH"] = os.pathsep.join(merged)

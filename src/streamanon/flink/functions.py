@@ -287,19 +287,23 @@ class ZKeyGroups(KeyedProcessFunction):
                 self.z, self.delta_t, self.separator)
             rows = 0
             for batch in self._state.events():
-                rows += op.process(batch)[1]
+                rows += op.decide(batch)[1]  # (the outcomes were emitted before the checkpoint)
             live = self._groups[group] = ZGroup(op, rows)
         return live
 
-    def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
-        group, batch = value
-        live = self._group(group)
+    def _keep(self, live: ZGroup, batch: Any, rows: int) -> None:
+        """Log a processed batch of ``rows`` rows, or take a new snapshot instead."""
         op = live.op
-        text, rows = op.process(batch)
         live.logged += rows
         if live.logged >= max(self.snapshot_every, op.live_pairs()):  # O(1) per row amortized
             self._state.rebase(op.snapshot())
             live.logged = 0
         else:
             self._state.log(batch)
+
+    def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
+        group, batch = value
+        live = self._group(group)
+        text, rows = live.op.process(batch)
+        self._keep(live, batch, rows)
         yield Row(current_key(ctx), text) if self.keyed else text

@@ -23,7 +23,13 @@ from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
 from streamanon.errors import BadInputError, ConfigError, JobError, ResumeError
-from streamanon.flink.functions import END_OF_INPUT, KEYED_META, _ChunkStage, current_key
+from streamanon.flink.functions import (
+    END_OF_INPUT,
+    KEYED_META,
+    ZKeyGroups,
+    _ChunkStage,
+    current_key,
+)
 from streamanon.flink.outcomes import (
     BATCH,
     BLANK,
@@ -58,12 +64,17 @@ READ_AT = "!"
 #: the layout of the message steps' Flink state (a message step keyed as the operator, a gate
 #: keyed by output partition); a checkpoint of another layout is refused, not misread
 STATE_LAYOUT = "keyed-messages-1"
-OLD_LAYOUT = ("--restore: the checkpoint was written by an older Kafka job (one message step "
-              "at parallelism 1), whose state this job cannot read; start a fresh run (a new "
+#: ... and of a z job's, whose operator step makes the messages itself (no message step)
+Z_STATE_LAYOUT = "z-messages-in-operator-1"
+OLD_LAYOUT = ("--restore: the checkpoint was written by an older Kafka job (another layout of "
+              "its steps), whose state this job cannot read; start a fresh run (a new "
               "--work-dir), or finish the old run with the streamanon release that started it")
 #: milliseconds a partition may stay empty before the reading step's merge goes on without
 #: it (a live topic of several partitions), as the pure path's ``idle_ms``
 IDLE_MS = 500.0
+#: milliseconds a fetch of the job's Kafka source may wait for records (``fetch.max.wait.ms``,
+#: as the pure path's reader's ``fetch.wait.max.ms``; ``--kafka-config`` may set another)
+FETCH_WAIT_MS = 100
 
 
 def record_type() -> Any:
@@ -74,12 +85,15 @@ def record_type() -> Any:
 
 
 def message_batch_type() -> Any:
-    """``Row(topic, partition, tags, text)``: one batch of output messages (TaggedMessages)."""
-    return Types.ROW([Types.STRING(), Types.INT(), Types.STRING(), Types.STRING()])
+    """``Row(topic, partition, codes, text)``: one batch of output messages (TaggedMessages;
+    codes: each message's input position, ``offset << 16 | partition``, as little-endian
+    int64; text: UTF-8, one line per message). The JVM writes the tags."""
+    return Types.ROW([Types.STRING(), Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                      Types.PRIMITIVE_ARRAY(Types.BYTE())])
 
 
 def gated_type() -> Any:
-    """``Row(gate key, Row(topic, partition, tags, text))``: a message batch for the gate."""
+    """``Row(gate key, Row(topic, partition, codes, text))``: a message batch for the gate."""
     return Types.ROW([Types.INT(), message_batch_type()])
 
 
@@ -139,6 +153,8 @@ class KafkaOutput:
     #: output offsets; a restore takes them from the checkpoint)
     base: dict[str, dict[int, int]] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict, repr=False)  # as KafkaInput's
+    #: the layout of the job's steps and state (a restore of another layout is refused)
+    layout: str = STATE_LAYOUT
 
     @property
     def bootstrap(self) -> str:
@@ -187,6 +203,11 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
     else:
         builder.setProperty("commit.offsets.on.checkpoint", "false")
     builder.setProperty("partition.discovery.interval.ms", "-1")
+    # the pure path's fetch wait: a broker may hold a fetch for its whole wait although
+    # records came meanwhile (the Java client's default, 500 ms, is then a live record's
+    # latency), and a shorter wait can starve a reader of a topic of tiny record batches
+    # (docs/design/kafka.md)
+    builder.setProperty("fetch.max.wait.ms", str(FETCH_WAIT_MS))
     from streamanon.pipeline.kafka.options import java_kafka_config
 
     for key, value in java_kafka_config(source.config).items():
@@ -277,14 +298,18 @@ class BatchMessages(_ChunkStage):
         idle_ms: milliseconds a partition of a live topic may stay empty before the merge
             goes on without it.
         pace: seconds to wait per line read (0: none).
+        inline: send each batch's input positions with it, and the lines that need no
+            operator on the main output (a step that makes the messages itself,
+            :class:`ZKeyGroupMessages`), instead of on the side (KEYED_META).
     """
 
     def __init__(self, parser: Any, routing: list[int], *, source_name: str, max_bytes: int,
                  header: str | None, header_given: bool, on_error: str,
                  partitions: Sequence[int] = (0,), ends: dict[int, int] | None = None,
                  starts: dict[int, int] | None = None, idle_ms: float = IDLE_MS,
-                 pace: float = 0.0) -> None:
+                 pace: float = 0.0, inline: bool = False) -> None:
         super().__init__(parser, routing, pace)
+        self.inline = inline
         self.source_name, self.max_bytes = source_name, int(max_bytes)
         self.header, self.header_given = header, header_given
         self.on_error = on_error
@@ -437,6 +462,9 @@ class BatchMessages(_ChunkStage):
             time.sleep(self.pace * lines)
         routing = self.routing
         z = self.z
+        if self.inline:
+            yield from self._emit_inline(first, codes, meta, batches, read_at)
+            return
         head: list[str] = [] if read_at is None else [f"{READ_AT}\t{read_at}"]
         if meta:
             seqs = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
@@ -448,6 +476,19 @@ class BatchMessages(_ChunkStage):
             seqs = batch_seqs(batch, z)
             yield KEYED_META, Row(routing[group], position_line(seqs, codes[seqs - first]))
             yield Row(routing[group], (group, batch))
+
+    def _emit_inline(self, first: int, codes: np.ndarray, meta: list[str],
+                     batches: list[tuple[int, Any]], read_at: int | None) -> Any:
+        """The input positions travel with what they belong to, on the main output:
+        ``(group, batch, codes)`` to the batch's key, and ``(None, lines, codes, read time)``
+        (the lines that need no operator) to the first key group's key
+        (:class:`ZKeyGroupMessages`)."""
+        routing = self.routing
+        if meta or read_at is not None:
+            seqs = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
+            yield Row(routing[0], (None, meta, codes[seqs - first], read_at))
+        for group, batch in batches:
+            yield Row(routing[group], (group, batch, codes[batch_seqs(batch, True) - first]))
 
 
 class KafkaHeaderParser:
@@ -500,7 +541,7 @@ class KafkaHeaderParser:
 
 
 def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
-                  options: JobOptions) -> Any:
+                  options: JobOptions, *, inline: bool = False) -> Any:
     """The reading step of a Kafka input (as :func:`streamanon.flink.runtime.batch_source`
     is a file's or a TCP server's).
 
@@ -510,6 +551,7 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
         parser: the chunk parser of the operator.
         record: the run's record (its key groups and their routing).
         options: how to run the job (``batch_size`` resolved).
+        inline: the input positions travel with the batches (see :class:`BatchMessages`).
     """
     assert options.batch_size, "resolved by the run functions"
     z = hasattr(parser, "reader")
@@ -521,7 +563,7 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
                          ends=dict(source.end_offsets) if source.until_end else None,
                          starts=(start_offsets(source, options.restore_from is not None)
                                  if source.until_end and len(source.partitions) > 1 else None),
-                         pace=options.pace)
+                         pace=options.pace, inline=inline)
     readers = max(1, min(options.parallelism, len(source.partitions) or 1))
     records = kafka_source(env, source, options.restore_from is not None, parallelism=readers)
     batches = gather_records(records, batch_size=options.batch_size, batch_ms=options.batch_ms,
@@ -588,7 +630,7 @@ def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelis
 
 class KafkaMessages(KeyedProcessFunction):
     """Outcome lines and position maps in, keyed as the operator (``Row(Flink key, text)``);
-    batches of output messages out, one ``Row(gate key, Row(topic, partition, tags, text))``
+    batches of output messages out, one ``Row(gate key, Row(topic, partition, codes, text))``
     per destination topic partition and outcome line, for :class:`KafkaGate` (keyed by
     output topic partition, :func:`gate_key`).
 
@@ -836,29 +878,173 @@ class KafkaMessages(KeyedProcessFunction):
         return buf.getvalue()
 
     def _rows(self, url: str | None, text: str, codes: np.ndarray) -> list[Row]:
-        """One ``Row(topic, partition, tags, text)`` per output partition (input partition
-        modulo the topic's partitions, as the pure path places them)."""
-        topic = self.out.topic(url)
-        if topic is None or not len(codes):
+        return message_rows(self.out, self._positions, url, text, codes)
+
+
+def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None, text: str,
+                 codes: np.ndarray) -> list[Row]:
+    """The output messages ``text`` (one line each) of the input records ``codes``, as one
+    ``Row(gate key, Row(topic, partition, codes, text))`` per output partition (input
+    partition modulo the topic's partitions, as the pure path places them)."""
+    topic = out.topic(url)
+    if topic is None or not len(codes):
+        return []
+    n = out.partitions.get(topic, 1)
+    target = positions.partitions(codes) % n
+    index = out.topic_list().index(topic)
+    if (target == target[0]).all():
+        if text.count("\n") != len(codes) or not text.endswith("\n"):
+            raise JobError(f"{text.count(chr(10))} output lines for {len(codes)} records")
+        q = int(target[0])
+        return [Row(gate_key(index, q), Row(topic, q, code_bytes(codes),
+                                             text.encode("utf-8")))]
+    lines = [line + "\n" for line in text.split("\n")[:-1]]  # as TaggedMessages splits
+    if len(lines) != len(codes) or not text.endswith("\n"):
+        raise JobError(f"{len(lines)} output lines for {len(codes)} records")
+    rows = []
+    for part in np.unique(target).tolist():
+        sel = np.flatnonzero(target == part)
+        rows.append(Row(gate_key(index, part), Row(
+            topic, part, code_bytes(codes[sel]),
+            "".join(lines[i] for i in sel.tolist()).encode("utf-8"))))
+    return rows
+
+
+def code_bytes(codes: np.ndarray) -> bytes:
+    """Input positions as a message batch carries them: little-endian int64."""
+    return np.ascontiguousarray(codes, dtype="<i8").tobytes()
+
+
+def empty_counts() -> dict[str, Any]:
+    """A message step's share of the accounting before its first record."""
+    return {"read": 0, "published": 0, "suppressed": 0, "rejected": 0, "headers": 0,
+            "blank": 0}
+
+
+class ZKeyGroupMessages(ZKeyGroups):
+    """z-anonymity per key group, its outcomes made into output messages in the same step
+    (a Kafka job; no message step of its own, no outcome text in between): the operator of
+    :class:`~streamanon.flink.functions.ZKeyGroups`, with the message step's formatting
+    (:class:`KafkaMessages`, the pure command's writers) applied to what it decides.
+
+    In (from :class:`BatchMessages` with ``inline``): ``(group, batch, codes)``, a key
+    group's batch and each row's input position (``offset << 16 | partition``), and
+    ``(None, lines, codes, read time)``, the lines that need no operator (rejected, header,
+    blank) with theirs, on the first key group's key. Out: ``Row(gate key, Row(topic,
+    partition, codes, text))`` per output partition, for :class:`KafkaGate`.
+
+    State: the operator's (snapshot plus redo log of batches, as ``ZKeyGroups``), and per
+    key its share of the accounting (written to ``stats_path`` plus ``.m<key>`` at the end
+    of a bounded input, as the message step's).
+
+    Args:
+        z: the z of z-anonymity.
+        delta_t: the window Δt in seconds.
+        separator: the separator of hierarchical values.
+        snapshot_every: the fewest rows between snapshots of a key group's state.
+        out: the output topics and how to write them.
+    """
+
+    def __init__(self, z: int, delta_t: float, separator: str, snapshot_every: int,
+                 out: KafkaOutput) -> None:
+        super().__init__(z, delta_t, separator, snapshot_every)
+        self.out = out
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self._counts_state = runtime_context.get_state(
+            ValueStateDescriptor("counts", Types.PICKLED_BYTE_ARRAY()))
+        self._counts: dict[int, dict[str, Any]] = {}
+        self._positions = MessagePositions(self.out.source_name)
+
+    def _counts_of(self, ctx: Any) -> dict[str, Any]:
+        key = current_key(ctx)
+        counts = self._counts.get(key)
+        if counts is None:
+            saved = self._counts_state.value()
+            counts = pickle.loads(saved) if saved is not None else empty_counts()
+            self._counts[key] = counts
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        return counts
+
+    def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
+        counts = self._counts_of(ctx)
+        if value[0] is None:
+            _, lines, codes, read_at = value
+            rows = self._lines(lines, codes, counts)
+            if read_at is not None:
+                seen = counts.get("first_read_ms")
+                counts["first_read_ms"] = read_at if seen is None else min(seen, read_at)
+        else:
+            group, batch, codes = value
+            rows = self._batch(group, batch, codes, counts)
+        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
+        yield from rows
+
+    def _batch(self, group: int, batch: Any, codes: np.ndarray,
+               counts: dict[str, Any]) -> list[Row]:
+        live = self._group(group)
+        outcomes, n = live.op.decide(batch)
+        self._keep(live, batch, n)
+        counts["read"] += n
+        fmt = self.out.out_format
+        if isinstance(outcomes, list):  # the record-at-a-time engine: few rows
+            keep = [i for i, o in enumerate(outcomes) if o[4] is not None]
+            counts["suppressed"] += n - len(keep)
+            if not keep:
+                return []
+            buf = io.StringIO()
+            writer = RecordWriter(buf, fmt)
+            buf.seek(0)
+            buf.truncate()
+            writer.write_columns([outcomes[i][2] for i in keep], [outcomes[i][3] for i in keep],
+                                 [outcomes[i][4] for i in keep])
+            counts["published"] += len(keep)
+            return message_rows(self.out, self._positions, self.out.published, buf.getvalue(),
+                                codes[keep])
+        published = outcomes.column("level").to_numpy() >= 0
+        counts["suppressed"] += int(n - published.sum())
+        if not published.any():
             return []
-        lines = text.splitlines(keepends=True)
-        if len(lines) != len(codes):
-            raise JobError(f"{len(lines)} output lines for {len(codes)} records")
-        n = self.out.partitions.get(topic, 1)
-        tags = self._positions.tags(codes)
-        target = (self._positions.partitions(codes) % n).tolist()
-        index = self.topics.index(topic)
-        if all(t == target[0] for t in target):
-            q = int(target[0])
-            return [Row(gate_key(index, q), Row(topic, q, b"".join(
-                t + b"\n" for t in tags).decode("ascii"), "".join(lines)))]
-        out = []
-        for part in sorted(set(target)):
-            sel = [i for i, t in enumerate(target) if t == part]
-            out.append(Row(gate_key(index, part), Row(
-                topic, part, "".join(tags[i].decode("ascii") + "\n" for i in sel),
-                "".join(lines[i] for i in sel))))
-        return out
+        counts["published"] += int(published.sum())
+        rows = pa.Table.from_batches([_plain(outcomes.filter(pa.array(published)))])
+        buf = io.StringIO()
+        writer = RecordWriter(buf, fmt)
+        buf.seek(0)
+        buf.truncate()
+        _write(writer, rows)
+        return message_rows(self.out, self._positions, self.out.published, buf.getvalue(),
+                            codes[published])
+
+    def _lines(self, lines: list[str], codes: np.ndarray, counts: dict[str, Any]) -> list[Row]:
+        """The lines that need no operator: counted; the rejected ones as messages of the
+        rejects topic, as the pure command writes them."""
+        rejected: list[Rejected] = []
+        at: list[int] = []
+        for i, line in enumerate(lines):
+            _, kind, *rest = line.split("\t", 2)
+            if kind == HEADER:
+                counts["headers"] += 1
+            elif kind == BLANK:
+                counts["blank"] += 1
+            elif kind == REJECTED:
+                text, reason = json.loads(rest[0])
+                rejected.append(Rejected(len(at), text, reason))
+                at.append(i)
+        if not rejected:
+            return []
+        counts["read"] += len(rejected)
+        counts["rejected"] += len(rejected)
+        out_text, out_codes = reject_lines(rejected, LineChunk(0, "", codes[at]),
+                                           self._positions)
+        return message_rows(self.out, self._positions, self.out.rejects, out_text, out_codes)
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        counts = self._counts_of(ctx)
+        if self.out.stats_path:
+            write_share(f"{self.out.stats_path}.m{current_key(ctx)}",
+                        dict(counts, waiting=0, suppressed_by_reason={}))
+        yield from ()
 
 
 def gate_key(topic_index: int, partition: int) -> int:
@@ -876,7 +1062,7 @@ def write_share(path: str, counts: dict[str, Any]) -> None:
 
 class KafkaGate(KeyedProcessFunction):
     """The output gate, keyed by output topic partition (:func:`gate_key`): message batches
-    ``Row(topic, partition, tags, text)`` in; the ones not in the partition yet out.
+    ``Row(topic, partition, codes, text)`` in; the ones not in the partition yet out.
 
     State (one ``ValueState`` per output partition): the offset after the last message this
     step has let through (the job is the partition's only writer and the sink flushes at each
@@ -902,6 +1088,7 @@ class KafkaGate(KeyedProcessFunction):
         self._state = runtime_context.get_state(
             ValueStateDescriptor("gate", Types.PICKLED_BYTE_ARRAY()))
         self._keys: dict[int, dict[str, Any]] = {}
+        self._positions = MessagePositions(self.out.source_name)
 
     def _load(self, ctx: Any, topic: str, partition: int) -> dict[str, Any]:
         key = current_key(ctx)
@@ -948,24 +1135,29 @@ class KafkaGate(KeyedProcessFunction):
         s["next"] = end
 
     def process_element(self, value: Any, ctx: Any):  # type: ignore[override]
-        topic, partition, tag_text, text = value[0], int(value[1]), value[2], value[3]
+        topic, partition, code_data, text = value[0], int(value[1]), value[2], value[3]
         s = self._load(ctx, topic, partition)
-        count = tag_text.count("\n")  # one tag per message, each ending in a newline
-        if s["pending"]:  # (a restored run) the batch's messages one by one
-            tags = [t.encode("ascii") for t in tag_text.split("\n")[:-1]]
-            lines = text.splitlines(keepends=True)
-            keep = self._drop_written(s, tags, lines)
-            if len(keep) < len(tags):
-                tag_text = "".join(tags[i].decode("ascii") + "\n" for i in keep)
-                text, count = "".join(lines[i] for i in keep), len(keep)
-        if count:
-            s["next"] += count
+        if not s["pending"]:  # nothing of a killed run left to match: the batch as it came
+            n = len(code_data) // 8
+            if n:
+                s["next"] += n
+                s["last_output_ms"] = int(time.time() * 1000)
+                yield value
+            self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
+            return
+        codes = np.frombuffer(bytes(code_data), dtype="<i8")
+        tags = self._positions.tags(codes)
+        values = bytes(text).split(b"\n")[:-1]  # as TaggedMessages splits
+        keep = self._drop_written(s, tags, values)
+        if keep:
+            s["next"] += len(keep)
             s["last_output_ms"] = int(time.time() * 1000)
-            yield Row(topic, partition, tag_text, text)
+            yield Row(topic, partition, code_bytes(codes[keep]),
+                      b"".join(values[i] + b"\n" for i in keep))
         self._state.update(pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _drop_written(self, s: dict[str, Any], tags: Sequence[bytes],
-                      lines: Sequence[str]) -> list[int]:
+                      values: Sequence[bytes]) -> list[int]:
         """The indexes of the messages not in the output yet; those found there (by their
         tag) are checked to be the same message."""
         from streamanon.errors import ForeignOutputError
@@ -977,8 +1169,7 @@ class KafkaGate(KeyedProcessFunction):
             if found is None:
                 keep.append(i)
                 continue
-            line = lines[i]
-            value = (line[:-1] if line.endswith("\n") else line).encode("utf-8")
+            value = values[i]
             if found != value:
                 raise ForeignOutputError(
                     f"{s['topic']}[{s['partition']}] holds a message this pipeline would not "
@@ -998,17 +1189,25 @@ class KafkaGate(KeyedProcessFunction):
 
 
 def kafka_outcome_sink(stream: Any, out: KafkaOutput, options: JobOptions | None = None) -> None:
-    """Keyed outcome lines -> :class:`KafkaMessages` -> :class:`KafkaGate` -> messages split
-    in the JVM -> KafkaSink, every step at the job's parallelism."""
+    """Keyed outcome lines -> :class:`KafkaMessages` -> :func:`kafka_message_sink`, every
+    step at the job's parallelism."""
+    p = options.parallelism if options is not None else 1
+    batches = (keyed_rows(stream, Types.STRING())
+               .process(KafkaMessages(out), output_type=gated_type())
+               .name("outcomes to messages").uid("kafka-messages-keyed").set_parallelism(p))
+    kafka_message_sink(batches, out, options)
+
+
+def kafka_message_sink(batches: Any, out: KafkaOutput, options: JobOptions | None = None) -> None:
+    """Message batches for the gate (``Row(gate key, Row(topic, partition, codes, text))``)
+    -> :class:`KafkaGate` -> messages split in the JVM -> KafkaSink, every step at the job's
+    parallelism."""
     from pyflink.datastream import DataStream
     from pyflink.datastream.connectors.kafka import KafkaSink as PyKafkaSink
     from pyflink.java_gateway import get_gateway
 
     jvm = get_gateway().jvm
     p = options.parallelism if options is not None else 1
-    batches = (keyed_rows(stream, Types.STRING())
-               .process(KafkaMessages(out), output_type=gated_type())
-               .name("outcomes to messages").uid("kafka-messages-keyed").set_parallelism(p))
     gated = (keyed_rows(batches, message_batch_type())
              .process(KafkaGate(out), output_type=message_batch_type())
              .name("output gate (per output partition)").uid("kafka-gate").set_parallelism(p))
@@ -1077,14 +1276,14 @@ def settle_output_base(work: Path, out: KafkaOutput, restoring: bool) -> None:
     path = work / "kafka-output.json"
     if restoring and (work / "job.json").is_file():
         kept = json.loads(path.read_text()) if path.is_file() else {}
-        if kept.get("layout") != STATE_LAYOUT:
+        if kept.get("layout") != out.layout:
             raise ResumeError(OLD_LAYOUT)
         out.base = {t: {int(q): int(o) for q, o in b.items()} for t, b in kept["base"].items()}
         return
     work.mkdir(parents=True, exist_ok=True)
     for share in work.glob("kafka-stats.json.*"):  # an earlier run's shares of the accounting
         share.unlink()
-    path.write_text(json.dumps({"layout": STATE_LAYOUT, "base": out.base}) + "\n")
+    path.write_text(json.dumps({"layout": out.layout, "base": out.base}) + "\n")
 
 
 def kafka_counts(path: Path) -> dict[str, Any]:
@@ -1151,6 +1350,9 @@ def kafka_env(work: Path, record: RunRecord, options: JobOptions) -> Any:
 
     env = make_env(**options.env_settings(work, record), ignore_unclaimed_state=True)
     env.add_jars(*jar_urls(ensure_jars()))
+    # a message the JVM splits off a batch goes to the sink chained after it as it is, not
+    # as a copy: no step here keeps a record it has passed on
+    env.get_config().enable_object_reuse()
     return env
 
 
@@ -1193,7 +1395,8 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
 
 
 __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
-           "KafkaRunResult", "kafka_batches", "kafka_env", "kafka_outcome_sink", "kafka_record",
-           "kafka_result", "kafka_source", "parse_position_line", "position_line",
+           "KafkaRunResult", "ZKeyGroupMessages", "kafka_batches", "kafka_env",
+           "kafka_message_sink", "kafka_outcome_sink", "kafka_record", "kafka_result",
+           "kafka_source", "message_rows", "parse_position_line", "position_line",
            "prepare_endpoints", "settle_output_base", "start_offsets", "write_plan"]
 

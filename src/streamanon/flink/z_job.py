@@ -15,12 +15,15 @@ from pyflink.common import Types
 from streamanon.flink.env import make_env, prepare_python_path
 from streamanon.flink.functions import KEYED_META, META, SNAPSHOT_EVERY, ZKeyGroups
 from streamanon.flink.kafka_connector import (
+    Z_STATE_LAYOUT,
     KafkaInput,
     KafkaOutput,
     KafkaRunResult,
+    ZKeyGroupMessages,
+    gated_type,
     kafka_batches,
     kafka_env,
-    kafka_outcome_sink,
+    kafka_message_sink,
     kafka_record,
     kafka_result,
     prepare_endpoints,
@@ -213,6 +216,7 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
     """
     options = (options or JobOptions()).batched(Z_BATCH_SIZE)
     out.operator = "z"
+    out.layout = Z_STATE_LAYOUT
     prepare_endpoints(source, out)
     with work_folder(options) as work:
         prepare_python_path()
@@ -222,9 +226,15 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
         out.stats_path = str(work / "kafka-stats.json")
         parser = z_parser(source, record, options, fmt=in_format,
                           time_tolerance=time_tolerance)
-        batches = kafka_batches(env, source, parser, record, options)
-        build_z_job(batches, lambda stream: kafka_outcome_sink(stream, out, options), z=z,
-                    delta_t=delta_t, snapshot_every=snapshot_every, keyed=True)
+        batches = kafka_batches(env, source, parser, record, options, inline=True)
+        # the operator step makes the output messages itself: no step between it and the gate
+        messages = (
+            keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
+            .process(ZKeyGroupMessages(z, delta_t, SEPARATOR, snapshot_every or SNAPSHOT_EVERY,
+                                       out), output_type=gated_type())
+            .name(f"z-anonymity z={z} to messages (per key group)").uid("z-anonymity")
+            .set_parallelism(options.parallelism))
+        kafka_message_sink(messages, out, options)
         write_plan(env, work)
         run = execute(env, f"streamanon z z={z} delta_t={delta_t:g} (kafka)",
                       spinner=options.progress and sys.stderr.isatty())

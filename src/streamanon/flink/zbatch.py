@@ -304,22 +304,43 @@ class ZGroupOperator:
 
     def process(self, batch: Batch | pa.RecordBatch) -> tuple[str, int]:
         """Process one batch; the part-file text of its outcomes and its number of rows."""
+        outcomes, rows = self.decide(batch)
+        if isinstance(outcomes, list):
+            sep = self.op.separator
+            return "\n".join(
+                suppressed_line(seq, restamped) if a is None else
+                published_line(seq, a.count(sep), restamped, t_text, u, a)
+                for seq, restamped, t_text, u, a in outcomes), rows
+        return outcome_batch_line(outcomes), rows
+
+    def decide(self, batch: Batch | pa.RecordBatch) -> tuple[list[tuple] | pa.RecordBatch, int]:
+        """Process one batch; its outcomes and its number of rows. The outcomes are an
+        outcome batch (:data:`OUTCOMES`) from the batch engine, or, from the record-at-a-time
+        engine, one ``(seq, restamped, t_text, u, published value or None)`` per row: a
+        caller that formats them itself (a Kafka job's messages) skips the outcome text."""
         decoded = batch if isinstance(batch, list) else decode_batch(batch)  # decoded once
         rows = len(decoded) if isinstance(decoded, list) else decoded.num_rows
         self.mean_rows = 0.8 * self.mean_rows + 0.2 * rows
         if self.mean_rows <= SMALL_BATCH:
-            return "\n".join(self.apply_rows(batch_rows(decoded))), rows
-        return outcome_batch_line(self.apply(decoded)), rows
+            return self.decide_rows(batch_rows(decoded)), rows
+        return self.apply(decoded), rows
 
     def apply_rows(self, rows: list[tuple]) -> list[str]:
         """The record-at-a-time engine on row tuples; one outcome line per row."""
-        op, sep = self.op, self.op.separator
+        sep = self.op.separator
+        return [suppressed_line(seq, restamped) if a is None else
+                published_line(seq, a.count(sep), restamped, t_text, u, a)
+                for seq, restamped, t_text, u, a in self.decide_rows(rows)]
+
+    def decide_rows(self, rows: list[tuple]) -> list[tuple]:
+        """The record-at-a-time engine on row tuples; per row ``(seq, restamped, t_text, u,
+        published value or None)``."""
+        op = self.op
         out = []
         for seq, t, t_text, u, a, restamped in rows:
             result = op.process_one(Record(t, u, a, t_text))
-            out.append(suppressed_line(seq, restamped) if isinstance(result, Suppressed) else
-                       published_line(seq, result.a.count(sep), restamped, t_text, u,
-                                      result.a))
+            out.append((seq, restamped, t_text, u,
+                        None if isinstance(result, Suppressed) else result.a))
         return out
 
     def apply(self, batch: Batch | pa.RecordBatch) -> pa.RecordBatch:

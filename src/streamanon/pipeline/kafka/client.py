@@ -241,7 +241,7 @@ class KafkaSource:
         if self.ends is not None:  # ask for no more than remains: consume() returns at once
             want = max(1, min(want, sum(max(0, e - self.positions.get(p, 0))
                                         for p, e in self.ends.items())))
-        msgs = self._consumer.consume(want, timeout)
+        msgs = self._take(want, timeout)
         if not msgs:
             if self.ends is not None:  # messages are due
                 self.watch.stalled(f"reading {self.topic}")
@@ -296,6 +296,20 @@ class KafkaSource:
         if ended:  # stop fetching partitions that reached their end
             self._assign()
         return chunks
+
+    def _take(self, want: int, timeout: float) -> list[Any]:
+        """Up to ``want`` messages: those already fetched, else the first to arrive within
+        ``timeout`` and whatever came with it. ``consume(want, timeout)`` alone waits the
+        whole ``timeout`` unless ``want`` messages arrive, which a live topic's trickle
+        never does: every message would wait for it."""
+        consumer = self._consumer
+        msgs = consumer.consume(want, 0)
+        if msgs:
+            return list(msgs)
+        first = consumer.poll(timeout)
+        if first is None:
+            return []
+        return [first, *consumer.consume(want - 1, 0)] if want > 1 else [first]
 
     def commit(self, positions: Mapping[int, int]) -> None:
         """Store ``positions`` as the group's committed offsets (informational for EOS)."""

@@ -215,7 +215,9 @@ def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
     -> a PEM trust store (``ssl.truststore.type=PEM``, ``ssl.truststore.certificates``: the
     file's content); ``ssl.certificate.location`` + ``ssl.key.location`` -> a PEM key store
     (``ssl.keystore.type=PEM``, its chain and key: the files' content);
-    ``ssl.endpoint.identification.algorithm=none`` -> empty (Java's "off"); a PEM key
+    ``ssl.endpoint.identification.algorithm=none`` -> empty (Java's "off");
+    ``fetch.wait.max.ms`` -> ``fetch.max.wait.ms`` (how long the broker may hold a fetch that
+    finds too few records: a live record's latency on some brokers); a PEM key
     encrypted with PBES2, which Java 17's clients cannot decrypt, is refused
     (:class:`KafkaConfigError`: use a PKCS#12 key store). Names that are
     already Java's (``ssl.truststore.*``, ``ssl.keystore.*``, ``sasl.jaas.config``, ...)
@@ -225,6 +227,8 @@ def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
     >>> java_kafka_config({"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
     ...                    "sasl.username": "u", "sasl.password": "p"})["sasl.jaas.config"]
     'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
+    >>> java_kafka_config({"fetch.wait.max.ms": "500"})
+    {'fetch.max.wait.ms': '500'}
     """
     conf = {str(k): str(v) for k, v in config.items() if not callable(v)}
     out: dict[str, str] = {}
@@ -233,6 +237,8 @@ def java_kafka_config(config: dict[str, Any]) -> dict[str, str]:
             out[name] = conf[name]
     if out.get("ssl.endpoint.identification.algorithm", "").lower() == "none":
         out["ssl.endpoint.identification.algorithm"] = ""
+    if "fetch.wait.max.ms" in conf:
+        out["fetch.max.wait.ms"] = conf["fetch.wait.max.ms"]
     mechanism = conf.get("sasl.mechanisms") or conf.get("sasl.mechanism")
     if mechanism:
         out["sasl.mechanism"] = mechanism

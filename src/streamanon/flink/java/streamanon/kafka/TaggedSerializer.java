@@ -1,14 +1,13 @@
 package streamanon.kafka;
 
-import java.nio.charset.StandardCharsets;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.types.Row;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 
 /**
- * {@code Row(topic, partition, tag, value)} to a record for that topic partition with the
- * header {@code NAME: tag} (streamanon's {@code streamanon-in: PARTITION@OFFSET}: the input
+ * {@code Row(topic, partition, tag, value)} (tag and value: bytes) to a record for that topic
+ * partition with the header {@code NAME: tag} (streamanon's {@code streamanon-in: PARTITION@OFFSET}: the input
  * record the message stands for), no key.
  */
 public class TaggedSerializer implements KafkaRecordSerializationSchema<Row> {
@@ -22,7 +21,7 @@ public class TaggedSerializer implements KafkaRecordSerializationSchema<Row> {
     @Override
     public ProducerRecord<byte[], byte[]> serialize(Row row, KafkaSinkContext context, Long timestamp) {
         RecordHeaders headers = new RecordHeaders();
-        headers.add(header, ((String) row.getField(2)).getBytes(StandardCharsets.UTF_8));
+        headers.add(header, (byte[]) row.getField(2));
         return new ProducerRecord<>((String) row.getField(0), (Integer) row.getField(1), null,
                 null, (byte[]) row.getField(3), headers);
     }
