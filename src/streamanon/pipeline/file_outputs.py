@@ -22,7 +22,6 @@ Design: docs/design/pipeline.md
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import stat
 import threading
@@ -116,7 +115,7 @@ class OutputSet:
         while True:
             # ".published.x1y2.partial.csv": hidden, marked, and keeping the extension; listed
             # before it exists, so that a signal at any moment finds it to remove
-            tmp = folder / f".{path.stem}.{secrets.token_hex(4)}.partial{path.suffix}"
+            tmp = folder / f".{path.stem}.{os.urandom(4).hex()}.partial{path.suffix}"
             self._targets.append((option, path, tmp))
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import re
 import sys
 from collections.abc import Callable
@@ -92,6 +89,8 @@ def _broker_name(servers: str) -> str:
     """A broker list as part of a topic name (``127.0.0.1:9092`` -> ``127.0.0.1_9092``)."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", servers)
     if len(name) > 60:
+        import hashlib  # (here: a file run imports this module for is_kafka alone)
+
         name = name[:49] + "-" + hashlib.sha256(servers.encode()).hexdigest()[:10]
     return name
 
@@ -114,6 +113,8 @@ def default_group(command: str, output: str | Path, source_topic: str = "") -> s
         name = f"{source_topic}-stdout" if source_topic else "stdout"
     else:
         path = Path(output).resolve()
+        import hashlib
+
         digest = hashlib.sha256(str(path).encode()).hexdigest()[:10]
         name = f"{re.sub(r'[^A-Za-z0-9._-]', '_', path.name)[:80]}-{digest}"
     return f"streamanon-{command}-{name}"
@@ -194,6 +195,9 @@ def _check_java_key(name: str, path: str, text: str) -> None:
     ("PBES2 SecretKeyFactory not available"), after the whole job has started."""
     if _ENCRYPTED_PEM not in text:
         return
+    import base64
+    import binascii
+
     body = text.split(_ENCRYPTED_PEM, 1)[1].split("-----END", 1)[0]
     try:
         der = base64.b64decode("".join(body.split()), validate=True)
