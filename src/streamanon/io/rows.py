@@ -688,10 +688,13 @@ class RowWriter(TextSink):
         template, slots = rows[0].template, rows[0].slots
         names = list(template)
         if self.fmt == "csv" and self._commas and names == self.columns:
-            by_field = list(zip(*(r.fields for r in rows), strict=True))
-            at = [*slots, *(-1 for _ in range(len(names) - len(slots)))]
-            text = _columns_text([(template[name],) * n if i < 0 else by_field[i]
-                                  for name, i in zip(names, at, strict=True)], n, self._commas)
+            text = _class_text(rows, names, slots, self._commas)
+            if text is None:  # a field to quote, or not text: column by column
+                by_field = list(zip(*(r.fields for r in rows), strict=True))
+                at = [*slots, *(-1 for _ in range(len(names) - len(slots)))]
+                text = _columns_text([(template[name],) * n if i < 0 else by_field[i]
+                                      for name, i in zip(names, at, strict=True)], n,
+                                     self._commas)
             if text is not None:
                 self._fh.write(text)
                 self.count += n
@@ -765,6 +768,41 @@ def _group_text(group: Sequence[Mapping[str, Any]],
     except KeyError:  # a missing column is written empty: row by row
         return None
     return _columns_text(list(zip(*rows, strict=True)), len(group), commas)
+
+
+def _class_text(rows: Sequence[ReleasedFields], names: Sequence[str], slots: Sequence[int],
+                commas: int) -> str | None:
+    """The CSV lines of a class's rows (:meth:`RowWriter.write_class`) row by row, each its
+    fields with the class's values put in (text once, quoted once): the common case, where no
+    field needs quoting; ``None`` when one may (then :func:`_columns_text` decides)."""
+    template = rows[0].template
+    width = len(rows[0].fields)
+    order: list[int] = []
+    consts: list[str] = []
+    inner = quotes = 0  # per line: commas and quotes that the class's values bring
+    for name, at in zip(names, [*slots, *(-1 for _ in range(len(names) - len(slots)))],
+                        strict=True):
+        if at >= 0:
+            order.append(at)
+            continue
+        value = template[name]
+        if type(value) is not str or '"' in value or "\n" in value or "\r" in value:
+            return None
+        if "," in value:
+            inner += value.count(",")
+            quotes += 2
+            value = f'"{value}"'
+        order.append(width + len(consts))
+        consts.append(value)
+    pick, extra, n = operator.itemgetter(*order), tuple(consts), len(rows)
+    try:
+        text = "\n".join([",".join(pick(r.fields + extra)) for r in rows]) + "\n"
+    except TypeError:  # a field that is not text
+        return None
+    if (text.count(",") != n * (commas + inner) or text.count('"') != n * quotes
+            or text.count("\n") != n or "\r" in text):
+        return None
+    return text
 
 
 def _columns_text(columns: Sequence[Sequence[Any]], n: int, commas: int) -> str | None:
