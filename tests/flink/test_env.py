@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
+from streamanon.flink.env import _WORKER_MODE
 from tests.flink.conftest import require_flink
 
 require_flink()
@@ -33,8 +35,11 @@ def test_only_a_process_mode_job_starts_a_loopback_server(mode: str, then: str) 
     building its steps starts a loopback server for Python workers in the client (nor imports
     Beam's worker pool); a process mode job gets one, also after a thread mode job of the
     same process."""
+    # a fresh process, without the switch an earlier job of this test process may have left
+    # in its environment (a switch set by the caller is left alone: not the case tested here)
+    env = {k: v for k, v in os.environ.items() if k != _WORKER_MODE}
     proc = subprocess.run([sys.executable, "-c", PROBE, mode, then], capture_output=True,
-                          text=True, timeout=180)
+                          text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     first, again, pool, later = proc.stdout.strip().splitlines()[-1].split("|")
     if mode == "thread":

@@ -885,7 +885,15 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
                  codes: np.ndarray) -> list[Row]:
     """The output messages ``text`` (one line each) of the input records ``codes``, as one
     ``Row(gate key, Row(topic, partition, codes, text))`` per output partition (input
-    partition modulo the topic's partitions, as the pure path places them)."""
+    partition modulo the topic's partitions, as the pure path places them).
+
+    Args:
+        out: the job's outputs (topics, their partitions).
+        positions: the input positions (partition and offset of each record's code).
+        url: the destination (``None``: not written).
+        text: the messages, one line each, in the order of ``codes``.
+        codes: each message's input record.
+    """
     topic = out.topic(url)
     if topic is None or not len(codes):
         return []
