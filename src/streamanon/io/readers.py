@@ -211,10 +211,11 @@ def line_chunks(
     fh: TextIO | BinaryIO,
     progress: Callable[[int], None] | None = None,
     source_name: str = "input",
+    chunk_chars: int = _CHUNK_CHARS,
 ) -> Iterator[tuple[int, str | bytes]]:
     """Yield ``(first_line_number, chunk)``: whole lines in large chunks, ``\\n``-separated,
     without the final newline and with ``\\r\\n`` turned into ``\\n``. ``progress`` is told
-    how many bytes (or characters) each read consumed.
+    how many bytes (or characters) each read consumed; ``chunk_chars``: the size of a read.
 
     The first block is checked by :func:`check_text_head` (bytes only) and loses its byte order
     mark. A single line longer than :data:`MAX_LINE_CHARS` characters (and 16 Mi more, the
@@ -226,7 +227,7 @@ def line_chunks(
     first = True
     live = _is_live(fh)
     while True:
-        block = _read_available(fh, _CHUNK_CHARS) if live else fh.read(_CHUNK_CHARS)  # type: ignore[arg-type]
+        block = _read_available(fh, chunk_chars) if live else fh.read(chunk_chars)  # type: ignore[arg-type]
         if not block:
             break
         if progress is not None:
@@ -243,7 +244,7 @@ def line_chunks(
         cut = block.rfind(nl)
         if cut < 0:
             rest = block
-            if len(rest) > MAX_LINE_CHARS + _CHUNK_CHARS:
+            if len(rest) > MAX_LINE_CHARS + chunk_chars:
                 raise UnreadableInputError(Rejected(line_no, _text(rest[:80]), (
                     f"a line longer than {len(rest):,} characters: this is not a CSV or "
                     "JSON Lines file")), source_name)

@@ -23,13 +23,15 @@ from streamanon.pipeline.positions import LinePositions
 class FileSource:
     """The lines of a file, of stdin (``-``) or of an open stream, in large chunks.
 
-    Files are read 16 MiB at a time; a pipe or terminal as data arrives
+    Files are read ``chunk_chars`` (16 MiB) at a time; a pipe or terminal as data arrives
     (:func:`~streamanon.io.readers.line_chunks`). ``progress`` is told the bytes read.
     """
 
     def __init__(self, source: str | Path | TextIO | BinaryIO, name: str | None = None,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None,
+                 chunk_chars: int = 1 << 24) -> None:
         self.source = source
+        self.chunk_chars = chunk_chars
         if name is None:
             name = "stdin" if str(source) == "-" else (
                 str(source) if isinstance(source, str | Path) else "input")
@@ -54,7 +56,7 @@ class FileSource:
 
     def chunks(self) -> Iterator[LineChunk]:
         with self._open() as fh:
-            for first, data in line_chunks(fh, self.progress, self.name):
+            for first, data in line_chunks(fh, self.progress, self.name, self.chunk_chars):
                 yield LineChunk(first, data)
 
 
