@@ -91,6 +91,22 @@ def test_chunks_accept_reject_and_restamp_as_the_file_reader(body, tolerance, cu
         assert r["restamped"] == (r["t_text"] != lines[r["seq"] - 1].split(",")[0].strip())
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(TRICKY), max_size=40), st.sampled_from([1, 3, 1 << 16]),
+       st.sampled_from(["lz4", None]))
+def test_each_batchs_line_numbers_come_with_it_whatever_its_compression(body, size, codec):
+    lines = ["t,u,a", *(body * 12)]  # > 256 lines: the Arrow lane too
+    plain = ZChunkParser("csv", key_groups=4, batch_size=size)
+    parser = ZChunkParser("csv", key_groups=4, batch_size=size, codec=codec)
+    block = "\n".join(lines).encode()
+    meta, batches = plain.feed(block)
+    got_meta, got, seqs = parser.feed_seqs(block)
+    assert got_meta == meta and len(got) == len(seqs) == len(batches)
+    for (group, batch), (g, b), s in zip(batches, got, seqs, strict=True):
+        assert g == group and batch_rows(b) == batch_rows(batch)
+        assert s.tolist() == [r[0] for r in batch_rows(b)]
+
+
 def test_json_lines_agree_with_the_file_reader():
     lines = ['{"t": 1, "u": "alice", "a": "EU*FR"}', "[1, 2]", '{"t": 2, "u": "bob"}',
              '{"t": "2016-01-01T00:00:00Z", "u": "carol", "a": "EU"}', "{oops",
