@@ -48,7 +48,7 @@ from streamanon.flink.outcomes import (
 )
 from streamanon.flink.runtime import JobOptions, JobRun, RunRecord, batch_rows_type, keyed_rows
 from streamanon.io import OnError
-from streamanon.io.writers import RecordWriter
+from streamanon.io.writers import RecordWriter, selected_data
 from streamanon.pipeline.chunks import LineChunk, joined_values, message_block, message_chunk
 from streamanon.pipeline.kafka.merge import MergedBatch, PartitionMerge
 from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
@@ -928,8 +928,8 @@ class KafkaMessages(KeyedProcessFunction):
         return message_rows(self.out, self._positions, url, text, codes)
 
 
-def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None, text: str,
-                 codes: np.ndarray) -> list[Row]:
+def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
+                 text: str | bytes, codes: np.ndarray) -> list[Row]:
     """The output messages ``text`` (one line each) of the input records ``codes``, as one
     ``Row(gate key, Row(topic, partition, codes, text))`` per output partition (input
     partition modulo the topic's partitions, as the pure path places them).
@@ -938,7 +938,7 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
         out: the job's outputs (topics, their partitions).
         positions: the input positions (partition and offset of each record's code).
         url: the destination (``None``: not written).
-        text: the messages, one line each, in the order of ``codes``.
+        text: the messages, one line each, in the order of ``codes`` (or their UTF-8 bytes).
         codes: each message's input record.
     """
     topic = out.topic(url)
@@ -947,21 +947,21 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
     n = out.partitions.get(topic, 1)
     target = positions.partitions(codes) % n
     index = out.topic_list().index(topic)
+    data = text.encode("utf-8") if isinstance(text, str) else text
     if (target == target[0]).all():
-        if text.count("\n") != len(codes) or not text.endswith("\n"):
-            raise JobError(f"{text.count(chr(10))} output lines for {len(codes)} records")
+        lines = data.count(b"\n")
+        if lines != len(codes) or not data.endswith(b"\n"):
+            raise JobError(f"{lines} output lines for {len(codes)} records")
         q = int(target[0])
-        return [Row(gate_key(index, q), Row(topic, q, code_bytes(codes),
-                                             text.encode("utf-8")))]
-    lines = [line + "\n" for line in text.split("\n")[:-1]]  # as TaggedMessages splits
-    if len(lines) != len(codes) or not text.endswith("\n"):
-        raise JobError(f"{len(lines)} output lines for {len(codes)} records")
+        return [Row(gate_key(index, q), Row(topic, q, code_bytes(codes), data))]
+    each = [line + b"\n" for line in data.split(b"\n")[:-1]]  # as TaggedMessages splits
+    if len(each) != len(codes) or not data.endswith(b"\n"):
+        raise JobError(f"{len(each)} output lines for {len(codes)} records")
     rows = []
     for part in np.unique(target).tolist():
         sel = np.flatnonzero(target == part)
         rows.append(Row(gate_key(index, part), Row(
-            topic, part, code_bytes(codes[sel]),
-            "".join(lines[i] for i in sel.tolist()).encode("utf-8"))))
+            topic, part, code_bytes(codes[sel]), b"".join(each[i] for i in sel.tolist()))))
     return rows
 
 
@@ -1039,7 +1039,7 @@ class ZKeyGroupMessages(ZKeyGroups):
     def _batch(self, group: int, batch: Any, codes: np.ndarray,
                counts: dict[str, Any]) -> list[Row]:
         live = self._group(group)
-        outcomes, n = live.op.decide(batch)
+        outcomes, n = live.op.decide_selected(batch)
         self._keep(live, batch, n)
         counts["read"] += n
         fmt = self.out.out_format
@@ -1057,19 +1057,27 @@ class ZKeyGroupMessages(ZKeyGroups):
             counts["published"] += len(keep)
             return message_rows(self.out, self._positions, self.out.published, buf.getvalue(),
                                 codes[keep])
-        published = outcomes.column("level").to_numpy() >= 0
-        counts["suppressed"] += int(n - published.sum())
-        if not published.any():
+        idx = outcomes.idx
+        counts["suppressed"] += n - len(idx)
+        if not len(idx):
             return []
-        counts["published"] += int(published.sum())
-        rows = pa.Table.from_batches([_plain(outcomes.filter(pa.array(published)))])
-        buf = io.StringIO()
-        writer = RecordWriter(buf, fmt)
-        buf.seek(0)
-        buf.truncate()
-        _write(writer, rows)
-        return message_rows(self.out, self._positions, self.out.published, buf.getvalue(),
-                            codes[published])
+        counts["published"] += len(idx)
+        records = outcomes.records
+        if fmt == "csv" and outcomes.plain():  # as the pure command's fast lane writes them
+            text: str | bytes = bytes(selected_data(records, idx, outcomes.codes,
+                                                    outcomes.names, fmt))
+        else:  # the writer's Python lane, which quotes (or writes JSON lines)
+            buf = io.StringIO()
+            writer = RecordWriter(buf, fmt)
+            buf.seek(0)
+            buf.truncate()
+            names = outcomes.names
+            rows = idx.tolist()
+            t_text, users = records.t_text, records.u
+            writer.write_columns([t_text[i] for i in rows], [users[i] for i in rows],
+                                 [names[c] for c in outcomes.codes.tolist()])
+            text = buf.getvalue()
+        return message_rows(self.out, self._positions, self.out.published, text, codes[idx])
 
     def _lines(self, lines: list[str], codes: np.ndarray, counts: dict[str, Any]) -> list[Row]:
         """The lines that need no operator: counted; the rejected ones as messages of the

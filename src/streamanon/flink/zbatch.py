@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +39,7 @@ from streamanon.flink.outcomes import (
     rejected_line,
     suppressed_line,
 )
+from streamanon.io.fastcsv import ArrowColumns
 from streamanon.io.policy import OnError
 from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, RecordBatch, _Reader
 from streamanon.records import Record, Rejected, Suppressed
@@ -299,6 +302,27 @@ def arrow_batch(batch: Batch, codec: str | None = RECORDS_CODEC) -> bytes:
     return batch if not isinstance(batch, list) else encode_batch(record_batch(batch), codec)
 
 
+@dataclass
+class Selected:
+    """What the batch engine published of a batch, as the pure command's writers take it
+    (:func:`~streamanon.io.writers.selected_data`): ``records`` (the batch as a reader's
+    batch of the Arrow lane), the indexes of its published rows (ascending), each one's
+    published value as a code into ``names``."""
+
+    records: RecordBatch
+    idx: np.ndarray
+    codes: np.ndarray
+    names: Sequence[str]
+
+    def plain(self) -> bool:
+        """Whether no time text, user or value of the batch needs CSV quoting (a published
+        value is a level of the row's own value): the Arrow lane may write them."""
+        lane = self.records.lane
+        assert isinstance(lane, ArrowColumns)
+        return not any(pc.any(pc.match_substring_regex(col, r'[,"\r\n]')).as_py()
+                       for col in (lane.t_text, lane.u.dictionary, lane.a.dictionary))
+
+
 class ZGroupOperator:
     """The z rule for the batches of one key group (one :class:`ZAnonymizer`); picklable, so
     that its state can live in Flink state.
@@ -344,6 +368,24 @@ class ZGroupOperator:
         if self.mean_rows <= SMALL_BATCH:
             return self.decide_rows(batch_rows(decoded)), rows
         return self.apply(decoded), rows
+
+    def decide_selected(self, batch: Batch | pa.RecordBatch
+                        ) -> tuple[list[tuple] | Selected, int]:
+        """As :meth:`decide`, but the batch engine's decisions come as the pure command's
+        writers take them (:class:`Selected`), not as an outcome batch: a caller that writes
+        the published rows itself (a Kafka job's messages) builds no outcome columns."""
+        decoded = batch if isinstance(batch, list) else decode_batch(batch)
+        rows = len(decoded) if isinstance(decoded, list) else decoded.num_rows
+        self.mean_rows = 0.8 * self.mean_rows + 0.2 * rows
+        if self.mean_rows <= SMALL_BATCH:
+            return self.decide_rows(batch_rows(decoded)), rows
+        rb = record_batch(decoded)
+        t = rb.column("t").to_numpy()
+        lane = ArrowColumns(t, rb.column("t_text"), pc.dictionary_encode(rb.column("u")),
+                            pc.dictionary_encode(rb.column("a")))
+        records = RecordBatch(t, None, None, None, range(rows), lane=lane)
+        idx, codes, names = self.op.process_codes(t, *records.codes())
+        return Selected(records, idx, codes, names), rows
 
     def apply_rows(self, rows: list[tuple]) -> list[str]:
         """The record-at-a-time engine on row tuples; one outcome line per row."""
@@ -400,5 +442,6 @@ class ZGroupOperator:
             schema=OUTCOMES)
 
 
-__all__ = ["RECORDS", "SMALL_BATCH", "Z_KEY_GROUPS", "Batch", "ZChunkParser", "ZGroupOperator",
+__all__ = ["RECORDS", "SMALL_BATCH", "Z_KEY_GROUPS", "Batch", "Selected", "ZChunkParser",
+           "ZGroupOperator",
            "arrow_batch", "batch_rows", "key_group_of", "record_batch"]
