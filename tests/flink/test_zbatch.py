@@ -7,6 +7,7 @@ import io
 import itertools
 import pickle
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,6 +92,22 @@ def test_chunks_accept_reject_and_restamp_as_the_file_reader(body, tolerance, cu
         assert r["restamped"] == (r["t_text"] != lines[r["seq"] - 1].split(",")[0].strip())
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(TRICKY), max_size=40), st.sampled_from([1, 3, 1 << 16]),
+       st.sampled_from(["lz4", None]))
+def test_each_batchs_line_numbers_come_with_it_whatever_its_compression(body, size, codec):
+    lines = ["t,u,a", *(body * 12)]  # > 256 lines: the Arrow lane too
+    plain = ZChunkParser("csv", key_groups=4, batch_size=size)
+    parser = ZChunkParser("csv", key_groups=4, batch_size=size, codec=codec)
+    block = "\n".join(lines).encode()
+    meta, batches = plain.feed(block)
+    got_meta, got, seqs = parser.feed_seqs(block)
+    assert got_meta == meta and len(got) == len(seqs) == len(batches)
+    for (group, batch), (g, b), s in zip(batches, got, seqs, strict=True):
+        assert g == group and batch_rows(b) == batch_rows(batch)
+        assert s.tolist() == [r[0] for r in batch_rows(b)]
+
+
 def test_json_lines_agree_with_the_file_reader():
     lines = ['{"t": 1, "u": "alice", "a": "EU*FR"}', "[1, 2]", '{"t": 2, "u": "bob"}',
              '{"t": "2016-01-01T00:00:00Z", "u": "carol", "a": "EU"}', "{oops",
@@ -153,6 +170,41 @@ def test_batches_publish_what_streamanon_z_publishes_also_after_a_snapshot(tmp_p
                         tmp_path / "batched.csv", on_error=OnError.fail)
     assert (tmp_path / "batched.csv").read_bytes() == (tmp_path / "pure.csv").read_bytes()
     assert result.stats.read == 6000 and result.stats.balanced
+
+
+def test_the_engines_decisions_written_by_the_pure_writers_publish_what_outcomes_do(tmp_path):
+    # a Kafka job writes the batch engine's decisions with the pure command's writers; a
+    # file job reads them from outcome batches: both publish the same rows, values, times
+    rows_in = zipf_trace(4000, n_users=50, n_values=2000, levels=3, seed=6)
+    rows_in[7] = (rows_in[7][0], '"x, y"', rows_in[7][2])  # a user that needs quoting
+    block = "\n".join(["t,u,a", *(",".join(r) for r in rows_in)]).encode()
+    parser = ZChunkParser("csv", key_groups=8, batch_size=500)
+    by_outcomes: dict[int, ZGroupOperator] = {}
+    by_selected: dict[int, ZGroupOperator] = {}
+    quoted = plain = 0
+    for lo in range(0, len(block), 30_000):
+        cut = block.index(b"\n", lo) if lo else 0
+        end = block.find(b"\n", lo + 30_000)
+        part = block[cut + (1 if cut else 0):None if end < 0 else end]
+        _, batches = parser.feed(part)
+        for group, batch in batches:
+            outcomes, n = by_outcomes.setdefault(group, ZGroupOperator(3, 900)).decide(batch)
+            selected, m = by_selected.setdefault(group, ZGroupOperator(3, 900)
+                                                 ).decide_selected(batch)
+            assert n == m and isinstance(outcomes, list) == isinstance(selected, list)
+            if isinstance(outcomes, list):
+                assert outcomes == selected
+                continue
+            rows = batch_rows(batch)
+            published = outcomes.column("level").to_numpy() >= 0
+            want = [(rows[i][0], rows[i][2], rows[i][3]) for i in np.flatnonzero(published)]
+            values = outcomes.column("a").to_pylist()
+            want_a = [values[i] for i in np.flatnonzero(published)]
+            assert [(rows[i][0], rows[i][2], rows[i][3]) for i in selected.idx] == want
+            assert [selected.names[c] for c in selected.codes.tolist()] == want_a
+            plain += selected.plain()
+            quoted += not selected.plain()
+    assert plain and quoted
 
 
 def test_outcome_batches_carry_no_values_of_suppressed_tuples():

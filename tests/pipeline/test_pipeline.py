@@ -32,6 +32,7 @@ from streamanon.pipeline import (
     run_castle,
     run_z,
 )
+from streamanon.pipeline.chunks import joined_values, message_block
 from streamanon.pipeline.kafka.client import check_messages
 from streamanon.zanon import ZAnonymizer
 
@@ -145,6 +146,23 @@ def test_the_message_fast_path_agrees_with_the_checks(values):
         st_ = stage.stats()
         assert st_.read == len(values) - chunk.headers and st_.balanced
     assert outs[0] == outs[1] == outs[2]
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(_message, min_size=1, max_size=30))
+def test_messages_joined_by_newlines_are_checked_as_the_messages_themselves(values):
+    # a Flink job's reading step gets the values joined by newlines, with their sizes: a
+    # value holding a newline of its own must be found and refused all the same
+    codes = np.arange(len(values), dtype=np.int64) << 16
+    sizes = np.array([len(v) for v in values], dtype=np.int32)
+    blob = b"\n".join(values)
+    assert joined_values(blob, sizes) == values
+    expected = message_chunk(values, codes, 200, b"t,u,a")
+    got = message_block(blob, sizes, codes, 200, b"t,u,a")
+    assert got.data == expected.data
+    assert [(r.line, r.text, r.reason) for r in got.rejected] == \
+        [(r.line, r.text, r.reason) for r in expected.rejected]
+    assert got.headers == expected.headers and (got.codes == codes).all()
 
 
 def test_a_kafka_runs_file_output_is_cut_back_to_its_checkpoint(tmp_path):

@@ -48,8 +48,8 @@ from streamanon.flink.outcomes import (
 )
 from streamanon.flink.runtime import JobOptions, JobRun, RunRecord, batch_rows_type, keyed_rows
 from streamanon.io import OnError
-from streamanon.io.writers import RecordWriter
-from streamanon.pipeline.chunks import LineChunk, message_chunk
+from streamanon.io.writers import RecordWriter, selected_data
+from streamanon.pipeline.chunks import LineChunk, joined_values, message_block, message_chunk
 from streamanon.pipeline.kafka.merge import MergedBatch, PartitionMerge
 from streamanon.pipeline.kafka.options import DEFAULT_MAX_MESSAGE_BYTES
 from streamanon.pipeline.positions import HEADER_IN, MessagePositions
@@ -374,23 +374,29 @@ class BatchMessages(_ChunkStage):
         partition = int(batch[0])
         offsets = np.frombuffer(bytes(batch[1]), dtype="<i8")
         sizes = np.frombuffer(bytes(batch[2]), dtype="<i4")
-        data = bytes(batch[3])
+        data = bytes(batch[3])  # the values joined by newlines
         stamps = np.frombuffer(bytes(batch[5]), dtype="<i8")
-        ends = np.cumsum(sizes, dtype=np.int64)
-        starts = (ends - sizes).tolist()
-        taken = self._position.get(partition, 0)
-        keep = offsets >= taken  # (the JVM step drops these already; a restore's guard)
-        if not keep.all():
-            offsets, stamps = offsets[keep], stamps[keep]
-            starts = [s for s, k in zip(starts, keep.tolist(), strict=True) if k]
-            ends = ends[keep]
+        skip = int(np.count_nonzero(offsets < self._position.get(partition, 0)))
+        if skip:  # (the JVM step drops these already; a restore's guard; offsets ascend)
+            data = data[int(sizes[:skip].sum()) + skip:]
+            offsets, sizes, stamps = offsets[skip:], sizes[skip:], stamps[skip:]
         if not len(offsets):
             return
         self._position[partition] = int(offsets[-1]) + 1
-        values = [data[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
         if not self._read_at_sent and self._read_at is None and batch[4]:
             self._read_at = int(batch[4])
-        merge.add(partition, offsets.astype(np.int64), stamps.astype(np.int64), values)
+        if len(self.partitions) == 1 and not merge.buffered(partition):
+            # nothing to merge: the batch is released as it came, its values left joined
+            merge.pass_on(partition, offsets, stamps)
+            self._save_merge()
+            codes = (offsets.astype(np.int64) << 16) | partition
+            read_at, self._read_at = self._read_at, None
+            if read_at is not None:
+                self._read_at_sent = True
+            yield from self._flush(codes, None, read_at, block=(data, sizes))
+            return
+        merge.add(partition, offsets.astype(np.int64), stamps.astype(np.int64),
+                  joined_values(data, sizes))
         yield from self._release(ctx, merge.take(self._exhausted, self._idle))
 
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
@@ -421,22 +427,42 @@ class BatchMessages(_ChunkStage):
             self._read_at_sent = True
         yield from self._flush(codes, batch.values, read_at)
 
-    def _flush(self, codes: np.ndarray, values: list[bytes],
-               read_at: int | None = None) -> Any:
+    def _flush(self, codes: np.ndarray, values: list[bytes] | None,
+               read_at: int | None = None,
+               block: tuple[bytes, np.ndarray] | None = None) -> Any:
+        """Check, number and parse merged messages: ``values``, or ``block``, the values
+        joined by newlines and their sizes."""
         parser = self._parser
         first = parser.line + 1
         meta: list[str] = []
         batches: list[tuple[int, Any]] = []
+        seqs: list[np.ndarray] | None = [] if self.inline else None
+
+        def feed(data: bytes | str) -> tuple[list[str], list[tuple[int, Any]]]:
+            if seqs is None:
+                return parser.feed(data)  # type: ignore[no-any-return]
+            m, b, s = parser.feed_seqs(data)
+            seqs.extend(s)
+            return m, b
+
         start = 0
         if parser.header_missing():  # CASTLE CSV without --columns: the first message
-            m, b = parser.feed(values[0])
+            if values is None:
+                assert block is not None
+                values, block = joined_values(*block), None
+            m, b = feed(values[0])
             meta += m
             batches += b
             start = 1
         header = parser.header_bytes()
-        chunk = message_chunk(values[start:], codes[start:], self.max_bytes, header)
-        if len(values) > start:
-            m, b = parser.feed(chunk.data)
+        n = len(values) if values is not None else len(codes)
+        if values is not None:
+            chunk = message_chunk(values[start:], codes[start:], self.max_bytes, header)
+        else:
+            assert block is not None
+            chunk = message_block(*block, codes, self.max_bytes, header)
+        if n > start:
+            m, b = feed(chunk.data)
             refused = {first + start + r.line for r in chunk.rejected}
             # lines the message checks blanked: their rejection, not a blank line
             meta += [line for line in m if int(line.split("\t", 1)[0]) not in refused]
@@ -451,7 +477,10 @@ class BatchMessages(_ChunkStage):
                 text, reason = json.loads(rest)
                 raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
                                     MessagePositions(self.source_name))
-        yield from self._emit_keyed(first, codes, meta, batches, len(values), read_at)
+        if self.inline:
+            yield from self._emit_inline(first, codes, meta, batches, seqs, read_at, n)
+        else:
+            yield from self._emit_keyed(first, codes, meta, batches, n, read_at)
 
     def _emit_keyed(self, first: int, codes: np.ndarray, meta: list[str],
                     batches: list[tuple[int, Any]], lines: int, read_at: int | None) -> Any:
@@ -462,9 +491,6 @@ class BatchMessages(_ChunkStage):
             time.sleep(self.pace * lines)
         routing = self.routing
         z = self.z
-        if self.inline:
-            yield from self._emit_inline(first, codes, meta, batches, read_at)
-            return
         head: list[str] = [] if read_at is None else [f"{READ_AT}\t{read_at}"]
         if meta:
             seqs = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
@@ -478,17 +504,31 @@ class BatchMessages(_ChunkStage):
             yield Row(routing[group], (group, batch))
 
     def _emit_inline(self, first: int, codes: np.ndarray, meta: list[str],
-                     batches: list[tuple[int, Any]], read_at: int | None) -> Any:
+                     batches: list[tuple[int, Any]], seqs: list[np.ndarray] | None,
+                     read_at: int | None, lines: int) -> Any:
         """The input positions travel with what they belong to, on the main output:
         ``(group, batch, codes)`` to the batch's key, and ``(None, lines, codes, read time)``
         (the lines that need no operator) to the first key group's key
-        (:class:`ZKeyGroupMessages`)."""
+        (:class:`ZKeyGroupMessages`).
+
+        Args:
+            first: the line number of the first message.
+            codes: the input position of each message, in line order.
+            meta: the outcome lines that need no operator.
+            batches: the keyed batches.
+            seqs: the line numbers of each batch's rows (``None``: read from the batches).
+            read_at: the wall-clock ms at which the JVM took the first record (once).
+            lines: the number of lines (messages).
+        """
+        if self.pace:
+            time.sleep(self.pace * lines)
         routing = self.routing
         if meta or read_at is not None:
-            seqs = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
-            yield Row(routing[0], (None, meta, codes[seqs - first], read_at))
-        for group, batch in batches:
-            yield Row(routing[group], (group, batch, codes[batch_seqs(batch, True) - first]))
+            at = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
+            yield Row(routing[0], (None, meta, codes[at - first], read_at))
+        for i, (group, batch) in enumerate(batches):
+            rows = batch_seqs(batch, True) if seqs is None else seqs[i]
+            yield Row(routing[group], (group, batch, codes[rows - first]))
 
 
 class KafkaHeaderParser:
@@ -538,6 +578,11 @@ class KafkaHeaderParser:
 
     def feed(self, block: bytes | str) -> Any:
         return self.inner.feed(block)
+
+    def feed_seqs(self, block: bytes | str) -> Any:
+        """:meth:`feed`, and each batch's line numbers (a z parser's
+        :meth:`~streamanon.flink.zbatch.ZChunkParser.feed_seqs`)."""
+        return self.inner.feed_seqs(block)
 
 
 def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
@@ -593,7 +638,7 @@ def start_offsets(source: KafkaInput, restoring: bool) -> dict[int, int]:
 
 def gathered_type() -> Any:
     """``Row(partition, offsets, sizes, data, opened, timestamps)`` (GatherRecords:
-    little-endian int64 offsets, int32 sizes, the values one after another, the wall-clock ms
+    little-endian int64 offsets, int32 sizes, the values joined by newlines, the wall-clock ms
     of the batch's first record, the records' Kafka timestamps as little-endian int64 ms)."""
     return Types.ROW([Types.INT(), Types.PRIMITIVE_ARRAY(Types.BYTE()),
                       Types.PRIMITIVE_ARRAY(Types.BYTE()), Types.PRIMITIVE_ARRAY(Types.BYTE()),
@@ -602,8 +647,9 @@ def gathered_type() -> Any:
 
 def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelism: int,
                    key_by_partition: bool = False) -> Any:
-    """Records of each partition gathered in the JVM (``GatherRecords``, keyed by partition):
-    one element per batch of ``batch_size`` records or ``batch_ms`` after its first.
+    """Records of each partition gathered in the JVM (``GatherRecords``, chained to the source:
+    each reader gathers its own partitions): one element per batch of ``batch_size`` records
+    or ``batch_ms`` after its first.
 
     Args:
         records: the Kafka source's stream of tagged records.
@@ -618,11 +664,12 @@ def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelis
 
     jvm = get_gateway().jvm
     kafka = jvm.streamanon.kafka
-    j = (records._j_data_stream.keyBy(kafka.ByPartition())
-         .process(kafka.GatherRecords(int(batch_size), int(max(0, round(batch_ms))),
-                                      key_by_partition))
-         .name(f"gather records (≤ {batch_size}, ≤ {batch_ms:g} ms)").uid("gather-records")
-         .setParallelism(parallelism))
+    j = (records._j_data_stream
+         .transform(f"gather records (≤ {batch_size}, ≤ {batch_ms:g} ms)",
+                    kafka.GatherRecords.producedType(),
+                    kafka.GatherRecords(int(batch_size), int(max(0, round(batch_ms))),
+                                        key_by_partition))
+         .uid("gather-records-chained").setParallelism(parallelism))
     return DataStream(j)
 
 
@@ -881,8 +928,8 @@ class KafkaMessages(KeyedProcessFunction):
         return message_rows(self.out, self._positions, url, text, codes)
 
 
-def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None, text: str,
-                 codes: np.ndarray) -> list[Row]:
+def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
+                 text: str | bytes, codes: np.ndarray) -> list[Row]:
     """The output messages ``text`` (one line each) of the input records ``codes``, as one
     ``Row(gate key, Row(topic, partition, codes, text))`` per output partition (input
     partition modulo the topic's partitions, as the pure path places them).
@@ -891,7 +938,7 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
         out: the job's outputs (topics, their partitions).
         positions: the input positions (partition and offset of each record's code).
         url: the destination (``None``: not written).
-        text: the messages, one line each, in the order of ``codes``.
+        text: the messages, one line each, in the order of ``codes`` (or their UTF-8 bytes).
         codes: each message's input record.
     """
     topic = out.topic(url)
@@ -900,21 +947,21 @@ def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
     n = out.partitions.get(topic, 1)
     target = positions.partitions(codes) % n
     index = out.topic_list().index(topic)
+    data = text.encode("utf-8") if isinstance(text, str) else text
     if (target == target[0]).all():
-        if text.count("\n") != len(codes) or not text.endswith("\n"):
-            raise JobError(f"{text.count(chr(10))} output lines for {len(codes)} records")
+        lines = data.count(b"\n")
+        if lines != len(codes) or not data.endswith(b"\n"):
+            raise JobError(f"{lines} output lines for {len(codes)} records")
         q = int(target[0])
-        return [Row(gate_key(index, q), Row(topic, q, code_bytes(codes),
-                                             text.encode("utf-8")))]
-    lines = [line + "\n" for line in text.split("\n")[:-1]]  # as TaggedMessages splits
-    if len(lines) != len(codes) or not text.endswith("\n"):
-        raise JobError(f"{len(lines)} output lines for {len(codes)} records")
+        return [Row(gate_key(index, q), Row(topic, q, code_bytes(codes), data))]
+    each = [line + b"\n" for line in data.split(b"\n")[:-1]]  # as TaggedMessages splits
+    if len(each) != len(codes) or not data.endswith(b"\n"):
+        raise JobError(f"{len(each)} output lines for {len(codes)} records")
     rows = []
     for part in np.unique(target).tolist():
         sel = np.flatnonzero(target == part)
         rows.append(Row(gate_key(index, part), Row(
-            topic, part, code_bytes(codes[sel]),
-            "".join(lines[i] for i in sel.tolist()).encode("utf-8"))))
+            topic, part, code_bytes(codes[sel]), b"".join(each[i] for i in sel.tolist()))))
     return rows
 
 
@@ -992,7 +1039,7 @@ class ZKeyGroupMessages(ZKeyGroups):
     def _batch(self, group: int, batch: Any, codes: np.ndarray,
                counts: dict[str, Any]) -> list[Row]:
         live = self._group(group)
-        outcomes, n = live.op.decide(batch)
+        outcomes, n = live.op.decide_selected(batch)
         self._keep(live, batch, n)
         counts["read"] += n
         fmt = self.out.out_format
@@ -1010,19 +1057,27 @@ class ZKeyGroupMessages(ZKeyGroups):
             counts["published"] += len(keep)
             return message_rows(self.out, self._positions, self.out.published, buf.getvalue(),
                                 codes[keep])
-        published = outcomes.column("level").to_numpy() >= 0
-        counts["suppressed"] += int(n - published.sum())
-        if not published.any():
+        idx = outcomes.idx
+        counts["suppressed"] += n - len(idx)
+        if not len(idx):
             return []
-        counts["published"] += int(published.sum())
-        rows = pa.Table.from_batches([_plain(outcomes.filter(pa.array(published)))])
-        buf = io.StringIO()
-        writer = RecordWriter(buf, fmt)
-        buf.seek(0)
-        buf.truncate()
-        _write(writer, rows)
-        return message_rows(self.out, self._positions, self.out.published, buf.getvalue(),
-                            codes[published])
+        counts["published"] += len(idx)
+        records = outcomes.records
+        if fmt == "csv" and outcomes.plain():  # as the pure command's fast lane writes them
+            text: str | bytes = bytes(selected_data(records, idx, outcomes.codes,
+                                                    outcomes.names, fmt))
+        else:  # the writer's Python lane, which quotes (or writes JSON lines)
+            buf = io.StringIO()
+            writer = RecordWriter(buf, fmt)
+            buf.seek(0)
+            buf.truncate()
+            names = outcomes.names
+            rows = idx.tolist()
+            t_text, users = records.t_text, records.u
+            writer.write_columns([t_text[i] for i in rows], [users[i] for i in rows],
+                                 [names[c] for c in outcomes.codes.tolist()])
+            text = buf.getvalue()
+        return message_rows(self.out, self._positions, self.out.published, text, codes[idx])
 
     def _lines(self, lines: list[str], codes: np.ndarray, counts: dict[str, Any]) -> list[Row]:
         """The lines that need no operator: counted; the rejected ones as messages of the

@@ -30,7 +30,7 @@ from streamanon.flink.kafka_connector import (
     settle_output_base,
     write_plan,
 )
-from streamanon.flink.outcomes import MergeResult, merge_outcomes
+from streamanon.flink.outcomes import RECORDS_CODEC, MergeResult, merge_outcomes
 from streamanon.flink.runtime import (
     Z_BATCH_SIZE,
     Endpoint,
@@ -58,7 +58,7 @@ from streamanon.zanon.operator import SEPARATOR, ZAnonymizer
 
 def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, options: JobOptions,
              *, fmt: str = "csv", time_tolerance: float = 0.0,
-             separator: str = SEPARATOR) -> ZChunkParser:
+             separator: str = SEPARATOR, codec: str | None = RECORDS_CODEC) -> ZChunkParser:
     """The chunk parser of the reading step: one batch per key group of ``record``.
 
     Args:
@@ -68,10 +68,11 @@ def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, opti
         fmt: the input format (``csv`` or ``jsonl``).
         time_tolerance: seconds a time may go backwards before a record is refused.
         separator: the separator of hierarchical values.
+        codec: the compression of the batches' Arrow buffers (``None``: none).
     """
     return ZChunkParser(fmt, time_tolerance=time_tolerance, separator=separator,
                         source_name=str(source), key_groups=record.key_groups,
-                        batch_size=options.batch_size or Z_BATCH_SIZE)
+                        batch_size=options.batch_size or Z_BATCH_SIZE, codec=codec)
 
 
 def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: float,
@@ -224,8 +225,10 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
         settle_output_base(work, out, options.restore_from is not None)
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
+        # uncompressed batches: compressing and decompressing each one cost more CPU in the
+        # interpreter lock the job's Python steps share than the bytes saved between tasks
         parser = z_parser(source, record, options, fmt=in_format,
-                          time_tolerance=time_tolerance)
+                          time_tolerance=time_tolerance, codec=None)
         batches = kafka_batches(env, source, parser, record, options, inline=True)
         # the operator step makes the output messages itself: no step between it and the gate
         messages = (

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +39,7 @@ from streamanon.flink.outcomes import (
     rejected_line,
     suppressed_line,
 )
+from streamanon.io.fastcsv import ArrowColumns
 from streamanon.io.policy import OnError
 from streamanon.io.readers import DEFAULT_MAX_VALUE_LEN, RecordBatch, _Reader
 from streamanon.records import Record, Rejected, Suppressed
@@ -86,6 +89,8 @@ class ZChunkParser:
         source_name: the input's name in messages.
         key_groups: the number of key groups (at least 1).
         batch_size: the most records in one batch (at least 1).
+        codec: the compression of the Arrow batches' buffers (``None``: none; a batch that
+            goes only to another task of one machine costs less uncompressed).
     """
 
     def __init__(
@@ -98,11 +103,13 @@ class ZChunkParser:
         source_name: str = "input",
         key_groups: int = Z_KEY_GROUPS,
         batch_size: int = 1 << 16,
+        codec: str | None = RECORDS_CODEC,
     ) -> None:
         if key_groups < 1 or batch_size < 1:
             raise ConfigError("key_groups and batch_size must be >= 1")
         self.fmt, self.separator = fmt, separator
         self.key_groups, self.batch_size = key_groups, batch_size
+        self.codec = codec
         self.line = 0
         # on_error=skip here: the policy is applied at the merge, which sees every rejection
         self.reader = _Reader(fmt, OnError.skip, None, time_tolerance, max_value_len,
@@ -120,6 +127,13 @@ class ZChunkParser:
     # -- parsing -----------------------------------------------------------------------------
     def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, Batch]]]:
         """Outcome lines that need no operator, and ``(key group, batch)`` pairs."""
+        meta, batches, _ = self.feed_seqs(block)
+        return meta, batches
+
+    def feed_seqs(self, block: bytes | str) -> tuple[list[str], list[tuple[int, Batch]],
+                                                     list[np.ndarray]]:
+        """As :meth:`feed`, and the line numbers of each batch's rows (a Kafka job sends
+        each row's input position with its batch: no batch is read back for them)."""
         nl = b"\n" if isinstance(block, bytes) else "\n"
         first = self.line + 1
         n = block.count(nl) + 1  # type: ignore[arg-type]
@@ -154,10 +168,10 @@ class ZChunkParser:
                                             bool, len(batch))
         meta = self._meta_lines(first, n, header_line, batch, rejects)
         if batch is None or not len(batch):
-            return meta, []
+            return meta, [], []
         if batch.lane is None:
-            return meta, self._rows_by_group(batch, restamped)
-        return meta, self._split_by_group(batch, restamped)
+            return (meta, *self._rows_by_group(batch, restamped))
+        return (meta, *self._split_by_group(batch, restamped))
 
     def _group_of(self, value: str) -> int:
         coarsest = value.split(self.separator, 1)[0]
@@ -168,19 +182,25 @@ class ZChunkParser:
             group = self._groups[coarsest] = key_group_of(coarsest, self.key_groups)
         return group
 
-    def _rows_by_group(self, batch: RecordBatch,
-                       restamped: np.ndarray | None) -> list[tuple[int, Batch]]:
+    def _rows_by_group(self, batch: RecordBatch, restamped: np.ndarray | None
+                       ) -> tuple[list[tuple[int, Batch]], list[np.ndarray]]:
         """Records of the Python lane, grouped in Python: row tuples for a small group,
-        Arrow for a large one."""
+        Arrow for a large one; and each batch's line numbers."""
         flags = restamped.tolist() if restamped is not None else [False] * len(batch)
         groups: dict[int, list[tuple]] = {}
         for row in zip(batch.line, batch.t.tolist(), batch.t_text, batch.u, batch.a, flags,
                        strict=True):
             groups.setdefault(self._group_of(row[4]), []).append(row)
         size = self.batch_size
-        return [(g, rows[lo:lo + size] if len(rows) <= SMALL_BATCH else
-                 arrow_batch(rows[lo:lo + size]))
-                for g, rows in sorted(groups.items()) for lo in range(0, len(rows), size)]
+        out: list[tuple[int, Batch]] = []
+        seqs: list[np.ndarray] = []
+        for g, rows in sorted(groups.items()):
+            for lo in range(0, len(rows), size):
+                part = rows[lo:lo + size]
+                out.append((g, part if len(rows) <= SMALL_BATCH else
+                            arrow_batch(part, self.codec)))
+                seqs.append(np.fromiter((r[0] for r in part), np.int64, len(part)))
+        return out, seqs
 
     def _meta_lines(self, first: int, n: int, header_line: int, batch: RecordBatch | None,
                     rejects: list[Rejected]) -> list[str]:
@@ -204,8 +224,8 @@ class ZChunkParser:
         meta.sort(key=lambda m: m[0])
         return [m[1] for m in meta]
 
-    def _split_by_group(self, batch: RecordBatch,
-                        restamped: np.ndarray | None) -> list[tuple[int, Batch]]:
+    def _split_by_group(self, batch: RecordBatch, restamped: np.ndarray | None
+                        ) -> tuple[list[tuple[int, Batch]], list[np.ndarray]]:
         n = len(batch)
         if batch.lane is not None:
             cols = batch.lane.as_arrow()
@@ -222,20 +242,23 @@ class ZChunkParser:
         seq = np.arange(lines.start, lines.stop, dtype=np.int64) if isinstance(lines, range) \
             else np.asarray(lines, dtype=np.int64)
         flags = restamped if restamped is not None else np.zeros(n, dtype=bool)
+        seq = seq[order]
         table = pa.RecordBatch.from_arrays(
-            [pa.array(seq[order]), pa.array(batch.t[order]), t_text.take(take),
+            [pa.array(seq), pa.array(batch.t[order]), t_text.take(take),
              u.dictionary.take(u.indices.take(take)), a.dictionary.take(a.indices.take(take)),
              pa.array(flags[order])], schema=RECORDS)
         counts = np.bincount(groups, minlength=self.key_groups)
         out: list[tuple[int, Batch]] = []
+        seqs: list[np.ndarray] = []
         pos = 0
         for g in np.flatnonzero(counts).tolist():
             end = pos + int(counts[g])
             for lo in range(pos, end, self.batch_size):
-                out.append((g, encode_batch(table.slice(lo, min(end, lo + self.batch_size) - lo),
-                                            RECORDS_CODEC)))
+                hi = min(end, lo + self.batch_size)
+                out.append((g, encode_batch(table.slice(lo, hi - lo), self.codec)))
+                seqs.append(seq[lo:hi])
             pos = end
-        return out
+        return out, seqs
 
     def _groups_of(self, values: pa.Array) -> np.ndarray:
         """The key group of each distinct value (by its coarsest level)."""
@@ -273,10 +296,31 @@ def record_batch(batch: Batch | pa.RecordBatch) -> pa.RecordBatch:
         schema=RECORDS)
 
 
-def arrow_batch(batch: Batch) -> bytes:
-    """A batch as Arrow IPC bytes of :data:`RECORDS`."""
-    return batch if not isinstance(batch, list) else encode_batch(record_batch(batch),
-                                                                  RECORDS_CODEC)
+def arrow_batch(batch: Batch, codec: str | None = RECORDS_CODEC) -> bytes:
+    """A batch as Arrow IPC bytes of :data:`RECORDS` (a list of rows compressed with
+    ``codec``)."""
+    return batch if not isinstance(batch, list) else encode_batch(record_batch(batch), codec)
+
+
+@dataclass
+class Selected:
+    """What the batch engine published of a batch, as the pure command's writers take it
+    (:func:`~streamanon.io.writers.selected_data`): ``records`` (the batch as a reader's
+    batch of the Arrow lane), the indexes of its published rows (ascending), each one's
+    published value as a code into ``names``."""
+
+    records: RecordBatch
+    idx: np.ndarray
+    codes: np.ndarray
+    names: Sequence[str]
+
+    def plain(self) -> bool:
+        """Whether no time text, user or value of the batch needs CSV quoting (a published
+        value is a level of the row's own value): the Arrow lane may write them."""
+        lane = self.records.lane
+        assert isinstance(lane, ArrowColumns)
+        return not any(pc.any(pc.match_substring_regex(col, r'[,"\r\n]')).as_py()
+                       for col in (lane.t_text, lane.u.dictionary, lane.a.dictionary))
 
 
 class ZGroupOperator:
@@ -324,6 +368,24 @@ class ZGroupOperator:
         if self.mean_rows <= SMALL_BATCH:
             return self.decide_rows(batch_rows(decoded)), rows
         return self.apply(decoded), rows
+
+    def decide_selected(self, batch: Batch | pa.RecordBatch
+                        ) -> tuple[list[tuple] | Selected, int]:
+        """As :meth:`decide`, but the batch engine's decisions come as the pure command's
+        writers take them (:class:`Selected`), not as an outcome batch: a caller that writes
+        the published rows itself (a Kafka job's messages) builds no outcome columns."""
+        decoded = batch if isinstance(batch, list) else decode_batch(batch)
+        rows = len(decoded) if isinstance(decoded, list) else decoded.num_rows
+        self.mean_rows = 0.8 * self.mean_rows + 0.2 * rows
+        if self.mean_rows <= SMALL_BATCH:
+            return self.decide_rows(batch_rows(decoded)), rows
+        rb = record_batch(decoded)
+        t = rb.column("t").to_numpy()
+        lane = ArrowColumns(t, rb.column("t_text"), pc.dictionary_encode(rb.column("u")),
+                            pc.dictionary_encode(rb.column("a")))
+        records = RecordBatch(t, None, None, None, range(rows), lane=lane)
+        idx, codes, names = self.op.process_codes(t, *records.codes())
+        return Selected(records, idx, codes, names), rows
 
     def apply_rows(self, rows: list[tuple]) -> list[str]:
         """The record-at-a-time engine on row tuples; one outcome line per row."""
@@ -380,5 +442,6 @@ class ZGroupOperator:
             schema=OUTCOMES)
 
 
-__all__ = ["RECORDS", "SMALL_BATCH", "Z_KEY_GROUPS", "Batch", "ZChunkParser", "ZGroupOperator",
+__all__ = ["RECORDS", "SMALL_BATCH", "Z_KEY_GROUPS", "Batch", "Selected", "ZChunkParser",
+           "ZGroupOperator",
            "arrow_batch", "batch_rows", "key_group_of", "record_batch"]

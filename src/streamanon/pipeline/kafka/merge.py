@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from streamanon.errors import ProtocolError
+
 
 @dataclass
 class MergedBatch:
@@ -101,6 +103,18 @@ class PartitionMerge:
             np.concatenate(([self.last_key[partition]], np.asarray(timestamps, np.int64))))[1:]
         self.last_key[partition] = int(keys[-1])
         self._buf[partition].append((keys, np.asarray(offsets, np.int64), values))
+
+    def pass_on(self, partition: int, offsets: np.ndarray, timestamps: np.ndarray) -> None:
+        """Records of the one partition of a merge with nothing buffered, released at once:
+        what :meth:`add` and :meth:`take` do with them, for a reader that keeps their values
+        itself."""
+        if len(self.partitions) != 1 or self._buf[partition]:
+            raise ProtocolError("pass_on: only a one-partition merge with nothing buffered")
+        if not len(offsets):
+            return
+        key = max(self.last_key[partition], int(np.max(timestamps)))
+        self.last_key[partition] = self.released_key[partition] = key
+        self.frontier[partition] = int(offsets[-1]) + 1
 
     def buffered(self, partition: int) -> int:
         return sum(len(v) for _, _, v in self._buf[partition])
