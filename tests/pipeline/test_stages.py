@@ -6,6 +6,8 @@ import inspect
 import tomllib
 from typing import Any
 
+import numpy as np
+
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.data import ashrae
 from streamanon.pipeline.positions import LinePositions
@@ -141,6 +143,67 @@ def test_castle_stage_hands_clean_blocks_to_the_operator_as_columns():
         assert fast == slow
     assert fast[1] is not None and "Spaceport" in fast[1]
 
+
+def _run_castle_messages(batches: list[list[bytes]], *, on_error: str, latency: bool,
+                         spy: list[int] | None = None) -> tuple[list[tuple], str | None]:
+    """Kafka messages (the header as the first one) through a CASTLE stage, batch by batch,
+    each message at position ``partition 2, offset 7 + 3 * i``: every output line with the
+    position it carries, and the error."""
+    from streamanon.pipeline.positions import MessagePositions
+
+    class Spied(CastleAnonymizer):
+        def process_block(self, rows: Any, **kw: Any) -> Any:
+            if spy is not None:
+                spy.append(kw["n"])
+            return super().process_block(rows, **kw)
+
+    op = Spied(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=2, delta=300)
+    positions = MessagePositions("kafka://h:9092/in")
+    stage = CastleStage(op, positions, on_error=on_error, latency=latency)
+    got: list[tuple] = []
+    first = 0
+    outs = []
+    for values in batches:
+        codes = np.array([positions.code(2, 7 + 3 * i)
+                          for i in range(first, first + len(values))], dtype=np.int64)
+        first += len(values)
+        out, error = stage.process_messages(values, codes)
+        outs.append(out)
+        if error is not None:
+            break
+    else:
+        error = None
+        outs.append(stage.finish())
+    for o in outs:
+        for dest, blocks in o.items():
+            for b in blocks:
+                lines = b.text.splitlines()
+                assert len(lines) == len(b.codes)
+                got += [(dest, int(c), line) for c, line in zip(b.codes, lines, strict=True)]
+    return got, None if error is None else str(error)
+
+
+def test_castle_stage_hands_clean_kafka_batches_to_the_operator_as_columns():
+    """Clean Kafka batches go through the operator's block entry point too, each released
+    or suppressed row carrying its message's position and each refused message named by
+    partition and offset, as on the row-at-a-time path (which ``latency`` keeps)."""
+    lines = _castle_file(3000, bad_every=211).split(b"\n")
+    lines[900] = b""  # an empty message: refused before parsing (its batch is not clean)
+    batches = [lines[lo:lo + 700] for lo in range(0, len(lines), 700)]
+    for on_error in ("skip", "fail"):
+        spy: list[int] = []
+        fast = _run_castle_messages(batches, on_error=on_error, latency=False, spy=spy)
+        slow = _run_castle_messages(batches, on_error=on_error, latency=True)
+        assert spy, "the clean batches did not reach the operator's block entry point"
+        assert fast == slow
+    skipped, _ = _run_castle_messages(batches, on_error="skip", latency=False)
+    assert sum(dest == "published" for dest, _, _ in skipped) > 2500
+    rejects = [line for dest, _, line in skipped if dest == "rejects"]
+    # the first unknown use: row 50, message 51 (the header is message 0), offset 7 + 3 * 51
+    assert any('"partition": 2, "offset": 160' in r and "Spaceport" in r for r in rejects)
+    assert any('"offset": 2707' in r and "empty message" in r for r in rejects)  # message 900
+    codes = {c for _, c, _ in skipped}
+    assert min(codes) >= (7 << 16 | 2)  # positions, not line numbers
 
 def test_a_parameters_update_keeps_the_identity_and_shows_in_the_summary():
     import pickle

@@ -500,7 +500,7 @@ class CastleAnonymizer(OperatorBase):
     def process_block(self, rows: Iterable[CastleRow] | Iterable[dict[str, Any]], *, n: int,
                       numbers: Mapping[str, Sequence[float]],
                       texts: Mapping[str, tuple[Sequence[str | None], Sequence[int]]],
-                      start: int = 0, lines: int | None = None,
+                      start: int = 0, lines: int | Sequence[int] | None = None,
                       header: Sequence[str] | None = None
                       ) -> tuple[list[Any], int, BadRecordError | None]:
         """:meth:`process` for rows ``start..n-1`` of a block given also as columns (a
@@ -523,6 +523,8 @@ class CastleAnonymizer(OperatorBase):
                 time besides the rules' column): a record is built only for a row that needs
                 one (a suppressed row, a row that goes through :meth:`process`). Each dict
                 is taken over: a released row's dict becomes its :class:`Released` values.
+                A sequence instead of a number gives each row's line (``lines[i]``: a Kafka
+                message's position).
             header: with ``lines``: ``rows`` gives each row's fields as a tuple in the order
                 of ``header``'s columns instead of a dict; a dict is built only when the row
                 is released (from its class's values), suppressed or processed alone.
@@ -533,6 +535,7 @@ class CastleAnonymizer(OperatorBase):
                   else cset.parse_columns(n, numbers, texts))
         taken = 0
         it = iter(rows)
+        line_of = range(lines, lines + n) if isinstance(lines, int) else lines
         if parsed is not None and cset is not None:
             mat, ids, cats, sens, ok = parsed
             take, dp, nan, step = self._take, self._dp, math.nan, next
@@ -543,7 +546,7 @@ class CastleAnonymizer(OperatorBase):
                     row = step(it)
                     t = nan if row.t is None else row.t
                 else:
-                    row = _new_tuple(_BlockRow, (step(it), lines + i, None, header))
+                    row = _new_tuple(_BlockRow, (step(it), line_of[i], None, header))
                     t = nan
                 item = Item(row, self._pos + 1, ids[i], mat[i], cats[i], (), sens[i], t)
                 if dp is not None and not dp.admit(cset, item):
@@ -558,7 +561,7 @@ class CastleAnonymizer(OperatorBase):
         if lines is not None and header is not None:
             it = map(dict, map(zip, repeat(header), it))
         rest: Iterator[CastleRow] = (it if lines is None else  # type: ignore[assignment]
-                                     map(CastleRow, it, range(lines + start + taken, lines + n)))
+                                     map(CastleRow, it, line_of[start + taken:n]))
         for row in rest:
             try:
                 out += self.process(row)

@@ -113,9 +113,7 @@ def message_chunk(values: Sequence[bytes], codes: np.ndarray, max_bytes: int,
 
     blob = b"\n".join(values)
     n = len(values)
-    if (n and blob.count(b"\n") == n - 1 and b"\r" not in blob and min(map(len, values))
-            and max(map(len, values)) <= max_bytes and (header is None or header not in blob)
-            and b" " not in blob and b"\t" not in blob and _utf8(blob)):
+    if n and _clean(blob, n, min(map(len, values)), max(map(len, values)), max_bytes, header):
         return LineChunk(0, blob, codes)
     good, texts, bad = check_messages(values, max_bytes)
     lines = [""] * n
@@ -159,11 +157,32 @@ def message_block(blob: bytes, sizes: np.ndarray, codes: np.ndarray, max_bytes: 
         header: a producer's CSV header, skipped and counted (``None``: none).
     """
     n = len(sizes)
-    if (n and blob.count(b"\n") == n - 1 and b"\r" not in blob and int(sizes.min()) > 0
-            and int(sizes.max()) <= max_bytes and (header is None or header not in blob)
-            and b" " not in blob and b"\t" not in blob and _utf8(blob)):
+    if n and _clean(blob, n, int(sizes.min()), int(sizes.max()), max_bytes, header):
         return LineChunk(0, blob, codes)
     return message_chunk(joined_values(blob, sizes), codes, max_bytes, header)
+
+
+#: a message that starts with one of these may be blank (``bytes.strip`` removes them)
+_BLANK_STARTS = tuple(b"\n" + bytes([c]) for c in b" \t\x0b\x0c")
+
+
+def _clean(blob: bytes, n: int, shortest: int, longest: int, max_bytes: int,
+           header: bytes | None) -> bool:
+    """Whether ``n`` messages joined by newlines in ``blob`` pass
+    :func:`~streamanon.pipeline.kafka.client.check_messages` all and none is ``header``:
+    each is one line (no line break of its own), not empty nor blank (no message starts with
+    ASCII white space: a blank one would), at most ``max_bytes`` long, UTF-8; and the header
+    is not even part of the blob. Spaces inside a message are text like any other.
+
+    >>> _clean(b"1,Office,a b\\n2,Parking lot,c", 2, 12, 12, 100, None)
+    True
+    >>> _clean(b"1,a\\n \\n2,b", 3, 1, 3, 100, None)  # a blank message
+    False
+    """
+    return (shortest > 0 and longest <= max_bytes and blob.count(b"\n") == n - 1
+            and b"\r" not in blob and not blob[:1].isspace()
+            and not any(w in blob for w in _BLANK_STARTS)
+            and (header is None or header not in blob) and _utf8(blob))
 
 
 def _utf8(data: bytes) -> bool:

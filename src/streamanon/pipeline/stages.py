@@ -478,14 +478,16 @@ class CastleStage:
         released: list[Any] = []
         codes = chunk.codes
         observe = self.latency or self._need_ids or self._need_values
-        block_lane = codes is None and not self.latency  # clean blocks go as columns
+        block_lane = not self.latency  # clean blocks go as columns
         try:
             for part in reader.parse_parts(chunk.first, chunk.data):
                 rows: Iterable[CastleRow]
                 if type(part) is CastleRow:
                     rows = (part,)
                 elif block_lane and stop is None and not found:
-                    if self._take_block(part, released, rejected, fail):
+                    if self._take_block(part, released, rejected, fail,
+                                        None if codes is None else
+                                        codes[part.first - chunk.first:]):
                         break
                     continue
                 else:
@@ -538,25 +540,32 @@ class CastleStage:
         return out, None
 
     def _take_block(self, block: CleanBlock, released: list[Any], rejected: list[Rejected],
-                    fail: bool) -> bool:
-        """A clean block of a file through the operator's block entry point
+                    fail: bool, codes: np.ndarray | None = None) -> bool:
+        """A clean block through the operator's block entry point
         (:meth:`~streamanon.castle.CastleAnonymizer.process_block`), its first rows one by
         one while the summary still counts individuals or sensitive values; ``True``: a row
-        was refused under ``fail`` (the rows after it are not taken)."""
+        was refused under ``fail`` (the rows after it are not taken).
+
+        ``codes``: the positions of the block's rows (Kafka messages: a row's record carries
+        its message's position, as on the row-by-row path); ``None``: a file's line numbers.
+        Rejections are numbered by line either way (the chunk maps them to positions)."""
         from streamanon.castle.records import CastleRow
 
         reader = self.reader
         cols = block.columns
         header, fields = reader.fields_of(block)  # dicts and records built only where needed
+        at: range | list[int] = (range(block.first, block.first + cols.n) if codes is None
+                                 else codes[:cols.n].tolist())
         start = 0
         while (self._need_ids or self._need_values) and start < cols.n:
-            row = CastleRow(dict(zip(header, next(fields), strict=True)), block.first + start)
+            line = block.first + start
+            row = CastleRow(dict(zip(header, next(fields), strict=True)), at[start])
             start += 1
             self._observe(row, row.line or 0)
             try:
                 items = self.op.process(row)
             except BAD_RECORD_ERRORS as exc:
-                rejected.append(Rejected(row.line or 0, reader.text_of_row(row), str(exc)))
+                rejected.append(Rejected(line, reader.text_of_row(row), str(exc)))
                 if fail:
                     return True
                 continue
@@ -565,7 +574,7 @@ class CastleStage:
         while start < cols.n:
             items, taken, error = self.op.process_block(
                 fields, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start,
-                lines=block.first, header=header)
+                lines=block.first if codes is None else at, header=header)
             self.rows += taken
             released += items
             if error is None:
