@@ -195,3 +195,31 @@ def test_the_c_parsers_take_any_bytes_without_harm(data, delimiter, max_len, kin
     assert got is None or len(got[0]) == data.count(b"\n") + 1
     rows = m.parse_rows(data, delimiter, kinds, max_len)
     assert rows is None or len(rows[0]) == data.count(b"\n") + 1
+
+
+PLAIN = st.text("abcxyz*_.-0123456789 []", max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(PLAIN, min_size=4, max_size=4), min_size=1, max_size=8),
+       st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+       st.lists(PLAIN | st.just('"[1,3]"'), min_size=5, max_size=5))
+def test_the_c_class_writer_writes_the_joined_lines(rows, picks, consts):
+    """A released class's lines from the C writer: per row its picked fields between the
+    class's pieces, as joining them in Python gives."""
+    pieces = [("," if i else "") + consts[i] + ("," if i < len(picks) else "")
+              for i in range(len(picks) + 1)]
+    fields = [tuple(r) for r in rows]
+    want = "".join("".join(p + (f[k] if j < len(picks) else "")
+                           for j, (p, k) in enumerate(zip(pieces, [*picks, 0], strict=True)))
+                   + "\n" for f in fields)
+    assert lane.class_lines(fields, picks, pieces) == want
+
+
+@pytest.mark.parametrize("field", ["a,b", 'a"b', "a\nb", "a\rb", "é", None, 1.5])
+def test_the_c_class_writer_leaves_a_field_that_may_need_quoting(field):
+    """A field that is not plain ASCII text (it may need quoting, or is not text) sends the
+    class back to the Python writer: the C writer answers None."""
+    assert lane.class_lines([("1", "x"), ("2", field)], [0, 1], ["", ",", ""]) is None
+    assert lane.class_lines([("1", "x")], [0, 1], ["", ",é,", ""]) is None  # a piece
+    assert lane.class_lines([("1", "x")], [0, 1], ["", ",ok,", ""]) == "1,ok,x\n"

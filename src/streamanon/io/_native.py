@@ -603,6 +603,91 @@ done:
     return out;
 }
 
+/* the bytes of a plain field (compact ASCII str, no comma, quote or line break), or NULL */
+static const char *plain_field(PyObject *o, Py_ssize_t *len)
+{
+    if (!PyUnicode_CheckExact(o) || !PyUnicode_IS_COMPACT_ASCII(o))
+        return NULL;
+    const char *p = (const char *)PyUnicode_1BYTE_DATA(o);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (ch == ',' || ch == '"' || ch == '\n' || ch == '\r')
+            return NULL;
+    }
+    *len = n;
+    return p;
+}
+
+/* class_lines(rows, picks, pieces) -> str | None: per row (a tuple of fields), pieces[0],
+   row[picks[0]], pieces[1], ..., row[picks[k-1]], pieces[k] and a newline; None when a
+   picked field is not plain ASCII text without comma, quote or line break, or a piece is
+   not ASCII (the caller then writes the rows another way) */
+static PyObject *class_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])
+            || !PyTuple_CheckExact(args[2])
+            || PyTuple_GET_SIZE(args[2]) != PyTuple_GET_SIZE(args[1]) + 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "class_lines takes a list of tuples, k ints and k + 1 strs");
+        return NULL;
+    }
+    PyObject *rows = args[0], *picks = args[1], *pieces = args[2];
+    Py_ssize_t n = PyList_GET_SIZE(rows), k = PyTuple_GET_SIZE(picks);
+    Py_ssize_t at[64];
+    if (k > 64)
+        Py_RETURN_NONE;
+    Py_ssize_t fixed = 1;  /* the newline */
+    for (Py_ssize_t j = 0; j <= k; j++) {
+        PyObject *piece = PyTuple_GET_ITEM(pieces, j);
+        if (!PyUnicode_CheckExact(piece) || !PyUnicode_IS_COMPACT_ASCII(piece))
+            Py_RETURN_NONE;
+        fixed += PyUnicode_GET_LENGTH(piece);
+        if (j < k) {
+            at[j] = PyLong_AsSsize_t(PyTuple_GET_ITEM(picks, j));
+            if (at[j] < 0) {
+                if (PyErr_Occurred())
+                    return NULL;
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    Py_ssize_t total = 0, len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row))
+            Py_RETURN_NONE;
+        total += fixed;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            if (at[j] >= PyTuple_GET_SIZE(row)
+                    || plain_field(PyTuple_GET_ITEM(row, at[j]), &len) == NULL)
+                Py_RETURN_NONE;
+            total += len;
+        }
+    }
+    PyObject *out = PyUnicode_New(total, 127);
+    if (out == NULL)
+        return NULL;
+    char *w = (char *)PyUnicode_1BYTE_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        for (Py_ssize_t j = 0; j <= k; j++) {
+            PyObject *piece = PyTuple_GET_ITEM(pieces, j);
+            len = PyUnicode_GET_LENGTH(piece);
+            memcpy(w, PyUnicode_1BYTE_DATA(piece), (size_t)len);
+            w += len;
+            if (j < k) {
+                PyObject *f = PyTuple_GET_ITEM(row, at[j]);
+                len = PyUnicode_GET_LENGTH(f);
+                memcpy(w, PyUnicode_1BYTE_DATA(f), (size_t)len);
+                w += len;
+            }
+        }
+        *w++ = '\n';
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"parse_tua", (PyCFunction)(void (*)(void))parse_tua, METH_FASTCALL,
      "A clean chunk of t,u,a lines as columns, or None (see streamanon.io._native)."},
@@ -610,6 +695,8 @@ static PyMethodDef methods[] = {
      "A clean block of general CSV rows as columns, or None (see streamanon.io._native)."},
     {"write_rows", (PyCFunction)(void (*)(void))write_rows, METH_FASTCALL,
      "Chosen rows of a parsed chunk, each with its published value, as CSV lines."},
+    {"class_lines", (PyCFunction)(void (*)(void))class_lines, METH_FASTCALL,
+     "A released class's rows as CSV lines: picked plain fields between fixed pieces."},
     {NULL, NULL, 0, NULL}
 };
 

@@ -130,6 +130,25 @@ def parse_native_chunk(data: bytes, clock: float, max_len: int, delimiter: str =
     return cols
 
 
+def class_lines(fields: list[tuple[Any, ...]], picks: Sequence[int], pieces: Sequence[str]
+                ) -> str | None:
+    """Rows of one released class as CSV lines by the C writer: per row, ``pieces[0]``,
+    ``row[picks[0]]``, ``pieces[1]``, ..., ``pieces[k]`` and a newline (the pieces hold the
+    class's values and the commas); ``None`` when a picked field is not plain ASCII text
+    (no comma, quote nor line break: it may need quoting), a piece is not ASCII, or there is
+    no C writer (then the caller writes the rows in Python, with the same bytes).
+
+    >>> class_lines([("7", 1.5, "x"), ("8", 2.5, "y")], [0, 2], ["", ',"[1,3]",', ""])
+    '7,"[1,3]",x\\n8,"[1,3]",y\\n'
+    >>> class_lines([("7", 1.5, "a,b")], [0, 2], ["", ",", ""]) is None  # needs quoting
+    True
+    """
+    writer = _parser()
+    if writer is None:
+        return None
+    return writer.class_lines(fields, tuple(picks), tuple(pieces))  # type: ignore[no-any-return]
+
+
 def parse_native_rows(data: bytes, header: Sequence[str], numeric: set[str], max_len: int,
                       delimiter: str = ",") -> RowColumns | None:
     """``data`` (whole lines, header excluded, without the final newline) as rows of

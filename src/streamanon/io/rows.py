@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from streamanon.castle.records import CastleRow, ReleasedFields
 from streamanon.errors import UnreadableInputError
-from streamanon.io.lane import parse_native_rows
+from streamanon.io.lane import class_lines, parse_native_rows
 from streamanon.io.policy import InputError, OnError
 from streamanon.io.readers import (
     DEFAULT_MAX_VALUE_LEN,
@@ -754,6 +754,7 @@ class RowWriter(TextSink):
 
 
 _TEXT_OR_NONE = {str, type(None)}
+_FIELDS = operator.attrgetter("fields")
 
 
 def _group_text(group: Sequence[Mapping[str, Any]],
@@ -779,11 +780,13 @@ def _class_text(rows: Sequence[ReleasedFields], names: Sequence[str], slots: Seq
     width = len(rows[0].fields)
     order: list[int] = []
     consts: list[str] = []
+    cells: list[str] = []  # the line with "\0" for each row's own field (the C lane)
     inner = quotes = 0  # per line: commas and quotes that the class's values bring
     for name, at in zip(names, [*slots, *(-1 for _ in range(len(names) - len(slots)))],
                         strict=True):
         if at >= 0:
             order.append(at)
+            cells.append("\0")
             continue
         value = template[name]
         if type(value) is not str or '"' in value or "\n" in value or "\r" in value:
@@ -794,6 +797,12 @@ def _class_text(rows: Sequence[ReleasedFields], names: Sequence[str], slots: Seq
             value = f'"{value}"'
         order.append(width + len(consts))
         consts.append(value)
+        cells.append(value)
+    pieces = ",".join(cells).split("\0")
+    if len(pieces) == len(order) - len(consts) + 1:  # (no class value holds a NUL)
+        text = class_lines(list(map(_FIELDS, rows)), [i for i in order if i < width], pieces)
+        if text is not None:
+            return text
     pick, extra, n = operator.itemgetter(*order), tuple(consts), len(rows)
     try:
         text = "\n".join([",".join(pick(r.fields + extra)) for r in rows]) + "\n"
