@@ -105,9 +105,9 @@ def _castle_file(n: int, bad_every: int) -> bytes:
     return buf.getvalue().removesuffix("\n").encode()
 
 
-def _run_castle_stage(data: bytes, *, on_error: str, latency: bool, spy: list[int] | None = None
-                      ) -> tuple[dict[str, str], str | None, dict]:
-    from streamanon.pipeline.chunks import LineChunk
+def _spied_castle(spy: list[int] | None) -> CastleAnonymizer:
+    """A CASTLE operator that notes the size of each block given to its block entry point
+    in ``spy`` (``None``: not noted)."""
 
     class Spied(CastleAnonymizer):
         def process_block(self, rows: Any, **kw: Any) -> Any:
@@ -115,8 +115,15 @@ def _run_castle_stage(data: bytes, *, on_error: str, latency: bool, spy: list[in
                 spy.append(kw["n"])
             return super().process_block(rows, **kw)
 
-    op = Spied(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=2, delta=300)
-    stage = CastleStage(op, LinePositions("in.csv"), on_error=on_error, latency=latency)
+    return Spied(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=2, delta=300)
+
+
+def _run_castle_stage(data: bytes, *, on_error: str, latency: bool, spy: list[int] | None = None
+                      ) -> tuple[dict[str, str], str | None, dict]:
+    from streamanon.pipeline.chunks import LineChunk
+
+    stage = CastleStage(_spied_castle(spy), LinePositions("in.csv"), on_error=on_error,
+                        latency=latency)
     text: dict[str, str] = {}
     out, error = stage.process(LineChunk(1, data))
     outs = [out] if error is not None else [out, stage.finish()]
@@ -134,14 +141,19 @@ def _run_castle_stage(data: bytes, *, on_error: str, latency: bool, spy: list[in
 def test_castle_stage_hands_clean_blocks_to_the_operator_as_columns():
     """A clean file goes through the operator's block entry point, with the outputs, rejects
     and summary of the row-at-a-time path (which ``latency`` keeps)."""
-    data = _castle_file(3000, bad_every=211)
+    fast = _blocks_equal_rows(_run_castle_stage, _castle_file(3000, bad_every=211))
+    assert fast[1] is not None and "Spaceport" in fast[1]
+
+
+def _blocks_equal_rows(run: Any, data: Any) -> Any:
+    """``run`` on ``data`` under ``skip`` and ``fail``: the block entry point is used, and
+    the outputs equal the row-at-a-time path's (``latency`` keeps it); the last outputs."""
     for on_error in ("skip", "fail"):
         spy: list[int] = []
-        fast = _run_castle_stage(data, on_error=on_error, latency=False, spy=spy)
-        slow = _run_castle_stage(data, on_error=on_error, latency=True)
+        fast = run(data, on_error=on_error, latency=False, spy=spy)
         assert spy, "the clean blocks did not reach the operator's block entry point"
-        assert fast == slow
-    assert fast[1] is not None and "Spaceport" in fast[1]
+        assert fast == run(data, on_error=on_error, latency=True)
+    return fast
 
 
 def _run_castle_messages(batches: list[list[bytes]], *, on_error: str, latency: bool,
@@ -151,15 +163,8 @@ def _run_castle_messages(batches: list[list[bytes]], *, on_error: str, latency: 
     position it carries, and the error."""
     from streamanon.pipeline.positions import MessagePositions
 
-    class Spied(CastleAnonymizer):
-        def process_block(self, rows: Any, **kw: Any) -> Any:
-            if spy is not None:
-                spy.append(kw["n"])
-            return super().process_block(rows, **kw)
-
-    op = Spied(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=2, delta=300)
     positions = MessagePositions("kafka://h:9092/in")
-    stage = CastleStage(op, positions, on_error=on_error, latency=latency)
+    stage = CastleStage(_spied_castle(spy), positions, on_error=on_error, latency=latency)
     got: list[tuple] = []
     first = 0
     outs = []
@@ -190,12 +195,7 @@ def test_castle_stage_hands_clean_kafka_batches_to_the_operator_as_columns():
     lines = _castle_file(3000, bad_every=211).split(b"\n")
     lines[900] = b""  # an empty message: refused before parsing (its batch is not clean)
     batches = [lines[lo:lo + 700] for lo in range(0, len(lines), 700)]
-    for on_error in ("skip", "fail"):
-        spy: list[int] = []
-        fast = _run_castle_messages(batches, on_error=on_error, latency=False, spy=spy)
-        slow = _run_castle_messages(batches, on_error=on_error, latency=True)
-        assert spy, "the clean batches did not reach the operator's block entry point"
-        assert fast == slow
+    _blocks_equal_rows(_run_castle_messages, batches)
     skipped, _ = _run_castle_messages(batches, on_error="skip", latency=False)
     assert sum(dest == "published" for dest, _, _ in skipped) > 2500
     rejects = [line for dest, _, line in skipped if dest == "rejects"]
