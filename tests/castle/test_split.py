@@ -129,24 +129,24 @@ def _ashrae_rows(n: int) -> list[CastleRow]:
     return [CastleRow(dict(r), i + 2) for i, r in enumerate(ashrae.generate(n))]
 
 
-@pytest.mark.parametrize("quartiles", [False, True])
+@pytest.mark.parametrize("shares", [False, True])
 @pytest.mark.parametrize(("data", "k", "l"), [("toy", 2, 2), ("toy", 4, 3), ("toy", 3, 0),
                                               ("ashrae", 5, 2)])
 def test_compiled_small_cuts_give_the_numpy_classes(data: str, k: int, l: int,  # noqa: E741
-                                                    quartiles: bool) -> None:
+                                                    shares: bool) -> None:
     if data == "toy":
         rules, rows = RuleSet.from_dict(RULES), _rows(500, 120, seed=k)
     else:
         rules, rows = RuleSet.from_toml(ashrae.rules_toml()), _ashrae_rows(800)
     cset, items = _items(rows, rules)
-    ref = median_split(cset, items, k=k, l=l, small=True, quartiles=quartiles,
+    ref = median_split(cset, items, k=k, l=l, small=True, shares=shares,
                        compiled=False)
-    fast = median_split(cset, items, k=k, l=l, small=True, quartiles=quartiles)
+    fast = median_split(cset, items, k=k, l=l, small=True, shares=shares)
     assert len(ref) > 10
     assert [[it.pos for it in g] for g in fast] == [[it.pos for it in g] for g in ref]
 
 
-def test_quartile_cuts_keep_k_and_l_and_lose_no_more_than_median_cuts() -> None:
+def test_share_cuts_keep_k_and_l_and_lose_no_more_than_median_cuts() -> None:
     rules = RuleSet.from_dict(RULES)
     cset, items = _items(_rows(800, 800, seed=9), rules)
 
@@ -155,9 +155,70 @@ def test_quartile_cuts_keep_k_and_l_and_lose_no_more_than_median_cuts() -> None:
                    for g in groups)
 
     median = median_split(cset, items, k=4, l=2, small=True)
-    quart = median_split(cset, items, k=4, l=2, small=True, quartiles=True)
+    quart = median_split(cset, items, k=4, l=2, small=True, shares=True)
     assert sorted(it.pos for g in quart for it in g) == sorted(it.pos for it in items)
     for g in quart:
         assert len({it.individual for it in g}) >= 4
         assert len({it.sensitive[0] for it in g}) >= 2
     assert loss(quart) < loss(median)
+
+
+def _reuse(items, seed: int, top: float = 0.3):
+    """A remembered class's loss for about half of the tuples (``inf``: none fits)."""
+    import numpy as np
+
+    rnd = random.Random(seed)
+    return np.array([rnd.uniform(0.0, top) if rnd.random() < 0.5 else np.inf
+                     for _ in items])
+
+
+@pytest.mark.parametrize(("data", "k", "l"), [("toy", 2, 2), ("toy", 4, 3), ("ashrae", 5, 2)])
+def test_compiled_cuts_weighing_reuse_give_the_numpy_classes(data: str, k: int,
+                                                             l: int) -> None:  # noqa: E741
+    if data == "toy":
+        rules, rows = RuleSet.from_dict(RULES), _rows(500, 120, seed=k)
+    else:
+        rules, rows = RuleSet.from_toml(ashrae.rules_toml()), _ashrae_rows(800)
+    cset, items = _items(rows, rules)
+    reuse = _reuse(items, seed=k)
+    ref = median_split(cset, items, k=k, l=l, small=True, shares=True, reuse=reuse,
+                       compiled=False)
+    fast = median_split(cset, items, k=k, l=l, small=True, shares=True, reuse=reuse)
+    assert len(ref) > 10
+    assert [[it.pos for it in g] for g in fast] == [[it.pos for it in g] for g in ref]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_cuts_weighing_reuse_lose_less_for_the_tuples_that_stay(compiled: bool) -> None:
+    import numpy as np
+
+    rules = RuleSet.from_dict(RULES)
+    totals = {"weighed": 0.0, "plain": 0.0}
+    for seed in range(1, 9):  # greedy cuts: less in sum, not on every stream
+        cset, items = _items(_rows(800, 800, seed=seed), rules)
+        reuse = _reuse(items, seed=seed)
+        at = {it.pos: i for i, it in enumerate(items)}
+
+        def cost(groups) -> float:
+            """Each tuple's loss: its class's, or its remembered class's when less."""
+            total = 0.0
+            for g in groups:
+                own = cset.weighted(cset.attr_losses(cset.state_of(g), g))  # noqa: B023
+                total += sum(min(own, reuse[at[it.pos]]) for it in g)  # noqa: B023
+            return total
+
+        weighed = median_split(cset, items, k=4, l=2, small=True, shares=True, reuse=reuse,
+                               compiled=compiled)
+        plain = median_split(cset, items, k=4, l=2, small=True, shares=True,
+                             compiled=compiled)
+        assert sorted(it.pos for g in weighed for it in g) == sorted(it.pos for it in items)
+        for g in weighed:
+            assert len({it.individual for it in g}) >= 4
+            assert len({it.sensitive[0] for it in g}) >= 2
+        totals["weighed"] += cost(weighed)
+        totals["plain"] += cost(plain)
+        # no remembered class fits: the same cuts as without
+        none = median_split(cset, items, k=4, l=2, small=True, shares=True,
+                            reuse=np.full(len(items), np.inf), compiled=compiled)
+        assert [[it.pos for it in g] for g in none] == [[it.pos for it in g] for g in plain]
+    assert totals["weighed"] < 0.995 * totals["plain"]

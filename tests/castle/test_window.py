@@ -179,3 +179,40 @@ def test_window_with_max_delay_releases_each_tuple_in_time() -> None:
     _checked(rows, out, rules_from_dict(rules_dict), k=3, l=2)
     assert not late  # one tuple per second: none waits more than 60 s
     assert sum(isinstance(r, Released) for r in out) > 800
+
+
+def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit() -> None:
+    import numpy as np
+
+    from streamanon.castle.split import median_split
+    from streamanon.castle.window import WindowCache, window_leaf
+
+    rules = RuleSet.from_dict(RULES)
+    op = CastleAnonymizer(rules, k=3, l=2, delta=10_000, split="window")
+    for row in _rows(400, 100_000, seed=6):
+        assert op.process(row) == []  # nothing expires: every tuple is held
+    cset, held = op._current, list(op._held)
+    rule = cset.params.rule
+
+    def meets(items) -> bool:
+        return len({it.individual for it in items}) >= 3 and len(
+            {it.sensitive[0] for it in items}) >= 2
+
+    def cut(cache: WindowCache) -> list[list[int]]:
+        window_leaf(cache, cset, held, held[0], k=3, rule=rule, meets=meets)
+        parts = {id(p): p for p in cache.leaves.values()}
+        return sorted(sorted(it.pos for it in p) for p in parts.values())
+
+    plain = cut(WindowCache())
+    remembered = WindowCache()
+    history = remembered.history_of(cset)
+    rnd = random.Random(2)
+    for n in range(40):  # classes of three held tuples, losing little
+        group = rnd.sample(held, 3)
+        history.add(cset.state_of(group), 0.01 * rnd.random(), n)
+    weighed = cut(remembered)
+    reuse = np.array([np.inf if hit is None else hit[0] for hit in history.best_of(held)])
+    assert np.isfinite(reuse).sum() >= 100  # many held tuples fit a remembered class
+    want = median_split(cset, held, k=3, rule=rule, small=True, shares=True, reuse=reuse)
+    assert weighed == sorted(sorted(it.pos for it in p) for p in want)
+    assert weighed != plain

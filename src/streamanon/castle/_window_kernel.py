@@ -184,7 +184,8 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
                 inv: np.ndarray, w_hier: np.ndarray,
                 tables: np.ndarray, toff: np.ndarray, ranks: np.ndarray,
                 parents: np.ndarray, losses: np.ndarray, noff: np.ndarray,
-                fracs: np.ndarray, out: np.ndarray) -> int:  # pragma: no cover - numba
+                fracs: np.ndarray, out: np.ndarray,
+                reuse: np.ndarray) -> int:  # pragma: no cover - numba
     """:func:`streamanon.castle.split.median_split`'s cuts as one compiled loop, for the
     distinct diversity rule: writes each tuple's class (classes numbered in the order of
     their oldest tuple) and returns the number of classes.
@@ -208,6 +209,9 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
         noff: each hierarchy's start in ``ranks``, ``parents`` and ``losses``.
         fracs: the cuts tried besides the median, as shares of the sorted values.
         out: written: each tuple's class.
+        reuse: each tuple's loss in the remembered class it would join (``inf``: none); a
+            tuple counts at most that in a half's cost. Empty: every tuple counts its half's
+            loss.
     """
     n, d = x.shape
     h = nodes.shape[1]
@@ -306,7 +310,17 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
                         for i in half:
                             top = tables[toff[g] + top * toff[h + g] + nodes[i, g]]
                         acc += w_hier[g] * losses[noff[g] + top]
-                    cost += len(half) * acc
+                    if len(reuse):
+                        part_cost = 0.0
+                        n_full = 0
+                        for i in half:
+                            if reuse[i] < acc:
+                                part_cost += reuse[i]
+                            else:
+                                n_full += 1
+                        cost += part_cost + n_full * acc
+                    else:
+                        cost += len(half) * acc
                 if not found or cost < best_cost:
                     found = True
                     best_cost = cost

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 
 SPLITS = ("prink", "median", "window")
 
-#: with ``quartiles``, the cuts tried besides the median: at these shares of a class's
+#: with ``shares``, the cuts tried besides the median: at these shares of a class's
 #: sorted values (each attribute's value at that rank)
-QUARTILES = (0.25, 0.75)
+SHARES = (0.25, 0.75)
 
 
 def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -62,17 +62,21 @@ def _median(col: np.ndarray) -> float:
 
 def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,  # noqa: E741
                  rule: Diversity | None = None, small: bool = False,
-                 quartiles: bool = False, compiled: bool = True) -> list[list[Item]]:
+                 shares: bool = False, compiled: bool = True,
+                 reuse: np.ndarray | None = None) -> list[list[Item]]:
     """Split ``items`` by strict median cuts into classes of >= k individuals meeting ``rule``.
 
     Each step tries one cut per attribute: a number at its median, a hierarchy attribute
     between the subtrees below the class's common node (at the subtree boundary nearest the
     median), and takes, among the cuts whose halves both hold >= k distinct individuals and
     meet the diversity rule on every sensitive attribute, the one whose halves lose least
-    (tuples times the halves' weighted loss; with ``quartiles``, the cuts at the lower and
-    upper quartiles are candidates too); a class of fewer than 2k individuals is not
+    (tuples times the halves' weighted loss; with ``shares``, the cuts at the values of the
+    ``SHARES`` ranks are candidates too); a class of fewer than 2k individuals is not
     cut unless ``small`` (then it is, when both halves keep >= k individuals: an
-    individual's several tuples). Returns ``[list(items)]`` when no cut is allowed.
+    individual's several tuples). With ``reuse``, a tuple counts in a half's cost at most
+    its loss in the remembered class it would join (the window release moves it there
+    when its class is released and that loses less), so the cuts are placed by the tuples
+    that will stay in the classes. Returns ``[list(items)]`` when no cut is allowed.
 
     Args:
         cset: the cluster set the items belong to (their generalizers and losses).
@@ -81,10 +85,12 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         l: distinct l-diversity, when no ``rule`` is given.
         rule: the diversity rule each class meets (default: distinct ``l``).
         small: cut classes of fewer than 2k individuals too, while the halves allow it.
-        quartiles: try, besides each attribute's median, a cut at its values at the
-            ``QUARTILES`` ranks too (the split window release's cuts).
+        shares: try, besides each attribute's median, a cut at its values at the
+            ``SHARES`` ranks too (the window release's cuts).
         compiled: with ``small``, the distinct rule and finite numbers, cut in one compiled
             loop (the same classes; ``False``: numpy, which the tests compare it with).
+        reuse: each tuple's loss in the least-loss remembered class it fits in, ``inf``
+            for none, in the order of ``items`` (the window release's cuts).
     """
     if rule is None:
         from streamanon.castle.diversity import Diversity
@@ -105,7 +111,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     sens = [u[1] for u in uniq]
     if compiled and small and rule.distinct and np.isfinite(x).all():
         return _compiled(cset, items, x, nodes, ind, sens, trees, k=k, l=rule.l,
-                         quartiles=quartiles)
+                         shares=shares, reuse=reuse)
     names = cset.rules.sensitive
 
     def distinct(codes: np.ndarray) -> int:
@@ -130,12 +136,14 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         return node
 
     inv = cset._inv.tolist() if d else []
+    caps = None if reuse is None else np.asarray(reuse, dtype=np.float64).tolist()
 
     def cost(part: np.ndarray, sub: np.ndarray) -> float:
-        """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples: summed
-        attribute by attribute in the order of the compiled loop (``_window_kernel.
-        median_cuts``), each term rounded by itself, so that both compare cuts alike (a
-        BLAS dot product sums in an order of its CPU's, and a tie could go either way)."""
+        """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples (each at most
+        its ``reuse``): summed attribute by attribute in the order of the compiled loop
+        (``_window_kernel.median_cuts``), each term rounded by itself, so that both compare
+        cuts alike (a BLAS dot product sums in an order of its CPU's, and a tie could go
+        either way)."""
         acc = 0.0
         if d:
             lows, highs = sub.min(axis=0).tolist(), sub.max(axis=0).tolist()
@@ -143,7 +151,15 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
                 acc += -lows[q] * inv[q] + highs[q] * inv[d + q]
         for j in range(h):
             acc += cset.w_hier[j] * float(cset.hier[j].loss_vector()[common(part, j)])
-        return len(part) * acc
+        if caps is None:
+            return len(part) * acc
+        total, full = 0.0, 0
+        for i in part.tolist():
+            if caps[i] < acc:
+                total += caps[i]
+            else:
+                full += 1
+        return total + full * acc  # exactly len(part) * acc when none is capped
 
     def keys(part: np.ndarray, j: int) -> np.ndarray:
         """Hierarchy attribute j: each tuple's subtree below the class's common node, as the
@@ -178,9 +194,9 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
             if lo == hi:
                 continue
             cuts = [_median(col)]
-            if quartiles:
+            if shares:
                 srt = np.sort(col)
-                cuts += [float(srt[int(f * (len(col) - 1))]) for f in QUARTILES]
+                cuts += [float(srt[int(f * (len(col) - 1))]) for f in SHARES]
             for med in cuts:
                 left = col <= med if med < hi else col < med
                 seen = left.tobytes()
@@ -221,9 +237,23 @@ def flat_tables(tables: Sequence[np.ndarray], dtype: Any) -> tuple[np.ndarray, n
 
 def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.ndarray,
               ind: np.ndarray, sens: list[np.ndarray], trees: list[Any], *, k: int,
-              l: int, quartiles: bool) -> list[list[Item]]:  # noqa: E741
+              l: int, shares: bool, reuse: np.ndarray | None) -> list[list[Item]]:  # noqa: E741
     """:func:`median_split` with ``small`` and the distinct rule, as one compiled loop
-    (:func:`streamanon.castle._window_kernel.median_cuts`)."""
+    (:func:`streamanon.castle._window_kernel.median_cuts`).
+
+    Args:
+        cset: the cluster set the items belong to.
+        items: the tuples to cut.
+        x: their numbers, one row per tuple.
+        nodes: their hierarchy nodes, one row per tuple.
+        ind: each tuple's individual, as a code.
+        sens: each sensitive attribute's codes.
+        trees: each hierarchy's depth-first ranks and parents, and its LCA table.
+        k: distinct individuals each class holds.
+        l: distinct sensitive values each class holds per attribute.
+        shares: try the cuts at the ``SHARES`` ranks too.
+        reuse: each tuple's loss in the remembered class it would join, or ``None``.
+    """
     from streamanon.castle._window_kernel import median_cuts
 
     n, h = len(items), len(cset.hier)
@@ -240,7 +270,8 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
     out = np.empty(n, dtype=np.int64)
     count = median_cuts(x, nodes, np.asarray(ind, dtype=np.int64), sens_m, k, l, True, inv,
                         w_hier, tables, toff, ranks, parents.astype(np.int64), losses, noff,
-                        np.array(QUARTILES if quartiles else (), dtype=np.float64), out)
+                        np.array(SHARES if shares else (), dtype=np.float64), out,
+                        np.zeros(0) if reuse is None else np.asarray(reuse, dtype=np.float64))
     if count <= 1:
         return [list(items)]
     parts: list[list[Item]] = [[] for _ in range(count)]

@@ -227,6 +227,9 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     Reuses ``cache``'s partition while ``item``'s class (its tuples still held) ``meets``
     the rule; else cuts again the tuples of ``held`` still waiting in ``cset``'s clusters.
     The class may fail the rule (when all held tuples together do): the caller checks.
+    With the distinct rule, the cuts weigh each tuple at most its loss in the remembered
+    class it fits in (``cache.history``, :func:`median_split`'s ``reuse``): the tuples that
+    will join such a class when theirs is released do not widen the classes left.
 
     Args:
         cache: the last partition, replaced when it is cut again.
@@ -245,7 +248,15 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     pending = [item, *(it for it in held if it is not item and not it.done
                        and it.cluster is not None and it.cluster.owner is cset)]
     cache.leaves = {}
-    for part in median_split(cset, pending, k=k, rule=rule, small=True, quartiles=True):
+    reuse = None
+    history = cache.history
+    if rule.distinct and history is not None and history.cset is cset:
+        # a tuple that fits a remembered class will join it when its class is released and
+        # that loses less: the cuts need not place it
+        reuse = np.array([np.inf if hit is None else hit[0]
+                          for hit in history.best_of(pending)], dtype=np.float64)
+    for part in median_split(cset, pending, k=k, rule=rule, small=True, shares=True,
+                             reuse=reuse):
         for it in part:
             cache.leaves[it.pos] = part
     return cache.leaves[item.pos]
