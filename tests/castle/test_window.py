@@ -181,7 +181,11 @@ def test_window_with_max_delay_releases_each_tuple_in_time() -> None:
     assert sum(isinstance(r, Released) for r in out) > 800
 
 
-def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit() -> None:
+@pytest.mark.parametrize("repeated", [False, True])
+def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: bool) -> None:
+    """With one held tuple per individual, the cuts weigh the remembered classes the held
+    tuples fit in; once an individual has two held tuples they do not (scattered over
+    remembered classes, its tuples would narrow it under intersection)."""
     import numpy as np
 
     from streamanon.castle.split import median_split
@@ -189,7 +193,11 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit() -> None:
 
     rules = RuleSet.from_dict(RULES)
     op = CastleAnonymizer(rules, k=3, l=2, delta=10_000, split="window")
-    for row in _rows(400, 100_000, seed=6):
+    rows = _rows(400, 100_000, seed=6)
+    assert len({r.values["u"] for r in rows}) == len(rows)
+    if repeated:
+        rows[7] = CastleRow({**rows[7].values, "u": rows[3].values["u"]}, rows[7].line)
+    for row in rows:
         assert op.process(row) == []  # nothing expires: every tuple is held
     cset, held = op._current, list(op._held)
     rule = cset.params.rule
@@ -211,6 +219,9 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit() -> None:
         group = rnd.sample(held, 3)
         history.add(cset.state_of(group), 0.01 * rnd.random(), n)
     weighed = cut(remembered)
+    if repeated:
+        assert weighed == plain
+        return
     reuse = np.array([np.inf if hit is None else hit[0] for hit in history.best_of(held)])
     assert np.isfinite(reuse).sum() >= 100  # many held tuples fit a remembered class
     want = median_split(cset, held, k=3, rule=rule, small=True, shares=True, reuse=reuse)

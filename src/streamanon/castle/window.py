@@ -227,9 +227,10 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     Reuses ``cache``'s partition while ``item``'s class (its tuples still held) ``meets``
     the rule; else cuts again the tuples of ``held`` still waiting in ``cset``'s clusters.
     The class may fail the rule (when all held tuples together do): the caller checks.
-    With the distinct rule, the cuts weigh each tuple at most its loss in the remembered
-    class it fits in (``cache.history``, :func:`median_split`'s ``reuse``): the tuples that
-    will join such a class when theirs is released do not widen the classes left.
+    With the distinct rule and one held tuple per individual, the cuts weigh each tuple at
+    most its loss in the remembered class it fits in (``cache.history``,
+    :func:`median_split`'s ``reuse``): the tuples that will join such a class when theirs is
+    released do not widen the classes left.
 
     Args:
         cache: the last partition, replaced when it is cut again.
@@ -250,9 +251,13 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     cache.leaves = {}
     reuse = None
     history = cache.history
-    if rule.distinct and history is not None and history.cset is cset:
+    if (rule.distinct and history is not None and history.cset is cset
+            and len({it.individual for it in pending}) == len(pending)):
         # a tuple that fits a remembered class will join it when its class is released and
-        # that loses less: the cuts need not place it
+        # that loses less: the cuts need not place it. Only while every held tuple is its
+        # individual's only one: an individual's tuples scattered over remembered classes
+        # narrow it under intersection (ASHRAE by building, k = 5: 0.30 of the width left
+        # without the weighing, 0.02 with it, at the same loss)
         reuse = np.array([np.inf if hit is None else hit[0]
                           for hit in history.best_of(pending)], dtype=np.float64)
     for part in median_split(cset, pending, k=k, rule=rule, small=True, shares=True,
