@@ -8,7 +8,7 @@ import pytest
 
 from streamanon.castle import CastleAnonymizer, CastleRow, Released, RuleSet
 from streamanon.castle.cluster import ClusterSet
-from streamanon.castle.split import median_split
+from streamanon.castle.split import SHARES, SINGLE_SHARES, median_split
 from streamanon.data import ashrae
 from streamanon.errors import ConfigError
 from streamanon.verify.castle import check_castle, rules_from_toml
@@ -129,19 +129,20 @@ def _ashrae_rows(n: int) -> list[CastleRow]:
     return [CastleRow(dict(r), i + 2) for i, r in enumerate(ashrae.generate(n))]
 
 
-@pytest.mark.parametrize("shares", [False, True])
+@pytest.mark.parametrize(("shares", "ends"), [((), False), (SHARES, False),
+                                              (SINGLE_SHARES, True), ((), True)])
 @pytest.mark.parametrize(("data", "k", "l"), [("toy", 2, 2), ("toy", 4, 3), ("toy", 3, 0),
                                               ("ashrae", 5, 2)])
 def test_compiled_small_cuts_give_the_numpy_classes(data: str, k: int, l: int,  # noqa: E741
-                                                    shares: bool) -> None:
+                                                    shares: tuple, ends: bool) -> None:
     if data == "toy":
         rules, rows = RuleSet.from_dict(RULES), _rows(500, 120, seed=k)
     else:
         rules, rows = RuleSet.from_toml(ashrae.rules_toml()), _ashrae_rows(800)
     cset, items = _items(rows, rules)
-    ref = median_split(cset, items, k=k, l=l, small=True, shares=shares,
+    ref = median_split(cset, items, k=k, l=l, small=True, shares=shares, ends=ends,
                        compiled=False)
-    fast = median_split(cset, items, k=k, l=l, small=True, shares=shares)
+    fast = median_split(cset, items, k=k, l=l, small=True, shares=shares, ends=ends)
     assert len(ref) > 10
     assert [[it.pos for it in g] for g in fast] == [[it.pos for it in g] for g in ref]
 
@@ -155,12 +156,15 @@ def test_share_cuts_keep_k_and_l_and_lose_no_more_than_median_cuts() -> None:
                    for g in groups)
 
     median = median_split(cset, items, k=4, l=2, small=True)
-    quart = median_split(cset, items, k=4, l=2, small=True, shares=True)
-    assert sorted(it.pos for g in quart for it in g) == sorted(it.pos for it in items)
-    for g in quart:
-        assert len({it.individual for it in g}) >= 4
-        assert len({it.sensitive[0] for it in g}) >= 2
+    quart = median_split(cset, items, k=4, l=2, small=True, shares=SHARES)
+    ends = median_split(cset, items, k=4, l=2, small=True, shares=SINGLE_SHARES, ends=True)
+    for cut in (quart, ends):
+        assert sorted(it.pos for g in cut for it in g) == sorted(it.pos for it in items)
+        for g in cut:
+            assert len({it.individual for it in g}) >= 4
+            assert len({it.sensitive[0] for it in g}) >= 2
     assert loss(quart) < loss(median)
+    assert loss(ends) < loss(median)
 
 
 def _reuse(items, seed: int, top: float = 0.3):
@@ -181,9 +185,9 @@ def test_compiled_cuts_weighing_reuse_give_the_numpy_classes(data: str, k: int,
         rules, rows = RuleSet.from_toml(ashrae.rules_toml()), _ashrae_rows(800)
     cset, items = _items(rows, rules)
     reuse = _reuse(items, seed=k)
-    ref = median_split(cset, items, k=k, l=l, small=True, shares=True, reuse=reuse,
+    ref = median_split(cset, items, k=k, l=l, small=True, shares=SHARES, reuse=reuse,
                        compiled=False)
-    fast = median_split(cset, items, k=k, l=l, small=True, shares=True, reuse=reuse)
+    fast = median_split(cset, items, k=k, l=l, small=True, shares=SHARES, reuse=reuse)
     assert len(ref) > 10
     assert [[it.pos for it in g] for g in fast] == [[it.pos for it in g] for g in ref]
 
@@ -207,9 +211,9 @@ def test_cuts_weighing_reuse_lose_less_for_the_tuples_that_stay(compiled: bool) 
                 total += sum(min(own, reuse[at[it.pos]]) for it in g)  # noqa: B023
             return total
 
-        weighed = median_split(cset, items, k=4, l=2, small=True, shares=True, reuse=reuse,
+        weighed = median_split(cset, items, k=4, l=2, small=True, shares=SHARES, reuse=reuse,
                                compiled=compiled)
-        plain = median_split(cset, items, k=4, l=2, small=True, shares=True,
+        plain = median_split(cset, items, k=4, l=2, small=True, shares=SHARES,
                              compiled=compiled)
         assert sorted(it.pos for g in weighed for it in g) == sorted(it.pos for it in items)
         for g in weighed:
@@ -218,7 +222,7 @@ def test_cuts_weighing_reuse_lose_less_for_the_tuples_that_stay(compiled: bool) 
         totals["weighed"] += cost(weighed)
         totals["plain"] += cost(plain)
         # no remembered class fits: the same cuts as without
-        none = median_split(cset, items, k=4, l=2, small=True, shares=True,
+        none = median_split(cset, items, k=4, l=2, small=True, shares=SHARES,
                             reuse=np.full(len(items), np.inf), compiled=compiled)
         assert [[it.pos for it in g] for g in none] == [[it.pos for it in g] for g in plain]
     assert totals["weighed"] < 0.995 * totals["plain"]

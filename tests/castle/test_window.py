@@ -188,7 +188,7 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: 
     remembered classes, its tuples would narrow it under intersection)."""
     import numpy as np
 
-    from streamanon.castle.split import median_split
+    from streamanon.castle.split import SINGLE_SHARES, median_split
     from streamanon.castle.window import WindowCache, window_leaf
 
     rules = RuleSet.from_dict(RULES)
@@ -224,6 +224,7 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: 
         return
     reuse = np.array([np.inf if hit is None else hit[0] for hit in history.best_of(held)])
     assert np.isfinite(reuse).sum() >= 100  # many held tuples fit a remembered class
-    want = median_split(cset, held, k=3, rule=rule, small=True, shares=True, reuse=reuse)
+    want = median_split(cset, held, k=3, rule=rule, small=True, shares=SINGLE_SHARES,
+                        ends=True, reuse=reuse)
     assert weighed == sorted(sorted(it.pos for it in p) for p in want)
     assert weighed != plain

@@ -184,7 +184,7 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
                 inv: np.ndarray, w_hier: np.ndarray,
                 tables: np.ndarray, toff: np.ndarray, ranks: np.ndarray,
                 parents: np.ndarray, losses: np.ndarray, noff: np.ndarray,
-                fracs: np.ndarray, out: np.ndarray,
+                fracs: np.ndarray, ends: bool, out: np.ndarray,
                 reuse: np.ndarray) -> int:  # pragma: no cover - numba
     """:func:`streamanon.castle.split.median_split`'s cuts as one compiled loop, for the
     distinct diversity rule: writes each tuple's class (classes numbered in the order of
@@ -208,6 +208,8 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
         losses: each node's loss, likewise.
         noff: each hierarchy's start in ``ranks``, ``parents`` and ``losses``.
         fracs: the cuts tried besides the median, as shares of the sorted values.
+        ends: try too the cuts that leave k tuples on one side (the values at ranks k - 1
+            and m - k - 1 of a class of m tuples), after the shares.
         out: written: each tuple's class.
         reuse: each tuple's loss in the remembered class it would join (``inf``: none); a
             tuple counts at most that in a half's cost. Empty: every tuple counts its half's
@@ -266,8 +268,16 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
             if lo == hi:
                 continue
             srt = np.sort(c)
-            for f in range(len(fracs) + 1):
-                med = _median(c) if f == 0 else srt[int(fracs[f - 1] * (m - 1))]
+            for f in range(len(fracs) + 3):
+                if f == 0:
+                    med = _median(c)
+                elif f <= len(fracs):
+                    med = srt[int(fracs[f - 1] * (m - 1))]
+                else:  # the ends: k tuples cut off either end of the sorted values
+                    r = k - 1 if f == len(fracs) + 1 else m - k - 1
+                    if not ends or r < 0 or r >= m:
+                        continue
+                    med = srt[r]
                 left = c <= med if med < hi else c < med
                 same = False
                 for prev in tried:

@@ -28,9 +28,12 @@ if TYPE_CHECKING:
 
 SPLITS = ("prink", "median", "window")
 
-#: with ``shares``, the cuts tried besides the median: at these shares of a class's
-#: sorted values (each attribute's value at that rank)
+#: the window release's cuts besides the median: at these shares of a class's sorted values
+#: (each attribute's value at that rank)
 SHARES = (0.25, 0.75)
+#: the same while each held tuple is its individual's only one, with the ends (cuts that
+#: leave k tuples on one side): measured in docs/design/castle.md
+SINGLE_SHARES = (1 / 3, 2 / 3)
 
 
 def _tree_arrays(tree: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +65,7 @@ def _median(col: np.ndarray) -> float:
 
 def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,  # noqa: E741
                  rule: Diversity | None = None, small: bool = False,
-                 shares: bool = False, compiled: bool = True,
+                 shares: Sequence[float] = (), ends: bool = False, compiled: bool = True,
                  reuse: np.ndarray | None = None) -> list[list[Item]]:
     """Split ``items`` by strict median cuts into classes of >= k individuals meeting ``rule``.
 
@@ -70,8 +73,9 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     between the subtrees below the class's common node (at the subtree boundary nearest the
     median), and takes, among the cuts whose halves both hold >= k distinct individuals and
     meet the diversity rule on every sensitive attribute, the one whose halves lose least
-    (tuples times the halves' weighted loss; with ``shares``, the cuts at the values of the
-    ``SHARES`` ranks are candidates too); a class of fewer than 2k individuals is not
+    (tuples times the halves' weighted loss; the cuts at the values of the ``shares``
+    ranks are candidates too, and with ``ends`` the two that leave k tuples on one side); a
+    class of fewer than 2k individuals is not
     cut unless ``small`` (then it is, when both halves keep >= k individuals: an
     individual's several tuples). With ``reuse``, a tuple counts in a half's cost at most
     its loss in the remembered class it would join (the window release moves it there
@@ -85,8 +89,10 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
         l: distinct l-diversity, when no ``rule`` is given.
         rule: the diversity rule each class meets (default: distinct ``l``).
         small: cut classes of fewer than 2k individuals too, while the halves allow it.
-        shares: try, besides each attribute's median, a cut at its values at the
-            ``SHARES`` ranks too (the window release's cuts).
+        shares: try, besides each attribute's median, a cut at its values at these shares
+            of the sorted values (the window release's cuts: :data:`SHARES`).
+        ends: try too the cuts at each attribute's values at ranks k - 1 and n - k - 1 of
+            a class of n tuples (after the shares' cuts).
         compiled: with ``small``, the distinct rule and finite numbers, cut in one compiled
             loop (the same classes; ``False``: numpy, which the tests compare it with).
         reuse: each tuple's loss in the least-loss remembered class it fits in, ``inf``
@@ -111,7 +117,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     sens = [u[1] for u in uniq]
     if compiled and small and rule.distinct and np.isfinite(x).all():
         return _compiled(cset, items, x, nodes, ind, sens, trees, k=k, l=rule.l,
-                         shares=shares, reuse=reuse)
+                         shares=shares, ends=ends, reuse=reuse)
     names = cset.rules.sensitive
 
     def distinct(codes: np.ndarray) -> int:
@@ -194,9 +200,10 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
             if lo == hi:
                 continue
             cuts = [_median(col)]
-            if shares:
-                srt = np.sort(col)
-                cuts += [float(srt[int(f * (len(col) - 1))]) for f in SHARES]
+            srt = np.sort(col) if shares or ends else col
+            cuts += [float(srt[int(f * (len(col) - 1))]) for f in shares]
+            if ends:  # k tuples cut off either end (the compiled loop's order)
+                cuts += [float(srt[r]) for r in (k - 1, len(col) - k - 1) if 0 <= r < len(col)]
             for med in cuts:
                 left = col <= med if med < hi else col < med
                 seen = left.tobytes()
@@ -237,7 +244,8 @@ def flat_tables(tables: Sequence[np.ndarray], dtype: Any) -> tuple[np.ndarray, n
 
 def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.ndarray,
               ind: np.ndarray, sens: list[np.ndarray], trees: list[Any], *, k: int,
-              l: int, shares: bool, reuse: np.ndarray | None) -> list[list[Item]]:  # noqa: E741
+              l: int, shares: Sequence[float], ends: bool,  # noqa: E741
+              reuse: np.ndarray | None) -> list[list[Item]]:
     """:func:`median_split` with ``small`` and the distinct rule, as one compiled loop
     (:func:`streamanon.castle._window_kernel.median_cuts`).
 
@@ -251,7 +259,8 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
         trees: each hierarchy's depth-first ranks and parents, and its LCA table.
         k: distinct individuals each class holds.
         l: distinct sensitive values each class holds per attribute.
-        shares: try the cuts at the ``SHARES`` ranks too.
+        shares: the shares of the sorted values whose cuts are tried too.
+        ends: try the cuts that leave k tuples on one side too.
         reuse: each tuple's loss in the remembered class it would join, or ``None``.
     """
     from streamanon.castle._window_kernel import median_cuts
@@ -270,7 +279,7 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
     out = np.empty(n, dtype=np.int64)
     count = median_cuts(x, nodes, np.asarray(ind, dtype=np.int64), sens_m, k, l, True, inv,
                         w_hier, tables, toff, ranks, parents.astype(np.int64), losses, noff,
-                        np.array(SHARES if shares else (), dtype=np.float64), out,
+                        np.array(shares, dtype=np.float64), ends, out,
                         np.zeros(0) if reuse is None else np.asarray(reuse, dtype=np.float64))
     if count <= 1:
         return [list(items)]
@@ -280,4 +289,4 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
     return parts
 
 
-__all__ = ["SPLITS", "flat_tables", "median_split"]
+__all__ = ["SHARES", "SINGLE_SHARES", "SPLITS", "flat_tables", "median_split"]

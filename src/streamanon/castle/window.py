@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streamanon.castle.split import flat_tables, median_split
+from streamanon.castle.split import SHARES, SINGLE_SHARES, flat_tables, median_split
 
 if TYPE_CHECKING:
     from streamanon.castle.cluster import Cluster, ClusterSet, Item, State
@@ -251,8 +251,11 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
     cache.leaves = {}
     reuse = None
     history = cache.history
-    if (rule.distinct and history is not None and history.cset is cset
-            and len({it.individual for it in pending}) == len(pending)):
+    # one held tuple per individual: nothing to intersect (see the condition's measurements
+    # in docs/design/castle.md), so the cuts may leave k tuples on one side and weigh the
+    # remembered classes
+    single = len({it.individual for it in pending}) == len(pending)
+    if rule.distinct and history is not None and history.cset is cset and single:
         # a tuple that fits a remembered class will join it when its class is released and
         # that loses less: the cuts need not place it. Only while every held tuple is its
         # individual's only one: an individual's tuples scattered over remembered classes
@@ -260,7 +263,8 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
         # without the weighing, 0.02 with it, at the same loss)
         reuse = np.array([np.inf if hit is None else hit[0]
                           for hit in history.best_of(pending)], dtype=np.float64)
-    for part in median_split(cset, pending, k=k, rule=rule, small=True, shares=True,
+    for part in median_split(cset, pending, k=k, rule=rule, small=True,
+                             shares=SINGLE_SHARES if single else SHARES, ends=single,
                              reuse=reuse):
         for it in part:
             cache.leaves[it.pos] = part
