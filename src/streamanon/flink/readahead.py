@@ -106,13 +106,7 @@ class ChunkHelper:
     """
 
     def __init__(self, parser: Any, python: str | None = None) -> None:
-        self.proc = subprocess.Popen(
-            [python or sys.executable, "-m", "streamanon.flink.readahead"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=os.environ.copy())
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._stderr: list[bytes] = []
-        threading.Thread(target=_drain, args=(self.proc, self._stderr), daemon=True).start()
+        self.proc, self._stderr = _start(python)
         self._send(("chunks", parser))
 
     def _send(self, request: Any) -> None:
@@ -146,6 +140,18 @@ class ChunkHelper:
     def close(self) -> None:
         """End the helper (closing its stdin ends it too)."""
         _end(self.proc)
+
+
+def _start(python: str | None) -> tuple[subprocess.Popen, list[bytes]]:
+    """A helper process (this module's :func:`serve`) and the list its stderr is drained into
+    by a thread (so that a chatty helper never blocks on a full pipe)."""
+    proc = subprocess.Popen([python or sys.executable, "-m", "streamanon.flink.readahead"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=os.environ.copy())
+    assert proc.stdin is not None and proc.stdout is not None
+    stderr: list[bytes] = []
+    threading.Thread(target=_drain, args=(proc, stderr), daemon=True).start()
+    return proc, stderr
 
 
 def _drain(proc: subprocess.Popen, into: list[bytes]) -> None:
@@ -188,13 +194,8 @@ class ReadAhead:
                  python: str | None = None, send_from: int | None = None) -> None:
         send_from = start if send_from is None else send_from
         self.next = send_from
-        self.proc = subprocess.Popen(
-            [python or sys.executable, "-m", "streamanon.flink.readahead"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=os.environ.copy())
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._stderr: list[bytes] = []
-        threading.Thread(target=_drain, args=(self.proc, self._stderr), daemon=True).start()
+        self.proc, self._stderr = _start(python)
+        assert self.proc.stdin is not None
         pickle.dump((path, split_bytes, start, stop, parser, send_from), self.proc.stdin,
                     protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.flush()  # stdin stays open: closing it (or dying) ends the helper
