@@ -781,20 +781,15 @@ def _class_text(rows: Sequence[ReleasedFields], names: Sequence[str], slots: Seq
     order: list[int] = []
     consts: list[str] = []
     cells: list[str] = []  # the line with "\0" for each row's own field (the C lane)
-    inner = quotes = 0  # per line: commas and quotes that the class's values bring
     for name, at in zip(names, [*slots, *(-1 for _ in range(len(names) - len(slots)))],
                         strict=True):
         if at >= 0:
             order.append(at)
             cells.append("\0")
             continue
-        value = template[name]
-        if type(value) is not str or '"' in value or "\n" in value or "\r" in value:
+        value = _constant_cell(template[name])
+        if value is None:
             return None
-        if "," in value:
-            inner += value.count(",")
-            quotes += 2
-            value = f'"{value}"'
         order.append(width + len(consts))
         consts.append(value)
         cells.append(value)
@@ -808,38 +803,48 @@ def _class_text(rows: Sequence[ReleasedFields], names: Sequence[str], slots: Seq
         text = "\n".join([",".join(pick(r.fields + extra)) for r in rows]) + "\n"
     except TypeError:  # a field that is not text
         return None
-    if (text.count(",") != n * (commas + inner) or text.count('"') != n * quotes
-            or text.count("\n") != n or "\r" in text):
-        return None
-    return text
+    return text if _plain_lines(text, n, commas, consts) else None
 
 
 def _columns_text(columns: Sequence[Sequence[Any]], n: int, commas: int) -> str | None:
     """The CSV lines of ``n`` rows given column by column (:func:`_group_text`)."""
     fields: list[Any] = []
-    quotes = inner = 0  # per line: quotes and commas that the constant columns bring
+    consts: list[str] = []
     for col in columns:
         first = col[0]
         if col.count(first) == n:  # one value in every row: quoted once when it needs it
-            if type(first) is not str or '"' in first or "\n" in first or "\r" in first:
+            cell = _constant_cell(first)
+            if cell is None:
                 return None
-            if "," in first:
-                inner += first.count(",")
-                quotes += 2
-                first = f'"{first}"'
-            fields.append(repeat(first, n))
+            consts.append(cell)
+            fields.append(repeat(cell, n))
         else:
             fields.append(col)
     try:
         text = "\n".join(map(",".join, zip(*fields, strict=True))) + "\n"
     except TypeError:  # None or a value that is not text
         return None
-    # the varying columns hold no comma, quote or line break: the counts are exactly those
-    # of the separators and of the constant columns
-    if (text.count(",") != n * (commas + inner) or text.count('"') != n * quotes
-            or text.count("\n") != n or "\r" in text):
+    return text if _plain_lines(text, n, commas, consts) else None
+
+
+def _constant_cell(value: Any) -> str | None:
+    """A value every row of a group shares, as its CSV cell (quoted once when it holds a
+    comma), or ``None`` when it is not text or holds a quote or line break (the csv module
+    decides then)."""
+    if type(value) is not str or '"' in value or "\n" in value or "\r" in value:
         return None
-    return text
+    return f'"{value}"' if "," in value else value
+
+
+def _plain_lines(text: str, n: int, commas: int, consts: Sequence[str]) -> bool:
+    """Whether ``n`` lines joined from the group's cells need no more quoting: each line's
+    commas and quotes are exactly its ``commas`` separators and those of the constant cells
+    ``consts`` (so no varying field holds a comma, quote or line break), and it has one
+    line break."""
+    inner = sum(c.count(",") for c in consts)
+    quotes = sum(c.count('"') for c in consts)
+    return (text.count(",") == n * (commas + inner) and text.count('"') == n * quotes
+            and text.count("\n") == n and "\r" not in text)
 
 
 def _cell(v: Any) -> str:
