@@ -131,14 +131,20 @@ def test_arrow_loads_without_cloudpickle_which_stays_importable() -> None:
     assert res.returncode == 0, res.stderr[-2000:]
 
 
+def castle_run(rows: int) -> str:
+    """:data:`RUN` in a fresh folder holding ``in.csv`` (``rows`` ASHRAE-shaped rows) and
+    ``rules.toml``."""
+    setup = ("import tempfile, os\nd = tempfile.mkdtemp()\nos.chdir(d)\n"
+             "from streamanon.data import ashrae\n"
+             f"ashrae.write_csv('in.csv', ashrae.generate({rows}, seed=1))\n"
+             "open('rules.toml', 'w').write(ashrae.rules_toml())\n")
+    return RUN.replace("sys.argv = [", setup + "sys.argv = [")
+
+
 def test_a_castle_run_loads_no_pydantic() -> None:
     """Path options (the rules file, the input, -o) coerced without typer's pydantic adapter:
     a plain run of castle, and of verify castle on its output, loads no pydantic."""
-    setup = ("import tempfile, os\nd = tempfile.mkdtemp()\nos.chdir(d)\n"
-             "from streamanon.data import ashrae\n"
-             "ashrae.write_csv('in.csv', ashrae.generate(60, seed=1))\n"
-             "open('rules.toml', 'w').write(ashrae.rules_toml())\n")
-    run = RUN.replace("sys.argv = [", setup + "sys.argv = [")
+    run = castle_run(60)
     names = modules_after(run, "castle", "--rules", "rules.toml", "--k", "2", "--l", "1",
                           "in.csv", "-o", "out.csv", "--json")
     assert {"numpy", "streamanon.cli.castle", "streamanon.castle"} <= names
@@ -220,11 +226,7 @@ def test_a_castle_run_on_clean_csv_loads_neither_pyarrow_nor_rich() -> None:
 
     if _native.load() is None:
         pytest.skip(f"no C build: {_native.unavailable}")
-    setup = ("import tempfile, os\nd = tempfile.mkdtemp()\nos.chdir(d)\n"
-             "from streamanon.data import ashrae\n"
-             "ashrae.write_csv('in.csv', ashrae.generate(600, seed=1))\n"
-             "open('rules.toml', 'w').write(ashrae.rules_toml())\n")
-    run = RUN.replace("sys.argv = [", setup + "sys.argv = [")
+    run = castle_run(600)
     names = modules_after(run, "castle", "--rules", "rules.toml", "--k", "5", "--l", "2",
                           "in.csv", "-o", "out.csv")
     assert {"streamanon.cli.castle", "streamanon.castle", "streamanon.io._native"} <= names
