@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import pickle
 from collections import Counter
 
 import pytest
@@ -14,29 +15,36 @@ from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow
 from streamanon.cli.castle import run_castle
 from streamanon.data import ashrae
-from streamanon.errors import UnreadableInputError
+from streamanon.errors import BadRecordError, UnreadableInputError
 from streamanon.flink.castle_rows import (
     RULES_END,
     RULES_FILE,
     RULES_LINE,
     CastleChunkParser,
+    ColumnRows,
     RulesInbox,
+    apply_batch,
     merge_castle_outcomes,
     outcome_items,
     outcome_lines,
     partition_of,
     rows_of,
     rules_report,
+    seqs_of,
+    written_outcomes,
 )
 from streamanon.flink.outcomes import (
     castle_batch_line,
     castle_text_lines,
+    castle_written_line,
+    castle_written_of,
     note_line,
     read_outcomes,
     text_lines_of,
 )
 from streamanon.io import OnError
-from streamanon.io.rows import RowReader
+from streamanon.io.rows import RowReader, RowWriter
+from streamanon.records import Suppressed
 
 RULES = RuleSet.from_toml(ashrae.rules_toml())
 NUMERIC = [r.name for r in RULES.qi_rules if type(r.generalizer).__name__ == "RangeGeneralizer"]
@@ -369,3 +377,62 @@ def test_check_rules_takes_static_attributes_as_an_operator_parameter():
     assert [a.name for a in op.rules.qi_rules if a.static] == ["square_feet", "primary_use"]
     with pytest.raises(ConfigError, match="no attribute"):
         check_rules(text, "building_id", {**params, "static": ["nope"]})
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_column_batches_release_what_their_rows_release_one_by_one(tmp_path, partitions):
+    """A clean block travels as columns (:class:`ColumnRows`) and goes through the operator's
+    block entry point (:func:`apply_batch`): per partition, the same releases, suppressions
+    and refusals (a category the hierarchy lacks, in the middle of a clean block) as its rows
+    one by one, and written as the output's messages (:func:`written_outcomes`) the bytes a
+    row writer writes for each released row."""
+    lines = ashrae_lines(1500, tmp_path)
+    for at in (300, 301, 900):  # clean lines the operator refuses
+        fields = lines[at].split(",")
+        fields[3] = "Nowhere"
+        lines[at] = ",".join(fields)
+    params = {"k": 4, "l": 2, "delta": 60, "beta": 50, "mu": 10, "zeta": 10}
+    parser = CastleChunkParser("csv", RULES.id_field, NUMERIC, partitions)
+    by_block: dict[int, CastleAnonymizer] = {}
+    by_row: dict[int, CastleAnonymizer] = {}
+    columns = columns_seen = 0
+    got: list = []
+    want: list = []
+    refused: list = []
+    refused_one_by_one: list = []
+    for lo in range(0, len(lines), 400):
+        for part, batch in parser.feed("\n".join(lines[lo:lo + 400]).encode())[1]:
+            columns += sum(type(p) is ColumnRows for p in pickle.loads(batch))
+            block = by_block.setdefault(part, CastleAnonymizer(RuleSet.from_toml(
+                ashrae.rules_toml()), **params))
+            one = by_row.setdefault(part, CastleAnonymizer(RuleSet.from_toml(
+                ashrae.rules_toml()), **params))
+            done = apply_batch(block, batch)
+            assert list(seqs_of(batch)) == [seq for seq, _ in rows_of(batch)]
+            assert done.rows == len(rows_of(batch))
+            columns_seen += done.header is not None
+            got += done.items
+            refused += done.refused
+            for seq, values in rows_of(batch):
+                try:
+                    want += one.process(CastleRow(values, seq))
+                except BadRecordError as exc:
+                    refused_one_by_one.append((seq, values, str(exc)))
+    for part in by_block:
+        got += by_block[part].flush()
+        want += by_row[part].flush()
+    assert columns >= partitions and columns_seen
+    assert got == want and len(got) > 1000
+    assert refused == refused_one_by_one
+    assert sorted(r[0] for r in refused) == [301, 302, 901]  # line numbers count from 1
+    header = parser._columns()
+    seqs, text, suppressed = castle_written_of(castle_written_line(
+        *written_outcomes(got, header, "csv", "loss")))
+    released = [x for x in got if not isinstance(x, Suppressed)]
+    buf = io.StringIO()
+    writer = RowWriter(buf, "csv", [*header, "loss"])
+    for x in released:
+        writer.write(x.values)
+    assert text.decode() == buf.getvalue().split("\n", 1)[1]  # (the writer's header first)
+    assert list(seqs) == [x.line for x in released]
+    assert len(suppressed) == len(got) - len(released)

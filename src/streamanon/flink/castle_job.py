@@ -120,7 +120,7 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
                      rules_texts: list[str], params: dict[str, Any], columns: list[str],
                      fmt: str = "csv", snapshot_every: int | None = None,
                      rules_from: Endpoint | None = None, bad_rules: str = "skip",
-                     keyed: bool = False) -> None:
+                     keyed: bool = False, out_format: str | None = None) -> None:
     """Add the rules' broadcast and the keyed CASTLE step after the reading step ``rows``
     (its rows and its side output :data:`~streamanon.flink.functions.META`); ``sink`` takes
     the outcomes. ``rules_texts`` (TOML), then the rule sets read from ``rules_from``, go on
@@ -140,6 +140,8 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
             job.
         keyed: emit each outcome as ``Row(Flink key, text)`` (a Kafka job's message step; the
             reading step's side output is then :data:`~streamanon.flink.functions.KEYED_META`).
+        out_format: the CASTLE step writes the released rows as messages in this format (a
+            Kafka job's; ``None``: it sends them as outcomes).
     """
     first = RuleSet.from_toml(rules_texts[0])
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
@@ -161,7 +163,8 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
     outcomes = (
         keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
         .connect(rules)
-        .process(CastlePartition(params, fmt, columns, snapshot_every, keyed=keyed),
+        .process(CastlePartition(params, fmt, columns, snapshot_every, keyed=keyed,
+                                 out_format=out_format),
                  output_type=Types.ROW([Types.INT(), Types.STRING()]) if keyed
                  else Types.STRING())
         .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']} "
@@ -330,7 +333,8 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
         build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out, options),
                          rules_texts=texts, params=params,
                          columns=list(source.columns or []), fmt=in_format,
-                         snapshot_every=snapshot_every, keyed=True)
+                         snapshot_every=snapshot_every, keyed=True,
+                         out_format=out.out_format)
         if options.work_dir is not None:  # (a temporary work folder goes with the run)
             write_plan(env, work)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "

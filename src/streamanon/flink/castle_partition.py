@@ -6,7 +6,6 @@ Design: docs/design/flink.md
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import pickle
 from collections.abc import Iterator
@@ -18,11 +17,16 @@ from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFuncti
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.records import CastleRow
-from streamanon.errors import BadRecordError, ConfigError
-from streamanon.flink.castle_rows import RulesInbox, outcome_items, refused_line, rows_of
+from streamanon.errors import ConfigError
+from streamanon.flink.castle_rows import (
+    RulesInbox,
+    apply_batch,
+    outcome_items,
+    refused_line,
+    written_outcomes,
+)
 from streamanon.flink.functions import END_OF_INPUT, META, current_key
-from streamanon.flink.outcomes import castle_batch_line, note_line
+from streamanon.flink.outcomes import castle_batch_line, castle_written_line, note_line
 from streamanon.flink.state import KeyedState
 
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
@@ -103,6 +107,8 @@ class Partition:
     op: CastleAnonymizer
     version: int = 0
     logged: int = 0
+    #: the input's columns as the last batch of columns gave them (``None``: none yet)
+    header: list[str] | None = None
 
 
 class CastlePartition(KeyedBroadcastProcessFunction):
@@ -118,17 +124,21 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         snapshot_every: rows between snapshots of a partition's state (``None``: the default).
         keyed: emit each text as ``Row(Flink key, text)`` (a Kafka job's message step is keyed
             as this step), the rules' notes as ``Row(-1, note)``.
+        out_format: write the released rows here, as the output's messages in this format
+            (:func:`~streamanon.flink.outcomes.castle_written_line`; ``None``: send them as
+            outcomes, :func:`~streamanon.flink.outcomes.castle_batch_line`).
     """
 
     SNAPSHOT_EVERY = 2000
     REPLAY_RATIO = 16
 
     def __init__(self, params: dict[str, Any], fmt: str, columns: list[str],
-                 snapshot_every: int | None = None, *, keyed: bool = False) -> None:
+                 snapshot_every: int | None = None, *, keyed: bool = False,
+                 out_format: str | None = None) -> None:
         CastleAnonymizer(None, **params)  # validate the parameters on the client
         self.params, self.fmt, self.columns = params, fmt, columns
         self.snapshot_every = max(1, int(snapshot_every)) if snapshot_every else None
-        self.keyed = keyed
+        self.keyed, self.out_format = keyed, out_format
 
     def open(self, runtime_context: Any) -> None:
         self._state = KeyedState.open(runtime_context)
@@ -184,12 +194,8 @@ class CastlePartition(KeyedBroadcastProcessFunction):
             if event[0] == "rules":
                 version = event[1]
                 op.set_rules(self._rules_of(ctx, version))
-            else:
-                batch = rows_of(event[1])
-                rows += len(batch)
-                for seq, values in batch:
-                    with contextlib.suppress(ValueError):  # refused then too, reported then
-                        op.process(CastleRow(values, seq))
+            else:  # (refused rows were refused then too, and reported then)
+                rows += apply_batch(op, event[1]).rows
         live = self._ops[key] = Partition(op, version, rows)
         ctx.timer_service().register_event_time_timer(END_OF_INPUT)
         return live
@@ -220,20 +226,27 @@ class CastlePartition(KeyedBroadcastProcessFunction):
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         _, data = value
         live = self._partition(ctx)
-        op = live.op
         out = self._apply_rules(live, ctx)
-        lines: list[str] = []
-        batch = rows_of(data)
-        for seq, values in batch:
-            try:
-                out += op.process(CastleRow(values, seq))
-            except BadRecordError as exc:  # the pure path's rule (pipeline.stages)
-                lines.append(refused_line(seq, values, self.fmt, self.columns, str(exc)))
-        self._log_event(live, ("rows", data), len(batch))
+        done = apply_batch(live.op, data)  # a refused row: the pure path's rule
+        out += done.items
+        lines = [refused_line(seq, values, self.fmt, self.columns, reason)
+                 for seq, values, reason in done.refused]
+        self._log_event(live, ("rows", data), done.rows)
+        live.header = done.header or live.header
         if out:
-            lines.append(castle_batch_line(outcome_items(out)))
+            lines.append(self._outcome_line(live, out))
         if lines:
             yield self._out(ctx, "\n".join(lines))
+
+    def _outcome_line(self, live: Partition, out: list[Any]) -> str:
+        """What the operator released and suppressed, as one line: the released rows
+        written as the output's messages when the step writes them (``out_format``) and the
+        input's columns are known, else as outcomes."""
+        columns = live.header or self.columns
+        if self.out_format is None or not columns:
+            return castle_batch_line(outcome_items(out))
+        return castle_written_line(*written_outcomes(out, columns, self.out_format,
+                                                  live.op.loss_field))
 
     def _out(self, ctx: Any, text: str) -> Any:
         return Row(current_key(ctx), text) if self.keyed else text
@@ -243,7 +256,8 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         out = self._apply_rules(live, ctx)
         out += live.op.flush()
         if out:
-            yield self._out(ctx, castle_batch_line(outcome_items(out)))
+            yield self._out(ctx, self._outcome_line(live, out))
 
 
 __all__ = ["RULES", "CastlePartition", "ParseRules", "subtask_index"]
+

@@ -13,6 +13,7 @@ import pickle
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow, Released, canonical
-from streamanon.errors import ConfigError, HelperGone, StreamanonError
+from streamanon.errors import BadRecordError, ConfigError, HelperGone, StreamanonError
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -34,7 +35,8 @@ from streamanon.flink.outcomes import (
     rejected_line,
 )
 from streamanon.io import InputError, OnError, RejectLog
-from streamanon.io.rows import RowReader, RowWriter
+from streamanon.io.clean import RowColumns
+from streamanon.io.rows import CleanBlock, RowReader, RowWriter
 from streamanon.records import Rejected, RunStats, Suppressed
 
 log = logging.getLogger(__name__)
@@ -226,7 +228,8 @@ class CastleChunkParser:
         covered = np.zeros(len(lines), dtype=bool)
         for seq, _ in meta:  # the header
             covered[seq - first] = True
-        rows: list[CastleRow] = []
+        rows: list[tuple[int, dict[str, Any]]] = []
+        blocks: list[tuple[int, CleanBlock]] = []  # (index in rows, block): rows as columns
         raw = block if isinstance(block, bytes) else _utf8_of(block)  # (a message chunk)
         if body < len(lines) and self.fmt == "csv" and raw is not None and \
                 _block_lane_fits(raw):
@@ -237,8 +240,12 @@ class CastleChunkParser:
                                columns=self._columns())
             skip = sum(map(len, lines[:body])) + body  # the header's block: characters ...
             data = raw if not skip else raw[len(text[:skip].encode()):]  # ... as bytes
-            rows = [(r.line or 0, r.values) for r in reader.parse_block(
-                first + body, data.replace(b"\r\n", b"\n"))]
+            for part in reader.parse_parts(first + body, data.replace(b"\r\n", b"\n")):
+                if type(part) is CleanBlock:
+                    blocks.append((len(rows), part))
+                    covered[part.first - first:part.first - first + part.columns.n] = True
+                else:
+                    rows.append((part.line or 0, part.values))
             for r in refused:
                 meta.append((r.line, rejected_line(r)))
                 covered[r.line - first] = True
@@ -265,20 +272,47 @@ class CastleChunkParser:
         meta += [(seq, marker_line(seq, BLANK))
                  for seq in (np.flatnonzero(~covered) + first).tolist()]
         meta.sort(key=lambda m: m[0])
-        parts: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-        part_of = self._partitions
-        for row in rows:
-            identity = row[1][self.id_field]
-            cacheable = type(identity) is str  # (1, 1.0 and True are one dict key)
-            part = part_of.get(identity, -1) if cacheable else -1
-            if part < 0:
-                part = partition_of(identity, self.partitions)
-                if cacheable and len(part_of) < 1 << 16:
-                    part_of[identity] = part
-            parts.setdefault(part, []).append(row)
+        parts: dict[int, list[Any]] = {}
+        header = self._columns() if blocks else []
+        at = 0  # the rows before the next block
+        for index, clean in [*blocks, (len(rows), None)]:
+            for row in rows[at:index]:
+                parts.setdefault(self._partition_of(row[1][self.id_field]), []).append(row)
+            at = index
+            if clean is None:
+                continue
+            seqs = np.arange(clean.first, clean.first + clean.columns.n, dtype=np.int64)
+            if self.partitions == 1:
+                parts.setdefault(0, []).append(ColumnRows(seqs, header, clean.columns))
+                continue
+            of_row = self._partitions_of(clean.columns)
+            for part in np.unique(of_row).tolist():
+                sel = np.flatnonzero(of_row == part)
+                parts.setdefault(part, []).append(
+                    ColumnRows(seqs[sel], header, clean.columns.take(sel)))
         return [m[1] for m in meta], [
             (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
             for part, batch in sorted(parts.items())]
+
+    def _partition_of(self, identity: Any) -> int:
+        """:func:`partition_of`, remembered for text ids (they repeat)."""
+        part_of = self._partitions
+        cacheable = type(identity) is str  # (1, 1.0 and True are one dict key)
+        part = part_of.get(identity, -1) if cacheable else -1
+        if part < 0:
+            part = partition_of(identity, self.partitions)
+            if cacheable and len(part_of) < 1 << 16:
+                part_of[identity] = part
+        return part
+
+    def _partitions_of(self, cols: RowColumns) -> np.ndarray:
+        """The partition of each row of a clean block (a text id column: once per id)."""
+        if self.id_field in cols.texts:
+            names, codes = cols.texts[self.id_field]
+            per_name = np.fromiter(map(self._partition_of, names), np.int64, len(names))
+            return per_name[np.asarray(codes, dtype=np.int64)]  # type: ignore[no-any-return]
+        ids = cols.numbers[self.id_field]
+        return np.fromiter(map(self._partition_of, ids), np.int64, len(ids))
 
 
 class HelperCastleParser(CastleChunkParser):
@@ -370,9 +404,94 @@ def _block_lane_fits(block: bytes) -> bool:
     return not cr or cr == block.count(b"\r\n")
 
 
+@dataclass
+class ColumnRows:
+    """Rows of a batch given as columns (a clean block's rows, or a partition's share of
+    them): line ``seqs[i]`` has the fields of row ``i`` of ``columns`` in ``header``'s order.
+    What :meth:`~streamanon.castle.CastleAnonymizer.process_block` takes: a dict is built only
+    for a row that needs one."""
+
+    seqs: np.ndarray
+    header: list[str]
+    columns: RowColumns
+
+
 def rows_of(batch: bytes) -> list[tuple[int, dict[str, Any]]]:
-    """The rows of a :class:`CastleChunkParser` batch: ``(seq, values)`` in input order."""
-    return pickle.loads(batch)
+    """The rows of a :class:`CastleChunkParser` batch: ``(seq, values)`` in input order.
+
+    A batch is a pickled list of rows ``(seq, values)`` and :class:`ColumnRows`, in input
+    order (the user's operator, :class:`~streamanon.flink.operator.CastleRecords`, sends
+    rows only)."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for piece in pickle.loads(batch):
+        if type(piece) is ColumnRows:
+            header = piece.header
+            rows += zip(piece.seqs.tolist(),
+                        map(dict, map(zip, repeat(header), piece.columns.fields(header))),
+                        strict=True)
+        else:
+            rows.append(piece)
+    return rows
+
+
+def seqs_of(batch: bytes) -> np.ndarray:
+    """The line numbers of a :class:`CastleChunkParser` batch's rows, in order."""
+    pieces = pickle.loads(batch)
+    return np.concatenate([piece.seqs if type(piece) is ColumnRows
+                           else np.array([piece[0]], np.int64) for piece in pieces]
+                          or [np.empty(0, np.int64)]).astype(np.int64, copy=False)
+
+
+@dataclass
+class BatchResult:
+    """What a batch did to a partition's operator (:func:`apply_batch`)."""
+
+    #: what the operator released and suppressed, in order
+    items: list[Any]
+    #: the rows the operator refused: ``(seq, values, reason)``
+    refused: list[tuple[int, dict[str, Any], str]]
+    #: the rows of the batch
+    rows: int
+    #: the input's columns, when the batch came as columns (``None``: not known from it)
+    header: list[str] | None
+
+
+def apply_batch(op: CastleAnonymizer, batch: bytes) -> BatchResult:
+    """Feed a :class:`CastleChunkParser` batch to a partition's operator: rows one by one
+    (:meth:`~streamanon.castle.CastleAnonymizer.process`), :class:`ColumnRows` through the
+    block entry point (:meth:`~streamanon.castle.CastleAnonymizer.process_block`), which
+    gives the same outcomes. A refused row (``BadRecordError``) is reported and skipped, as
+    ``streamanon castle`` skips it."""
+    result = BatchResult([], [], 0, None)
+    items, refused = result.items, result.refused
+    for piece in pickle.loads(batch):
+        if type(piece) is not ColumnRows:
+            seq, values = piece
+            result.rows += 1
+            try:
+                items += op.process(CastleRow(values, seq))
+            except BadRecordError as exc:
+                refused.append((seq, values, str(exc)))
+            continue
+        cols, header = piece.columns, piece.header
+        result.header = header
+        result.rows += cols.n
+        seqs = piece.seqs.tolist()
+        fields = cols.fields(header)
+        start = 0
+        while start < cols.n:
+            out, taken, error = op.process_block(
+                fields, n=cols.n, numbers=cols.numbers, texts=cols.texts, start=start,
+                lines=seqs, header=header)
+            items += out
+            if error is None:
+                break
+            bad = start + taken  # (its fields were taken from ``fields``: the rest follow)
+            values = dict(zip(header, next(islice(cols.fields(header), bad, None)),
+                              strict=True))
+            refused.append((seqs[bad], values, str(error)))
+            start = bad + 1
+    return result
 
 
 def outcome_items(out: Iterable[Any]) -> list[CastleOutcome]:
@@ -387,6 +506,40 @@ def outcome_items(out: Iterable[Any]) -> list[CastleOutcome]:
             assert isinstance(x, Released)
             items.append((x.line, PUBLISHED, x.loss, x.values))
     return items
+
+
+def written_outcomes(out: list[Any], columns: Sequence[str], fmt: str,
+                     loss_field: str | None = None
+                     ) -> tuple[np.ndarray, bytes, list[CastleOutcome]]:
+    """What a CASTLE call returned, for a Kafka job's message step
+    (:func:`~streamanon.flink.outcomes.castle_written_line`): the released rows' line numbers
+    and their text as ``streamanon castle`` writes them (the input's ``columns``, then the
+    loss field; :func:`~streamanon.pipeline.stages.write_released`), and the suppressed rows
+    as outcomes.
+
+    Args:
+        out: what the operator returned, in order.
+        columns: the input's columns.
+        fmt: the output's format (``csv`` or ``jsonl``).
+        loss_field: the column of each row's class loss (``None``: none).
+
+    >>> from streamanon.castle.records import Released
+    >>> written_outcomes([Released({"id": "a", "age": "[30-40]"}, 0.5, 1, 7)], ["id", "age"],
+    ...                  "csv")
+    (array([7]), b'a,[30-40]\\n', [])
+    """
+    from streamanon.pipeline.stages import write_released
+
+    released = [x for x in out if not isinstance(x, Suppressed)]
+    suppressed = outcome_items([x for x in out if isinstance(x, Suppressed)])
+    cols = [*columns, *([loss_field] if loss_field and loss_field not in columns else [])]
+    buf = io.StringIO()
+    writer = RowWriter(buf, fmt, cols)
+    buf.seek(0)
+    buf.truncate()
+    write_released(writer, released)
+    seqs = np.fromiter((x.line for x in released), np.int64, len(released))
+    return seqs, buf.getvalue().encode("utf-8"), suppressed
 
 
 def outcome_lines(out: Iterable[Any]) -> list[str]:

@@ -11,7 +11,7 @@ import json
 import pickle
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from streamanon.flink.outcomes import (
     BATCH,
     BLANK,
     CASTLE_BATCH,
+    CASTLE_WRITTEN,
     HEADER,
     NOTE,
     PUBLISHED,
@@ -43,6 +44,7 @@ from streamanon.flink.outcomes import (
     _plain,
     _write,
     castle_batch_of,
+    castle_written_of,
     outcome_batch_of,
     rejected_line,
 )
@@ -250,17 +252,16 @@ def parse_position_line(line: str) -> tuple[np.ndarray, np.ndarray]:
 
 def batch_seqs(batch: Any, z: bool) -> np.ndarray:
     """The line numbers of a reading step's batch (a z batch: row tuples or Arrow IPC; a
-    CASTLE batch: pickled ``(seq, values)`` rows)."""
+    CASTLE batch: :func:`~streamanon.flink.castle_rows.seqs_of`)."""
     if z:
         if isinstance(batch, list):
             return np.fromiter((r[0] for r in batch), np.int64, len(batch))
         from streamanon.flink.outcomes import decode_batch
 
         return decode_batch(batch).column(0).to_numpy().astype(np.int64)
-    from streamanon.flink.castle_rows import rows_of
+    from streamanon.flink.castle_rows import seqs_of
 
-    rows = rows_of(batch)
-    return np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    return seqs_of(batch)
 
 
 class BatchMessages(_ChunkStage):
@@ -796,6 +797,9 @@ class KafkaMessages(KeyedProcessFunction):
             return self._z_batch(_plain(outcome_batch_of(line)))
         if line.startswith(CASTLE_BATCH + "\t"):
             return self._castle_batch(castle_batch_of(line))
+        if line.startswith(CASTLE_WRITTEN + "\t"):
+            seqs, text, suppressed = castle_written_of(line)
+            return self._castle_messages(seqs, suppressed, lambda: text)
         seq_text, kind, *rest = line.split("\t", 3)
         seqs = np.array([int(seq_text)], dtype=np.int64)
         if kind == HEADER:
@@ -858,27 +862,36 @@ class KafkaMessages(KeyedProcessFunction):
         return self._z_rows(pa.Table.from_batches([batch.filter(mask)]), codes[published])
 
     def _castle_batch(self, outcomes: list[CastleOutcome]) -> list[Row] | None:
-        """The messages of a batch of CASTLE outcomes, as one text per topic (released rows
-        to the published topic, suppressed ones to ``--suppressed``, each in the batch's
-        order), as their text lines would give them one by one."""
-        codes = self._codes(np.fromiter((o[0] for o in outcomes), np.int64, len(outcomes)))
+        """The messages of a batch of CASTLE outcomes (see :meth:`_castle_messages`), the
+        released rows written here as their text lines would give them one by one."""
+        pub = [o for o in outcomes if o[1] == PUBLISHED]
+        return self._castle_messages(
+            np.fromiter((o[0] for o in pub), np.int64, len(pub)),
+            [o for o in outcomes if o[1] != PUBLISHED],
+            lambda: self._castle_texts([o[3] for o in pub], self.out.out_format))
+
+    def _castle_messages(self, seqs: np.ndarray, suppressed: list[CastleOutcome],
+                         released: Callable[[], str | bytes]) -> list[Row] | None:
+        """The messages of a CASTLE batch, as one text per topic: the released rows of lines
+        ``seqs`` (their text, one line each, from ``released()``) to the published topic, the
+        suppressed ones to ``--suppressed``, each in the batch's order (None: a map is not
+        here yet)."""
+        codes = self._codes(np.concatenate(
+            [seqs, np.fromiter((o[0] for o in suppressed), np.int64, len(suppressed))]))
         if codes is None:
             return None
         counts = self._s["counts"]  # type: ignore[index]
         by = self._s["suppressed_by_reason"]  # type: ignore[index]
-        pub = [i for i, o in enumerate(outcomes) if o[1] == PUBLISHED]
-        sup = [i for i, o in enumerate(outcomes) if o[1] != PUBLISHED]
-        counts["read"] += len(outcomes)
-        counts["published"] += len(pub)
-        counts["suppressed"] += len(sup)
-        for i in sup:
-            by[outcomes[i][2]] = by.get(outcomes[i][2], 0) + 1
-        out = self._rows(self.out.published, self._castle_texts(
-            [outcomes[i][3] for i in pub], self.out.out_format), codes[pub])
-        if self.out.suppressed is not None and sup:
+        counts["read"] += len(codes)
+        counts["published"] += len(seqs)
+        counts["suppressed"] += len(suppressed)
+        for o in suppressed:
+            by[o[2]] = by.get(o[2], 0) + 1
+        out = self._rows(self.out.published, released(), codes[:len(seqs)])
+        if self.out.suppressed is not None and suppressed:
             out += self._rows(self.out.suppressed, self._castle_texts(
-                [{**outcomes[i][3], "reason": outcomes[i][2]} for i in sup],
-                self.out.suppressed_format, ["reason"]), codes[sup])
+                [{**o[3], "reason": o[2]} for o in suppressed],
+                self.out.suppressed_format, ["reason"]), codes[len(seqs):])
         return out
 
     def _castle_texts(self, rows: list[dict[str, Any]], fmt: str,
@@ -1462,4 +1475,5 @@ __all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", 
            "kafka_message_sink", "kafka_outcome_sink", "kafka_record", "kafka_result",
            "kafka_source", "message_rows", "parse_position_line", "position_line",
            "prepare_endpoints", "settle_output_base", "start_offsets", "write_plan"]
+
 

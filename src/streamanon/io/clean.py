@@ -10,8 +10,9 @@ Design: docs/design/pipeline.md
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,37 @@ class RowColumns:
     numbers: dict[str, list[float]]
     texts: dict[str, tuple[list[str], list[int]]]
     starts: np.ndarray
+
+    def fields(self, header: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """Each row's fields as a tuple in ``header``'s order (the values of row ``i`` are
+        ``dict(zip(header, fields))``), without a dict per row.
+
+        >>> cols = RowColumns(2, {"age": [30.0, 41.0]}, {"id": (["a", "b"], [1, 0])},
+        ...                   np.array([0, 7]))
+        >>> list(cols.fields(["id", "age"]))
+        [('b', 30.0), ('a', 41.0)]
+        """
+        columns = [self.numbers[h] if h in self.numbers else
+                   list(map(self.texts[h][0].__getitem__, self.texts[h][1])) for h in header]
+        return zip(*columns, strict=True)
+
+    def take(self, rows: np.ndarray) -> RowColumns:
+        """The rows ``rows`` (indices, ascending) as columns of their own (a partition's
+        share of a block; no line starts: they are the block's).
+
+        >>> cols = RowColumns(3, {"age": [30.0, 41.0, 52.0]}, {"id": (["a", "b"], [1, 0, 1])},
+        ...                   np.array([0, 7, 14]))
+        >>> part = cols.take(np.array([0, 2]))
+        >>> part.n, part.numbers, list(part.fields(["id", "age"]))
+        (2, {'age': [30.0, 52.0]}, [('b', 30.0), ('b', 52.0)])
+        """
+        at = rows.tolist()
+        return RowColumns(
+            len(at), {name: list(map(values.__getitem__, at))
+                      for name, values in self.numbers.items()},
+            {name: (names, list(map(codes.__getitem__, at)))
+             for name, (names, codes) in self.texts.items()},
+            np.empty(0, np.int64))
 
 
 def encoded(names: Sequence[str], dtype: type = np.int64) -> tuple[bytes, np.ndarray]:

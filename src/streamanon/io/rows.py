@@ -317,9 +317,7 @@ class RowReader:
     def _fields_of(self, cols: RowColumns) -> Iterator[tuple[Any, ...]]:
         header = self._header
         assert header is not None
-        columns = [cols.numbers[h] if h in cols.numbers else
-                   list(map(cols.texts[h][0].__getitem__, cols.texts[h][1])) for h in header]
-        return zip(*columns, strict=True)
+        return cols.fields(header)
 
     def _text_of_binary(self, raw: BinaryIO) -> TextIO:
         """Check the head (:func:`check_text_head`), then read as UTF-8 without the byte order

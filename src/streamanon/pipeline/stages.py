@@ -725,6 +725,13 @@ class CastleStage:
                 **delimiter_identity(self.reader.delimiter)}
 
 
+def write_released(writer: Any, items: list[Any]) -> None:
+    """Write released rows (:class:`~streamanon.castle.Released`, in output order) as the
+    command writes them: a class at a time where the rows come as a class's fields."""
+    if items:
+        _write_released(writer, _cluster_groups(items))
+
+
 def _cluster_groups(items: list[Any]) -> list[list[Any]]:
     """Released rows in order, a list per run of one cluster's rows."""
     clusters = np.fromiter(map(_CLUSTER_OF, items), np.int64, len(items))
@@ -768,4 +775,4 @@ _CLUSTER_OF = operator.attrgetter("cluster")
 
 
 __all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params",
-           "missing_details", "seen_up_to", "signature_params"]
+           "missing_details", "seen_up_to", "signature_params", "write_released"]
