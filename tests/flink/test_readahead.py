@@ -5,15 +5,13 @@ from __future__ import annotations
 import copy
 import pickle
 import signal
-import sys
 
 import pytest
 
 from streamanon.castle import RuleSet
 from streamanon.data import ashrae
 from streamanon.data.traces import write_trace, zipf_trace
-from streamanon.errors import UnreadableInputError
-from streamanon.flink.castle_rows import CastleChunkParser, HelperCastleParser, rows_of
+from streamanon.flink.castle_rows import CastleChunkParser
 from streamanon.flink.readahead import HelperGone, ReadAhead, parse_split
 from streamanon.flink.splits import split_count
 from streamanon.flink.zbatch import ZChunkParser
@@ -95,57 +93,3 @@ def test_splits_before_send_from_are_parsed_for_the_state_only(tmp_path) -> None
     finally:
         helper.close()
 
-
-def castle_blocks(tmp_path, n: int = 900) -> tuple[list[str], CastleChunkParser, list[str]]:
-    """Blocks of an ASHRAE file as a Kafka job's reading step feeds them (text, the header
-    in the first), with a refused row, a blank line and a quoted field among them."""
-    path = ashrae.write_csv(tmp_path / "a.csv", ashrae.generate(n, seed=7))
-    rules = RuleSet.from_toml(ashrae.rules_toml())
-    numeric = [r.name for r in rules.qi_rules
-               if type(r.generalizer).__name__ == "RangeGeneralizer"]
-    lines = path.read_text().splitlines()
-    lines[300:300] = ["7,x", "", lines[5].replace("Education", '"Edu, cation"')]
-    blocks = ["\n".join(lines[i:i + 128]) for i in range(0, len(lines), 128)]
-    return blocks, CastleChunkParser("csv", rules.id_field, numeric, partitions=3), numeric
-
-
-def fed(parser, blocks) -> list:
-    return [(m, [(part, rows_of(b)) for part, b in batches], parser.state())
-            for m, batches in map(parser.feed, blocks)]
-
-
-def test_castle_chunks_parsed_in_the_helper_equal_the_ones_parsed_here(tmp_path) -> None:
-    """A Kafka job's CASTLE parser feeds its blocks in a helper process (the first one
-    itself while the helper starts): the same meta lines, batches and state, block by block;
-    a copy of it (Flink's, a restored task's) starts a helper of its own."""
-    blocks, plain, numeric = castle_blocks(tmp_path)
-    helped = HelperCastleParser("csv", plain.id_field, numeric, 3, python=sys.executable)
-    want = fed(copy.deepcopy(plain), blocks)
-    assert fed(helped, blocks) == want
-    assert helped._helper is not None and helped._helper.proc.poll() is None
-    restored = copy.deepcopy(helped)
-    assert restored._helper is None
-    restored.restore(want[2][2])
-    assert fed(restored, blocks[3:]) == want[3:]
-    assert restored._helper is not None and restored._helper is not helped._helper
-
-
-def test_a_castle_parser_whose_helper_died_parses_on_here(tmp_path) -> None:
-    blocks, plain, numeric = castle_blocks(tmp_path)
-    helped = HelperCastleParser("csv", plain.id_field, numeric, 3, python=sys.executable)
-    want = fed(copy.deepcopy(plain), blocks)
-    got = fed(helped, blocks[:2])
-    helped._helper.proc.send_signal(signal.SIGKILL)
-    helped._helper.proc.wait()
-    got += fed(helped, blocks[2:])
-    assert got == want and helped._helper is None
-
-
-def test_a_castle_parser_error_in_the_helper_arrives_as_the_parser_raised_it(tmp_path) -> None:
-    helped = HelperCastleParser("csv", "building_id", [], 2, python=sys.executable)
-    helped.feed("building_id,x\n1,2")  # here, while the helper starts
-    helped.header = None  # the next block's header is read (in the helper)
-    with pytest.raises(UnreadableInputError, match="building_id"):
-        helped.feed("x,y\n1,2")
-    with pytest.raises(UnreadableInputError, match="building_id"):
-        CastleChunkParser("csv", "building_id", [], 2).feed("x,y\n1,2")

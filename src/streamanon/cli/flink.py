@@ -108,9 +108,8 @@ RESTORE_HELP = "Resume from this checkpoint (a chk-N folder), or 'latest' for th
     "under --checkpoint-dir (default WORK/checkpoints); use the killed run's --work-dir. -p " \
     "may differ: the run's splits, key groups and partitions are kept in WORK/job.json."
 READ_AHEAD_HELP = "Thread mode, file input: parse the file's next splits in a helper process " \
-    "while the job works; CASTLE from kafka://: parse each batch of messages in one (the " \
-    "Python functions of thread mode share one interpreter lock; the helper runs beside " \
-    "it). Off: parse in the reading task."
+    "while the job works (the Python functions of thread mode share one interpreter lock; " \
+    "the helper runs beside it). Off: parse in the reading task."
 OUTPUT_HELP = "Where the {what} go, in input order (- = stdout); .jsonl writes JSON Lines. " \
     "Written when the job has ended, replaced only when the run succeeds; never an input."
 
@@ -171,8 +170,7 @@ def job_options(*, parallelism: int, mode: str, checkpoint_interval: int,
         batch_size: records per batch (``None``: the operator's default).
         batch_ms: milliseconds after its first record at which a batch closes (``None``: the
             default).
-        read_ahead: in thread mode, parse a file's splits ahead in a helper process (and a
-            CASTLE Kafka job's batches of messages in one).
+        read_ahead: in thread mode, parse a file's splits ahead in a helper process.
     """
     from streamanon.flink.env import latest_checkpoint
     from streamanon.flink.runtime import Endpoint, JobOptions

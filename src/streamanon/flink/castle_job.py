@@ -22,7 +22,6 @@ from streamanon.flink.castle_rows import (
     RULES_LINE,
     CastleChunkParser,
     CastleMergeResult,
-    HelperCastleParser,
     check_rules,
     header_columns,
     merge_castle_outcomes,
@@ -96,22 +95,16 @@ def read_rules(rules_paths: Sequence[str | Path], params: dict[str, Any]
 
 
 def castle_parser(source: str | Path | Endpoint | KafkaInput, rules_text: str,
-                  record: RunRecord, *, fmt: str = "csv", python: str | None = None
-                  ) -> CastleChunkParser:
-    """The chunk parser of the reading step: one batch per partition of ``record``; with
-    ``python`` (a helper's interpreter) one that feeds its blocks in a helper process.
+                  record: RunRecord, *, fmt: str = "csv") -> CastleChunkParser:
+    """The chunk parser of the reading step: one batch per partition of ``record``.
 
     Args:
         source: the input (its name in messages).
         rules_text: the TOML of the first rule set (its id field and numeric columns).
         record: the run's record (its partitions).
         fmt: the input format (``csv`` or ``jsonl``).
-        python: the interpreter of a helper process parsing the blocks (``None``: none).
     """
     first = RuleSet.from_toml(rules_text)
-    if python is not None:
-        return HelperCastleParser(fmt, first.id_field, numeric_columns(first),
-                                  record.key_groups, str(source), python=python)
     return CastleChunkParser(fmt, first.id_field, numeric_columns(first), record.key_groups,
                              str(source))
 
@@ -324,11 +317,7 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
         preload.join()
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
-        # the messages are parsed in a helper process beside the interpreter lock that the
-        # job's Python functions share in thread mode (--read-ahead)
-        helper = options.python_executable or sys.executable if (
-            options.read_ahead and options.mode == "thread") else None
-        parser = castle_parser(source, texts[0], record, fmt=in_format, python=helper)
+        parser = castle_parser(source, texts[0], record, fmt=in_format)
         rows = kafka_batches(env, source, parser, record, options)
         build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out, options),
                          rules_texts=texts, params=params,

@@ -21,7 +21,7 @@ import numpy as np
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.castle.records import CastleRow, Released, canonical
-from streamanon.errors import BadRecordError, ConfigError, HelperGone, StreamanonError
+from streamanon.errors import BadRecordError, ConfigError, StreamanonError
 from streamanon.flink.outcomes import (
     BLANK,
     HEADER,
@@ -313,73 +313,6 @@ class CastleChunkParser:
             return per_name[np.asarray(codes, dtype=np.int64)]  # type: ignore[no-any-return]
         ids = cols.numbers[self.id_field]
         return np.fromiter(map(self._partition_of, ids), np.int64, len(ids))
-
-
-class HelperCastleParser(CastleChunkParser):
-    """A :class:`CastleChunkParser` that feeds each block in a helper process
-    (:class:`~streamanon.flink.readahead.ChunkHelper`: PyFlink's thread mode runs every
-    Python function of a TaskManager under one interpreter lock, and a Kafka job's parsing
-    and its operator would otherwise take turns), the first block here while the helper
-    starts. The state stays here (:meth:`state`, :meth:`restore`: sent with each block, taken
-    back with its result), so the outcome is the plain parser's; a helper that cannot start
-    or dies leaves the parsing here. The helper ends when this parser is collected or its
-    process ends.
-
-    Args:
-        fmt: the input format (``csv`` or ``jsonl``).
-        id_field: the id column (it decides a row's partition).
-        numeric: the numeric columns (converted to float; a non-number is refused).
-        partitions: the number of partitions (at least 1).
-        source_name: the input's name in messages.
-        python: the helper's interpreter.
-    """
-
-    def __init__(self, fmt: str, id_field: str, numeric: Sequence[str], partitions: int,
-                 source_name: str = "input", *, python: str) -> None:
-        super().__init__(fmt, id_field, numeric, partitions, source_name)
-        self.python = python
-        self._helper: Any = None
-        self._failed = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_helper"] = None  # a copy (Flink's, a restored task's) starts its own
-        return state
-
-    def plain(self) -> CastleChunkParser:
-        """A plain parser with this one's settings and state (the helper's copy)."""
-        plain = CastleChunkParser(self.fmt, self.id_field, self.numeric, self.partitions,
-                                  self.source_name)
-        plain.restore(self.state())
-        return plain
-
-    def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, bytes]]]:
-        helper = self._helper
-        if helper is not None:
-            try:
-                meta, batches, state = helper.feed(self.state(), block)
-            except HelperGone as exc:
-                log.warning("parsing in the task itself: %s", exc)
-                self._helper, self._failed = None, True
-            else:
-                self.restore(state)
-                return meta, batches
-        elif not self._failed:
-            self._start()
-        return super().feed(block)
-
-    def _start(self) -> None:
-        import weakref
-
-        from streamanon.flink.readahead import ChunkHelper
-
-        try:
-            helper = self._helper = ChunkHelper(self.plain(), self.python)
-        except (OSError, HelperGone) as exc:
-            log.warning("parsing in the task itself: %s", exc)
-            self._failed = True
-            return
-        weakref.finalize(self, helper.close)
 
 
 def _utf8_of(text: str) -> bytes | None:

@@ -1,5 +1,5 @@
-"""Parse a file's next splits in a helper process while the job works on the current one;
-or parse each chunk of a stream in one (:class:`ChunkHelper`), outside the interpreter lock.
+"""Parse a file's next splits in a helper process while the job works on the current one,
+outside the interpreter lock.
 
 >>> import os, tempfile
 >>> from streamanon.flink.zbatch import ZChunkParser
@@ -50,13 +50,8 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
     """The helper's loop: one request ``(path, split_bytes, start, stop, parser, send_from)``,
     then one pickled :data:`SplitResult` per split from ``send_from`` on (or
     ``("error", exception)``) until ``stop``; splits before ``send_from`` are parsed for the
-    parser's state only (the reading step parses those itself). A first request
-    ``("chunks", parser)`` serves chunks instead (:func:`serve_chunks`)."""
-    request = pickle.load(stdin)
-    if request[0] == "chunks":
-        serve_chunks(request[1], stdin, stdout)
-        return
-    path, split_bytes, start, stop, parser, send_from = request
+    parser's state only (the reading step parses those itself)."""
+    path, split_bytes, start, stop, parser, send_from = pickle.load(stdin)
     for index in range(start, stop):
         try:
             result: Any = parse_split(path, index, split_bytes, parser)
@@ -71,75 +66,6 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             return  # the reading step is gone
         if result[0] == "error":
             return
-
-
-def serve_chunks(parser: Any, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Chunk mode: per request ``(parser state, block)`` the parser, restored to that state,
-    feeds the block and the answer is ``("ok", meta lines, keyed batches, its state after)``
-    (or ``("error", exception)``), until stdin closes."""
-    while True:
-        try:
-            state, block = pickle.load(stdin)
-        except (EOFError, OSError):
-            return  # the reading step is gone
-        try:
-            parser.restore(state)
-            meta, batches = parser.feed(block)
-            result: Any = ("ok", meta, batches, parser.state())
-        except Exception as exc:  # the reading step raises it, as it would have raised it
-            result = ("error", exc)
-        try:
-            pickle.dump(result, stdout, protocol=pickle.HIGHEST_PROTOCOL)
-            stdout.flush()
-        except (BrokenPipeError, OSError):
-            return
-
-
-class ChunkHelper:
-    """The client side of chunk mode: a helper process with a copy of ``parser``;
-    :meth:`feed` parses one block there from the given state (the caller keeps the state)
-    and waits for the result, without the interpreter lock while it waits.
-
-    Args:
-        parser: the chunk parser (a copy goes to the helper).
-        python: the helper's interpreter (``None``: this one).
-    """
-
-    def __init__(self, parser: Any, python: str | None = None) -> None:
-        self.proc, self._stderr = _start(python)
-        self._send(("chunks", parser))
-
-    def _send(self, request: Any) -> None:
-        assert self.proc.stdin is not None
-        try:
-            pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            self._gone(exc)
-
-    def _gone(self, exc: BaseException) -> None:
-        self.close()
-        raise HelperGone(f"the parsing process ended ({exc!r}): "
-                         f"{b''.join(self._stderr)[-2000:].decode(errors='replace')}") from None
-
-    def feed(self, state: Any, block: bytes | str) -> tuple[list[str], list[tuple[int, Any]],
-                                                            Any]:
-        """``(meta lines, keyed batches, parser state after)`` of ``block`` fed to the
-        parser restored to ``state``; raises what the parser raised."""
-        self._send((state, block))
-        assert self.proc.stdout is not None
-        try:
-            result = pickle.load(self.proc.stdout)
-        except (EOFError, pickle.UnpicklingError, OSError, ValueError) as exc:
-            self._gone(exc)
-        if result[0] == "error":
-            raise result[1]
-        _, meta, batches, after = result
-        return meta, batches, after
-
-    def close(self) -> None:
-        """End the helper (closing its stdin ends it too)."""
-        _end(self.proc)
 
 
 def _start(python: str | None) -> tuple[subprocess.Popen, list[bytes]]:
