@@ -160,8 +160,10 @@ class CastleChunkParser:
 
     Each block is read by one :class:`~streamanon.io.rows.RowReader` (behind the header for
     CSV), so rows are refused exactly as ``streamanon castle`` refuses them. A batch is the
-    pickled list ``[(seq, values), ...]`` of one partition's rows in input order
-    (:func:`rows_of`): values are heterogeneous dicts, which pickle carries as they are.
+    pickled list of one partition's rows in input order: the rows of a block the block reader
+    found clean as :class:`ColumnRows` (no dict per row), the others as ``(seq, values)``
+    (:func:`rows_of` gives them all as ``(seq, values)``; :func:`apply_batch` feeds them to
+    an operator).
 
     Args:
         fmt: the input format (``csv`` or ``jsonl``).
