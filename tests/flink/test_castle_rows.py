@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamanon.castle import CastleAnonymizer, RuleSet
-from streamanon.castle.records import CastleRow
+from streamanon.castle.records import CastleRow, Released
 from streamanon.cli.castle import run_castle
 from streamanon.data import ashrae
 from streamanon.errors import BadRecordError, UnreadableInputError
@@ -36,8 +36,6 @@ from streamanon.flink.castle_rows import (
 from streamanon.flink.outcomes import (
     castle_batch_line,
     castle_text_lines,
-    castle_written_line,
-    castle_written_of,
     note_line,
     read_outcomes,
     text_lines_of,
@@ -384,8 +382,8 @@ def test_column_batches_release_what_their_rows_release_one_by_one(tmp_path, par
     """A clean block travels as columns (:class:`ColumnRows`) and goes through the operator's
     block entry point (:func:`apply_batch`): per partition, the same releases, suppressions
     and refusals (a category the hierarchy lacks, in the middle of a clean block) as its rows
-    one by one, and written as the output's messages (:func:`written_outcomes`) the bytes a
-    row writer writes for each released row."""
+    one by one; and written as a Kafka job's messages (:func:`written_outcomes`), the bytes
+    a row writer writes for each released and suppressed row."""
     lines = ashrae_lines(1500, tmp_path)
     for at in (300, 301, 900):  # clean lines the operator refuses
         fields = lines[at].split(",")
@@ -426,13 +424,18 @@ def test_column_batches_release_what_their_rows_release_one_by_one(tmp_path, par
     assert refused == refused_one_by_one
     assert sorted(r[0] for r in refused) == [301, 302, 901]  # line numbers count from 1
     header = parser._columns()
-    seqs, text, suppressed = castle_written_of(castle_written_line(
-        *written_outcomes(got, header, "csv", "loss")))
+    written = written_outcomes(got, header, "csv", "loss", suppressed_format="csv")
     released = [x for x in got if not isinstance(x, Suppressed)]
-    buf = io.StringIO()
-    writer = RowWriter(buf, "csv", [*header, "loss"])
-    for x in released:
-        writer.write(x.values)
-    assert text.decode() == buf.getvalue().split("\n", 1)[1]  # (the writer's header first)
-    assert list(seqs) == [x.line for x in released]
-    assert len(suppressed) == len(got) - len(released)
+    suppressed = [x for x in got if isinstance(x, Suppressed)]
+    assert released and suppressed
+    for rows, cols, text in ((released, [*header, "loss"], written.released_text),
+                             (suppressed, [*header, "loss", "reason"], written.suppressed_text)):
+        buf = io.StringIO()
+        writer = RowWriter(buf, "csv", cols)
+        for x in rows:
+            writer.write(x.values if isinstance(x, Released) else
+                         {**x.record.values, "reason": x.reason})
+        assert text.decode() == buf.getvalue().split("\n", 1)[1]  # (the writer's header first)
+    assert list(written.released) == [x.line for x in released]
+    assert list(written.suppressed) == [x.record.line for x in suppressed]
+    assert written.reasons == [x.reason for x in suppressed]

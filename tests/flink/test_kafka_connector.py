@@ -114,14 +114,13 @@ def test_flink_z_kafka_merges_two_partitions_as_the_pure_command(kafka_broker, t
     assert 0 < released < 5000
 
 
-def assert_parallel_record_path(work, parallelism: int,
-                                messages: str = "outcomes to messages") -> None:
+def assert_parallel_record_path(work, parallelism: int, messages: str) -> None:
     """Every step of the job's plan (``WORK/plan.json``, Flink's execution plan) runs at
     ``parallelism``, the Kafka source and the message steps included, but for the one that
     is a single order by its nature: the reading step (the partition merge and the line
     numbering with the time check's clock, one order of the whole input as in the pure
     command); and, in a CASTLE job, the rules' steps, which are not on the record path.
-    ``messages`` is the step that makes the output messages (z: the operator's own step)."""
+    ``messages`` is the step that makes the output messages (the operator's own step)."""
     import json
 
     plan = json.loads((work / "plan.json").read_text())
@@ -182,7 +181,7 @@ def test_flink_castle_kafka_equals_the_pure_command_and_verifies(kafka_broker, t
 def test_flink_castle_kafka_at_parallelism_two_equals_one_task(kafka_broker, tmp_path):
     """``flink castle -p 2 --partitions 2`` on a 2-partition topic written by ``kafka
     produce`` (a header message in each partition: the first one met gives the columns):
-    the message steps and the gate run at 2, and each
+    the operator's step (which makes the messages) and the gate run at 2, and each
     output partition holds the messages of ``-p 1 --partitions 2`` (the same CASTLE
     partitions, each meeting its rows in the same order), each once, and the accounting
     is the same."""
@@ -202,7 +201,8 @@ def test_flink_castle_kafka_at_parallelism_two_equals_one_task(kafka_broker, tmp
     work = tmp_path / "work"
     s2 = summary_of(flink_cli("castle", b.url(inp), "-o", b.url(two), "--suppressed",
                               b.url(two_sup), "-p", "2", "--work-dir", str(work), *common))
-    assert_parallel_record_path(work, 2)
+    assert_parallel_record_path(
+        work, 2, messages="CASTLE k=4 l=2 delta=60 (per partition, to messages)")
     s1 = summary_of(flink_cli("castle", b.url(inp), "-o", b.url(one), "--suppressed",
                               b.url(one_sup), "-p", "1", *common))
     for got_topic, want_topic in ((two, one), (two_sup, one_sup)):

@@ -27,14 +27,17 @@ from streamanon.flink.castle_rows import (
     merge_castle_outcomes,
 )
 from streamanon.flink.env import make_env, preload_client_imports, prepare_python_path
-from streamanon.flink.functions import KEYED_META, META
+from streamanon.flink.functions import META
 from streamanon.flink.kafka_connector import (
+    CASTLE_STATE_LAYOUT,
+    CastleMessages,
     KafkaInput,
     KafkaOutput,
     KafkaRunResult,
+    gated_type,
     kafka_batches,
     kafka_env,
-    kafka_outcome_sink,
+    kafka_message_sink,
     kafka_record,
     kafka_result,
     prepare_endpoints,
@@ -113,7 +116,7 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
                      rules_texts: list[str], params: dict[str, Any], columns: list[str],
                      fmt: str = "csv", snapshot_every: int | None = None,
                      rules_from: Endpoint | None = None, bad_rules: str = "skip",
-                     keyed: bool = False, out_format: str | None = None) -> None:
+                     kafka: KafkaOutput | None = None) -> None:
     """Add the rules' broadcast and the keyed CASTLE step after the reading step ``rows``
     (its rows and its side output :data:`~streamanon.flink.functions.META`); ``sink`` takes
     the outcomes. ``rules_texts`` (TOML), then the rule sets read from ``rules_from``, go on
@@ -131,10 +134,10 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
         rules_from: a TCP server sending replacement rule sets (``None``: none).
         bad_rules: ``skip`` keeps the current rules when a rule set is refused; ``fail`` fails the
             job.
-        keyed: emit each outcome as ``Row(Flink key, text)`` (a Kafka job's message step; the
-            reading step's side output is then :data:`~streamanon.flink.functions.KEYED_META`).
-        out_format: the CASTLE step writes the released rows as messages in this format (a
-            Kafka job's; ``None``: it sends them as outcomes).
+        kafka: a Kafka job's outputs: the CASTLE step makes the outcomes messages itself
+            (:class:`~streamanon.flink.kafka_connector.CastleMessages`, after the reading step
+            of :func:`~streamanon.flink.kafka_connector.kafka_batches`) and ``sink`` takes
+            them (``None``: ``sink`` takes outcome lines, the reading step's included).
     """
     first = RuleSet.from_toml(rules_texts[0])
     tagged = Types.TUPLE([Types.INT(), Types.STRING()])
@@ -153,24 +156,25 @@ def build_castle_job(env: Any, rows: Any, sink: Callable[[Any], None], *,
         .name("check rules").uid("parse-rules").set_parallelism(1)
     )
     rules = judged.broadcast(RULES)
+    step = (CastlePartition(params, fmt, columns, snapshot_every) if kafka is None
+            else CastleMessages(params, fmt, columns, snapshot_every, kafka))
     outcomes = (
         keyed_rows(rows, Types.PICKLED_BYTE_ARRAY())
         .connect(rules)
-        .process(CastlePartition(params, fmt, columns, snapshot_every, keyed=keyed,
-                                 out_format=out_format),
-                 output_type=Types.ROW([Types.INT(), Types.STRING()]) if keyed
-                 else Types.STRING())
+        .process(step, output_type=Types.STRING() if kafka is None else gated_type())
         .name(f"CASTLE k={params['k']} l={params['l']} delta={params['delta']} "
-              "(per partition)")
+              f"(per partition{'' if kafka is None else ', to messages'})")
         .uid("castle")
     )
-    if keyed:
-        from pyflink.datastream import DataStream
+    if kafka is not None:
+        sink(outcomes)
+        # the rule sets' notes are not messages; a side output no step takes would reach
+        # PyFlink's output converter as a main output (OutputTag, note) and fail the job
         from pyflink.java_gateway import get_gateway
 
-        notes = DataStream(side_output(judged, META)._j_data_stream.map(
-            get_gateway().jvm.streamanon.kafka.KeyedByZero()).name("rule notes"))
-        sink(outcomes.union(side_output(rows, KEYED_META), notes))
+        side_output(judged, META)._j_data_stream.sinkTo(
+            get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
+        ).name("rule notes")
     else:
         sink(outcomes.union(side_output(rows, META), side_output(judged, META)))
 
@@ -305,6 +309,7 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
     options = (options or JobOptions()).batched(CASTLE_BATCH_SIZE)
     texts, _ = read_rules(rules_paths, params)
     out.operator = "castle"
+    out.layout = CASTLE_STATE_LAYOUT
     out.columns = list(source.columns or [])
     out.loss_field = params.get("loss_field")
     prepare_endpoints(source, out)
@@ -319,11 +324,10 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
         out.stats_path = str(work / "kafka-stats.json")
         parser = castle_parser(source, texts[0], record, fmt=in_format)
         rows = kafka_batches(env, source, parser, record, options)
-        build_castle_job(env, rows, lambda stream: kafka_outcome_sink(stream, out, options),
+        build_castle_job(env, rows, lambda stream: kafka_message_sink(stream, out, options),
                          rules_texts=texts, params=params,
                          columns=list(source.columns or []), fmt=in_format,
-                         snapshot_every=snapshot_every, keyed=True,
-                         out_format=out.out_format)
+                         snapshot_every=snapshot_every, kafka=out)
         if options.work_dir is not None:  # (a temporary work folder goes with the run)
             write_plan(env, work)
         run = execute(env, f"streamanon castle k={params['k']} l={params['l']} "

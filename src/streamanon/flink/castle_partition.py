@@ -12,21 +12,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyflink.common import Row, Types
+import numpy as np
+from pyflink.common import Types
 from pyflink.datastream import KeyedBroadcastProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.errors import ConfigError
-from streamanon.flink.castle_rows import (
-    RulesInbox,
-    apply_batch,
-    outcome_items,
-    refused_line,
-    written_outcomes,
-)
-from streamanon.flink.functions import END_OF_INPUT, META, current_key
-from streamanon.flink.outcomes import castle_batch_line, castle_written_line, note_line
+from streamanon.flink.castle_rows import RulesInbox, apply_batch, outcome_items, refused_line
+from streamanon.flink.functions import END_OF_INPUT, META
+from streamanon.flink.outcomes import castle_batch_line, note_line
 from streamanon.flink.state import KeyedState
 
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
@@ -115,30 +110,24 @@ class CastlePartition(KeyedBroadcastProcessFunction):
     """One :class:`CastleAnonymizer` per partition (the key), its state as snapshot + redo log;
     a batch of rows in, the batch's outcomes out as one text: the refused rows' lines and one
     :func:`~streamanon.flink.outcomes.castle_batch_line` of what was released and
-    suppressed.
+    suppressed. (A Kafka job's step, which makes the outcomes messages itself, is
+    :class:`~streamanon.flink.kafka_connector.CastleMessages`.)
 
     Args:
         params: the CASTLE parameters (k, l, delta, ...).
         fmt: the input format (``csv`` or ``jsonl``).
         columns: the input's columns (empty when not known).
         snapshot_every: rows between snapshots of a partition's state (``None``: the default).
-        keyed: emit each text as ``Row(Flink key, text)`` (a Kafka job's message step is keyed
-            as this step), the rules' notes as ``Row(-1, note)``.
-        out_format: write the released rows here, as the output's messages in this format
-            (:func:`~streamanon.flink.outcomes.castle_written_line`; ``None``: send them as
-            outcomes, :func:`~streamanon.flink.outcomes.castle_batch_line`).
     """
 
     SNAPSHOT_EVERY = 2000
     REPLAY_RATIO = 16
 
     def __init__(self, params: dict[str, Any], fmt: str, columns: list[str],
-                 snapshot_every: int | None = None, *, keyed: bool = False,
-                 out_format: str | None = None) -> None:
+                 snapshot_every: int | None = None) -> None:
         CastleAnonymizer(None, **params)  # validate the parameters on the client
         self.params, self.fmt, self.columns = params, fmt, columns
         self.snapshot_every = max(1, int(snapshot_every)) if snapshot_every else None
-        self.keyed, self.out_format = keyed, out_format
 
     def open(self, runtime_context: Any) -> None:
         self._state = KeyedState.open(runtime_context)
@@ -163,8 +152,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         self._rules[version] = text
         self._latest = max(self._latest, version)
         # from now on every batch of this subtask's partitions meets this version (or newer)
-        note = note_line({"event": "installed", "version": version, "subtask": self._subtask})
-        yield Row(-1, note) if self.keyed else note
+        yield note_line({"event": "installed", "version": version, "subtask": self._subtask})
 
     def _rules_of(self, ctx: Any, version: int) -> RuleSet:
         """A fresh rule set of ``version`` for one partition: rule sets carry run-time state
@@ -195,7 +183,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
                 version = event[1]
                 op.set_rules(self._rules_of(ctx, version))
             else:  # (refused rows were refused then too, and reported then)
-                rows += apply_batch(op, event[1]).rows
+                rows += apply_batch(op, event[1], event[2] if len(event) > 2 else None).rows
         live = self._ops[key] = Partition(op, version, rows)
         ctx.timer_service().register_event_time_timer(END_OF_INPUT)
         return live
@@ -224,40 +212,38 @@ class CastlePartition(KeyedBroadcastProcessFunction):
         return out
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
-        _, data = value
         live = self._partition(ctx)
-        out = self._apply_rules(live, ctx)
-        done = apply_batch(live.op, data)  # a refused row: the pure path's rule
-        out += done.items
+        out, refused = self._take_batch(live, ctx, value[1])
         lines = [refused_line(seq, values, self.fmt, self.columns, reason)
-                 for seq, values, reason in done.refused]
-        self._log_event(live, ("rows", data), done.rows)
-        live.header = done.header or live.header
+                 for seq, values, reason in refused]
         if out:
-            lines.append(self._outcome_line(live, out))
+            lines.append(castle_batch_line(outcome_items(out)))
         if lines:
-            yield self._out(ctx, "\n".join(lines))
+            yield "\n".join(lines)
 
-    def _outcome_line(self, live: Partition, out: list[Any]) -> str:
-        """What the operator released and suppressed, as one line: the released rows
-        written as the output's messages when the step writes them (``out_format``) and the
-        input's columns are known, else as outcomes."""
-        columns = live.header or self.columns
-        if self.out_format is None or not columns:
-            return castle_batch_line(outcome_items(out))
-        return castle_written_line(*written_outcomes(out, columns, self.out_format,
-                                                  live.op.loss_field))
+    def _take_batch(self, live: Partition, ctx: Any, batch: bytes, lines: np.ndarray | None = None
+              ) -> tuple[list[Any], list[tuple[int, dict[str, Any], str]]]:
+        """A batch through the partition's operator (``lines``: each row's line, see
+        :func:`~streamanon.flink.castle_rows.apply_batch`), after the newest rules: what it
+        released and suppressed, and the rows it refused (the pure path's rule)."""
+        out = self._apply_rules(live, ctx)
+        done = apply_batch(live.op, batch, lines)
+        out += done.items
+        self._log_event(live, ("rows", batch) if lines is None else ("rows", batch, lines),
+                        done.rows)
+        live.header = done.header or live.header
+        return out, done.refused
 
-    def _out(self, ctx: Any, text: str) -> Any:
-        return Row(current_key(ctx), text) if self.keyed else text
-
-    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
-        live = self._partition(ctx)
+    def _finish(self, live: Partition, ctx: Any) -> list[Any]:
+        """The end of the input: what the partition's operator still holds leaves now."""
         out = self._apply_rules(live, ctx)
         out += live.op.flush()
-        if out:
-            yield self._out(ctx, self._outcome_line(live, out))
+        return out
 
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        out = self._finish(self._partition(ctx), ctx)
+        if out:
+            yield castle_batch_line(outcome_items(out))
 
 __all__ = ["RULES", "CastlePartition", "ParseRules", "subtask_index"]
 

@@ -11,7 +11,7 @@ import json
 import logging
 import pickle
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice, repeat
 from pathlib import Path
@@ -391,17 +391,29 @@ class BatchResult:
     header: list[str] | None
 
 
-def apply_batch(op: CastleAnonymizer, batch: bytes) -> BatchResult:
+def apply_batch(op: CastleAnonymizer, batch: bytes, lines: np.ndarray | None = None
+                ) -> BatchResult:
     """Feed a :class:`CastleChunkParser` batch to a partition's operator: rows one by one
     (:meth:`~streamanon.castle.CastleAnonymizer.process`), :class:`ColumnRows` through the
     block entry point (:meth:`~streamanon.castle.CastleAnonymizer.process_block`), which
     gives the same outcomes. A refused row (``BadRecordError``) is reported and skipped, as
-    ``streamanon castle`` skips it."""
+    ``streamanon castle`` skips it.
+
+    Args:
+        op: the partition's operator.
+        batch: the batch.
+        lines: row ``i``'s line for the operator (a Kafka job: its message's input position,
+            as the pure command numbers a message's row); ``None``: the batch's line numbers.
+    """
     result = BatchResult([], [], 0, None)
     items, refused = result.items, result.refused
+    at = 0  # the rows before the piece
     for piece in pickle.loads(batch):
         if type(piece) is not ColumnRows:
             seq, values = piece
+            if lines is not None:
+                seq = int(lines[at])
+            at += 1
             result.rows += 1
             try:
                 items += op.process(CastleRow(values, seq))
@@ -411,7 +423,8 @@ def apply_batch(op: CastleAnonymizer, batch: bytes) -> BatchResult:
         cols, header = piece.columns, piece.header
         result.header = header
         result.rows += cols.n
-        seqs = piece.seqs.tolist()
+        seqs = (piece.seqs if lines is None else lines[at:at + cols.n]).tolist()
+        at += cols.n
         fields = cols.fields(header)
         start = 0
         while start < cols.n:
@@ -443,38 +456,73 @@ def outcome_items(out: Iterable[Any]) -> list[CastleOutcome]:
     return items
 
 
-def written_outcomes(out: list[Any], columns: Sequence[str], fmt: str,
-                     loss_field: str | None = None
-                     ) -> tuple[np.ndarray, bytes, list[CastleOutcome]]:
-    """What a CASTLE call returned, for a Kafka job's message step
-    (:func:`~streamanon.flink.outcomes.castle_written_line`): the released rows' line numbers
-    and their text as ``streamanon castle`` writes them (the input's ``columns``, then the
-    loss field; :func:`~streamanon.pipeline.stages.write_released`), and the suppressed rows
-    as outcomes.
+@dataclass
+class WrittenOutcomes:
+    """What a CASTLE call returned, written as ``streamanon castle`` writes it
+    (:func:`written_outcomes`): text of one output line per row, and each row's line."""
+
+    #: the released rows' lines (a Kafka job: their input positions), in output order
+    released: np.ndarray
+    #: their output lines
+    released_text: bytes
+    #: the suppressed rows' lines, in output order
+    suppressed: np.ndarray
+    #: their lines for ``--suppressed`` (``b""``: not written)
+    suppressed_text: bytes
+    #: each suppressed row's reason
+    reasons: list[str]
+
+
+def written_outcomes(out: list[Any], columns: Sequence[str] | None, fmt: str,
+                     loss_field: str | None = None, suppressed_format: str | None = None
+                     ) -> WrittenOutcomes:
+    """What a CASTLE call returned, written as ``streamanon castle`` writes it: the released
+    rows in ``fmt`` (the input's ``columns``, then the loss field;
+    :func:`~streamanon.pipeline.stages.write_released`, a class at a time), the suppressed
+    ones in ``suppressed_format`` (their input values, the loss field and the reason).
 
     Args:
         out: what the operator returned, in order.
-        columns: the input's columns.
-        fmt: the output's format (``csv`` or ``jsonl``).
+        columns: the input's columns (``None``: the first row's, as a CSV reader made them).
+        fmt: the released rows' format (``csv`` or ``jsonl``).
         loss_field: the column of each row's class loss (``None``: none).
+        suppressed_format: the suppressed rows' format (``None``: not written).
 
     >>> from streamanon.castle.records import Released
-    >>> written_outcomes([Released({"id": "a", "age": "[30-40]"}, 0.5, 1, 7)], ["id", "age"],
-    ...                  "csv")
-    (array([7]), b'a,[30-40]\\n', [])
+    >>> w = written_outcomes([Released({"id": "a", "age": "[30-40]"}, 0.5, 1, 7),
+    ...                       Suppressed(CastleRow({"id": "b", "age": 33.0}, 8), "too few")],
+    ...                      None, "csv", suppressed_format="csv")
+    >>> w.released, w.released_text, w.suppressed, w.suppressed_text, w.reasons
+    (array([7]), b'a,[30-40]\\n', array([8]), b'b,33,too few\\n', ['too few'])
     """
     from streamanon.pipeline.stages import write_released
 
     released = [x for x in out if not isinstance(x, Suppressed)]
-    suppressed = outcome_items([x for x in out if isinstance(x, Suppressed)])
+    suppressed = [x for x in out if isinstance(x, Suppressed)]
+    if columns is None:
+        first = released[0].values if released else (
+            suppressed[0].record.values if suppressed else {})
+        columns = [c for c in first if c != loss_field]
     cols = [*columns, *([loss_field] if loss_field and loss_field not in columns else [])]
+    text = _written(fmt, cols, lambda writer: write_released(writer, released))
+    sup_text = b""
+    if suppressed_format is not None and suppressed:
+        sup_text = _written(suppressed_format, [*cols, "reason"], lambda writer: writer.write_many(
+            [{**x.record.values, "reason": x.reason} for x in suppressed]))
+    return WrittenOutcomes(
+        np.fromiter((x.line for x in released), np.int64, len(released)), text,
+        np.fromiter((x.record.line for x in suppressed), np.int64, len(suppressed)), sup_text,
+        [x.reason for x in suppressed])
+
+
+def _written(fmt: str, columns: list[str], write: Callable[[RowWriter], None]) -> bytes:
+    """What ``write`` writes with a row writer of ``columns`` in ``fmt`` (no header line)."""
     buf = io.StringIO()
-    writer = RowWriter(buf, fmt, cols)
+    writer = RowWriter(buf, fmt, columns)
     buf.seek(0)
     buf.truncate()
-    write_released(writer, released)
-    seqs = np.fromiter((x.line for x in released), np.int64, len(released))
-    return seqs, buf.getvalue().encode("utf-8"), suppressed
+    write(writer)
+    return buf.getvalue().encode("utf-8")
 
 
 def outcome_lines(out: Iterable[Any]) -> list[str]:

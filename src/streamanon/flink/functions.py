@@ -27,9 +27,6 @@ log = logging.getLogger(__name__)
 #: side output of the reading steps: outcome lines that need no operator (rejected, header,
 #: blank), one newline-joined text per batch
 META = OutputTag("meta", Types.STRING())
-#: side output of a Kafka job's reading step: position maps and outcome lines that need no
-#: operator, as ``Row(Flink key, text)`` for the message step keyed as the operator
-KEYED_META = OutputTag("keyed-meta", Types.ROW([Types.INT(), Types.STRING()]))
 #: an event-time timer here fires on the final (maximal) watermark: the end of input
 END_OF_INPUT = 2**63 - 2
 #: the fewest rows between snapshots of a z key group's state (see the module docstring);
@@ -264,16 +261,13 @@ class ZKeyGroups(KeyedProcessFunction):
         delta_t: the window Δt in seconds.
         separator: the separator of hierarchical values.
         snapshot_every: the fewest rows between snapshots of a key group's state.
-        keyed: emit each line as ``Row(Flink key, line)``, for a next step keyed the same way
-            (a Kafka job's message step).
     """
 
     def __init__(self, z: int, delta_t: float, separator: str,
-                 snapshot_every: int = SNAPSHOT_EVERY, *, keyed: bool = False) -> None:
+                 snapshot_every: int = SNAPSHOT_EVERY) -> None:
         ZGroupOperator(z, delta_t, separator)  # validate the parameters on the client
         self.z, self.delta_t, self.separator = z, float(delta_t), separator
         self.snapshot_every = max(1, int(snapshot_every))
-        self.keyed = keyed
 
     def open(self, runtime_context: Any) -> None:
         self._state = KeyedState.open(runtime_context)
@@ -306,4 +300,4 @@ class ZKeyGroups(KeyedProcessFunction):
         live = self._group(group)
         text, rows = live.op.process(batch)
         self._keep(live, batch, rows)
-        yield Row(current_key(ctx), text) if self.keyed else text
+        yield text

@@ -5,47 +5,34 @@ Design: docs/design/flink.md
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import pickle
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from pyflink.common import Row, Types
 from pyflink.datastream import KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
 from streamanon.errors import BadInputError, ConfigError, JobError, ResumeError
+from streamanon.flink.castle_partition import CastlePartition
+from streamanon.flink.castle_rows import refused_line, written_outcomes
 from streamanon.flink.functions import (
     END_OF_INPUT,
-    KEYED_META,
     ZKeyGroups,
     _ChunkStage,
     current_key,
 )
 from streamanon.flink.outcomes import (
-    BATCH,
     BLANK,
-    CASTLE_BATCH,
-    CASTLE_WRITTEN,
     HEADER,
-    NOTE,
-    PUBLISHED,
     REJECTED,
-    SUPPRESSED,
-    CastleOutcome,
-    _plain,
-    _write,
-    castle_batch_of,
-    castle_written_of,
-    outcome_batch_of,
     rejected_line,
 )
 from streamanon.flink.runtime import JobOptions, JobRun, RunRecord, batch_rows_type, keyed_rows
@@ -58,16 +45,13 @@ from streamanon.pipeline.positions import HEADER_IN, MessagePositions
 from streamanon.pipeline.stages import reject_lines
 from streamanon.records import Rejected, RunStats
 
-#: first field of a position-map line: ``% \t first line \t base64(int64 codes)``
-POSITIONS = "%"
-#: first field of a read-time line: ``! \t wall-clock ms`` at which the JVM took the first
-#: record of a batch (the job's "first record read", in its accounting)
-READ_AT = "!"
 #: the layout of the message steps' Flink state (a message step keyed as the operator, a gate
 #: keyed by output partition); a checkpoint of another layout is refused, not misread
 STATE_LAYOUT = "keyed-messages-1"
 #: ... and of a z job's, whose operator step makes the messages itself (no message step)
 Z_STATE_LAYOUT = "z-messages-in-operator-1"
+#: ... and of a CASTLE job's, likewise
+CASTLE_STATE_LAYOUT = "castle-messages-in-operator-1"
 OLD_LAYOUT = ("--restore: the checkpoint was written by an older Kafka job (another layout of "
               "its steps), whose state this job cannot read; start a fresh run (a new "
               "--work-dir), or finish the old run with the streamanon release that started it")
@@ -146,7 +130,7 @@ class KafkaOutput:
     columns: list[str] = field(default_factory=list)  # CASTLE: output columns (if known)
     loss_field: str | None = None
     on_error: str = "fail"
-    #: exactly once without broker transactions: on a restore the message step reads its
+    #: exactly once without broker transactions: on a restore the output gate reads its
     #: output partitions past the checkpointed offsets and drops what is already there
     delivery: str = "exactly-once"
     source_name: str = "input"
@@ -229,27 +213,6 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
             .uid(f"kafka-source-{uuid.uuid4().hex}").set_parallelism(parallelism))
 
 
-def position_line(seqs: np.ndarray, codes: np.ndarray) -> str:
-    """The position map of lines ``seqs`` (line ``seqs[i]`` is message ``codes[i]``)."""
-    def b64(a: np.ndarray) -> str:
-        return base64.b64encode(np.ascontiguousarray(a, dtype="<i8").tobytes()).decode("ascii")
-
-    return f"{POSITIONS}\t{b64(seqs)}\t{b64(codes)}"
-
-
-def parse_position_line(line: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(seqs, codes)`` of a :func:`position_line`.
-
-    >>> seqs, codes = parse_position_line(position_line(np.array([7, 9]),
-    ...                                                 np.array([3 << 16, 4 << 16])))
-    >>> seqs.tolist(), codes.tolist()
-    ([7, 9], [196608, 262144])
-    """
-    _, seqs, codes = line.split("\t", 2)
-    return (np.frombuffer(base64.b64decode(seqs), dtype="<i8").copy(),
-            np.frombuffer(base64.b64decode(codes), dtype="<i8").copy())
-
-
 def batch_seqs(batch: Any, z: bool) -> np.ndarray:
     """The line numbers of a reading step's batch (a z batch: row tuples or Arrow IPC; a
     CASTLE batch: :func:`~streamanon.flink.castle_rows.seqs_of`)."""
@@ -276,9 +239,11 @@ class BatchMessages(_ChunkStage):
     not UTF-8, several lines; a repeated header skipped) and the file job's chunk parser.
     The merge's buffered records are part of this step's Flink state.
 
-    Out: the keyed batches, and on the side (KEYED_META, ``Row(Flink key, text)``) each
-    batch's position map to its batch's key, and the rejected / header / blank outcome lines
-    with theirs to the first key group's key (the message step is keyed as the operator).
+    Out: ``Row(Flink key, (group, batch, codes))``, each key group's batch with its rows'
+    input positions (``offset << 16 | partition``), and ``Row(first key group's key, (None,
+    lines, codes, read time))``, the rejected / header / blank outcome lines with theirs and
+    the wall-clock ms at which the JVM took the first record (once), for an operator step
+    that makes the messages itself (:class:`ZKeyGroupMessages`, :class:`CastleMessages`).
     This step is the one task of the record path: the merge and the line numbering (with
     the time check's clock) are one order of the whole input, as in the pure command.
     Under ``on_error="fail"`` a bad message fails the job, named by ``partition@offset``
@@ -299,18 +264,14 @@ class BatchMessages(_ChunkStage):
         idle_ms: milliseconds a partition of a live topic may stay empty before the merge
             goes on without it.
         pace: seconds to wait per line read (0: none).
-        inline: send each batch's input positions with it, and the lines that need no
-            operator on the main output (a step that makes the messages itself,
-            :class:`ZKeyGroupMessages`), instead of on the side (KEYED_META).
     """
 
     def __init__(self, parser: Any, routing: list[int], *, source_name: str, max_bytes: int,
                  header: str | None, header_given: bool, on_error: str,
                  partitions: Sequence[int] = (0,), ends: dict[int, int] | None = None,
                  starts: dict[int, int] | None = None, idle_ms: float = IDLE_MS,
-                 pace: float = 0.0, inline: bool = False) -> None:
+                 pace: float = 0.0) -> None:
         super().__init__(parser, routing, pace)
-        self.inline = inline
         self.source_name, self.max_bytes = source_name, int(max_bytes)
         self.header, self.header_given = header, header_given
         self.on_error = on_error
@@ -437,7 +398,7 @@ class BatchMessages(_ChunkStage):
         first = parser.line + 1
         meta: list[str] = []
         batches: list[tuple[int, Any]] = []
-        seqs: list[np.ndarray] | None = [] if self.inline else None
+        seqs: list[np.ndarray] | None = [] if self.z else None  # (z's parser gives them)
 
         def feed(data: bytes | str) -> tuple[list[str], list[tuple[int, Any]]]:
             if seqs is None:
@@ -478,33 +439,9 @@ class BatchMessages(_ChunkStage):
                 text, reason = json.loads(rest)
                 raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
                                     MessagePositions(self.source_name))
-        if self.inline:
-            yield from self._emit_inline(first, codes, meta, batches, seqs, read_at, n)
-        else:
-            yield from self._emit_keyed(first, codes, meta, batches, n, read_at)
+        yield from self._emit(first, codes, meta, batches, seqs, read_at, n)
 
-    def _emit_keyed(self, first: int, codes: np.ndarray, meta: list[str],
-                    batches: list[tuple[int, Any]], lines: int, read_at: int | None) -> Any:
-        """Each batch's position map to the Flink key of its batch (the message step is
-        keyed as the operator), the outcome lines that need no operator with theirs (and the
-        read time) to the first key group's key; then the batches."""
-        if self.pace:
-            time.sleep(self.pace * lines)
-        routing = self.routing
-        z = self.z
-        head: list[str] = [] if read_at is None else [f"{READ_AT}\t{read_at}"]
-        if meta:
-            seqs = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
-            head.append(position_line(seqs, codes[seqs - first]))
-            head += meta
-        if head:
-            yield KEYED_META, Row(routing[0], "\n".join(head))
-        for group, batch in batches:
-            seqs = batch_seqs(batch, z)
-            yield KEYED_META, Row(routing[group], position_line(seqs, codes[seqs - first]))
-            yield Row(routing[group], (group, batch))
-
-    def _emit_inline(self, first: int, codes: np.ndarray, meta: list[str],
+    def _emit(self, first: int, codes: np.ndarray, meta: list[str],
                      batches: list[tuple[int, Any]], seqs: list[np.ndarray] | None,
                      read_at: int | None, lines: int) -> Any:
         """The input positions travel with what they belong to, on the main output:
@@ -528,7 +465,7 @@ class BatchMessages(_ChunkStage):
             at = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
             yield Row(routing[0], (None, meta, codes[at - first], read_at))
         for i, (group, batch) in enumerate(batches):
-            rows = batch_seqs(batch, True) if seqs is None else seqs[i]
+            rows = batch_seqs(batch, self.z) if seqs is None else seqs[i]
             yield Row(routing[group], (group, batch, codes[rows - first]))
 
 
@@ -587,7 +524,7 @@ class KafkaHeaderParser:
 
 
 def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
-                  options: JobOptions, *, inline: bool = False) -> Any:
+                  options: JobOptions) -> Any:
     """The reading step of a Kafka input (as :func:`streamanon.flink.runtime.batch_source`
     is a file's or a TCP server's).
 
@@ -597,7 +534,6 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
         parser: the chunk parser of the operator.
         record: the run's record (its key groups and their routing).
         options: how to run the job (``batch_size`` resolved).
-        inline: the input positions travel with the batches (see :class:`BatchMessages`).
     """
     assert options.batch_size, "resolved by the run functions"
     z = hasattr(parser, "reader")
@@ -609,7 +545,7 @@ def kafka_batches(env: Any, source: KafkaInput, parser: Any, record: RunRecord,
                          ends=dict(source.end_offsets) if source.until_end else None,
                          starts=(start_offsets(source, options.restore_from is not None)
                                  if source.until_end and len(source.partitions) > 1 else None),
-                         pace=options.pace, inline=inline)
+                         pace=options.pace)
     readers = max(1, min(options.parallelism, len(source.partitions) or 1))
     records = kafka_source(env, source, options.restore_from is not None, parallelism=readers)
     batches = gather_records(records, batch_size=options.batch_size, batch_ms=options.batch_ms,
@@ -676,271 +612,6 @@ def gather_records(records: Any, *, batch_size: int, batch_ms: float, parallelis
 
 # -- outcomes to messages ------------------------------------------------------------------------
 
-class KafkaMessages(KeyedProcessFunction):
-    """Outcome lines and position maps in, keyed as the operator (``Row(Flink key, text)``);
-    batches of output messages out, one ``Row(gate key, Row(topic, partition, codes, text))``
-    per destination topic partition and outcome line, for :class:`KafkaGate` (keyed by
-    output topic partition, :func:`gate_key`).
-
-    State (one ``ValueState`` per Flink key): the position maps of the key's lines not yet
-    used up (line number -> ``offset << 16 | partition``), the outcome lines waiting for
-    their map, the CASTLE columns, and the key's share of the accounting (written to
-    ``stats_path`` plus ``.m<key>`` at the end of a bounded input; :func:`kafka_result` adds
-    the shares up). The maps of a key come from the one reading task in line order; an
-    outcome may arrive before its map (the map goes beside the operator) and then waits.
-    """
-
-    def __init__(self, out: KafkaOutput) -> None:
-        self.out = out
-        self.topics = out.topic_list()
-
-    def open(self, runtime_context: Any) -> None:
-        self._state = runtime_context.get_state(
-            ValueStateDescriptor("messages", Types.PICKLED_BYTE_ARRAY()))
-        self._keys: dict[int, dict[str, Any]] = {}
-        self._s: dict[str, Any] | None = None
-        self._positions = MessagePositions(self.out.source_name)
-
-    def _load(self, ctx: Any) -> dict[str, Any]:
-        key = current_key(ctx)
-        s = self._keys.get(key)
-        if s is None:
-            saved = self._state.value()
-            if saved is not None:
-                s = pickle.loads(saved)
-                if s.get("layout") != STATE_LAYOUT:
-                    raise ResumeError(OLD_LAYOUT)
-            else:
-                s = {"layout": STATE_LAYOUT, "seqs": np.empty(0, np.int64),
-                     "codes": np.empty(0, np.int64), "waiting": [],
-                     "columns": list(self.out.columns),
-                     "counts": {"read": 0, "published": 0, "suppressed": 0, "rejected": 0,
-                                "headers": 0, "blank": 0},
-                     "suppressed_by_reason": {}}
-            self._keys[key] = s
-            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        self._s, self._key = s, key
-        return s
-
-    def _save(self) -> None:
-        self._state.update(pickle.dumps(self._s, protocol=pickle.HIGHEST_PROTOCOL))
-
-    # -- position maps ---------------------------------------------------------------------
-    def _add_map(self, seqs: np.ndarray, codes: np.ndarray) -> None:
-        s = self._s
-        assert s is not None
-        all_seqs = np.concatenate([s["seqs"], seqs])
-        all_codes = np.concatenate([s["codes"], codes])
-        if len(s["seqs"]) and len(seqs) and seqs[0] < s["seqs"][-1]:
-            order = np.argsort(all_seqs, kind="stable")
-            all_seqs, all_codes = all_seqs[order], all_codes[order]
-        s["seqs"], s["codes"] = all_seqs, all_codes
-
-    def _codes(self, seqs: np.ndarray) -> np.ndarray | None:
-        """The input positions of lines ``seqs`` (None: a map has not arrived yet); each
-        found line uses up its place in the map (every line ends as exactly one outcome)."""
-        s = self._s
-        assert s is not None
-        have = s["seqs"]
-        idx = np.searchsorted(have, seqs)
-        if not len(have) or (idx >= len(have)).any() or (have[np.minimum(
-                idx, len(have) - 1)] != seqs).any():
-            return None
-        out = s["codes"][idx]
-        keep = np.ones(len(have), dtype=bool)
-        keep[idx] = False
-        s["seqs"], s["codes"] = have[keep], s["codes"][keep]
-        return out
-
-    # -- elements --------------------------------------------------------------------------
-    def process_element(self, text: str, ctx: Any):  # type: ignore[override]
-        s = self._load(ctx)
-        lines = text.split("\n")  # outcome batches (z's, CASTLE's) stay whole
-        retry = False
-        rest: list[str] = []
-        for line in lines:
-            if line.startswith(POSITIONS + "\t"):
-                self._add_map(*parse_position_line(line))
-                retry = True
-            elif line.startswith(READ_AT + "\t"):
-                at = int(line.split("\t", 1)[1])
-                seen = s["counts"].get("first_read_ms")
-                s["counts"]["first_read_ms"] = at if seen is None else min(seen, at)
-            elif line and not line.startswith(NOTE + "\t"):
-                rest.append(line)
-        yield from self._take(rest)
-        if retry and s["waiting"]:
-            waiting, s["waiting"] = s["waiting"], []
-            yield from self._take(waiting)
-        self._save()
-
-    def _take(self, lines: list[str]) -> Any:
-        """Outcome lines whose maps are here to messages; the others wait."""
-        for line in lines:
-            got = self._messages(line)
-            if got is None:
-                self._s["waiting"].append(line)  # type: ignore[index]
-            else:
-                yield from got
-
-    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
-        s = self._load(ctx)
-        if self.out.stats_path:
-            counts = dict(s["counts"], waiting=len(s["waiting"]),
-                          suppressed_by_reason=s["suppressed_by_reason"])
-            write_share(f"{self.out.stats_path}.m{self._key}", counts)
-        yield from ()
-
-    def _messages(self, line: str) -> list[Row] | None:
-        """The message batches of one outcome line (None: its map is not here yet)."""
-        if line.startswith(BATCH + "\t"):
-            return self._z_batch(_plain(outcome_batch_of(line)))
-        if line.startswith(CASTLE_BATCH + "\t"):
-            return self._castle_batch(castle_batch_of(line))
-        if line.startswith(CASTLE_WRITTEN + "\t"):
-            seqs, text, suppressed = castle_written_of(line)
-            return self._castle_messages(seqs, suppressed, lambda: text)
-        seq_text, kind, *rest = line.split("\t", 3)
-        seqs = np.array([int(seq_text)], dtype=np.int64)
-        if kind == HEADER:
-            if self._codes(seqs) is None:
-                return None
-            if self.out.operator == "castle" and not self._s["columns"]:  # type: ignore[index]
-                self._s["columns"] = json.loads(rest[0])  # type: ignore[index]
-            self._s["counts"]["headers"] += 1  # type: ignore[index]
-            return []
-        codes = self._codes(seqs)
-        if codes is None:
-            return None
-        counts = self._s["counts"]  # type: ignore[index]
-        if kind == BLANK:
-            counts["blank"] += 1
-            return []
-        counts["read"] += 1
-        if kind == REJECTED:
-            counts["rejected"] += 1
-            text, reason = json.loads(rest[0])
-            chunk = LineChunk(0, "", codes)
-            out_text, out_codes = reject_lines([Rejected(0, text, reason)], chunk,
-                                                self._positions)
-            return self._rows(self.out.rejects, out_text, out_codes)
-        if self.out.operator == "z":
-            if kind == SUPPRESSED:
-                counts["suppressed"] += 1
-                return []
-            t_text, u, a = json.loads(rest[1].split("\t", 1)[1])  # restamped \t [t, u, a]
-            table = pa.table({"seq": [int(seq_text)], "t_text": [t_text], "u": [u],
-                              "a": [a]})
-            return self._z_rows(table, codes)
-        if kind == SUPPRESSED:
-            counts["suppressed"] += 1
-            reason = json.loads(rest[0])
-            by = self._s["suppressed_by_reason"]  # type: ignore[index]
-            by[reason] = by.get(reason, 0) + 1
-            if self.out.suppressed is None or len(rest) < 2:
-                return []
-            values = {**json.loads(rest[1]), "reason": reason}
-            return self._rows(self.out.suppressed, self._castle_text(
-                values, self.out.suppressed_format, ["reason"]), codes)
-        counts["published"] += 1
-        values = json.loads(rest[1])
-        return self._rows(self.out.published,
-                          self._castle_text(values, self.out.out_format), codes)
-
-    def _z_batch(self, batch: pa.RecordBatch) -> list[Row] | None:
-        codes = self._codes(batch.column("seq").to_numpy())
-        if codes is None:
-            return None
-        counts = self._s["counts"]  # type: ignore[index]
-        level = batch.column("level").to_numpy()
-        published = level >= 0
-        counts["read"] += batch.num_rows
-        counts["suppressed"] += int((~published).sum())
-        if not published.any():
-            return []
-        mask = pa.array(published)
-        return self._z_rows(pa.Table.from_batches([batch.filter(mask)]), codes[published])
-
-    def _castle_batch(self, outcomes: list[CastleOutcome]) -> list[Row] | None:
-        """The messages of a batch of CASTLE outcomes (see :meth:`_castle_messages`), the
-        released rows written here as their text lines would give them one by one."""
-        pub = [o for o in outcomes if o[1] == PUBLISHED]
-        return self._castle_messages(
-            np.fromiter((o[0] for o in pub), np.int64, len(pub)),
-            [o for o in outcomes if o[1] != PUBLISHED],
-            lambda: self._castle_texts([o[3] for o in pub], self.out.out_format))
-
-    def _castle_messages(self, seqs: np.ndarray, suppressed: list[CastleOutcome],
-                         released: Callable[[], str | bytes]) -> list[Row] | None:
-        """The messages of a CASTLE batch, as one text per topic: the released rows of lines
-        ``seqs`` (their text, one line each, from ``released()``) to the published topic, the
-        suppressed ones to ``--suppressed``, each in the batch's order (None: a map is not
-        here yet)."""
-        codes = self._codes(np.concatenate(
-            [seqs, np.fromiter((o[0] for o in suppressed), np.int64, len(suppressed))]))
-        if codes is None:
-            return None
-        counts = self._s["counts"]  # type: ignore[index]
-        by = self._s["suppressed_by_reason"]  # type: ignore[index]
-        counts["read"] += len(codes)
-        counts["published"] += len(seqs)
-        counts["suppressed"] += len(suppressed)
-        for o in suppressed:
-            by[o[2]] = by.get(o[2], 0) + 1
-        out = self._rows(self.out.published, released(), codes[:len(seqs)])
-        if self.out.suppressed is not None and suppressed:
-            out += self._rows(self.out.suppressed, self._castle_texts(
-                [{**o[3], "reason": o[2]} for o in suppressed],
-                self.out.suppressed_format, ["reason"]), codes[len(seqs):])
-        return out
-
-    def _castle_texts(self, rows: list[dict[str, Any]], fmt: str,
-                      more: Sequence[str] = ()) -> str:
-        """Rows as :meth:`_castle_text` writes each, one writer for all when the columns
-        are known."""
-        from streamanon.io.rows import RowWriter
-
-        if not rows or not self._s["columns"]:  # type: ignore[index]
-            return "".join(self._castle_text(values, fmt, more) for values in rows)
-        cols = list(self._s["columns"])  # type: ignore[index]
-        if self.out.loss_field and self.out.loss_field not in cols:
-            cols.append(self.out.loss_field)
-        buf = io.StringIO()
-        writer = RowWriter(buf, fmt, cols + list(more))
-        buf.seek(0)
-        buf.truncate()
-        writer.write_many(rows)
-        return buf.getvalue()
-
-    def _z_rows(self, rows: pa.Table, codes: np.ndarray) -> list[Row]:
-        self._s["counts"]["published"] += rows.num_rows  # type: ignore[index]
-        buf = io.StringIO()
-        writer = RecordWriter(buf, self.out.out_format)
-        buf.seek(0)
-        buf.truncate()
-        _write(writer, rows)
-        return self._rows(self.out.published, buf.getvalue(), codes)
-
-    def _castle_text(self, values: dict[str, Any], fmt: str, more: Sequence[str] = ()) -> str:
-        """One row as the pure command writes it: the input's columns, the loss field (if
-        any), then ``more`` (the suppressed rows' reason)."""
-        from streamanon.io.rows import RowWriter
-
-        cols = list(self._s["columns"]) or [c for c in values if c not in more]  # type: ignore
-        if self.out.loss_field and self.out.loss_field not in cols:
-            cols.append(self.out.loss_field)
-        cols += more
-        buf = io.StringIO()
-        writer = RowWriter(buf, fmt, cols)
-        buf.seek(0)
-        buf.truncate()
-        writer.write(values)
-        return buf.getvalue()
-
-    def _rows(self, url: str | None, text: str, codes: np.ndarray) -> list[Row]:
-        return message_rows(self.out, self._positions, url, text, codes)
-
-
 def message_rows(out: KafkaOutput, positions: MessagePositions, url: str | None,
                  text: str | bytes, codes: np.ndarray) -> list[Row]:
     """The output messages ``text`` (one line each) of the input records ``codes``, as one
@@ -984,18 +655,47 @@ def code_bytes(codes: np.ndarray) -> bytes:
 
 
 def empty_counts() -> dict[str, Any]:
-    """A message step's share of the accounting before its first record."""
+    """An operator step's share of the accounting before its first record."""
     return {"read": 0, "published": 0, "suppressed": 0, "rejected": 0, "headers": 0,
             "blank": 0}
+
+
+def meta_messages(out: KafkaOutput, positions: MessagePositions, value: tuple,
+                  counts: dict[str, Any]) -> list[Row]:
+    """The lines that need no operator (``(None, lines, codes, read time)`` from
+    :class:`BatchMessages`): counted (the read time too: the job's first record read); the
+    rejected ones as messages of the rejects topic, as the pure command writes them."""
+    _, lines, codes, read_at = value
+    if read_at is not None:
+        seen = counts.get("first_read_ms")
+        counts["first_read_ms"] = read_at if seen is None else min(seen, read_at)
+    rejected: list[Rejected] = []
+    at: list[int] = []
+    for i, line in enumerate(lines):
+        _, kind, *rest = line.split("\t", 2)
+        if kind == HEADER:
+            counts["headers"] += 1
+        elif kind == BLANK:
+            counts["blank"] += 1
+        elif kind == REJECTED:
+            text, reason = json.loads(rest[0])
+            rejected.append(Rejected(len(at), text, reason))
+            at.append(i)
+    if not rejected:
+        return []
+    counts["read"] += len(rejected)
+    counts["rejected"] += len(rejected)
+    out_text, out_codes = reject_lines(rejected, LineChunk(0, "", codes[at]), positions)
+    return message_rows(out, positions, out.rejects, out_text, out_codes)
 
 
 class ZKeyGroupMessages(ZKeyGroups):
     """z-anonymity per key group, its outcomes made into output messages in the same step
     (a Kafka job; no message step of its own, no outcome text in between): the operator of
-    :class:`~streamanon.flink.functions.ZKeyGroups`, with the message step's formatting
-    (:class:`KafkaMessages`, the pure command's writers) applied to what it decides.
+    :class:`~streamanon.flink.functions.ZKeyGroups`, with the pure command's writers applied
+    to what it decides.
 
-    In (from :class:`BatchMessages` with ``inline``): ``(group, batch, codes)``, a key
+    In (from :class:`BatchMessages`): ``(group, batch, codes)``, a key
     group's batch and each row's input position (``offset << 16 | partition``), and
     ``(None, lines, codes, read time)``, the lines that need no operator (rejected, header,
     blank) with theirs, on the first key group's key. Out: ``Row(gate key, Row(topic,
@@ -1003,7 +703,7 @@ class ZKeyGroupMessages(ZKeyGroups):
 
     State: the operator's (snapshot plus redo log of batches, as ``ZKeyGroups``), and per
     key its share of the accounting (written to ``stats_path`` plus ``.m<key>`` at the end
-    of a bounded input, as the message step's).
+    of a bounded input, as :class:`CastleMessages`' are).
 
     Args:
         z: the z of z-anonymity.
@@ -1038,11 +738,7 @@ class ZKeyGroupMessages(ZKeyGroups):
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         counts = self._counts_of(ctx)
         if value[0] is None:
-            _, lines, codes, read_at = value
-            rows = self._lines(lines, codes, counts)
-            if read_at is not None:
-                seen = counts.get("first_read_ms")
-                counts["first_read_ms"] = read_at if seen is None else min(seen, read_at)
+            rows = meta_messages(self.out, self._positions, value, counts)
         else:
             group, batch, codes = value
             rows = self._batch(group, batch, codes, counts)
@@ -1092,35 +788,113 @@ class ZKeyGroupMessages(ZKeyGroups):
             text = buf.getvalue()
         return message_rows(self.out, self._positions, self.out.published, text, codes[idx])
 
-    def _lines(self, lines: list[str], codes: np.ndarray, counts: dict[str, Any]) -> list[Row]:
-        """The lines that need no operator: counted; the rejected ones as messages of the
-        rejects topic, as the pure command writes them."""
-        rejected: list[Rejected] = []
-        at: list[int] = []
-        for i, line in enumerate(lines):
-            _, kind, *rest = line.split("\t", 2)
-            if kind == HEADER:
-                counts["headers"] += 1
-            elif kind == BLANK:
-                counts["blank"] += 1
-            elif kind == REJECTED:
-                text, reason = json.loads(rest[0])
-                rejected.append(Rejected(len(at), text, reason))
-                at.append(i)
-        if not rejected:
-            return []
-        counts["read"] += len(rejected)
-        counts["rejected"] += len(rejected)
-        out_text, out_codes = reject_lines(rejected, LineChunk(0, "", codes[at]),
-                                           self._positions)
-        return message_rows(self.out, self._positions, self.out.rejects, out_text, out_codes)
-
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
         counts = self._counts_of(ctx)
         if self.out.stats_path:
             write_share(f"{self.out.stats_path}.m{current_key(ctx)}",
-                        dict(counts, waiting=0, suppressed_by_reason={}))
+                        dict(counts, suppressed_by_reason={}))
         yield from ()
+
+
+class CastleMessages(CastlePartition):
+    """CASTLE per partition, its outcomes made into output messages in the same step (a
+    Kafka job; no message step of its own): the operator step of
+    :class:`~streamanon.flink.castle_partition.CastlePartition`, each row numbered by its
+    input position as the pure command numbers a message's row, and what the operator
+    releases and suppresses written with the pure command's writers
+    (:func:`~streamanon.flink.castle_rows.written_outcomes`).
+
+    In (from :class:`BatchMessages`): ``(group, batch, codes)``, a partition's batch and each
+    row's input position, and ``(None, lines, codes, read time)``, the lines that need no
+    operator, on the first key's; the rule sets on the broadcast side (their notes are not
+    messages). Out: ``Row(gate key, Row(topic, partition, codes, text))`` per output
+    partition, for :class:`KafkaGate`.
+
+    State: the operator's (snapshot plus redo log of batches, with their positions), and per
+    key its share of the accounting (written to ``stats_path`` plus ``.m<key>`` at the end
+    of a bounded input).
+
+    Args:
+        params: the CASTLE parameters (k, l, delta, ...).
+        fmt: the input format (``csv`` or ``jsonl``).
+        columns: the input's columns (empty when not known: then a batch's).
+        snapshot_every: rows between snapshots of a partition's state (``None``: the default).
+        out: the output topics and how to write them.
+    """
+
+    def __init__(self, params: dict[str, Any], fmt: str, columns: list[str],
+                 snapshot_every: int | None, out: KafkaOutput) -> None:
+        super().__init__(params, fmt, columns, snapshot_every)
+        self.out = out
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self._counts_state = runtime_context.get_state(
+            ValueStateDescriptor("counts", Types.PICKLED_BYTE_ARRAY()))
+        self._counts: dict[int, dict[str, Any]] = {}
+        self._positions = MessagePositions(self.out.source_name)
+
+    def _counts_of(self, ctx: Any) -> dict[str, Any]:
+        key = current_key(ctx)
+        counts = self._counts.get(key)
+        if counts is None:
+            saved = self._counts_state.value()
+            counts = pickle.loads(saved) if saved is not None else dict(
+                empty_counts(), suppressed_by_reason={})
+            self._counts[key] = counts
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        return counts
+
+    def process_broadcast_element(self, value: tuple, ctx: Any):  # type: ignore[override]
+        for _ in super().process_broadcast_element(value, ctx):  # (its note: not a message)
+            pass
+        return iter(())
+
+    def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
+        counts = self._counts_of(ctx)
+        if value[0] is None:
+            rows = meta_messages(self.out, self._positions, value, counts)
+        else:
+            _, batch, codes = value
+            live = self._partition(ctx)
+            out, refused = self._take_batch(live, ctx, batch, codes)
+            rows = self._messages(live, out, counts)
+            if refused:
+                lines = [refused_line(code, values, self.fmt, self.columns, reason)
+                         for code, values, reason in refused]
+                rows += meta_messages(self.out, self._positions, (
+                    None, lines, np.array([r[0] for r in refused], np.int64), None), counts)
+        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
+        yield from rows
+
+    def _messages(self, live: Any, out: list[Any], counts: dict[str, Any]) -> list[Row]:
+        """What the operator released (to the published topic) and suppressed (counted by
+        reason; to ``--suppressed``), as messages."""
+        if not out:
+            return []
+        o = self.out
+        w = written_outcomes(out, live.header or self.columns or None, o.out_format,
+                             live.op.loss_field,
+                             o.suppressed_format if o.suppressed is not None else None)
+        counts["read"] += len(out)
+        counts["published"] += len(w.released)
+        counts["suppressed"] += len(w.suppressed)
+        by = counts["suppressed_by_reason"]
+        for reason in w.reasons:
+            by[reason] = by.get(reason, 0) + 1
+        rows = message_rows(o, self._positions, o.published, w.released_text, w.released)
+        if w.suppressed_text:
+            rows += message_rows(o, self._positions, o.suppressed, w.suppressed_text,
+                                 w.suppressed)
+        return rows
+
+    def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
+        counts = self._counts_of(ctx)
+        rows = self._messages(live := self._partition(ctx), self._finish(live, ctx), counts)
+        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
+        if self.out.stats_path:
+            write_share(f"{self.out.stats_path}.m{current_key(ctx)}", counts)
+        yield from rows
 
 
 def gate_key(topic_index: int, partition: int) -> int:
@@ -1264,16 +1038,6 @@ class KafkaGate(KeyedProcessFunction):
         yield from ()
 
 
-def kafka_outcome_sink(stream: Any, out: KafkaOutput, options: JobOptions | None = None) -> None:
-    """Keyed outcome lines -> :class:`KafkaMessages` -> :func:`kafka_message_sink`, every
-    step at the job's parallelism."""
-    p = options.parallelism if options is not None else 1
-    batches = (keyed_rows(stream, Types.STRING())
-               .process(KafkaMessages(out), output_type=gated_type())
-               .name("outcomes to messages").uid("kafka-messages-keyed").set_parallelism(p))
-    kafka_message_sink(batches, out, options)
-
-
 def kafka_message_sink(batches: Any, out: KafkaOutput, options: JobOptions | None = None) -> None:
     """Message batches for the gate (``Row(gate key, Row(topic, partition, codes, text))``)
     -> :class:`KafkaGate` -> messages split in the JVM -> KafkaSink, every step at the job's
@@ -1293,8 +1057,8 @@ def kafka_message_sink(batches: Any, out: KafkaOutput, options: JobOptions | Non
     builder = (jvm.org.apache.flink.connector.kafka.sink.KafkaSink.builder()
                .setBootstrapServers(out.bootstrap)
                .setRecordSerializer(jvm.streamanon.kafka.TaggedSerializer(HEADER_IN)))
-    # flushed at each checkpoint (the offsets KafkaMessages checkpoints are then the
-    # partitions' ends); the repeats after a restore are dropped by KafkaMessages' gate
+    # flushed at each checkpoint (the offsets KafkaGate checkpoints are then the
+    # partitions' ends); the repeats after a restore are dropped by KafkaGate
     builder.setDeliveryGuarantee(guarantee.AT_LEAST_ONCE)
     builder.setProperty("enable.idempotence", "true")
     # few large record batches, as the pure path's producer writes them: a topic of many
@@ -1363,7 +1127,7 @@ def settle_output_base(work: Path, out: KafkaOutput, restoring: bool) -> None:
 
 
 def kafka_counts(path: Path) -> dict[str, Any]:
-    """The accounting of a Kafka job: the keyed message and gate steps' shares
+    """The accounting of a Kafka job: the keyed operator and gate steps' shares
     (``PATH.m<key>``, ``PATH.g<key>``) added up (times: the earliest read, the last output)."""
     counts: dict[str, Any] = {}
     by_reason: dict[str, int] = {}
@@ -1389,7 +1153,7 @@ def kafka_counts(path: Path) -> dict[str, Any]:
 
 @dataclass
 class KafkaRunResult:
-    """The accounting of a Kafka job (what its message step counted) and its run time."""
+    """The accounting of a Kafka job (what its operator steps counted) and its run time."""
 
     stats: RunStats
     seconds: float
@@ -1439,8 +1203,7 @@ def write_plan(env: Any, work: Path) -> None:
 
 
 def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
-    """The accounting the message step wrote at the end of a bounded input, in ``stats``
-    (an outcome that never met its input position fails the run)."""
+    """The accounting the operator steps wrote at the end of a bounded input, in ``stats``."""
     counts = kafka_counts(work / "kafka-stats.json")
     stats.count_read(counts.get("read", 0))
     stats.count_released(counts.get("published", 0))  # the state's key (checkpoints keep it)
@@ -1457,8 +1220,6 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
         stats.details["first_read_at"] = counts["first_read_ms"] / 1000
     if counts.get("suppressed_by_reason"):
         stats.details["suppressed_by_reason"] = counts["suppressed_by_reason"]
-    if counts.get("waiting"):
-        raise JobError(f"{counts['waiting']} outcome(s) never met their input positions")
     if counts.get("reconfirmed"):
         stats.details["reconfirmed_outputs"] = counts["reconfirmed"]
     if counts.get("pending"):
@@ -1470,10 +1231,26 @@ def kafka_result(stats: RunStats, work: Path, run: JobRun) -> KafkaRunResult:
     return KafkaRunResult(stats, run.net_seconds, run.wall_seconds)
 
 
-__all__ = ["BatchMessages", "KafkaHeaderParser", "KafkaInput", "KafkaMessages", "KafkaOutput",
-           "KafkaRunResult", "ZKeyGroupMessages", "kafka_batches", "kafka_env",
-           "kafka_message_sink", "kafka_outcome_sink", "kafka_record", "kafka_result",
-           "kafka_source", "message_rows", "parse_position_line", "position_line",
-           "prepare_endpoints", "settle_output_base", "start_offsets", "write_plan"]
+__all__ = [
+    "BatchMessages",
+    "CastleMessages",
+    "KafkaHeaderParser",
+    "KafkaInput",
+    "KafkaOutput",
+    "KafkaRunResult",
+    "ZKeyGroupMessages",
+    "kafka_batches",
+    "kafka_env",
+    "kafka_message_sink",
+    "kafka_record",
+    "kafka_result",
+    "kafka_source",
+    "message_rows",
+    "meta_messages",
+    "prepare_endpoints",
+    "settle_output_base",
+    "start_offsets",
+    "write_plan",
+]
 
 

@@ -25,7 +25,6 @@ PUBLISHED, SUPPRESSED, REJECTED, HEADER, BLANK = "P", "S", "R", "H", "B"
 NOTE = "#"  # first field of a note line: about the job (rule sets), not about an input line
 BATCH = "@"  # first field of a line holding a whole outcome batch
 CASTLE_BATCH = "&"  # first field of a line holding a batch of CASTLE outcomes
-CASTLE_WRITTEN = "&w"  # ... and of one whose released rows are written as output messages
 
 #: one CASTLE outcome: ``(seq, "P", loss, values)`` released (generalized values) or
 #: ``(seq, "S", reason, values)`` suppressed (the input values, for ``--suppressed``)
@@ -130,24 +129,6 @@ def castle_batch_line(outcomes: list[CastleOutcome]) -> str:
 def castle_batch_of(line: str) -> list[CastleOutcome]:
     """The outcomes of a :func:`castle_batch_line` (the ``&`` field included)."""
     return pickle.loads(base64.b64decode(line[len(CASTLE_BATCH) + 1:]))
-
-
-def castle_written_line(seqs: np.ndarray, text: bytes, suppressed: list[CastleOutcome]) -> str:
-    """One line holding a batch of CASTLE outcomes for a Kafka job's message step, the
-    released rows already written: their line numbers ``seqs``, their ``text`` (a message a
-    line) and the ``suppressed`` rows' outcomes: ``&w \t base64(pickle)``.
-
-    >>> castle_written_of(castle_written_line(np.array([7]), b"a,[30-40]\\n", []))
-    (array([7]), b'a,[30-40]\\n', [])
-    """
-    data = pickle.dumps((seqs, text, suppressed), protocol=pickle.HIGHEST_PROTOCOL)
-    return f"{CASTLE_WRITTEN}\t{base64.b64encode(data).decode('ascii')}"
-
-
-def castle_written_of(line: str) -> tuple[np.ndarray, bytes, list[CastleOutcome]]:
-    """The released rows' line numbers and text, and the suppressed rows' outcomes, of a
-    :func:`castle_written_line` (the ``&w`` field included)."""
-    return pickle.loads(base64.b64decode(line[len(CASTLE_WRITTEN) + 1:]))  # type: ignore[no-any-return]
 
 
 def castle_outcome_line(outcome: CastleOutcome) -> str:

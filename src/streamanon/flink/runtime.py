@@ -313,7 +313,7 @@ def side_output(stream: Any, tag: Any) -> Any:
 def outcome_sink(stream: Any, out_dir: Path, release_to: Endpoint | None = None) -> None:
     """Outcome lines to exactly-once part files under ``out_dir`` (and a TCP sink, if asked:
     there every outcome batch is expanded into one line per input line); a Kafka job's sink
-    is :func:`~streamanon.flink.kafka_connector.kafka_outcome_sink`."""
+    is :func:`~streamanon.flink.kafka_connector.kafka_message_sink`."""
     from pyflink.common import Types
     from pyflink.common.serialization import Encoder, SimpleStringSchema
     from pyflink.datastream import SinkFunction

@@ -13,7 +13,7 @@ from typing import Any
 from pyflink.common import Types
 
 from streamanon.flink.env import make_env, prepare_python_path
-from streamanon.flink.functions import KEYED_META, META, SNAPSHOT_EVERY, ZKeyGroups
+from streamanon.flink.functions import META, SNAPSHOT_EVERY, ZKeyGroups
 from streamanon.flink.kafka_connector import (
     Z_STATE_LAYOUT,
     KafkaInput,
@@ -76,12 +76,9 @@ def z_parser(source: str | Path | Endpoint | KafkaInput, record: RunRecord, opti
 
 
 def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: float,
-                separator: str = SEPARATOR, snapshot_every: int | None = None,
-                keyed: bool = False) -> None:
+                separator: str = SEPARATOR, snapshot_every: int | None = None) -> None:
     """Add the keyed z-anonymity step after the reading step ``batches`` (its rows and its
-    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes
-    (``keyed``: as ``Row(Flink key, text)``, with the side output
-    :data:`~streamanon.flink.functions.KEYED_META`).
+    side output :data:`~streamanon.flink.functions.META`); ``sink`` takes the outcomes.
 
     Args:
         batches: the reading step's output (keyed batches, META on the side).
@@ -90,17 +87,14 @@ def build_z_job(batches: Any, sink: Callable[[Any], None], *, z: int, delta_t: f
         delta_t: the window Δt in seconds.
         separator: the separator of hierarchical values.
         snapshot_every: records between snapshots of a key group's state (``None``: the default).
-        keyed: emit each outcome with its Flink key (a Kafka job's message step).
     """
     outcomes = (
         keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
-        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY,
-                            keyed=keyed),
-                 output_type=Types.ROW([Types.INT(), Types.STRING()]) if keyed
-                 else Types.STRING())
+        .process(ZKeyGroups(z, delta_t, separator, snapshot_every or SNAPSHOT_EVERY),
+                 output_type=Types.STRING())
         .name(f"z-anonymity z={z} (per key group)").uid("z-anonymity")
     )
-    sink(outcomes.union(side_output(batches, KEYED_META if keyed else META)))
+    sink(outcomes.union(side_output(batches, META)))
 
 
 def check_header(source: str | Path, fmt: str) -> None:
@@ -229,7 +223,7 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
         # interpreter lock the job's Python steps share than the bytes saved between tasks
         parser = z_parser(source, record, options, fmt=in_format,
                           time_tolerance=time_tolerance, codec=None)
-        batches = kafka_batches(env, source, parser, record, options, inline=True)
+        batches = kafka_batches(env, source, parser, record, options)
         # the operator step makes the output messages itself: no step between it and the gate
         messages = (
             keyed_rows(batches, Types.PICKLED_BYTE_ARRAY())
