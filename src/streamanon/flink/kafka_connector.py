@@ -657,7 +657,38 @@ def code_bytes(codes: np.ndarray) -> bytes:
 def empty_counts() -> dict[str, Any]:
     """An operator step's share of the accounting before its first record."""
     return {"read": 0, "published": 0, "suppressed": 0, "rejected": 0, "headers": 0,
-            "blank": 0}
+            "blank": 0, "suppressed_by_reason": {}}
+
+
+class _AccountingShare:
+    """The share of a Kafka job's accounting that an operator step keeps per Flink key, in
+    Flink state; written to ``stats_path`` plus ``.m<key>`` at the end of a bounded input
+    (:func:`kafka_counts` adds the shares up)."""
+
+    out: KafkaOutput
+
+    def _open_counts(self, runtime_context: Any) -> None:
+        self._counts_state = runtime_context.get_state(
+            ValueStateDescriptor("counts", Types.PICKLED_BYTE_ARRAY()))
+        self._counts: dict[int, dict[str, Any]] = {}
+        self._positions = MessagePositions(self.out.source_name)
+
+    def _counts_of(self, ctx: Any) -> dict[str, Any]:
+        key = current_key(ctx)
+        counts = self._counts.get(key)
+        if counts is None:
+            saved = self._counts_state.value()
+            counts = pickle.loads(saved) if saved is not None else empty_counts()
+            self._counts[key] = counts
+            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+        return counts
+
+    def _save_counts(self, counts: dict[str, Any]) -> None:
+        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write_share(self, ctx: Any, counts: dict[str, Any]) -> None:
+        if self.out.stats_path:
+            write_share(f"{self.out.stats_path}.m{current_key(ctx)}", counts)
 
 
 def meta_messages(out: KafkaOutput, positions: MessagePositions, value: tuple,
@@ -689,7 +720,7 @@ def meta_messages(out: KafkaOutput, positions: MessagePositions, value: tuple,
     return message_rows(out, positions, out.rejects, out_text, out_codes)
 
 
-class ZKeyGroupMessages(ZKeyGroups):
+class ZKeyGroupMessages(_AccountingShare, ZKeyGroups):
     """z-anonymity per key group, its outcomes made into output messages in the same step
     (a Kafka job; no message step of its own, no outcome text in between): the operator of
     :class:`~streamanon.flink.functions.ZKeyGroups`, with the pure command's writers applied
@@ -702,8 +733,7 @@ class ZKeyGroupMessages(ZKeyGroups):
     partition, codes, text))`` per output partition, for :class:`KafkaGate`.
 
     State: the operator's (snapshot plus redo log of batches, as ``ZKeyGroups``), and per
-    key its share of the accounting (written to ``stats_path`` plus ``.m<key>`` at the end
-    of a bounded input, as :class:`CastleMessages`' are).
+    key its share of the accounting (:class:`_AccountingShare`).
 
     Args:
         z: the z of z-anonymity.
@@ -720,20 +750,7 @@ class ZKeyGroupMessages(ZKeyGroups):
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
-        self._counts_state = runtime_context.get_state(
-            ValueStateDescriptor("counts", Types.PICKLED_BYTE_ARRAY()))
-        self._counts: dict[int, dict[str, Any]] = {}
-        self._positions = MessagePositions(self.out.source_name)
-
-    def _counts_of(self, ctx: Any) -> dict[str, Any]:
-        key = current_key(ctx)
-        counts = self._counts.get(key)
-        if counts is None:
-            saved = self._counts_state.value()
-            counts = pickle.loads(saved) if saved is not None else empty_counts()
-            self._counts[key] = counts
-            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        return counts
+        self._open_counts(runtime_context)
 
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         counts = self._counts_of(ctx)
@@ -742,7 +759,7 @@ class ZKeyGroupMessages(ZKeyGroups):
         else:
             group, batch, codes = value
             rows = self._batch(group, batch, codes, counts)
-        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
+        self._save_counts(counts)
         yield from rows
 
     def _batch(self, group: int, batch: Any, codes: np.ndarray,
@@ -789,14 +806,11 @@ class ZKeyGroupMessages(ZKeyGroups):
         return message_rows(self.out, self._positions, self.out.published, text, codes[idx])
 
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
-        counts = self._counts_of(ctx)
-        if self.out.stats_path:
-            write_share(f"{self.out.stats_path}.m{current_key(ctx)}",
-                        dict(counts, suppressed_by_reason={}))
+        self._write_share(ctx, self._counts_of(ctx))
         yield from ()
 
 
-class CastleMessages(CastlePartition):
+class CastleMessages(_AccountingShare, CastlePartition):
     """CASTLE per partition, its outcomes made into output messages in the same step (a
     Kafka job; no message step of its own): the operator step of
     :class:`~streamanon.flink.castle_partition.CastlePartition`, each row numbered by its
@@ -811,8 +825,7 @@ class CastleMessages(CastlePartition):
     partition, for :class:`KafkaGate`.
 
     State: the operator's (snapshot plus redo log of batches, with their positions), and per
-    key its share of the accounting (written to ``stats_path`` plus ``.m<key>`` at the end
-    of a bounded input).
+    key its share of the accounting (:class:`_AccountingShare`).
 
     Args:
         params: the CASTLE parameters (k, l, delta, ...).
@@ -829,21 +842,7 @@ class CastleMessages(CastlePartition):
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
-        self._counts_state = runtime_context.get_state(
-            ValueStateDescriptor("counts", Types.PICKLED_BYTE_ARRAY()))
-        self._counts: dict[int, dict[str, Any]] = {}
-        self._positions = MessagePositions(self.out.source_name)
-
-    def _counts_of(self, ctx: Any) -> dict[str, Any]:
-        key = current_key(ctx)
-        counts = self._counts.get(key)
-        if counts is None:
-            saved = self._counts_state.value()
-            counts = pickle.loads(saved) if saved is not None else dict(
-                empty_counts(), suppressed_by_reason={})
-            self._counts[key] = counts
-            ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-        return counts
+        self._open_counts(runtime_context)
 
     def process_broadcast_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         for _ in super().process_broadcast_element(value, ctx):  # (its note: not a message)
@@ -864,7 +863,7 @@ class CastleMessages(CastlePartition):
                          for code, values, reason in refused]
                 rows += meta_messages(self.out, self._positions, (
                     None, lines, np.array([r[0] for r in refused], np.int64), None), counts)
-        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
+        self._save_counts(counts)
         yield from rows
 
     def _messages(self, live: Any, out: list[Any], counts: dict[str, Any]) -> list[Row]:
@@ -891,9 +890,8 @@ class CastleMessages(CastlePartition):
     def on_timer(self, timestamp: int, ctx: Any):  # type: ignore[override]
         counts = self._counts_of(ctx)
         rows = self._messages(live := self._partition(ctx), self._finish(live, ctx), counts)
-        self._counts_state.update(pickle.dumps(counts, protocol=pickle.HIGHEST_PROTOCOL))
-        if self.out.stats_path:
-            write_share(f"{self.out.stats_path}.m{current_key(ctx)}", counts)
+        self._save_counts(counts)
+        self._write_share(ctx, counts)
         yield from rows
 
 
