@@ -49,18 +49,23 @@ def test_only_a_process_mode_job_starts_a_loopback_server(mode: str, then: str) 
         assert first not in ("None", "") and again not in ("None", "") and pool == "True"
 
 
-def test_the_client_side_of_pyflink_is_imported_while_the_gateway_starts() -> None:
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_the_client_side_of_pyflink_is_imported_while_the_gateway_starts(mode: str) -> None:
     """What the client imports for a job's first Python function is imported in a thread
-    while the JVM gateway starts in the main thread; both finish and the job is built."""
+    while the JVM gateway starts in the main thread; both finish and the job is built. In
+    thread mode that is the functions' protocol buffers without Beam (no Python worker runs in
+    the client); process mode imports PyFlink's fn_execution whole, Beam with it."""
     code = ("import sys\nfrom streamanon.flink.env import make_env, preload_client_imports\n"
             "before = 'pyflink.fn_execution' in sys.modules\n"
-            "thread = preload_client_imports()\n"
+            f"thread = preload_client_imports({mode!r})\n"
             "from pyflink.java_gateway import get_gateway\nget_gateway()\n"
             "thread.join()\nafter = 'pyflink.fn_execution' in sys.modules\n"
-            "env = make_env(mode='thread')\n"
+            f"env = make_env(mode={mode!r})\n"
             "env.from_collection([1, 2]).map(lambda x: x + 1)\n"
-            "print(before, after, sep='|')\n")
+            "env.get_execution_plan()\n"
+            "print(before, after, 'apache_beam' in sys.modules, sep='|')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "False|True"
+    beam = "False" if mode == "thread" else "True"
+    assert proc.stdout.strip().splitlines()[-1] == f"False|True|{beam}"

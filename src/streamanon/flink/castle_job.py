@@ -243,7 +243,7 @@ def run_castle_job(
     with work_folder(options) as work:
         restoring = options.restore_from is not None
         prepare_python_path()  # before the JVM starts (route_keys asks it)
-        preload = preload_client_imports()
+        preload = preload_client_imports(options.mode)
         record = RunRecord.settle(
             work, file_record("castle", source, options.batch_size,
                               partitions or options.parallelism, options.parallelism),
@@ -315,7 +315,7 @@ def run_castle_kafka_job(source: KafkaInput, out: KafkaOutput, *,
     prepare_endpoints(source, out)
     with work_folder(options) as work:
         prepare_python_path()
-        preload = preload_client_imports()
+        preload = preload_client_imports(options.mode)
         record = kafka_record(work, "castle", source, partitions or options.parallelism,
                               options)
         settle_output_base(work, out, options.restore_from is not None)

@@ -48,22 +48,59 @@ def prepare_python_path() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(merged)
 
 
-def preload_client_imports() -> threading.Thread:
-    """Import, in a thread, what the client imports once a job gets its first Python function
-    (PyFlink's ``fn_execution``, and Beam and pandas with it: about a second), while the JVM
-    gateway starts; join the thread before the job is built. The gateway's own modules are
-    imported here first, so that the two threads never import the same module at once."""
+def preload_client_imports(mode: str = "thread") -> threading.Thread:
+    """Import, in a thread, what the client imports once a job gets its first Python function,
+    while the JVM gateway starts; join the thread before the job is built. The gateway's own
+    modules are imported here first, so that the two threads never import the same module at
+    once.
+
+    Thread mode (:func:`light_fn_execution`): only the protocol buffers that describe the
+    job's Python functions; process mode: PyFlink's ``fn_execution`` whole (and Beam with it,
+    about a second), which its loopback server for the Python workers needs."""
     import pyflink.java_gateway  # noqa: F401  (the main thread's imports until the JVM runs)
 
     def load() -> None:
         try:
-            importlib.import_module("pyflink.fn_execution")
+            if mode == "thread":
+                light_fn_execution()
+                importlib.import_module("pyflink.fn_execution.flink_fn_execution_pb2")
+            else:
+                importlib.import_module("pyflink.fn_execution")
         except Exception as exc:  # the job's own import of it reports any real problem
             log.debug("preloading pyflink.fn_execution: %s", exc)
 
     thread = threading.Thread(target=load, name="streamanon-preload", daemon=True)
     thread.start()
     return thread
+
+
+def light_fn_execution() -> None:
+    """Make PyFlink's ``fn_execution`` package importable without its ``__init__``, for a
+    client whose jobs run their Python in thread mode.
+
+    A thread mode client never runs a Python worker: of ``fn_execution`` it takes only
+    ``flink_fn_execution_pb2`` (the description of each Python function). The package's
+    ``__init__`` imports Beam, about 0.8 s of CPU on the client's path, only to learn whether
+    the workers' Cython coders load; here the package is registered as a plain namespace
+    (its submodules import as they are; the Cython flag reads False). Nothing is done once the
+    package was imported (or registered) in this process.
+    """
+    name = "pyflink.fn_execution"
+    if name in sys.modules:
+        return
+    import importlib.util
+    import types
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.submodule_search_locations is None:
+        return
+    package = types.ModuleType(name)
+    package.__spec__ = spec
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__file__ = spec.origin
+    package.__package__ = name
+    package.PYFLINK_CYTHON_ENABLED = False  # type: ignore[attr-defined]
+    sys.modules.setdefault(name, package)
 
 
 def flink_settings(

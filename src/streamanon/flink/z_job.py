@@ -12,7 +12,7 @@ from typing import Any
 
 from pyflink.common import Types
 
-from streamanon.flink.env import make_env, prepare_python_path
+from streamanon.flink.env import make_env, preload_client_imports, prepare_python_path
 from streamanon.flink.functions import META, SNAPSHOT_EVERY, ZKeyGroups
 from streamanon.flink.kafka_connector import (
     Z_STATE_LAYOUT,
@@ -155,9 +155,11 @@ def run_z_job(
     out_fmt = out_format or detect_format(None if str(output) == "-" else output)
     with work_folder(options) as work:
         prepare_python_path()  # before the JVM starts (route_keys asks it)
+        preload = preload_client_imports(options.mode)
         record = RunRecord.settle(
             work, file_record("z", source, options.batch_size, Z_KEY_GROUPS,
                               options.parallelism), options.restore_from is not None)
+        preload.join()
         env = make_env(**options.env_settings(work, record))
         parts = work / "parts"
         show = wants_progress(source, options)
@@ -215,8 +217,10 @@ def run_z_kafka_job(source: KafkaInput, out: KafkaOutput, *, z: int, delta_t: fl
     prepare_endpoints(source, out)
     with work_folder(options) as work:
         prepare_python_path()
+        preload = preload_client_imports(options.mode)
         record = kafka_record(work, "z", source, Z_KEY_GROUPS, options)
         settle_output_base(work, out, options.restore_from is not None)
+        preload.join()
         env = kafka_env(work, record, options)
         out.stats_path = str(work / "kafka-stats.json")
         # uncompressed batches: compressing and decompressing each one cost more CPU in the
