@@ -22,7 +22,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from streamanon.errors import BadInputError, ConfigError, JobError, ResumeError
 from streamanon.flink.castle_partition import CastlePartition
-from streamanon.flink.castle_rows import refused_line, written_outcomes
+from streamanon.flink.castle_rows import refused_line, seqs_of, written_outcomes
 from streamanon.flink.functions import (
     END_OF_INPUT,
     ZKeyGroups,
@@ -222,8 +222,6 @@ def batch_seqs(batch: Any, z: bool) -> np.ndarray:
         from streamanon.flink.outcomes import decode_batch
 
         return decode_batch(batch).column(0).to_numpy().astype(np.int64)
-    from streamanon.flink.castle_rows import seqs_of
-
     return seqs_of(batch)
 
 
