@@ -30,7 +30,6 @@ from streamanon.flink.castle_rows import (
     partition_of,
     rows_of,
     rules_report,
-    seqs_of,
     written_outcomes,
 )
 from streamanon.flink.outcomes import (
@@ -399,14 +398,15 @@ def test_column_batches_release_what_their_rows_release_one_by_one(tmp_path, par
     refused: list = []
     refused_one_by_one: list = []
     for lo in range(0, len(lines), 400):
-        for part, batch in parser.feed("\n".join(lines[lo:lo + 400]).encode())[1]:
+        _, batches, seqs = parser.feed_seqs("\n".join(lines[lo:lo + 400]).encode())
+        for (part, batch), batch_seqs in zip(batches, seqs, strict=True):
             columns += sum(type(p) is ColumnRows for p in pickle.loads(batch))
             block = by_block.setdefault(part, CastleAnonymizer(RuleSet.from_toml(
                 ashrae.rules_toml()), **params))
             one = by_row.setdefault(part, CastleAnonymizer(RuleSet.from_toml(
                 ashrae.rules_toml()), **params))
             done = apply_batch(block, batch)
-            assert list(seqs_of(batch)) == [seq for seq, _ in rows_of(batch)]
+            assert batch_seqs.tolist() == [seq for seq, _ in rows_of(batch)]
             assert done.rows == len(rows_of(batch))
             columns_seen += done.header is not None
             got += done.items

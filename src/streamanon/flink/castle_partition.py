@@ -19,9 +19,9 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamanon.castle import CastleAnonymizer, RuleSet
 from streamanon.errors import ConfigError
-from streamanon.flink.castle_rows import RulesInbox, apply_batch, outcome_items, refused_line
+from streamanon.flink.castle_rows import RulesInbox, apply_batch, outcome_items, refused_row
 from streamanon.flink.functions import END_OF_INPUT, META
-from streamanon.flink.outcomes import castle_batch_line, note_line
+from streamanon.flink.outcomes import castle_batch_line, note_line, rejected_line
 from streamanon.flink.state import KeyedState
 
 RULES = MapStateDescriptor("rules", Types.INT(), Types.STRING())
@@ -214,7 +214,7 @@ class CastlePartition(KeyedBroadcastProcessFunction):
     def process_element(self, value: tuple, ctx: Any):  # type: ignore[override]
         live = self._partition(ctx)
         out, refused = self._take_batch(live, ctx, value[1])
-        lines = [refused_line(seq, values, self.fmt, self.columns, reason)
+        lines = [rejected_line(refused_row(seq, values, self.fmt, self.columns, reason))
                  for seq, values, reason in refused]
         if out:
             lines.append(castle_batch_line(outcome_items(out)))

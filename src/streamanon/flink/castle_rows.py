@@ -207,6 +207,13 @@ class CastleChunkParser:
         self.line, self.header = state
 
     def feed(self, block: bytes | str) -> tuple[list[str], list[tuple[int, bytes]]]:
+        meta, batches, _ = self.feed_seqs(block)
+        return meta, batches
+
+    def feed_seqs(self, block: bytes | str) -> tuple[list[str], list[tuple[int, bytes]],
+                                                     list[np.ndarray]]:
+        """As :meth:`feed`, and the line numbers of each batch's rows (a Kafka job sends
+        each row's input position with its batch: no batch is read back for them)."""
         text = block.decode("utf-8", errors="replace") if isinstance(block, bytes) else block
         lines = text.split("\n")
         first = self.line + 1
@@ -292,9 +299,10 @@ class CastleChunkParser:
                 sel = np.flatnonzero(of_row == part)
                 parts.setdefault(part, []).append(
                     ColumnRows(seqs[sel], header, clean.columns.take(sel)))
+        batches = sorted(parts.items())
         return [m[1] for m in meta], [
             (part, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
-            for part, batch in sorted(parts.items())]
+            for part, batch in batches], [_seqs_of(batch) for _, batch in batches]
 
     def _partition_of(self, identity: Any) -> int:
         """:func:`partition_of`, remembered for text ids (they repeat)."""
@@ -369,9 +377,8 @@ def rows_of(batch: bytes) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def seqs_of(batch: bytes) -> np.ndarray:
-    """The line numbers of a :class:`CastleChunkParser` batch's rows, in order."""
-    pieces = pickle.loads(batch)
+def _seqs_of(pieces: list[Any]) -> np.ndarray:
+    """The line numbers of a batch's rows (its pieces: rows and :class:`ColumnRows`)."""
     return np.concatenate([piece.seqs if type(piece) is ColumnRows
                            else np.array([piece[0]], np.int64) for piece in pieces]
                           or [np.empty(0, np.int64)]).astype(np.int64, copy=False)
@@ -517,10 +524,9 @@ def written_outcomes(out: list[Any], columns: Sequence[str] | None, fmt: str,
 
 def _written(fmt: str, columns: list[str], write: Callable[[RowWriter], None]) -> bytes:
     """What ``write`` writes with a row writer of ``columns`` in ``fmt`` (no header line)."""
-    buf = io.StringIO()
-    writer = RowWriter(buf, fmt, columns)
-    buf.seek(0)
-    buf.truncate()
+    from streamanon.pipeline.stages import row_writer
+
+    (buf, writer), _ = row_writer(fmt, columns)
     write(writer)
     return buf.getvalue().encode("utf-8")
 
@@ -531,13 +537,13 @@ def outcome_lines(out: Iterable[Any]) -> list[str]:
     return [castle_outcome_line(o) for o in outcome_items(out)]
 
 
-def refused_line(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[str],
-                 reason: str) -> str:
+def refused_row(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[str],
+                reason: str) -> Rejected:
     """A row the operator refused (ValueError), as the pure path's rejects file writes it
     (as JSON when the CSV columns are unknown, e.g. for a socket source).
 
     Args:
-        seq: the row's input line number.
+        seq: the row's input line number (a Kafka job: its input position).
         values: the row's values.
         fmt: the input format (``csv`` or ``jsonl``).
         columns: the input's CSV columns (empty when not known).
@@ -547,7 +553,7 @@ def refused_line(seq: int, values: dict[str, Any], fmt: str, columns: Sequence[s
         text = json.dumps(values, default=str)
     else:
         text = ",".join("" if values.get(c) is None else str(values.get(c)) for c in columns)
-    return rejected_line(Rejected(seq, text, reason))
+    return Rejected(seq, text, reason)
 
 
 @dataclass

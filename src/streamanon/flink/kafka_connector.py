@@ -22,7 +22,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from streamanon.errors import BadInputError, ConfigError, JobError, ResumeError
 from streamanon.flink.castle_partition import CastlePartition
-from streamanon.flink.castle_rows import refused_line, seqs_of, written_outcomes
+from streamanon.flink.castle_rows import refused_row, written_outcomes
 from streamanon.flink.functions import (
     END_OF_INPUT,
     ZKeyGroups,
@@ -213,18 +213,6 @@ def kafka_source(env: Any, source: KafkaInput, restoring: bool = False, *,
             .uid(f"kafka-source-{uuid.uuid4().hex}").set_parallelism(parallelism))
 
 
-def batch_seqs(batch: Any, z: bool) -> np.ndarray:
-    """The line numbers of a reading step's batch (a z batch: row tuples or Arrow IPC; a
-    CASTLE batch: :func:`~streamanon.flink.castle_rows.seqs_of`)."""
-    if z:
-        if isinstance(batch, list):
-            return np.fromiter((r[0] for r in batch), np.int64, len(batch))
-        from streamanon.flink.outcomes import decode_batch
-
-        return decode_batch(batch).column(0).to_numpy().astype(np.int64)
-    return seqs_of(batch)
-
-
 class BatchMessages(_ChunkStage):
     """Batches of Kafka records in, gathered in the JVM (``GatherRecords``: ``batch_size``
     records or ``batch_ms`` after the first, per partition) as ``Row(partition, offsets,
@@ -277,7 +265,6 @@ class BatchMessages(_ChunkStage):
         self.ends = None if ends is None else {int(p): int(o) for p, o in ends.items()}
         self.starts = {int(p): int(o) for p, o in (starts or {}).items()}
         self.idle_ms = float(idle_ms)
-        self.z = hasattr(getattr(parser, "inner", parser), "reader")
 
     def open(self, runtime_context: Any) -> None:
         super().open(runtime_context)
@@ -396,11 +383,9 @@ class BatchMessages(_ChunkStage):
         first = parser.line + 1
         meta: list[str] = []
         batches: list[tuple[int, Any]] = []
-        seqs: list[np.ndarray] | None = [] if self.z else None  # (z's parser gives them)
+        seqs: list[np.ndarray] = []  # each batch's line numbers, as the parser gives them
 
         def feed(data: bytes | str) -> tuple[list[str], list[tuple[int, Any]]]:
-            if seqs is None:
-                return parser.feed(data)  # type: ignore[no-any-return]
             m, b, s = parser.feed_seqs(data)
             seqs.extend(s)
             return m, b
@@ -437,22 +422,22 @@ class BatchMessages(_ChunkStage):
                 text, reason = json.loads(rest)
                 raise BadInputError(Rejected(int(codes[int(seq) - first]), text, reason),
                                     MessagePositions(self.source_name))
-        yield from self._emit(first, codes, meta, batches, seqs, read_at, n)
+        yield from self._emit_positions(first, codes, meta, batches, seqs, read_at, n)
 
-    def _emit(self, first: int, codes: np.ndarray, meta: list[str],
-                     batches: list[tuple[int, Any]], seqs: list[np.ndarray] | None,
-                     read_at: int | None, lines: int) -> Any:
+    def _emit_positions(self, first: int, codes: np.ndarray, meta: list[str],
+                              batches: list[tuple[int, Any]], seqs: list[np.ndarray],
+                              read_at: int | None, lines: int) -> Any:
         """The input positions travel with what they belong to, on the main output:
         ``(group, batch, codes)`` to the batch's key, and ``(None, lines, codes, read time)``
         (the lines that need no operator) to the first key group's key
-        (:class:`ZKeyGroupMessages`).
+        (:class:`ZKeyGroupMessages`, :class:`CastleMessages`).
 
         Args:
             first: the line number of the first message.
             codes: the input position of each message, in line order.
             meta: the outcome lines that need no operator.
             batches: the keyed batches.
-            seqs: the line numbers of each batch's rows (``None``: read from the batches).
+            seqs: the line numbers of each batch's rows.
             read_at: the wall-clock ms at which the JVM took the first record (once).
             lines: the number of lines (messages).
         """
@@ -462,8 +447,7 @@ class BatchMessages(_ChunkStage):
         if meta or read_at is not None:
             at = np.array([int(line.split("\t", 1)[0]) for line in meta], dtype=np.int64)
             yield Row(routing[0], (None, meta, codes[at - first], read_at))
-        for i, (group, batch) in enumerate(batches):
-            rows = batch_seqs(batch, self.z) if seqs is None else seqs[i]
+        for (group, batch), rows in zip(batches, seqs, strict=True):
             yield Row(routing[group], (group, batch, codes[rows - first]))
 
 
@@ -512,12 +496,8 @@ class KafkaHeaderParser:
         else:
             inner.header = header
 
-    def feed(self, block: bytes | str) -> Any:
-        return self.inner.feed(block)
-
     def feed_seqs(self, block: bytes | str) -> Any:
-        """:meth:`feed`, and each batch's line numbers (a z parser's
-        :meth:`~streamanon.flink.zbatch.ZChunkParser.feed_seqs`)."""
+        """:meth:`feed`, and each batch's line numbers (the parser's ``feed_seqs``)."""
         return self.inner.feed_seqs(block)
 
 
@@ -699,8 +679,7 @@ def meta_messages(out: KafkaOutput, positions: MessagePositions, value: tuple,
         seen = counts.get("first_read_ms")
         counts["first_read_ms"] = read_at if seen is None else min(seen, read_at)
     rejected: list[Rejected] = []
-    at: list[int] = []
-    for i, line in enumerate(lines):
+    for line, code in zip(lines, codes.tolist(), strict=True):
         _, kind, *rest = line.split("\t", 2)
         if kind == HEADER:
             counts["headers"] += 1
@@ -708,13 +687,20 @@ def meta_messages(out: KafkaOutput, positions: MessagePositions, value: tuple,
             counts["blank"] += 1
         elif kind == REJECTED:
             text, reason = json.loads(rest[0])
-            rejected.append(Rejected(len(at), text, reason))
-            at.append(i)
+            rejected.append(Rejected(code, text, reason))
+    return rejected_messages(out, positions, rejected, counts)
+
+
+def rejected_messages(out: KafkaOutput, positions: MessagePositions,
+                      rejected: list[Rejected], counts: dict[str, Any]) -> list[Row]:
+    """Rejected records, each numbered by its input position (``line``: ``offset << 16 |
+    partition``), counted and written as messages of the rejects topic, as the pure command
+    writes them."""
     if not rejected:
         return []
     counts["read"] += len(rejected)
     counts["rejected"] += len(rejected)
-    out_text, out_codes = reject_lines(rejected, LineChunk(0, "", codes[at]), positions)
+    out_text, out_codes = reject_lines(rejected, LineChunk(0, ""), positions)
     return message_rows(out, positions, out.rejects, out_text, out_codes)
 
 
@@ -856,11 +842,10 @@ class CastleMessages(_AccountingShare, CastlePartition):
             live = self._partition(ctx)
             out, refused = self._take_batch(live, ctx, batch, codes)
             rows = self._messages(live, out, counts)
-            if refused:
-                lines = [refused_line(code, values, self.fmt, self.columns, reason)
-                         for code, values, reason in refused]
-                rows += meta_messages(self.out, self._positions, (
-                    None, lines, np.array([r[0] for r in refused], np.int64), None), counts)
+            rows += rejected_messages(
+                self.out, self._positions,
+                [refused_row(code, values, self.fmt, self.columns, reason)
+                 for code, values, reason in refused], counts)
         self._save_counts(counts)
         yield from rows
 
@@ -1244,6 +1229,7 @@ __all__ = [
     "message_rows",
     "meta_messages",
     "prepare_endpoints",
+    "rejected_messages",
     "settle_output_base",
     "start_offsets",
     "write_plan",

@@ -449,18 +449,7 @@ class CastleStage:
         self.reader.source = io.StringIO("")
         for key, fmt in (("_pub", self.out_format), ("_sup", self.suppressed_format)):
             cols = state[key]
-            setattr(self, key, None if cols is None else self._writer(fmt or "csv", cols)[0])
-
-    @staticmethod
-    def _writer(fmt: str, columns: list[str]) -> tuple[tuple[io.StringIO, RowWriter], str]:
-        buf = io.StringIO()
-        from streamanon.io.rows import RowWriter
-
-        writer = RowWriter(buf, fmt, columns)
-        header = buf.getvalue()
-        buf.seek(0)
-        buf.truncate()
-        return (buf, writer), header
+            setattr(self, key, None if cols is None else row_writer(fmt or "csv", cols)[0])
 
     def process_messages(self, values: Sequence[bytes], codes: np.ndarray
                          ) -> tuple[Outputs, InputError | None]:
@@ -632,7 +621,7 @@ class CastleStage:
                     vals = dict(rec.values)
                     vals["reason"] = x.reason
                     if self._sup is None:
-                        self._sup, sup_header = self._writer(
+                        self._sup, sup_header = row_writer(
                             self.suppressed_format, [*self.reader.columns, *self.extra,
                                                      "reason"])
                     self._sup[1].write(vals)
@@ -640,7 +629,7 @@ class CastleStage:
                     continue
                 assert isinstance(x, Released)
                 if self._pub is None:
-                    self._pub, pub_header = self._writer(self.out_format,
+                    self._pub, pub_header = row_writer(self.out_format,
                                                          [*self.reader.columns, *self.extra])
                 if not groups or x.cluster != last:
                     groups.append([])
@@ -667,11 +656,11 @@ class CastleStage:
         self._emit(self.op.flush(), out)
         empty = np.empty(0, np.int64)
         if self._pub is None:
-            self._pub, header = self._writer(self.out_format, [*self.reader.columns,
+            self._pub, header = row_writer(self.out_format, [*self.reader.columns,
                                                                *self.extra])
             out.add(PUBLISHED, "", empty, header)
         if self._sup is None and self.suppressed_format is not None:
-            self._sup, header = self._writer(self.suppressed_format,
+            self._sup, header = row_writer(self.suppressed_format,
                                              [*self.reader.columns, *self.extra, "reason"])
             out.add(SUPPRESSED, "", empty, header)
         return out
@@ -725,6 +714,19 @@ class CastleStage:
                 **delimiter_identity(self.reader.delimiter)}
 
 
+def row_writer(fmt: str, columns: list[str]) -> tuple[tuple[io.StringIO, RowWriter], str]:
+    """A row writer of ``columns`` in ``fmt`` into a buffer, and the header line it wrote,
+    taken out of the buffer (a destination gets it once, before its first line)."""
+    buf = io.StringIO()
+    from streamanon.io.rows import RowWriter
+
+    writer = RowWriter(buf, fmt, columns)
+    header = buf.getvalue()
+    buf.seek(0)
+    buf.truncate()
+    return (buf, writer), header
+
+
 def write_released(writer: Any, items: list[Any]) -> None:
     """Write released rows (:class:`~streamanon.castle.Released`, in output order) as the
     command writes them: a class at a time where the rows come as a class's fields."""
@@ -775,4 +777,4 @@ _CLUSTER_OF = operator.attrgetter("cluster")
 
 
 __all__ = ["BAD_RECORD_ERRORS", "CastleStage", "Stage", "ZStage", "listed_params",
-           "missing_details", "seen_up_to", "signature_params", "write_released"]
+           "missing_details", "row_writer", "seen_up_to", "signature_params", "write_released"]
