@@ -140,6 +140,30 @@ def test_job_errors_report_streamanon_errors_and_leave_other_value_errors_alone(
     assert not isinstance(caught.value, JobFailed)
 
 
+def test_job_errors_silence_py4js_tracebacks_and_only_for_the_command(capsys) -> None:
+    """py4j logs a traceback on its own loggers when a call to the JVM is cut (a SIGTERM to
+    the process group kills the JVM while Python waits on it); those records propagate to
+    the root's handlers, where a root filter never sees them. Inside the command they are
+    silent; afterwards py4j logs as before."""
+    import logging
+    import sys
+
+    from streamanon.cli.flink import job_errors
+
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with job_errors():
+            logging.getLogger("py4j.java_gateway").error("cut inside", exc_info=False)
+        logging.getLogger("py4j.java_gateway").error("after the command")
+    finally:
+        root.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "cut inside" not in err
+    assert "after the command" in err
+
+
 def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([*STREAMANON, *args], capture_output=True, text=True, timeout=300,
                           **kwargs)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -216,8 +215,14 @@ def job_errors() -> Iterator[None]:
     from streamanon.errors import InputError, OutcomeGap, OutputError
     from streamanon.flink.runtime import private_temp
 
-    root = logging.getLogger()
-    root.addFilter(_not_py4j)
+    # py4j logs a traceback (on its own loggers, which propagate to the root's handlers) when
+    # a call to the JVM is cut (Ctrl-C, SIGTERM to the process group, the JVM gone); the
+    # command says what happened in one line instead. A filter on the root logger would not
+    # see those records (a logger's filters apply to its own records only), so the level of
+    # py4j's parent logger is raised for the command's duration.
+    py4j_logger = logging.getLogger("py4j")
+    saved_level = py4j_logger.level
+    py4j_logger.setLevel(logging.CRITICAL + 1)
     # a failure is put into words inside the private folder's block: a Java exception's text
     # is read through the JVM gateway, which leaving the block stops
     try:
@@ -236,13 +241,7 @@ def job_errors() -> Iterator[None]:
             except (Py4JError, RuntimeError) as exc:  # a failed Flink job (the Java trace)
                 raise JobFailed(_job_failure(exc)) from None
     finally:
-        root.removeFilter(_not_py4j)
-
-
-def _not_py4j(record: logging.LogRecord) -> bool:
-    """py4j logs a traceback on the root logger when a call to the JVM is cut (Ctrl-C, the
-    JVM gone); the command says what happened in one line instead."""
-    return f"{os.sep}py4j{os.sep}" not in record.pathname
+        py4j_logger.setLevel(saved_level)
 
 
 def _failed(message: str, outs: OutputSet | None, written: str | None = None) -> NoReturn:

@@ -464,7 +464,7 @@ def consume_command(
 
     from streamanon.errors import EndpointError
     from streamanon.pipeline.kafka.admin import topic_partitions
-    from streamanon.pipeline.kafka.client import end_offsets
+    from streamanon.pipeline.kafka.client import end_offsets, watermarks
     from streamanon.pipeline.kafka.connection import client_config
 
     bootstrap, topic = _url(url)
@@ -486,8 +486,7 @@ def consume_command(
         todo = {p: 0 for p in parts if ends[p] > 0}
     try:
         if todo:
-            lows = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0]
-                    for p in todo}
+            lows = {p: watermarks(c, topic, p, 30)[0] for p in todo}
             c.assign([TopicPartition(topic, p, lows[p]) for p in todo])
         while todo or follow:
             for m in c.consume(10_000, 0.5):

@@ -323,3 +323,23 @@ def test_produce_key_column_for_json_lines_and_headerless_csv(kafka_broker, tmp_
     assert sorted(got) == sorted(src.read_bytes().splitlines())  # every record, no header
     assert all(len(ps) == 1 for ps in users.values())  # a key's records in one partition
     assert sum(1 for msgs in parts.values() if msgs) == 3  # spread over the partitions
+
+
+def test_end_offsets_of_a_stopped_broker_are_a_broker_timeout_naming_the_partition(tmp_path):
+    """Asked while the broker is down (a run's outage check asks every few seconds),
+    ``end_offsets`` raises streamanon's :class:`~streamanon.errors.BrokerTimeout`, which the
+    check takes as "keep waiting"; librdkafka's own exception escaped it and ended a live run
+    as an internal error (exit 70) when its broker restarted."""
+    from streamanon.errors import BrokerTimeout
+    from streamanon.harness.kafka_broker import Broker
+    from streamanon.pipeline.kafka.admin import create_topics
+    from streamanon.pipeline.kafka.client import end_offsets
+
+    with Broker(tmp_path / "broker", storage="memory") as broker:
+        bs = broker.bootstrap
+        create_topics(bs, {"in": 1})
+        produce(bs, "in", z_trace(10, seed=3))
+        assert end_offsets(bs, "in", [0], timeout=10) == {0: 10}
+        broker.stop()
+        with pytest.raises(BrokerTimeout, match=r"the offsets of in\[0\]: no answer within 1 s"):
+            end_offsets(bs, "in", [0], timeout=1.0)

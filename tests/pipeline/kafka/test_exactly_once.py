@@ -204,7 +204,10 @@ def test_the_broker_stopped_and_restarted_mid_run(tmp_path):
         def wait_committed(n: int) -> None:
             deadline = time.monotonic() + 90
             while _committed(bs, default_group("z", f"kafka://{bs}/out"), "in") < n:
-                assert time.monotonic() < deadline and p.poll() is None
+                if p.poll() is not None:
+                    pytest.fail(f"the run stopped (exit {p.returncode}) before {n} committed: "
+                                f"{p.communicate()[1][-3000:]}")
+                assert time.monotonic() < deadline
                 time.sleep(0.1)
 
         wait_committed(5_000)

@@ -44,11 +44,32 @@ def end_offsets(bootstrap: str, topic: str, partitions: Iterable[int] | None = N
     try:
         start = {}
         for p in parts:
-            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            lo, hi = watermarks(c, topic, p, timeout)
             start[p] = max(lo, hi - 1, 0)
         return _fetch_ends(c, topic, start, timeout, KafkaError, TopicPartition)
     finally:
         c.close()
+
+
+def watermarks(consumer: Any, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+    """A partition's low and high watermarks; a broker that does not answer (in an outage,
+    or while it restarts) is a :class:`~streamanon.errors.BrokerTimeout` and any other
+    refusal a :class:`~streamanon.errors.BrokerError`, never librdkafka's own exception,
+    which the callers (e.g. a run's outage check) would not know."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    try:
+        lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                timeout=timeout)
+    except KafkaException as exc:
+        err = exc.args[0]
+        where = f"the offsets of {topic}[{partition}]"
+        if err.code() in (KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                          KafkaError._TRANSPORT):
+            raise BrokerTimeout(f"{where}: no answer within {timeout:g} s ({err.str()})"
+                                ) from None
+        raise BrokerError(f"{where}: {err.str()}") from None
+    return int(lo), int(hi)
 
 
 def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
@@ -65,7 +86,7 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
             fallback = 0.0
             for p in start:
                 if p not in ends:
-                    start[p] = c.get_watermark_offsets(tp(topic, p), timeout=timeout)[0]
+                    start[p] = watermarks(c, topic, p, timeout)[0]
             c.assign([tp(topic, q, start[q]) for q in start if q not in ends])
         if time.monotonic() > deadline:
             raise BrokerTimeout(f"no end offset for {topic} partitions "
@@ -81,7 +102,7 @@ def _fetch_ends(c: Any, topic: str, start: dict[int, int], timeout: float,
         elif err.code() == kafka_error._AUTO_OFFSET_RESET:
             # the listed end overshot: start that partition at its low watermark instead
             p = m.partition()
-            lo, _ = c.get_watermark_offsets(tp(topic, p), timeout=timeout)
+            lo, _ = watermarks(c, topic, p, timeout)
             if start[p] <= lo:  # out of range at its very start: the partition is empty
                 ends[p] = lo
             else:
@@ -199,8 +220,7 @@ class KafkaSource:
                     if tp.offset >= 0:
                         self.positions[tp.partition] = tp.offset
             for p in self.partitions:
-                lo, _ = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                             timeout=30)
+                lo, _ = watermarks(self._consumer, self.topic, p, 30)
                 self.positions[p] = max(self.positions[p], lo)
         if self.until_end:
             self.ends = end_offsets(self.bootstrap, self.topic, self.partitions,
