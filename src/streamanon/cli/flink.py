@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -215,11 +216,13 @@ def job_errors() -> Iterator[None]:
     from streamanon.errors import InputError, OutcomeGap, OutputError
     from streamanon.flink.runtime import private_temp
 
-    # py4j logs a traceback (on its own loggers, which propagate to the root's handlers) when
-    # a call to the JVM is cut (Ctrl-C, SIGTERM to the process group, the JVM gone); the
-    # command says what happened in one line instead. A filter on the root logger would not
-    # see those records (a logger's filters apply to its own records only), so the level of
-    # py4j's parent logger is raised for the command's duration.
+    # py4j logs a traceback when a call to the JVM is cut (Ctrl-C, SIGTERM to the process
+    # group, the JVM gone); the command says what happened in one line instead. It logs both
+    # on the root logger (``logging.exception``: the root's filter drops those) and on its
+    # own loggers, whose records propagate to the root's handlers without passing the root's
+    # filters: for those the level of py4j's parent logger is raised while the command runs
+    root = logging.getLogger()
+    root.addFilter(_not_py4j)
     py4j_logger = logging.getLogger("py4j")
     saved_level = py4j_logger.level
     py4j_logger.setLevel(logging.CRITICAL + 1)
@@ -241,7 +244,13 @@ def job_errors() -> Iterator[None]:
             except (Py4JError, RuntimeError) as exc:  # a failed Flink job (the Java trace)
                 raise JobFailed(_job_failure(exc)) from None
     finally:
+        root.removeFilter(_not_py4j)
         py4j_logger.setLevel(saved_level)
+
+
+def _not_py4j(record: logging.LogRecord) -> bool:
+    """False for a record py4j's code logged on the root logger."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def _failed(message: str, outs: OutputSet | None, written: str | None = None) -> NoReturn:
