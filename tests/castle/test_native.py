@@ -138,3 +138,170 @@ def test_a_cache_others_may_write_is_not_loaded(monkeypatch, tmp_path) -> None:
     built.chmod(0o666)
     assert _native.load() is None
     assert "writable by others" in (_native.unavailable or "")
+
+
+# -- the window release's loops ---------------------------------------------------------------
+
+#: a hierarchy of 7 nodes: 0 the root, 1 and 2 below it, 3 and 4 below 1, 5 and 6 below 2
+_PARENTS = np.array([-1, 0, 0, 1, 1, 2, 2], dtype=np.int64)
+
+
+def _lca_table() -> np.ndarray:
+    def up(v: int) -> list[int]:
+        path = [v]
+        while _PARENTS[path[-1]] >= 0:
+            path.append(int(_PARENTS[path[-1]]))
+        return path
+
+    size = len(_PARENTS)
+    table = np.zeros((size, size), dtype=np.int32)
+    for a in range(size):
+        for b in range(size):
+            table[a, b] = next(v for v in up(a) if v in up(b))
+    return table
+
+
+_TABLE = _lca_table()
+_RANKS = np.array([0, 1, 4, 2, 3, 5, 6], dtype=np.float64)  # depth-first positions
+_LOSSES = np.array([1.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0])
+
+
+def _window() -> object:
+    from streamanon.castle import _window_kernel
+
+    return _window_kernel
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(12))
+def test_median_cuts_answer_as_numbas(seed: int) -> None:
+    """Ties, constant columns, hierarchies, reuse caps, k, l, shares and ends at random: the
+    same classes and the same numbering."""
+    from streamanon.castle.split import SHARES, SINGLE_SHARES, flat_tables
+
+    rng = np.random.default_rng(seed)
+    numba_ = _window()
+    checked = 0
+    for _ in range(25):
+        n = int(rng.integers(1, 260))
+        d, h, n_sens = int(rng.integers(0, 4)), int(rng.integers(0, 3)), int(rng.integers(0, 3))
+        if d + h == 0:
+            d = 1
+        x = rng.integers(0, int(rng.choice([3, 50, 1000])), (n, d)).astype(np.float64)
+        if d and rng.random() < 0.3:
+            x[:, 0] = 7.0  # a constant column
+        nodes = rng.choice([3, 4, 5, 6, 1, 2], (n, h)).astype(np.int64)
+        ind = rng.integers(0, max(1, n // int(rng.choice([1, 2, 3]))), n).astype(np.int64)
+        sens = rng.integers(0, int(rng.integers(1, 6)), (n_sens, n)).astype(np.int64)
+        tables, toff = flat_tables([_TABLE.astype(np.int64)] * h, np.int64)
+        noff = np.array([7 * j for j in range(h)] or [0], dtype=np.int64)
+        ranks = np.concatenate([_RANKS] * h or [np.zeros(1)])
+        parents = np.concatenate([_PARENTS] * h or [np.zeros(1, dtype=np.int64)])
+        losses = np.concatenate([_LOSSES] * h or [np.zeros(1)])
+        w_hier = rng.random(max(h, 1))
+        inv = rng.choice([0.0, 1e-3, 0.1], max(2 * d, 1))
+        fracs = np.array([(), SHARES, SINGLE_SHARES][int(rng.integers(0, 3))],
+                         dtype=np.float64)
+        reuse = (np.where(rng.random(n) < 0.5, np.inf, rng.random(n)) if rng.random() < 0.5
+                 else np.zeros(0))
+        k, l = int(rng.integers(1, 6)), int(rng.integers(0, 3))  # noqa: E741
+        small, ends = bool(rng.random() < 0.7), bool(rng.random() < 0.5)
+        answers = []
+        for f in (numba_.median_cuts, NATIVE.median_cuts):
+            out = np.full(n, -1, dtype=np.int64)
+            count = f(x, nodes, ind, sens, k, l, small, inv, w_hier, tables, toff, ranks,
+                      parents, losses, noff, fracs, ends, out, reuse)
+            answers.append((count, out.tolist()))
+        assert answers[0] == answers[1]
+        checked += answers[0][0] > 1
+    assert checked >= 5  # the cases cut, not only kept whole
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(8))
+def test_best_fits_answer_as_numbas(seed: int) -> None:
+    from streamanon.castle.split import flat_tables
+
+    rng = np.random.default_rng(seed)
+    numba_ = _window()
+    for _ in range(30):
+        d, h = int(rng.integers(0, 4)), int(rng.integers(0, 3))
+        size, m = int(rng.integers(1, 40)), int(rng.integers(1, 12))
+        lo = rng.integers(0, 50, (d, size)).astype(np.float64)
+        hi = lo + rng.integers(0, 30, (d, size))
+        loss = rng.choice([0.1, 0.2, 0.3, np.inf], size)
+        used = int(rng.integers(0, size + 1))
+        order = np.lexsort((np.arange(used), loss[:used])).astype(np.int64)
+        ranked = loss[order]
+        nodes = rng.choice(range(7), (size, h)).astype(np.int64)
+        at = rng.choice([3, 4, 5, 6], (m, h)).astype(np.int64)
+        x = rng.integers(0, 80, (m, d)).astype(np.float64)
+        if d and m > 1:
+            x[0] = lo[:, 0]  # on a class's bounds
+        tables, offsets = flat_tables([_TABLE] * h, np.int32)
+        below = float(rng.choice([np.inf, 0.25, 0.15]))
+        answers = []
+        for f in (numba_.best_fits, NATIVE.best_fits):
+            out = np.full(m, -9, dtype=np.int64)
+            f(lo, hi, order, ranked, below, x, nodes, at, tables, offsets, out)
+            answers.append(out.tolist())
+        assert answers[0] == answers[1]
+
+
+@needs_native
+def test_rank_replace_keeps_the_same_order_as_numbas() -> None:
+    rng = np.random.default_rng(5)
+    numba_ = _window()
+    size = 16
+    states = [(np.zeros(size, dtype=np.int64), np.zeros(size)) for _ in range(2)]
+    counts = [0, 0]
+    losses = np.full(size, np.inf)
+    for step in range(200):
+        slot, loss = step % size, float(rng.choice([0.1, 0.2, 0.3, 0.4]))
+        full = step >= size
+        for i, f in enumerate((numba_.rank_replace, NATIVE.rank_replace)):
+            order, ranked = states[i]
+            counts[i] = f(order, ranked, counts[i], full, float(losses[slot]), slot, loss)
+        losses[slot] = loss
+        assert counts[0] == counts[1]
+        assert states[0][0].tolist() == states[1][0].tolist()
+        assert states[0][1].tobytes() == states[1][1].tobytes()
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(6))
+def test_drop_rows_and_kept_state_answer_as_numbas(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    numba_ = _window()
+    for _ in range(30):
+        d, h = int(rng.integers(0, 4)), int(rng.integers(0, 3))
+        m, extra = int(rng.integers(1, 20)), int(rng.integers(0, 6))
+        x, xn = rng.normal(size=(m, d)), rng.normal(size=(extra, d))
+        at = rng.choice(range(7), (m, h)).astype(np.int64)
+        atn = rng.choice(range(7), (extra, h)).astype(np.int64)
+        n = m + extra
+        drop = np.sort(rng.choice(n, int(rng.integers(0, n)), replace=False)).astype(np.int64)
+        tables = tuple([_TABLE] * h) or (np.zeros((1, 1), dtype=np.int32),)
+        answers = []
+        for f in (numba_, NATIVE):
+            bounds, nodes = np.full(2 * d, 9.0), np.full(h, -1, dtype=np.int64)
+            rows, rows_at = f.drop_rows(x, xn, at, atn, drop, tables, h, bounds, nodes)
+            b2, n2 = np.zeros(2 * d), np.zeros(h, dtype=np.int64)
+            f.kept_state(rows, rows_at, tables, h, b2, n2)
+            answers.append((rows.tobytes(), rows_at.tobytes(), bounds.tobytes(),
+                            nodes.tolist(), b2.tobytes(), n2.tolist()))
+        assert answers[0] == answers[1]
+
+
+def test_the_window_release_takes_the_c_loops_when_built(monkeypatch) -> None:
+    """:func:`~streamanon.castle._native.window_kernels` is the C module when it builds,
+    else numba's module; both have every loop the window release calls."""
+    expected = NATIVE if NATIVE is not None else _window()
+    monkeypatch.setattr(_native, "_WINDOW", [])
+    got = _native.window_kernels()
+    assert got is expected or got.__name__ == getattr(expected, "__name__", None)
+    for name in ("best_fits", "rank_replace", "kept_state", "drop_rows", "median_cuts"):
+        assert callable(getattr(got, name))
+    monkeypatch.setenv("STREAMANON_NATIVE", "0")
+    monkeypatch.setattr(_native, "_WINDOW", [])
+    assert _native.window_kernels() is _window()

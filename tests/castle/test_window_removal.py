@@ -9,8 +9,8 @@ import copy
 import numpy as np
 
 from streamanon.castle import CastleAnonymizer, CastleRow, RuleSet
-from streamanon.castle import _window_kernel as kernel
 from streamanon.castle import operator as operator_module
+from streamanon.castle._native import window_kernels
 from streamanon.castle.window import History, remove_held, reuse_rest
 from tests.castle.test_window import RULES, _rows
 
@@ -26,6 +26,7 @@ def _state(cset):
 
 def test_remove_held_leaves_the_state_remove_items_leaves(monkeypatch) -> None:
     compiled = []
+    kernel = window_kernels()  # the C build's loops, else numba's
     real_drop = kernel.drop_rows
 
     def drop_rows(*args):
@@ -59,7 +60,7 @@ def test_drop_rows_keeps_the_rows_not_dropped_and_their_state() -> None:
     table = np.array([[0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 2, 0], [0, 0, 0, 3]], dtype=np.int32)
     drop = np.array([0, 5, 27, 29], dtype=np.int64)
     bounds, nodes = np.empty(6), np.empty(1, dtype=np.int64)
-    kept, kept_at = kernel.drop_rows(x[:25], x[25:], at[:25], at[25:], drop, (table,), 1,
+    kept, kept_at = window_kernels().drop_rows(x[:25], x[25:], at[:25], at[25:], drop, (table,), 1,
                                      bounds, nodes)
     keep = np.setdiff1d(np.arange(30), drop)
     assert kept.tolist() == x[keep].tolist() and kept_at.tolist() == at[keep].tolist()

@@ -1,11 +1,15 @@
-"""CASTLE's best selection and merged rows as a C extension, built on first use and cached.
+"""CASTLE's compiled loops as a C extension, built on first use and cached: the best
+selection and merged rows (the same loops as :mod:`streamanon.castle._kernel`) and the window
+release's loops (fit test, ranking, a cluster's state, dropped rows, median cuts: the same as
+:mod:`streamanon.castle._window_kernel`), written in C.
 
-The same loops as :mod:`streamanon.castle._kernel`, written in C: loading them costs a few
-milliseconds, where numba's import and the load of its cache cost ~0.6-0.8 s CPU per
-process. :func:`load` compiles the source below once per machine (:mod:`streamanon._cbuild`:
-IEEE arithmetic, no contraction into fused multiply-adds, as numba compiles without
-fastmath) and returns the module, or ``None`` (the reason in :data:`unavailable`) when it
-cannot be built or loaded: the caller then uses numba. ``STREAMANON_NATIVE=0`` turns it off.
+Loading them costs a few milliseconds, where numba's import and the load of its cache cost
+~0.4-0.8 s CPU per process. :func:`load` compiles the source below once per machine
+(:mod:`streamanon._cbuild`: IEEE arithmetic, no contraction into fused multiply-adds, as
+numba compiles without fastmath) and returns the module, or ``None`` (the reason in
+:data:`unavailable`) when it cannot be built or loaded: the callers then use numba
+(:func:`window_kernels` picks for the window release). ``STREAMANON_NATIVE=0`` turns it off.
+tests/castle/test_native.py compares both builds on random cases, answer for answer.
 
 Design: docs/design/castle.md
 """
@@ -13,6 +17,7 @@ Design: docs/design/castle.md
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 from streamanon import _cbuild
 
@@ -43,7 +48,8 @@ static int arr(PyObject *o, int type, int ndim, int writable, const char *name)
             || (writable && !PyArray_ISWRITEABLE((PyArrayObject *)o))) {
         PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous%s %s array of %d "
                      "dimension(s)", name, writable ? " writable" : "",
-                     type == NPY_FLOAT64 ? "float64" : "int64", ndim);
+                     type == NPY_FLOAT64 ? "float64" : type == NPY_INT32 ? "int32" : "int64",
+                     ndim);
         return 0;
     }
     return 1;
@@ -283,11 +289,638 @@ static PyObject *merged_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* ---- the window release's loops (as streamanon.castle._window_kernel, bit for bit) ---- */
+
+#define GET_LONG(var, o) long var = PyLong_AsLong(o); \
+    if (var == -1 && PyErr_Occurred()) return NULL;
+#define GET_DOUBLE(var, o) double var = PyFloat_AsDouble(o); \
+    if (var == -1.0 && PyErr_Occurred()) return NULL;
+
+static PyObject *shape_error(const char *name)
+{
+    PyErr_Format(PyExc_ValueError, "%s: arrays of inconsistent shapes", name);
+    return NULL;
+}
+
+static PyObject *best_fits(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "best_fits takes 11 arguments");
+        return NULL;
+    }
+    PyObject *o_lo = args[0], *o_hi = args[1], *o_order = args[2], *o_ranked = args[3],
+             *o_x = args[5], *o_nodes = args[6], *o_at = args[7], *o_tables = args[8],
+             *o_off = args[9], *o_out = args[10];
+    if (!arr(o_lo, NPY_FLOAT64, 2, 0, "lo") || !arr(o_hi, NPY_FLOAT64, 2, 0, "hi")
+            || !arr(o_order, NPY_INT64, 1, 0, "order")
+            || !arr(o_ranked, NPY_FLOAT64, 1, 0, "ranked")
+            || !arr(o_x, NPY_FLOAT64, 2, 0, "x") || !arr(o_nodes, NPY_INT64, 2, 0, "nodes")
+            || !arr(o_at, NPY_INT64, 2, 0, "at") || !arr(o_tables, NPY_INT32, 1, 0, "tables")
+            || !arr(o_off, NPY_INT64, 1, 0, "offsets") || !arr(o_out, NPY_INT64, 1, 1, "out"))
+        return NULL;
+    GET_DOUBLE(below, args[4])
+    long d = DIM(o_lo, 0), size = DIM(o_lo, 1), m = DIM(o_x, 0), h = DIM(o_at, 1);
+    long norder = DIM(o_order, 0);
+    if (DIM(o_hi, 0) != d || DIM(o_hi, 1) != size || DIM(o_x, 1) != d || DIM(o_at, 0) != m
+            || DIM(o_nodes, 1) != h || DIM(o_out, 0) < m || DIM(o_ranked, 0) < norder
+            || DIM(o_off, 0) < 2 * h || (h && DIM(o_nodes, 0) < size))
+        return shape_error("best_fits");
+    const double *lo = DATA(o_lo, double), *hi = DATA(o_hi, double);
+    const double *ranked = DATA(o_ranked, double), *x = DATA(o_x, double);
+    const int64_t *order = DATA(o_order, int64_t), *nodes = DATA(o_nodes, int64_t);
+    const int64_t *at = DATA(o_at, int64_t), *off = DATA(o_off, int64_t);
+    const int32_t *tables = DATA(o_tables, int32_t);
+    int64_t *out = DATA(o_out, int64_t);
+    long n = 0;
+    while (n < norder && ranked[n] < below)
+        n++;
+    for (long p = 0; p < n; p++)
+        if (order[p] < 0 || order[p] >= size)
+            return shape_error("best_fits (a slot outside the classes)");
+    const int64_t *cand = order;
+    long ncand = n;
+    int64_t *keep = NULL;
+    if (m > 1 && n > 8) {
+        double *bmin = malloc(sizeof(double) * (2 * d + 1));
+        int64_t *top = malloc(sizeof(int64_t) * (h + 1));
+        keep = malloc(sizeof(int64_t) * n);
+        if (bmin == NULL || top == NULL || keep == NULL) {
+            free(bmin); free(top); free(keep);
+            return PyErr_NoMemory();
+        }
+        double *bmax = bmin + d;
+        for (long j = 0; j < d; j++) {
+            bmin[j] = INFINITY;
+            bmax[j] = -INFINITY;
+        }
+        for (long i = 0; i < m; i++)
+            for (long j = 0; j < d; j++) {
+                double v = x[i * d + j];
+                if (v < bmin[j])
+                    bmin[j] = v;
+                if (v > bmax[j])
+                    bmax[j] = v;
+            }
+        for (long j = 0; j < h; j++) {
+            int64_t node = at[j];
+            for (long i = 1; i < m; i++)
+                node = tables[off[j] + node * off[h + j] + at[i * h + j]];
+            top[j] = node;
+        }
+        long kept = 0;
+        for (long p = 0; p < n; p++) {
+            int64_t c = order[p];
+            int ok = 1;
+            for (long j = 0; j < d; j++)
+                if (!(lo[j * size + c] <= bmax[j] && hi[j * size + c] >= bmin[j])) {
+                    ok = 0;
+                    break;
+                }
+            if (ok)
+                for (long j = 0; j < h; j++) {
+                    int64_t node = nodes[c * h + j];
+                    int64_t meet = tables[off[j] + node * off[h + j] + top[j]];
+                    if (meet != node && meet != top[j]) {
+                        ok = 0;
+                        break;
+                    }
+                }
+            if (ok)
+                keep[kept++] = c;
+        }
+        cand = keep;
+        ncand = kept;
+        free(bmin);
+        free(top);
+    }
+    for (long i = 0; i < m; i++) {
+        int64_t best = -1;
+        for (long p = 0; p < ncand; p++) {
+            int64_t c = cand[p];
+            int ok = 1;
+            for (long j = 0; j < d; j++) {
+                double v = x[i * d + j];
+                if (!(lo[j * size + c] <= v && v <= hi[j * size + c])) {
+                    ok = 0;
+                    break;
+                }
+            }
+            if (ok)
+                for (long j = 0; j < h; j++) {
+                    int64_t node = nodes[c * h + j];
+                    if (tables[off[j] + node * off[h + j] + at[i * h + j]] != node) {
+                        ok = 0;
+                        break;
+                    }
+                }
+            if (ok) {
+                best = c;
+                break;
+            }
+        }
+        out[i] = best;
+    }
+    free(keep);
+    Py_RETURN_NONE;
+}
+
+static long rank_at(const int64_t *order, const double *ranked, long n, double loss, long slot)
+{
+    long a = 0, b = n;
+    while (a < b) {
+        long mid = (a + b) / 2;
+        if (ranked[mid] < loss || (ranked[mid] == loss && order[mid] < slot))
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+static PyObject *rank_replace(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "rank_replace takes 7 arguments");
+        return NULL;
+    }
+    PyObject *o_order = args[0], *o_ranked = args[1];
+    if (!arr(o_order, NPY_INT64, 1, 1, "order") || !arr(o_ranked, NPY_FLOAT64, 1, 1, "ranked"))
+        return NULL;
+    GET_LONG(n, args[2])
+    int drop = PyObject_IsTrue(args[3]);
+    if (drop < 0)
+        return NULL;
+    GET_DOUBLE(old_loss, args[4])
+    GET_LONG(slot, args[5])
+    GET_DOUBLE(loss, args[6])
+    long cap = DIM(o_order, 0);
+    if (n < 0 || DIM(o_ranked, 0) != cap || n - (drop ? 1 : 0) + 1 > cap || (drop && n < 1))
+        return shape_error("rank_replace");
+    int64_t *order = DATA(o_order, int64_t);
+    double *ranked = DATA(o_ranked, double);
+    if (drop) {
+        long at = rank_at(order, ranked, n, old_loss, slot);
+        for (long p = at; p < n - 1; p++) {
+            order[p] = order[p + 1];
+            ranked[p] = ranked[p + 1];
+        }
+        n -= 1;
+    }
+    long at = rank_at(order, ranked, n, loss, slot);
+    for (long p = n; p > at; p--) {
+        order[p] = order[p - 1];
+        ranked[p] = ranked[p - 1];
+    }
+    order[at] = slot;
+    ranked[at] = loss;
+    return PyLong_FromLong(n + 1);
+}
+
+/* the tables of a tuple: int32 C-contiguous square-enough matrices; fills ptrs and cols */
+static int lca_tables(PyObject *o, long h, const int32_t **ptrs, long *cols)
+{
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) < h) {
+        PyErr_SetString(PyExc_TypeError, "tables: expected a tuple of one table per hierarchy");
+        return 0;
+    }
+    for (long j = 0; j < h; j++) {
+        PyObject *t = PyTuple_GET_ITEM(o, j);
+        if (!arr(t, NPY_INT32, 2, 0, "tables[j]"))
+            return 0;
+        ptrs[j] = DATA(t, int32_t);
+        cols[j] = DIM(t, 1);
+    }
+    return 1;
+}
+
+static void state_of_rows(const double *x, long n, long d, const int64_t *at, long h,
+                          const int32_t **tables, const long *cols, double *bounds,
+                          int64_t *nodes)
+{
+    for (long q = 0; q < d; q++) {
+        double mn = x[q], mx = x[q];
+        for (long i = 1; i < n; i++) {
+            double v = x[i * d + q];
+            if (v < mn)
+                mn = v;
+            if (v > mx)
+                mx = v;
+        }
+        bounds[q] = -mn;
+        bounds[d + q] = mx;
+    }
+    for (long j = 0; j < h; j++) {
+        int64_t node = at[j];
+        for (long i = 1; i < n; i++)
+            node = tables[j][node * cols[j] + at[i * h + j]];
+        nodes[j] = node;
+    }
+}
+
+static PyObject *kept_state(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "kept_state takes 6 arguments");
+        return NULL;
+    }
+    PyObject *o_x = args[0], *o_at = args[1], *o_b = args[4], *o_n = args[5];
+    if (!arr(o_x, NPY_FLOAT64, 2, 0, "x") || !arr(o_at, NPY_INT64, 2, 0, "at")
+            || !arr(o_b, NPY_FLOAT64, 1, 1, "bounds") || !arr(o_n, NPY_INT64, 1, 1, "nodes"))
+        return NULL;
+    GET_LONG(h, args[3])
+    long n = DIM(o_x, 0), d = DIM(o_x, 1);
+    if (n < 1 || h < 0 || DIM(o_at, 0) != n || DIM(o_at, 1) != h || DIM(o_b, 0) < 2 * d
+            || DIM(o_n, 0) < h)
+        return shape_error("kept_state");
+    const int32_t *tables[64];
+    long cols[64];
+    if (h > 64)
+        return shape_error("kept_state (more than 64 hierarchies)");
+    if (!lca_tables(args[2], h, tables, cols))
+        return NULL;
+    state_of_rows(DATA(o_x, double), n, d, DATA(o_at, int64_t), h, tables, cols,
+                  DATA(o_b, double), DATA(o_n, int64_t));
+    Py_RETURN_NONE;
+}
+
+static PyObject *drop_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "drop_rows takes 9 arguments");
+        return NULL;
+    }
+    PyObject *o_x = args[0], *o_xn = args[1], *o_at = args[2], *o_atn = args[3],
+             *o_drop = args[4], *o_b = args[7], *o_n = args[8];
+    if (!arr(o_x, NPY_FLOAT64, 2, 0, "x") || !arr(o_xn, NPY_FLOAT64, 2, 0, "xn")
+            || !arr(o_at, NPY_INT64, 2, 0, "at") || !arr(o_atn, NPY_INT64, 2, 0, "atn")
+            || !arr(o_drop, NPY_INT64, 1, 0, "drop")
+            || !arr(o_b, NPY_FLOAT64, 1, 1, "bounds") || !arr(o_n, NPY_INT64, 1, 1, "nodes"))
+        return NULL;
+    GET_LONG(h, args[6])
+    long m = DIM(o_x, 0), d = DIM(o_x, 1), hw = DIM(o_at, 1), nd = DIM(o_drop, 0);
+    long n = m + DIM(o_xn, 0);
+    if (DIM(o_xn, 1) != d || DIM(o_at, 0) != m || DIM(o_atn, 0) != DIM(o_xn, 0)
+            || DIM(o_atn, 1) != hw || h < 0 || hw != h || nd >= n || DIM(o_b, 0) < 2 * d
+            || DIM(o_n, 0) < h || h > 64)
+        return shape_error("drop_rows");
+    const int64_t *drop = DATA(o_drop, int64_t);
+    for (long p = 0; p < nd; p++)
+        if (drop[p] < 0 || drop[p] >= n || (p && drop[p] <= drop[p - 1]))
+            return shape_error("drop_rows (rows to drop not ascending inside the rows)");
+    const int32_t *tables[64];
+    long cols[64];
+    if (!lca_tables(args[5], h, tables, cols))
+        return NULL;
+    npy_intp dims[2] = {n - nd, d}, dims_at[2] = {n - nd, h};
+    PyObject *o_out = PyArray_SimpleNew(2, dims, NPY_FLOAT64);
+    if (o_out == NULL)
+        return NULL;
+    PyObject *o_out_at = PyArray_SimpleNew(2, dims_at, NPY_INT64);
+    if (o_out_at == NULL) {
+        Py_DECREF(o_out);
+        return NULL;
+    }
+    const double *x = DATA(o_x, double), *xn = DATA(o_xn, double);
+    const int64_t *at = DATA(o_at, int64_t), *atn = DATA(o_atn, int64_t);
+    double *out = DATA(o_out, double);
+    int64_t *out_at = DATA(o_out_at, int64_t);
+    long r = 0, p = 0;
+    for (long i = 0; i < n; i++) {
+        if (p < nd && drop[p] == i) {
+            p++;
+            continue;
+        }
+        if (i < m) {
+            memcpy(out + r * d, x + i * d, sizeof(double) * d);
+            memcpy(out_at + r * h, at + i * h, sizeof(int64_t) * h);
+        } else {
+            memcpy(out + r * d, xn + (i - m) * d, sizeof(double) * d);
+            memcpy(out_at + r * h, atn + (i - m) * h, sizeof(int64_t) * h);
+        }
+        r++;
+    }
+    state_of_rows(out, r, d, out_at, h, tables, cols, DATA(o_b, double), DATA(o_n, int64_t));
+    return Py_BuildValue("(NN)", o_out, o_out_at);
+}
+
+static int distinct_enough(const int64_t *codes, const int64_t *idx, long m, int64_t *seen,
+                           int64_t stamp, long enough)
+{
+    long c = 0;
+    for (long t = 0; t < m; t++) {
+        int64_t v = codes[idx[t]];
+        if (seen[v] != stamp) {
+            seen[v] = stamp;
+            c++;
+            if (c >= enough)
+                return 1;
+        }
+    }
+    return c >= enough;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    long start, len;
+    int64_t first;
+} seg_t;
+
+static int cmp_first(const void *a, const void *b)
+{
+    int64_t x = ((const seg_t *)a)->first, y = ((const seg_t *)b)->first;
+    return (x > y) - (x < y);
+}
+
+/* the parameters of median_cuts a half's cost reads */
+typedef struct {
+    const double *x, *inv, *w_hier, *losses, *reuse;
+    const int64_t *nodes, *tables, *toff, *noff;
+    long d, h, nreuse;
+} cost_t;
+
+static double half_cost(const cost_t *q, const int64_t *half, long hm)
+{
+    double acc = 0.0;
+    long d = q->d, h = q->h;
+    for (long c = 0; c < d; c++) {
+        double mn = INFINITY, mx = -INFINITY;
+        for (long t = 0; t < hm; t++) {
+            double v = q->x[half[t] * d + c];
+            if (v < mn)
+                mn = v;
+            if (v > mx)
+                mx = v;
+        }
+        acc += -mn * q->inv[c] + mx * q->inv[d + c];
+    }
+    for (long g = 0; g < h; g++) {
+        int64_t top = q->nodes[half[0] * h + g];
+        for (long t = 0; t < hm; t++)
+            top = q->tables[q->toff[g] + top * q->toff[h + g] + q->nodes[half[t] * h + g]];
+        acc += q->w_hier[g] * q->losses[q->noff[g] + top];
+    }
+    if (q->nreuse) {
+        double part_cost = 0.0;
+        long n_full = 0;
+        for (long t = 0; t < hm; t++) {
+            double r = q->reuse[half[t]];
+            if (r < acc)
+                part_cost += r;
+            else
+                n_full++;
+        }
+        return part_cost + (double)n_full * acc;
+    }
+    return (double)hm * acc;
+}
+
+static PyObject *median_cuts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 19) {
+        PyErr_SetString(PyExc_TypeError, "median_cuts takes 19 arguments");
+        return NULL;
+    }
+    PyObject *o_x = args[0], *o_nodes = args[1], *o_ind = args[2], *o_sens = args[3],
+             *o_inv = args[7], *o_wh = args[8], *o_tables = args[9], *o_toff = args[10],
+             *o_ranks = args[11], *o_parents = args[12], *o_losses = args[13],
+             *o_noff = args[14], *o_fracs = args[15], *o_out = args[17], *o_reuse = args[18];
+    if (!arr(o_x, NPY_FLOAT64, 2, 0, "x") || !arr(o_nodes, NPY_INT64, 2, 0, "nodes")
+            || !arr(o_ind, NPY_INT64, 1, 0, "ind") || !arr(o_sens, NPY_INT64, 2, 0, "sens")
+            || !arr(o_inv, NPY_FLOAT64, 1, 0, "inv") || !arr(o_wh, NPY_FLOAT64, 1, 0, "w_hier")
+            || !arr(o_tables, NPY_INT64, 1, 0, "tables") || !arr(o_toff, NPY_INT64, 1, 0, "toff")
+            || !arr(o_ranks, NPY_FLOAT64, 1, 0, "ranks")
+            || !arr(o_parents, NPY_INT64, 1, 0, "parents")
+            || !arr(o_losses, NPY_FLOAT64, 1, 0, "losses")
+            || !arr(o_noff, NPY_INT64, 1, 0, "noff") || !arr(o_fracs, NPY_FLOAT64, 1, 0, "fracs")
+            || !arr(o_out, NPY_INT64, 1, 1, "out") || !arr(o_reuse, NPY_FLOAT64, 1, 0, "reuse"))
+        return NULL;
+    GET_LONG(k, args[4])
+    GET_LONG(l, args[5])
+    int small = PyObject_IsTrue(args[6]);
+    int ends = PyObject_IsTrue(args[16]);
+    if (small < 0 || ends < 0)
+        return NULL;
+    long n = DIM(o_x, 0), d = DIM(o_x, 1), h = DIM(o_nodes, 1), n_sens = DIM(o_sens, 0);
+    long nfr = DIM(o_fracs, 0), nreuse = DIM(o_reuse, 0);
+    if (k < 1 || DIM(o_nodes, 0) != n || DIM(o_ind, 0) != n || DIM(o_sens, 1) != n
+            || DIM(o_out, 0) < n || (nreuse && nreuse != n) || (d && DIM(o_inv, 0) < 2 * d)
+            || DIM(o_wh, 0) < h || DIM(o_toff, 0) < 2 * h || DIM(o_noff, 0) < h)
+        return shape_error("median_cuts");
+    if (n == 0)
+        return PyLong_FromLong(0);
+    const int64_t *ind = DATA(o_ind, int64_t), *sens = DATA(o_sens, int64_t);
+    const int64_t *nodes = DATA(o_nodes, int64_t), *tables = DATA(o_tables, int64_t);
+    const int64_t *toff = DATA(o_toff, int64_t), *parents = DATA(o_parents, int64_t);
+    const int64_t *noff = DATA(o_noff, int64_t);
+    const double *x = DATA(o_x, double), *ranks = DATA(o_ranks, double);
+    const double *fracs = DATA(o_fracs, double);
+    int64_t *out = DATA(o_out, int64_t);
+    cost_t q = {x, DATA(o_inv, double), DATA(o_wh, double), DATA(o_losses, double),
+                DATA(o_reuse, double), nodes, tables, toff, noff, d, h, nreuse};
+    long n_ind = 1, n_codes = 1;
+    for (long i = 0; i < n; i++) {
+        if (ind[i] < 0)
+            return shape_error("median_cuts (a negative individual code)");
+        if (ind[i] + 1 > n_ind)
+            n_ind = ind[i] + 1;
+    }
+    for (long i = 0; i < n_sens * n; i++) {
+        if (sens[i] < 0)
+            return shape_error("median_cuts (a negative sensitive code)");
+        if (sens[i] + 1 > n_codes)
+            n_codes = sens[i] + 1;
+    }
+    long ntries = (d + h) * (nfr + 3) + 1;
+    int64_t *seen = calloc(n_ind, sizeof(int64_t));
+    int64_t *seen_s = calloc(n_codes, sizeof(int64_t));
+    int64_t *perm = malloc(sizeof(int64_t) * n);
+    int64_t *a = malloc(sizeof(int64_t) * n);
+    int64_t *b = malloc(sizeof(int64_t) * n);
+    double *col = malloc(sizeof(double) * n);
+    double *srt = malloc(sizeof(double) * n);
+    char *tried = malloc((size_t)ntries * n);
+    char *best_left = malloc(n);
+    seg_t *stack = malloc(sizeof(seg_t) * (n + 1));
+    seg_t *done = malloc(sizeof(seg_t) * (n + 1));
+    PyObject *result = NULL;
+    if (!seen || !seen_s || !perm || !a || !b || !col || !srt || !tried || !best_left
+            || !stack || !done) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (long i = 0; i < n; i++)
+        perm[i] = i;
+    int64_t stamp = 0;
+    long nstack = 0, ndone = 0;
+    stack[nstack++] = (seg_t){0, n, 0};
+    while (nstack) {
+        seg_t sg = stack[--nstack];
+        int64_t *part = perm + sg.start;
+        long m = sg.len;
+        if (m < 2 * k) {
+            done[ndone++] = sg;
+            continue;
+        }
+        if (!small) {
+            stamp++;
+            if (!distinct_enough(ind, part, m, seen, stamp, 2 * k)) {
+                done[ndone++] = sg;
+                continue;
+            }
+        }
+        double best_cost = INFINITY;
+        int found = 0;
+        long ntried = 0, best_na = 0;
+        for (long j = 0; j < d + h; j++) {
+            if (j < d) {
+                for (long t = 0; t < m; t++)
+                    col[t] = x[part[t] * d + j];
+            } else {
+                long g = j - d;
+                int64_t top = nodes[part[0] * h + g];
+                for (long t = 0; t < m; t++)
+                    top = tables[toff[g] + top * toff[h + g] + nodes[part[t] * h + g]];
+                long base = noff[g];
+                for (long t = 0; t < m; t++) {
+                    int64_t node = nodes[part[t] * h + g];
+                    while (node != top && parents[base + node] != top
+                           && parents[base + node] >= 0)
+                        node = parents[base + node];
+                    col[t] = ranks[base + node];
+                }
+            }
+            double lo = col[0], hi = col[0];
+            for (long t = 1; t < m; t++) {
+                if (col[t] < lo)
+                    lo = col[t];
+                if (col[t] > hi)
+                    hi = col[t];
+            }
+            if (lo == hi)
+                continue;
+            memcpy(srt, col, sizeof(double) * m);
+            qsort(srt, m, sizeof(double), cmp_double);
+            for (long f = 0; f < nfr + 3; f++) {
+                double med;
+                if (f == 0) {
+                    long half = m / 2;
+                    med = (m % 2) ? srt[half] : (srt[half - 1] + srt[half]) / 2;
+                } else if (f <= nfr) {
+                    med = srt[(long)(fracs[f - 1] * (double)(m - 1))];
+                } else {
+                    long r = (f == nfr + 1) ? k - 1 : m - k - 1;
+                    if (!ends || r < 0 || r >= m)
+                        continue;
+                    med = srt[r];
+                }
+                char *left = tried + ntried * n;
+                if (med < hi)
+                    for (long t = 0; t < m; t++)
+                        left[t] = col[t] <= med;
+                else
+                    for (long t = 0; t < m; t++)
+                        left[t] = col[t] < med;
+                int same = 0;
+                for (long p = 0; p < ntried; p++)
+                    if (memcmp(tried + p * n, left, m) == 0) {
+                        same = 1;
+                        break;
+                    }
+                if (same)
+                    continue;
+                ntried++;
+                long na = 0, nb = 0;
+                for (long t = 0; t < m; t++) {
+                    if (left[t])
+                        a[na++] = part[t];
+                    else
+                        b[nb++] = part[t];
+                }
+                int ok = 1;
+                for (int side = 0; side < 2 && ok; side++) {
+                    const int64_t *half = side ? b : a;
+                    long hm = side ? nb : na;
+                    stamp++;
+                    if (!distinct_enough(ind, half, hm, seen, stamp, k)) {
+                        ok = 0;
+                        break;
+                    }
+                    for (long s = 0; s < n_sens; s++) {
+                        stamp++;
+                        if (!distinct_enough(sens + s * n, half, hm, seen_s, stamp, l)) {
+                            ok = 0;
+                            break;
+                        }
+                    }
+                }
+                if (!ok)
+                    continue;
+                double cost = 0.0;
+                cost += half_cost(&q, a, na);
+                cost += half_cost(&q, b, nb);
+                if (!found || cost < best_cost) {
+                    found = 1;
+                    best_cost = cost;
+                    memcpy(best_left, left, m);
+                    best_na = na;
+                }
+            }
+        }
+        if (!found) {
+            done[ndone++] = sg;
+            continue;
+        }
+        long na = 0, nb = 0;
+        for (long t = 0; t < m; t++) {
+            if (best_left[t])
+                a[na++] = part[t];
+            else
+                b[nb++] = part[t];
+        }
+        memcpy(part, a, sizeof(int64_t) * na);
+        memcpy(part + na, b, sizeof(int64_t) * nb);
+        (void)best_na;
+        stack[nstack++] = (seg_t){sg.start + na, nb, 0};
+        stack[nstack++] = (seg_t){sg.start, na, 0};
+    }
+    for (long p = 0; p < ndone; p++) {
+        int64_t first = INT64_MAX;
+        for (long t = 0; t < done[p].len; t++)
+            if (perm[done[p].start + t] < first)
+                first = perm[done[p].start + t];
+        done[p].first = first;
+    }
+    qsort(done, ndone, sizeof(seg_t), cmp_first);
+    for (long p = 0; p < ndone; p++)
+        for (long t = 0; t < done[p].len; t++)
+            out[perm[done[p].start + t]] = p;
+    result = PyLong_FromLong(ndone);
+cleanup:
+    free(seen); free(seen_s); free(perm); free(a); free(b); free(col); free(srt);
+    free(tried); free(best_left); free(stack); free(done);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_selection", (PyCFunction)(void (*)(void))best_selection, METH_FASTCALL,
      "CASTLE's best selection (as streamanon.castle._kernel.best_selection)."},
     {"merged_rows", (PyCFunction)(void (*)(void))merged_rows, METH_FASTCALL,
      "Every row merged with row i (as streamanon.castle._kernel.merged_rows)."},
+    {"best_fits", (PyCFunction)(void (*)(void))best_fits, METH_FASTCALL,
+     "The window release's fit test (as streamanon.castle._window_kernel.best_fits)."},
+    {"rank_replace", (PyCFunction)(void (*)(void))rank_replace, METH_FASTCALL,
+     "Keep the remembered classes ranked (as _window_kernel.rank_replace)."},
+    {"kept_state", (PyCFunction)(void (*)(void))kept_state, METH_FASTCALL,
+     "A cluster's state from its rows (as _window_kernel.kept_state)."},
+    {"drop_rows", (PyCFunction)(void (*)(void))drop_rows, METH_FASTCALL,
+     "A cluster's rows without the tuples that leave (as _window_kernel.drop_rows)."},
+    {"median_cuts", (PyCFunction)(void (*)(void))median_cuts, METH_FASTCALL,
+     "The window release's median cuts (as _window_kernel.median_cuts)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -318,3 +951,19 @@ def load() -> ModuleType | None:
     global unavailable
     module, unavailable = _cbuild.load("castle", "_castle_native", SOURCE)
     return module
+
+
+_WINDOW: list[Any] = []
+
+
+def window_kernels() -> Any:
+    """The window release's loops (``best_fits``, ``rank_replace``, ``kept_state``,
+    ``drop_rows``, ``median_cuts``): the C build's, else numba's
+    (:mod:`streamanon.castle._window_kernel`, imported only then). Same signatures, same
+    answers."""
+    if not _WINDOW:
+        module = load()
+        if module is None:
+            from streamanon.castle import _window_kernel as module  # type: ignore[no-redef]
+        _WINDOW.append(module)
+    return _WINDOW[0]

@@ -876,7 +876,9 @@ class ClusterSet:
                 raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
             by_cluster.setdefault(id(c), (c, []))[1].append(item)
         self._other_key = None
-        from streamanon.castle._window_kernel import kept_state
+        from streamanon.castle._native import window_kernels
+
+        kept_state = window_kernels().kept_state
 
         for c, gone in by_cluster.values():
             for item in gone:

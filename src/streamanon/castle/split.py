@@ -263,7 +263,9 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
         ends: try the cuts that leave k tuples on one side too.
         reuse: each tuple's loss in the remembered class it would join, or ``None``.
     """
-    from streamanon.castle._window_kernel import median_cuts
+    from streamanon.castle._native import window_kernels
+
+    median_cuts = window_kernels().median_cuts
 
     n, h = len(items), len(cset.hier)
     tables, toff = flat_tables([t for _, t in trees], np.int64)

@@ -57,7 +57,9 @@ class History:
         self._n_ranked = 0
 
     def add(self, st: State, loss: float, payload: Any) -> None:
-        from streamanon.castle._window_kernel import rank_replace
+        from streamanon.castle._native import window_kernels
+
+        rank_replace = window_kernels().rank_replace
 
         i = self.next % len(self.loss)
         self._ranked()
@@ -107,7 +109,9 @@ class History:
         n = min(self.next, len(self.loss))
         if not self.usable or not n or not items:
             return [None] * len(items)
-        from streamanon.castle._window_kernel import best_fits
+        from streamanon.castle._native import window_kernels
+
+        best_fits = window_kernels().best_fits
 
         d, h = self.lo.shape[0], self.nodes.shape[1]
         x = np.array([it.numbers for it in items], dtype=np.float64).reshape(len(items), d)
@@ -180,7 +184,9 @@ def remove_held(cset: ClusterSet, items: Sequence[Item]) -> None:
     if cset._star or cset.other:
         cset.remove_items(items)
         return
-    from streamanon.castle._window_kernel import drop_rows
+    from streamanon.castle._native import window_kernels
+
+    drop_rows = window_kernels().drop_rows
 
     by_cluster: dict[int, tuple[Cluster, list[Item]]] = {}
     for item in items:
