@@ -304,4 +304,5 @@ def test_the_window_release_takes_the_c_loops_when_built(monkeypatch) -> None:
         assert callable(getattr(got, name))
     monkeypatch.setenv("STREAMANON_NATIVE", "0")
     monkeypatch.setattr(_native, "_WINDOW", [])
+    monkeypatch.setattr(_native, "_LOADED", [])
     assert _native.window_kernels() is _window()

@@ -953,6 +953,17 @@ def load() -> ModuleType | None:
     return module
 
 
+_LOADED: list[ModuleType | None] = []
+
+
+def loaded() -> ModuleType | None:
+    """:func:`load`'s answer, asked once per process: every caller gets the same module
+    object (loading the file again would give another, and set its attributes back)."""
+    if not _LOADED:
+        _LOADED.append(load())
+    return _LOADED[0]
+
+
 _WINDOW: list[Any] = []
 
 
@@ -962,7 +973,7 @@ def window_kernels() -> Any:
     (:mod:`streamanon.castle._window_kernel`, imported only then). Same signatures, same
     answers."""
     if not _WINDOW:
-        module = load()
+        module = loaded()
         if module is None:
             from streamanon.castle import _window_kernel as module  # type: ignore[no-redef]
         _WINDOW.append(module)

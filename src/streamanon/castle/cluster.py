@@ -1045,7 +1045,7 @@ def _load_kernel() -> Any:
         try:
             from streamanon.castle import _native
 
-            native = _native.load()
+            native = _native.loaded()
             if native is not None:
                 best_selection, merged_rows = native.best_selection, native.merged_rows
             else:

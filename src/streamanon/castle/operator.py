@@ -805,9 +805,9 @@ class CastleAnonymizer(OperatorBase):
         st = cset.state_of(leaf)
         gone: list[tuple[Item, Any]] = []
         if p.rule.distinct:
-            leaf, st, gone = self._reuse_history(cset, history, leaf, st, meets)
+            leaf, st, gone, known = self._reuse_history(cset, history, leaf, st, meets)
             rest = reuse_rest(history, leaf, st, lambda s, it, r: self._anchor_fits(
-                cset, s, it, record=r))
+                cset, s, it, record=r), known)
             leaf, gone = ([], gone + rest) if rest else (leaf, gone)
         remove_held(cset, [it for it, _ in gone] + leaf if gone else leaf)
         for it, reused in gone:
@@ -818,18 +818,24 @@ class CastleAnonymizer(OperatorBase):
         return True
 
     def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,
-                       meets: Any) -> tuple[list[Item], State, list[tuple[Item, Any]]]:
+                       meets: Any) -> tuple[list[Item], State, list[tuple[Item, Any]],
+                                        tuple[float, list[Any]] | None]:
         """The tuples of ``leaf`` that fit in a remembered class losing less than the leaf's
         own generalization ``st``, the largest gain first, while the rest still meets the
         rule, each with its class's payload (the caller releases them into it); returns the
-        rest, its generalization and those."""
+        rest, its generalization, those, and, when none moved, the leaf's loss per tuple and
+        its fit test up to its total loss (:func:`~streamanon.castle.window.reuse_rest`'s
+        ``known``: the same question, asked once)."""
         own = cset.weighted(cset.attr_losses(st, leaf))
+        # up to the leaf's total loss, which reuse_rest asks of the same tuples when none
+        # moves: an answer losing less than ``own`` is the answer below ``own``
+        hits = history.best_of(leaf, below=own * len(leaf))
         moves = []
-        for it, hit in zip(leaf, history.best_of(leaf, below=own), strict=True):
+        for it, hit in zip(leaf, hits, strict=True):
             if hit is not None and hit[0] < own:
                 moves.append((hit[0], it.pos, it, hit[1]))
         if not moves:
-            return leaf, st, []
+            return leaf, st, [], (own, hits)
         moves.sort(key=lambda m: (m[0], m[1]))
         rest = list(leaf)
         gone = []
@@ -839,8 +845,8 @@ class CastleAnonymizer(OperatorBase):
                 rest = trial
                 gone.append((it, payload))
         if not gone:
-            return leaf, st, []
-        return rest, cset.state_of(rest), gone
+            return leaf, st, [], (own, hits)
+        return rest, cset.state_of(rest), gone, None
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,
               attr: dict[str, float], cid: int, out: list[Any]) -> None:

@@ -147,7 +147,9 @@ class WindowCache:
 
 
 def reuse_rest(history: History, rest: list[Item], st: State,
-               fits: Callable[[State, Item, bool], bool]) -> list[tuple[Item, Any]]:
+               fits: Callable[[State, Item, bool], bool],
+               known: tuple[float, list[tuple[float, Any] | None]] | None = None
+               ) -> list[tuple[Item, Any]]:
     """The tuples of ``rest`` (what is left of a released part after the moves of
     ``CastleAnonymizer._reuse_history``, generalized to ``st``), each with the remembered
     class it joins: all of them when each fits in a remembered class and those classes lose
@@ -156,12 +158,21 @@ def reuse_rest(history: History, rest: list[Item], st: State,
     ``fits(state, item, record)``: whether ``item`` may leave in a class of ``state`` (its
     anchors; with ``record``, noted). A class released with >= k individuals meeting the
     rule still does with tuples added, so the tuples need not form a class of their own.
+
+    ``known``: what the caller already has for ``rest`` and ``st``: a tuple's loss in ``st``
+    and :meth:`History.best_of` of ``rest`` with a ``below`` of at least the rest's total
+    loss (an answer there that loses less than this one's bound is this one's answer, and
+    there is none else), so that the fit test does not run twice.
     """
     if not rest:
         return []
     cset = history.cset
-    own = cset.weighted(cset.attr_losses(st, rest)) * len(rest)
-    hits = history.best_of(rest, below=own)  # a class losing more alone cannot do
+    if known is None:
+        own = cset.weighted(cset.attr_losses(st, rest)) * len(rest)
+        hits = history.best_of(rest, below=own)  # a class losing more alone cannot do
+    else:
+        own = known[0] * len(rest)
+        hits = [hit if hit is not None and hit[0] < own else None for hit in known[1]]
     total = 0.0
     for it, hit in zip(rest, hits, strict=True):
         if hit is None or not fits(hit[1][4], it, False):
