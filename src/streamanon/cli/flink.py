@@ -214,18 +214,21 @@ def job_errors() -> Iterator[None]:
     from py4j.protocol import Py4JError
 
     from streamanon.errors import InputError, OutcomeGap, OutputError
-    from streamanon.flink.runtime import private_temp
+    from streamanon.flink.runtime import PY4J_LOGGERS, gateways_stopped, private_temp
 
     # py4j logs a traceback when a call to the JVM is cut (Ctrl-C, SIGTERM to the process
     # group, the JVM gone); the command says what happened in one line instead. It logs both
     # on the root logger (``logging.exception``: the root's filter drops those) and on its
-    # own loggers, whose records propagate to the root's handlers without passing the root's
-    # filters: for those the level of py4j's parent logger is raised while the command runs
+    # own loggers, whose records reach the root's handlers without passing the root's
+    # filters: those loggers are disabled while the command runs (a level would not do:
+    # PyFlink's get_gateway sets py4j.java_gateway's own level to WARN)
     root = logging.getLogger()
     root.addFilter(_not_py4j)
-    py4j_logger = logging.getLogger("py4j")
-    saved_level = py4j_logger.level
-    py4j_logger.setLevel(logging.CRITICAL + 1)
+    py4j_loggers = [logging.getLogger(name) for name in PY4J_LOGGERS]
+    saved = [lg.disabled for lg in py4j_loggers]
+    stopped = gateways_stopped()
+    for lg in py4j_loggers:
+        lg.disabled = True
     # a failure is put into words inside the private folder's block: a Java exception's text
     # is read through the JVM gateway, which leaving the block stops
     try:
@@ -245,7 +248,11 @@ def job_errors() -> Iterator[None]:
                 raise JobFailed(_job_failure(exc)) from None
     finally:
         root.removeFilter(_not_py4j)
-        py4j_logger.setLevel(saved_level)
+        # after a gateway stopped in the block they stay disabled (its objects freed later
+        # each try to reach the JVM gone: private_temp's _stop_gateway); else as before
+        if gateways_stopped() == stopped:
+            for lg, was in zip(py4j_loggers, saved, strict=True):
+                lg.disabled = was
 
 
 def _not_py4j(record: logging.LogRecord) -> bool:

@@ -443,6 +443,20 @@ def private_temp() -> Iterator[Path | None]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: py4j's loggers: silenced (``disabled``, the one switch PyFlink leaves alone: its
+#: ``get_gateway`` sets the level of ``py4j.java_gateway`` itself) where a call to a JVM that
+#: is gone would log a traceback a user cannot act on
+PY4J_LOGGERS = ("py4j", "py4j.java_gateway", "py4j.clientserver")
+
+_STOPPED = [0]  # gateways this process stopped (:func:`gateways_stopped`)
+
+
+def gateways_stopped() -> int:
+    """How many JVM gateways this process has stopped (each leaves py4j's loggers
+    disabled for good: objects of its jobs freed later each try to reach the JVM gone)."""
+    return _STOPPED[0]
+
+
 def _stop_gateway(java_gateway: Any) -> None:
     """Stop the JVM gateway this process started (a child running PythonGatewayServer), so
     that a later job of this process starts one with its own temporary folder."""
@@ -451,8 +465,9 @@ def _stop_gateway(java_gateway: Any) -> None:
     gateway, java_gateway._gateway = java_gateway._gateway, None
     # py4j logs a traceback for every call still made to the JVM gone (objects of the job
     # freed later, each trying to reach it): nothing a user can act on
-    for name in ("py4j", "py4j.java_gateway", "py4j.clientserver"):
+    for name in PY4J_LOGGERS:
         logging.getLogger(name).disabled = True
+    _STOPPED[0] += 1
     for pid in _gateway_children():
         with suppress(OSError):
             os.kill(pid, signal.SIGKILL)
