@@ -619,10 +619,49 @@ static int distinct_enough(const int64_t *codes, const int64_t *idx, long m, int
     return c >= enough;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* ascending sort of finite doubles, in place: quicksort (median of three) down to runs of 16,
+   then one insertion pass; no callback per comparison as qsort's (the cuts sort each
+   attribute of each class: qsort's calls were most of their time) */
+static void sort_doubles(double *v, long n)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    while (n > 16) {
+        long mid = n / 2;
+        double a = v[0], b = v[mid], c = v[n - 1];
+        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        long i = 0, j = n - 1;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            double t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+            i++;
+            j--;
+        }
+        /* v[0..j] <= pivot <= v[j+1..n-1]: recurse into the smaller side, loop on the other */
+        long left = j + 1;
+        if (left < n - left) {
+            sort_doubles(v, left);
+            v += left;
+            n -= left;
+        } else {
+            sort_doubles(v + left, n - left);
+            n = left;
+        }
+    }
+    for (long i = 1; i < n; i++) {
+        double x = v[i];
+        long j = i - 1;
+        while (j >= 0 && v[j] > x) {
+            v[j + 1] = v[j];
+            j--;
+        }
+        v[j + 1] = x;
+    }
 }
 
 typedef struct {
@@ -641,23 +680,30 @@ typedef struct {
     const double *x, *inv, *w_hier, *losses, *reuse;
     const int64_t *nodes, *tables, *toff, *noff;
     long d, h, nreuse;
+    double *lows, *highs;  /* scratch: d each */
 } cost_t;
 
 static double half_cost(const cost_t *q, const int64_t *half, long hm)
 {
     double acc = 0.0;
     long d = q->d, h = q->h;
+    double *mn = q->lows, *mx = q->highs;
     for (long c = 0; c < d; c++) {
-        double mn = INFINITY, mx = -INFINITY;
-        for (long t = 0; t < hm; t++) {
-            double v = q->x[half[t] * d + c];
-            if (v < mn)
-                mn = v;
-            if (v > mx)
-                mx = v;
-        }
-        acc += -mn * q->inv[c] + mx * q->inv[d + c];
+        mn[c] = INFINITY;
+        mx[c] = -INFINITY;
     }
+    for (long t = 0; t < hm; t++) {  /* row by row: each column's values in the same order */
+        const double *row = q->x + half[t] * d;
+        for (long c = 0; c < d; c++) {
+            double v = row[c];
+            if (v < mn[c])
+                mn[c] = v;
+            if (v > mx[c])
+                mx[c] = v;
+        }
+    }
+    for (long c = 0; c < d; c++)
+        acc += -mn[c] * q->inv[c] + mx[c] * q->inv[d + c];
     for (long g = 0; g < h; g++) {
         int64_t top = q->nodes[half[0] * h + g];
         for (long t = 0; t < hm; t++)
@@ -721,7 +767,7 @@ static PyObject *median_cuts(PyObject *self, PyObject *const *args, Py_ssize_t n
     const double *fracs = DATA(o_fracs, double);
     int64_t *out = DATA(o_out, int64_t);
     cost_t q = {x, DATA(o_inv, double), DATA(o_wh, double), DATA(o_losses, double),
-                DATA(o_reuse, double), nodes, tables, toff, noff, d, h, nreuse};
+                DATA(o_reuse, double), nodes, tables, toff, noff, d, h, nreuse, NULL, NULL};
     long n_ind = 1, n_codes = 1;
     for (long i = 0; i < n; i++) {
         if (ind[i] < 0)
@@ -745,11 +791,15 @@ static PyObject *median_cuts(PyObject *self, PyObject *const *args, Py_ssize_t n
     double *srt = malloc(sizeof(double) * n);
     char *tried = malloc((size_t)ntries * n);
     char *best_left = malloc(n);
+    long *tried_left = malloc(sizeof(long) * ntries);
+    double *bounds = malloc(sizeof(double) * (2 * d + 1));
+    q.lows = bounds;
+    q.highs = bounds ? bounds + d : NULL;
     seg_t *stack = malloc(sizeof(seg_t) * (n + 1));
     seg_t *done = malloc(sizeof(seg_t) * (n + 1));
     PyObject *result = NULL;
     if (!seen || !seen_s || !perm || !a || !b || !col || !srt || !tried || !best_left
-            || !stack || !done) {
+            || !tried_left || !bounds || !stack || !done) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -804,7 +854,7 @@ static PyObject *median_cuts(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (lo == hi)
                 continue;
             memcpy(srt, col, sizeof(double) * m);
-            qsort(srt, m, sizeof(double), cmp_double);
+            sort_doubles(srt, m);
             for (long f = 0; f < nfr + 3; f++) {
                 double med;
                 if (f == 0) {
@@ -819,20 +869,22 @@ static PyObject *median_cuts(PyObject *self, PyObject *const *args, Py_ssize_t n
                     med = srt[r];
                 }
                 char *left = tried + ntried * n;
+                long nleft = 0;
                 if (med < hi)
                     for (long t = 0; t < m; t++)
-                        left[t] = col[t] <= med;
+                        nleft += (left[t] = col[t] <= med);
                 else
                     for (long t = 0; t < m; t++)
-                        left[t] = col[t] < med;
+                        nleft += (left[t] = col[t] < med);
                 int same = 0;
-                for (long p = 0; p < ntried; p++)
-                    if (memcmp(tried + p * n, left, m) == 0) {
+                for (long p = 0; p < ntried; p++)  /* halves of other sizes differ */
+                    if (tried_left[p] == nleft && memcmp(tried + p * n, left, m) == 0) {
                         same = 1;
                         break;
                     }
                 if (same)
                     continue;
+                tried_left[ntried] = nleft;
                 ntried++;
                 long na = 0, nb = 0;
                 for (long t = 0; t < m; t++) {
@@ -902,7 +954,7 @@ static PyObject *median_cuts(PyObject *self, PyObject *const *args, Py_ssize_t n
     result = PyLong_FromLong(ndone);
 cleanup:
     free(seen); free(seen_s); free(perm); free(a); free(b); free(col); free(srt);
-    free(tried); free(best_left); free(stack); free(done);
+    free(tried); free(best_left); free(tried_left); free(bounds); free(stack); free(done);
     return result;
 }
 

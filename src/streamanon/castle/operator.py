@@ -787,6 +787,11 @@ class CastleAnonymizer(OperatorBase):
         p = cset.params
 
         def meets(items: list[Item]) -> bool:
+            if p.rule.distinct:  # _meets on counts of distinct values: sets say as much
+                if len({it.individual for it in items}) < p.k:
+                    return False
+                return p.l <= 1 or all(len({it.sensitive[j] for it in items}) >= p.l
+                                       for j in range(cset.n_sensitive))
             ids = Counter(it.individual for it in items)
             sens = [Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
             return self._meets(p, ids, sens, names)
