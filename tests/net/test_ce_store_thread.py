@@ -8,7 +8,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from streamanon.harness.local_site import free_ports
+from streamanon.harness.ports import free_ports
 from streamanon.net import framing
 from streamanon.net.ce import CentralEntity
 from streamanon.net.config import CEConfig

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from streamanon.errors import ConfigError
-from streamanon.harness.local_site import free_ports
+from streamanon.harness.ports import free_ports
 from streamanon.net import framing
 from streamanon.net.ce_client import CEClient
 from streamanon.net.config import load_gateway_config, toml_dump

@@ -14,15 +14,10 @@ import ssl
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
+from streamanon.harness.ports import free_port
 from streamanon.net.metrics import scrape, serve
 from streamanon.net.pki import init_pki, revoke, sensor_paths
 from streamanon.net.tls import Revocations
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()

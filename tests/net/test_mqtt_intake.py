@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("paho.mqtt")
 
 from streamanon.errors import ConfigError
-from streamanon.harness.local_site import free_ports
 from streamanon.harness.mqtt_sensors import MqttSensor
+from streamanon.harness.ports import free_ports
 from streamanon.net.intake import SensorIntake
 from streamanon.net.mqtt_broker import MosquittoBroker, find_mosquitto, sensor_topic
 from streamanon.net.mqtt_intake import DeviceMapping, MqttIntake

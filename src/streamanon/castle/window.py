@@ -153,16 +153,20 @@ def reuse_rest(history: History, rest: list[Item], st: State,
     """The tuples of ``rest`` (what is left of a released part after the moves of
     ``CastleAnonymizer._reuse_history``, generalized to ``st``), each with the remembered
     class it joins: all of them when each fits in a remembered class and those classes lose
-    less together than the tuples would as their own class; else none.
+    less together than the tuples would as their own class; else none. A class released
+    with >= k individuals meeting the rule still does with tuples added, so the tuples need
+    not form a class of their own.
 
-    ``fits(state, item, record)``: whether ``item`` may leave in a class of ``state`` (its
-    anchors; with ``record``, noted). A class released with >= k individuals meeting the
-    rule still does with tuples added, so the tuples need not form a class of their own.
-
-    ``known``: what the caller already has for ``rest`` and ``st``: a tuple's loss in ``st``
-    and :meth:`History.best_of` of ``rest`` with a ``below`` of at least the rest's total
-    loss (an answer there that loses less than this one's bound is this one's answer, and
-    there is none else), so that the fit test does not run twice.
+    Args:
+        history: the remembered classes.
+        rest: the tuples left.
+        st: their generalization.
+        fits: ``fits(state, item, record)``: whether ``item`` may leave in a class of
+            ``state`` (its anchors; with ``record``, noted).
+        known: what the caller already has for ``rest`` and ``st``: a tuple's loss in
+            ``st`` and :meth:`History.best_of` of ``rest`` with a ``below`` of at least the
+            rest's total loss (an answer there that loses less than this one's bound is this
+            one's answer, and there is none else), so that the fit test does not run twice.
     """
     if not rest:
         return []

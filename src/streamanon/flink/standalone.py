@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any, Self
 
 from streamanon.errors import JobError
 from streamanon.flink.env import python_path_entries
+from streamanon.harness.ports import free_port
 
 
 def flink_home() -> Path:
@@ -28,12 +28,6 @@ def flink_home() -> Path:
     import pyflink
 
     return Path(pyflink.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class StandaloneCluster:

@@ -19,32 +19,14 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from streamanon.errors import BrokerError, ConfigError
+from streamanon.harness.ports import free_port
 from streamanon.pipeline.kafka.admin import create_topics
 
 LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-
-
-def free_port(hosts: Iterable[str] = ("127.0.0.1",)) -> int:
-    """A TCP port free on every one of ``hosts`` right now."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind((next(iter(hosts)), 0))
-            port = s.getsockname()[1]
-        ok = True
-        for h in hosts:
-            with socket.socket() as s:
-                try:
-                    s.bind((h, port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return port
-    raise BrokerError("no free port on " + ", ".join(hosts))
 
 
 def _wait_listening(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes],

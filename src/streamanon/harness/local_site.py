@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 from streamanon.dezent.protocol import DEFAULT_P_PUB
 from streamanon.errors import ConfigError, SiteStartError, WorkdirInUse
+from streamanon.harness.ports import free_ports
 from streamanon.net.config import toml_dump
 from streamanon.net.pki import gateway_name, init_pki, write_mix_keys
 from streamanon.net.store import clear_store, export_csv, is_postgres, stored_rows
@@ -77,20 +77,6 @@ class LocalSiteSpec:
         if self.cycles is not None:
             return self.cycles
         return district.cycles_available - self.start_cycle
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1 (bound and released: a tiny race remains)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 # what a run leaves in its workdir (removed by mode="force"; nothing else is touched)

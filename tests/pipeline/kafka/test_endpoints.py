@@ -136,7 +136,7 @@ def test_the_same_output_topic_name_on_two_brokers_is_two_pipelines(kafka_broker
 
 
 def test_a_broker_that_is_not_running_fails_fast_and_creates_nothing(kafka_broker, tmp_path):
-    from streamanon.harness.kafka_broker import free_port
+    from streamanon.harness.ports import free_port
     from streamanon.pipeline.kafka.admin import topic_partitions
     from streamanon.pipeline.kafka.options import default_group
 
