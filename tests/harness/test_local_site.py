@@ -411,3 +411,43 @@ def test_a_site_over_mqtt_passes_the_z_checker_and_loses_nothing_across_a_broker
         acknowledged = sum(1 for _ in fh) - 1
     assert sum(r["readings"] for r in read_stats(tmp_path)) == acknowledged
     assert "the MQTT broker exited" in (tmp_path / "logs/gw2.log").read_text()
+
+
+def test_a_gateway_that_cannot_start_leaves_no_mqtt_broker_behind(tmp_path):
+    """gw0's metrics port is taken by another process: the gateway exits with the error,
+    and the mosquitto it had started for its sensors is stopped, not left running (CI saw
+    one outlive its gateway, which had failed at the same point)."""
+    import os
+    import socket
+
+    pytest.importorskip("paho.mqtt")
+    from streamanon.errors import ConfigError
+    from streamanon.net.mqtt_broker import find_mosquitto
+
+    try:
+        find_mosquitto()
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    spec = LocalSiteSpec(gateways=3, period=1.0, cycles=2, z=3, sensor_transport="mqtt")
+    site = LocalSite(spec, tmp_path)
+    site.prepare()
+    host, port = site.metrics_addrs["gw0"].rsplit(":", 1)
+    with socket.create_server((host, int(port))):  # another process's listener, meanwhile
+        try:
+            site.start_gateway(0)
+            code = site.wait("gw0", 60)
+        finally:
+            site.stop_all()
+    assert code not in (None, 0)
+    log = (tmp_path / "logs/gw0.log").read_text()
+    assert "Address already in use" in log
+    assert "mosquitto" in log  # its broker had started
+    pid_file = tmp_path / "state/gw0/mqtt/mosquitto.pid"
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        try:
+            os.kill(pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        assert not alive, f"mosquitto {pid} outlived its gateway"

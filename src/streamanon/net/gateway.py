@@ -467,6 +467,15 @@ class GatewayDaemon:
         self.ready_path.write_text(f"{time.time()}\n")
         log.info("all %d peers reachable", len(self.links))
 
+    async def _stop_intake(self, sensors: asyncio.Server | None) -> None:
+        """Stop taking readings: the sensor port, or the MQTT intake and its broker."""
+        if sensors is not None:
+            sensors.close()
+        if self.mqtt is not None:
+            self.mqtt.stop()
+        if self.broker is not None:
+            await asyncio.to_thread(self.broker.stop)
+
     async def run(self, flush_timeout: float = 10.0) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -477,17 +486,23 @@ class GatewayDaemon:
                                            ssl=self.server_ctx,
                                            ssl_handshake_timeout=CONNECT_TIMEOUT)
         sensors: asyncio.Server | None = None
-        if self.broker is not None and self.mqtt is not None:
-            await asyncio.to_thread(self.broker.start)
-            self.mqtt.start()
-        else:
-            shost, sport = split_address(self.cfg.sensors)
-            sensors = await self.sensor_server.start(shost, sport)
         metrics = None
-        if self.cfg.metrics:
-            metrics = serve(self.metrics.registry, self.cfg.metrics, ca=self.cfg.ca,
-                            cert=self.cfg.cert, key=self.cfg.key,
-                            revocations=self.revocations)
+        try:
+            if self.broker is not None and self.mqtt is not None:
+                await asyncio.to_thread(self.broker.start)
+                self.mqtt.start()
+            else:
+                shost, sport = split_address(self.cfg.sensors)
+                sensors = await self.sensor_server.start(shost, sport)
+            if self.cfg.metrics:
+                metrics = serve(self.metrics.registry, self.cfg.metrics, ca=self.cfg.ca,
+                                cert=self.cfg.cert, key=self.cfg.key,
+                                revocations=self.revocations)
+        except BaseException:
+            # a start that fails (a port taken, the broker not starting) leaves no broker
+            # process of this gateway behind (seen: a mosquitto outliving its gateway)
+            await self._stop_intake(sensors)
+            raise
         retry = min(1.0, self.clock.period / 4)
         background = [loop.create_task(link.maintain(retry)) for link in self.links.values()]
         background.append(loop.create_task(self.watch_ready()))
@@ -519,12 +534,7 @@ class GatewayDaemon:
         await self.stopping.wait()
         log.info("gateway %s stopping", self.cfg.name)
         clock.cancel()
-        if sensors is not None:
-            sensors.close()
-        if self.mqtt is not None:
-            self.mqtt.stop()
-        if self.broker is not None:
-            await asyncio.to_thread(self.broker.stop)
+        await self._stop_intake(sensors)
         self.ce.wakeup.set()
         # asyncio.wait never raises the sender's own exception: a sender that ended by a bug
         # was reported (and the exit code set) by _essential_done
