@@ -59,7 +59,9 @@ def test_drop_rows_keeps_the_rows_not_dropped_and_their_state() -> None:
     at = rnd.integers(0, 4, size=(30, 1))
     table = np.array([[0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 2, 0], [0, 0, 0, 3]], dtype=np.int32)
     drop = np.array([0, 5, 27, 29], dtype=np.int64)
-    bounds, nodes = np.empty(6), np.empty(1, dtype=np.int64)
+    # in: the state of all 30 rows (the cluster's); out: of the rows kept
+    bounds = np.concatenate((-x.min(axis=0), x.max(axis=0)))
+    nodes = np.empty(1, dtype=np.int64)
     kept, kept_at = window_kernels().drop_rows(x[:25], x[25:], at[:25], at[25:], drop, (table,), 1,
                                      bounds, nodes)
     keep = np.setdiff1d(np.arange(30), drop)

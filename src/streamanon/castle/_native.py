@@ -599,7 +599,33 @@ static PyObject *drop_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
         }
         r++;
     }
-    state_of_rows(out, r, d, out_at, h, tables, cols, DATA(o_b, double), DATA(o_n, int64_t));
+    /* a column's bounds change only when a leaving row holds one (a zero bound is scanned
+       again too: which of 0.0 and -0.0 is kept depends on the rows' order) */
+    double *bounds = DATA(o_b, double);
+    long scan = 0;
+    for (long q = 0; q < d; q++) {
+        int again = bounds[q] == 0.0 || bounds[d + q] == 0.0;
+        for (long p = 0; p < nd && !again; p++) {
+            long i = drop[p];
+            double v = i < m ? x[i * d + q] : xn[(i - m) * d + q];
+            again = -v == bounds[q] || v == bounds[d + q];
+        }
+        if (again) {
+            double mn = out[q], mx = out[q];
+            for (long i = 1; i < r; i++) {
+                double v = out[i * d + q];
+                if (v < mn)
+                    mn = v;
+                if (v > mx)
+                    mx = v;
+            }
+            bounds[q] = -mn;
+            bounds[d + q] = mx;
+            scan++;
+        }
+    }
+    (void)scan;
+    state_of_rows(out, r, 0, out_at, h, tables, cols, bounds, DATA(o_n, int64_t));
     return Py_BuildValue("(NN)", o_out, o_out_at);
 }
 

@@ -398,7 +398,10 @@ def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
         drop: the rows that leave (positions in ``x`` then ``xn``), ascending; not all.
         tables: each hierarchy's LCA table (one placeholder table when there is none).
         h: the hierarchies.
-        bounds: written: ``-min`` of each column of the rows kept, then each ``max``.
+        bounds: read: ``-min`` of each column of all the rows (``x`` then ``xn``: the
+            cluster's state before), then each ``max``; written: the same of the rows
+            kept. A column is scanned again only when a leaving row holds one of its
+            bounds, or a bound is zero (0.0 or -0.0: the rows' order says which).
         nodes: written: for each hierarchy, the lowest common node of the rows kept.
 
     Returns:
@@ -425,7 +428,27 @@ def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
             out_at[r:r + b - a] = atn[a - m:b - m]
             r += b - a
         start = stop + 1
-    kept_state(out, out_at, tables, h, bounds, nodes)
+    d = x.shape[1]
+    for q in range(d):
+        again = bounds[q] == 0.0 or bounds[d + q] == 0.0
+        for p in range(len(drop)):
+            if again:
+                break
+            i = drop[p]
+            v = x[i, q] if i < m else xn[i - m, q]
+            again = -v == bounds[q] or v == bounds[d + q]
+        if again:
+            mn = out[0, q]
+            mx = out[0, q]
+            for i in range(1, out.shape[0]):
+                v = out[i, q]
+                if v < mn:
+                    mn = v
+                if v > mx:
+                    mx = v
+            bounds[q] = -mn
+            bounds[d + q] = mx
+    kept_state(out[:, :0], out_at, tables, h, bounds, nodes)
     return out, out_at
 
 

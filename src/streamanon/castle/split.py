@@ -147,7 +147,7 @@ def median_split(cset: ClusterSet, items: Sequence[Item], *, k: int, l: int = 0,
     def cost(part: np.ndarray, sub: np.ndarray) -> float:
         """The loss of ``part`` (its rows of ``x``: ``sub``), times its tuples (each at most
         its ``reuse``): summed attribute by attribute in the order of the compiled loop
-        (``_window_kernel.median_cuts``), each term rounded by itself, so that both compare
+        (``median_cuts``, C or numba), each term rounded by itself, so that both compare
         cuts alike (a BLAS dot product sums in an order of its CPU's, and a tie could go
         either way)."""
         acc = 0.0
@@ -247,7 +247,7 @@ def _compiled(cset: ClusterSet, items: Sequence[Item], x: np.ndarray, nodes: np.
               l: int, shares: Sequence[float], ends: bool,  # noqa: E741
               reuse: np.ndarray | None) -> list[list[Item]]:
     """:func:`median_split` with ``small`` and the distinct rule, as one compiled loop
-    (:func:`streamanon.castle._window_kernel.median_cuts`).
+    (``median_cuts`` of :func:`streamanon.castle._native.window_kernels`: C, else numba).
 
     Args:
         cset: the cluster set the items belong to.

@@ -193,9 +193,11 @@ def remove_held(cset: ClusterSet, items: Sequence[Item]) -> None:
     """``cset.remove_items(items)``, the same state, for the clusters the window release
     leaves open: each cluster's kept rows of numbers and hierarchy nodes
     (``ClusterSet._held_arrays``, the same cache) lose the tuples that leave and give the
-    state in one compiled pass (:func:`~streamanon.castle._window_kernel.drop_rows`), not in
-    a concatenation, two selections and a fold. A cluster left empty, one without kept rows,
-    missing values or plug-ins go through ``remove_items``."""
+    state in one compiled pass (``drop_rows`` of
+    :func:`~streamanon.castle._native.window_kernels`: a column's bounds are scanned again
+    only when a leaving tuple holds one), not in a concatenation, two selections and a fold.
+    A cluster left empty, one without kept rows, missing values or plug-ins go through
+    ``remove_items``."""
     if cset._star or cset.other:
         cset.remove_items(items)
         return
