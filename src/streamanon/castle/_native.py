@@ -337,13 +337,15 @@ static PyObject *best_fits(PyObject *self, PyObject *const *args, Py_ssize_t nar
     for (long p = 0; p < n; p++)
         if (order[p] < 0 || order[p] >= size)
             return shape_error("best_fits (a slot outside the classes)");
-    const int64_t *cand = order;
-    long ncand = n;
-    int64_t *keep = NULL;
     if (m > 1 && n > 8) {
+        /* narrow the classes to those that can hold one of the tuples (ranges meeting the
+           tuples' bounds, nodes on a line with their lowest common node), an attribute at a
+           time over the survivors (one row of lo/hi at a time), keeping the order; then copy
+           the survivors' ranges and nodes side by side, so that each tuple's scan reads them
+           in order */
         double *bmin = malloc(sizeof(double) * (2 * d + 1));
         int64_t *top = malloc(sizeof(int64_t) * (h + 1));
-        keep = malloc(sizeof(int64_t) * n);
+        int64_t *keep = malloc(sizeof(int64_t) * n);
         if (bmin == NULL || top == NULL || keep == NULL) {
             free(bmin); free(top); free(keep);
             return PyErr_NoMemory();
@@ -367,36 +369,81 @@ static PyObject *best_fits(PyObject *self, PyObject *const *args, Py_ssize_t nar
                 node = tables[off[j] + node * off[h + j] + at[i * h + j]];
             top[j] = node;
         }
-        long kept = 0;
-        for (long p = 0; p < n; p++) {
-            int64_t c = order[p];
-            int ok = 1;
-            for (long j = 0; j < d; j++)
-                if (!(lo[j * size + c] <= bmax[j] && hi[j * size + c] >= bmin[j])) {
-                    ok = 0;
-                    break;
-                }
-            if (ok)
-                for (long j = 0; j < h; j++) {
-                    int64_t node = nodes[c * h + j];
-                    int64_t meet = tables[off[j] + node * off[h + j] + top[j]];
-                    if (meet != node && meet != top[j]) {
+        memcpy(keep, order, sizeof(int64_t) * n);
+        long kept = n;
+        for (long j = 0; j < d && kept; j++) {
+            const double *lj = lo + j * size, *hj = hi + j * size;
+            long w = 0;
+            for (long p = 0; p < kept; p++) {
+                int64_t c = keep[p];
+                if (lj[c] <= bmax[j] && hj[c] >= bmin[j])
+                    keep[w++] = c;
+            }
+            kept = w;
+        }
+        for (long j = 0; j < h && kept; j++) {
+            long w = 0;
+            for (long p = 0; p < kept; p++) {
+                int64_t c = keep[p];
+                int64_t node = nodes[c * h + j];
+                int64_t meet = tables[off[j] + node * off[h + j] + top[j]];
+                if (meet == node || meet == top[j])
+                    keep[w++] = c;
+            }
+            kept = w;
+        }
+        free(bmin);
+        free(top);
+        double *box = malloc(sizeof(double) * (2 * d * kept + 1));
+        int64_t *kn = malloc(sizeof(int64_t) * (h * kept + 1));
+        if (box == NULL || kn == NULL) {
+            free(box); free(kn); free(keep);
+            return PyErr_NoMemory();
+        }
+        for (long p = 0; p < kept; p++) {
+            int64_t c = keep[p];
+            for (long j = 0; j < d; j++) {
+                box[p * 2 * d + 2 * j] = lo[j * size + c];
+                box[p * 2 * d + 2 * j + 1] = hi[j * size + c];
+            }
+            for (long j = 0; j < h; j++)
+                kn[p * h + j] = nodes[c * h + j];
+        }
+        for (long i = 0; i < m; i++) {
+            int64_t best = -1;
+            const double *xi = x + i * d;
+            for (long p = 0; p < kept; p++) {
+                const double *b = box + p * 2 * d;
+                int ok = 1;
+                for (long j = 0; j < d; j++)
+                    if (!(b[2 * j] <= xi[j] && xi[j] <= b[2 * j + 1])) {
                         ok = 0;
                         break;
                     }
+                if (ok)
+                    for (long j = 0; j < h; j++) {
+                        int64_t node = kn[p * h + j];
+                        if (tables[off[j] + node * off[h + j] + at[i * h + j]] != node) {
+                            ok = 0;
+                            break;
+                        }
+                    }
+                if (ok) {
+                    best = keep[p];
+                    break;
                 }
-            if (ok)
-                keep[kept++] = c;
+            }
+            out[i] = best;
         }
-        cand = keep;
-        ncand = kept;
-        free(bmin);
-        free(top);
+        free(box);
+        free(kn);
+        free(keep);
+        Py_RETURN_NONE;
     }
     for (long i = 0; i < m; i++) {
         int64_t best = -1;
-        for (long p = 0; p < ncand; p++) {
-            int64_t c = cand[p];
+        for (long p = 0; p < n; p++) {
+            int64_t c = order[p];
             int ok = 1;
             for (long j = 0; j < d; j++) {
                 double v = x[i * d + j];
@@ -420,7 +467,6 @@ static PyObject *best_fits(PyObject *self, PyObject *const *args, Py_ssize_t nar
         }
         out[i] = best;
     }
-    free(keep);
     Py_RETURN_NONE;
 }
 
