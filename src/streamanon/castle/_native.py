@@ -557,8 +557,11 @@ static void state_of_rows(const double *x, long n, long d, const int64_t *at, lo
     }
     for (long j = 0; j < h; j++) {
         int64_t node = at[j];
-        for (long i = 1; i < n; i++)
-            node = tables[j][node * cols[j] + at[i * h + j]];
+        for (long i = 1; i < n; i++) {
+            int64_t v = at[i * h + j];
+            if (v != node)  /* lca(a, a) = a: no look-up */
+                node = tables[j][node * cols[j] + v];
+        }
         nodes[j] = node;
     }
 }
@@ -630,47 +633,64 @@ static PyObject *drop_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
     const int64_t *at = DATA(o_at, int64_t), *atn = DATA(o_atn, int64_t);
     double *out = DATA(o_out, double);
     int64_t *out_at = DATA(o_out_at, int64_t);
-    long r = 0, p = 0;
-    for (long i = 0; i < n; i++) {
-        if (p < nd && drop[p] == i) {
-            p++;
-            continue;
+    long r = 0, start = 0;
+    for (long p = 0; p <= nd; p++) {  /* the rows between two that leave, in one copy each */
+        long stop = p < nd ? drop[p] : n;
+        long a = start < m ? start : m, b = stop < m ? stop : m;
+        if (b > a) {
+            memcpy(out + r * d, x + a * d, sizeof(double) * d * (b - a));
+            memcpy(out_at + r * h, at + a * h, sizeof(int64_t) * h * (b - a));
+            r += b - a;
         }
-        if (i < m) {
-            memcpy(out + r * d, x + i * d, sizeof(double) * d);
-            memcpy(out_at + r * h, at + i * h, sizeof(int64_t) * h);
-        } else {
-            memcpy(out + r * d, xn + (i - m) * d, sizeof(double) * d);
-            memcpy(out_at + r * h, atn + (i - m) * h, sizeof(int64_t) * h);
+        a = start > m ? start : m;
+        b = stop > m ? stop : m;
+        if (b > a) {
+            memcpy(out + r * d, xn + (a - m) * d, sizeof(double) * d * (b - a));
+            memcpy(out_at + r * h, atn + (a - m) * h, sizeof(int64_t) * h * (b - a));
+            r += b - a;
         }
-        r++;
+        start = stop + 1;
     }
     /* a column's bounds change only when a leaving row holds one (a zero bound is scanned
        again too: which of 0.0 and -0.0 is kept depends on the rows' order) */
     double *bounds = DATA(o_b, double);
-    long scan = 0;
+    long *again = malloc(sizeof(long) * (d + 1));
+    double *mnx = malloc(sizeof(double) * (2 * d + 1));
+    if (again == NULL || mnx == NULL) {
+        free(again); free(mnx);
+        Py_DECREF(o_out);
+        Py_DECREF(o_out_at);
+        return PyErr_NoMemory();
+    }
+    long na = 0;  /* the columns scanned again, listed */
     for (long q = 0; q < d; q++) {
-        int again = bounds[q] == 0.0 || bounds[d + q] == 0.0;
-        for (long p = 0; p < nd && !again; p++) {
+        int hit = bounds[q] == 0.0 || bounds[d + q] == 0.0;
+        for (long p = 0; p < nd && !hit; p++) {
             long i = drop[p];
             double v = i < m ? x[i * d + q] : xn[(i - m) * d + q];
-            again = -v == bounds[q] || v == bounds[d + q];
+            hit = -v == bounds[q] || v == bounds[d + q];
         }
-        if (again) {
-            double mn = out[q], mx = out[q];
-            for (long i = 1; i < r; i++) {
-                double v = out[i * d + q];
-                if (v < mn)
-                    mn = v;
-                if (v > mx)
-                    mx = v;
+        if (hit)
+            again[na++] = q;
+    }
+    if (na) {  /* one pass over the rows kept, row by row (each column's values in order) */
+        for (long a = 0; a < na; a++)
+            mnx[a] = mnx[d + a] = out[again[a]];
+        for (long i = 1; i < r; i++) {
+            const double *row = out + i * d;
+            for (long a = 0; a < na; a++) {
+                double v = row[again[a]];
+                mnx[a] = v < mnx[a] ? v : mnx[a];
+                mnx[d + a] = v > mnx[d + a] ? v : mnx[d + a];
             }
-            bounds[q] = -mn;
-            bounds[d + q] = mx;
-            scan++;
+        }
+        for (long a = 0; a < na; a++) {
+            bounds[again[a]] = -mnx[a];
+            bounds[d + again[a]] = mnx[d + a];
         }
     }
-    (void)scan;
+    free(again);
+    free(mnx);
     state_of_rows(out, r, 0, out_at, h, tables, cols, bounds, DATA(o_n, int64_t));
     return Py_BuildValue("(NN)", o_out, o_out_at);
 }
