@@ -779,19 +779,18 @@ static double half_cost(const cost_t *q, const int64_t *half, long hm)
 {
     double acc = 0.0;
     long d = q->d, h = q->h;
-    double *mn = q->lows, *mx = q->highs;
+    double *restrict mn = q->lows, *restrict mx = q->highs;
     for (long c = 0; c < d; c++) {
         mn[c] = INFINITY;
         mx[c] = -INFINITY;
     }
+    const double *restrict xs = q->x;
     for (long t = 0; t < hm; t++) {  /* row by row: each column's values in the same order */
-        const double *row = q->x + half[t] * d;
-        for (long c = 0; c < d; c++) {
+        const double *restrict row = xs + half[t] * d;
+        for (long c = 0; c < d; c++) {  /* the first of equal values stays, as with if (<) */
             double v = row[c];
-            if (v < mn[c])
-                mn[c] = v;
-            if (v > mx[c])
-                mx[c] = v;
+            mn[c] = v < mn[c] ? v : mn[c];
+            mx[c] = v > mx[c] ? v : mx[c];
         }
     }
     for (long c = 0; c < d; c++)
