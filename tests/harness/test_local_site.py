@@ -385,14 +385,7 @@ def test_a_site_over_mqtt_passes_the_z_checker_and_loses_nothing_across_a_broker
     import os
     import signal
 
-    pytest.importorskip("paho.mqtt")
-    from streamanon.errors import ConfigError
-    from streamanon.net.mqtt_broker import find_mosquitto
-
-    try:
-        find_mosquitto()
-    except ConfigError as exc:
-        pytest.skip(str(exc))
+    _need_mqtt()
     spec = LocalSiteSpec(gateways=5, period=1.0, cycles=20, z=3, sensor_transport="mqtt")
     site = LocalSite(spec, tmp_path)
     try:
@@ -420,14 +413,7 @@ def test_a_gateway_that_cannot_start_leaves_no_mqtt_broker_behind(tmp_path):
     import os
     import socket
 
-    pytest.importorskip("paho.mqtt")
-    from streamanon.errors import ConfigError
-    from streamanon.net.mqtt_broker import find_mosquitto
-
-    try:
-        find_mosquitto()
-    except ConfigError as exc:
-        pytest.skip(str(exc))
+    _need_mqtt()
     spec = LocalSiteSpec(gateways=3, period=1.0, cycles=2, z=3, sensor_transport="mqtt")
     site = LocalSite(spec, tmp_path)
     site.prepare()
@@ -451,3 +437,15 @@ def test_a_gateway_that_cannot_start_leaves_no_mqtt_broker_behind(tmp_path):
         except ProcessLookupError:
             alive = False
         assert not alive, f"mosquitto {pid} outlived its gateway"
+
+
+def _need_mqtt() -> None:
+    """Skip unless paho-mqtt and a mosquitto binary are here."""
+    pytest.importorskip("paho.mqtt")
+    from streamanon.errors import ConfigError
+    from streamanon.net.mqtt_broker import find_mosquitto
+
+    try:
+        find_mosquitto()
+    except ConfigError as exc:
+        pytest.skip(str(exc))

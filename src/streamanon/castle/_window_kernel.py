@@ -350,6 +350,23 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
     return len(done)
 
 @njit(cache=True, nogil=True)
+def _column_bounds(x: np.ndarray, q: int, bounds: np.ndarray) -> None:  # pragma: no cover
+    """``bounds[q] = -min`` and ``bounds[d + q] = max`` of column ``q`` of ``x`` (at least one
+    row; the first of equal values stays)."""
+    d = x.shape[1]
+    mn = x[0, q]
+    mx = x[0, q]
+    for i in range(1, x.shape[0]):
+        v = x[i, q]
+        if v < mn:
+            mn = v
+        if v > mx:
+            mx = v
+    bounds[q] = -mn
+    bounds[d + q] = mx
+
+
+@njit(cache=True, nogil=True)
 def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h: int,
                bounds: np.ndarray, nodes: np.ndarray) -> None:  # pragma: no cover - numba
     """The state of a cluster's tuples (``ClusterSet.remove_items``).
@@ -365,16 +382,7 @@ def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h:
     """
     n, d = x.shape
     for q in range(d):
-        mn = x[0, q]
-        mx = x[0, q]
-        for i in range(1, n):
-            v = x[i, q]
-            if v < mn:
-                mn = v
-            if v > mx:
-                mx = v
-        bounds[q] = -mn
-        bounds[d + q] = mx
+        _column_bounds(x, q, bounds)
     for j in range(h):
         table = tables[j]
         node = at[0, j]
@@ -438,16 +446,7 @@ def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
             v = x[i, q] if i < m else xn[i - m, q]
             again = -v == bounds[q] or v == bounds[d + q]
         if again:
-            mn = out[0, q]
-            mx = out[0, q]
-            for i in range(1, out.shape[0]):
-                v = out[i, q]
-                if v < mn:
-                    mn = v
-                if v > mx:
-                    mx = v
-            bounds[q] = -mn
-            bounds[d + q] = mx
+            _column_bounds(out, q, bounds)
     kept_state(out[:, :0], out_at, tables, h, bounds, nodes)
     return out, out_at
 
