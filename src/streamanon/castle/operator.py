@@ -787,13 +787,14 @@ class CastleAnonymizer(OperatorBase):
         p = cset.params
 
         def meets(items: list[Item]) -> bool:
-            if p.rule.distinct:  # _meets on counts of distinct values: sets say as much
-                if len({it.individual for it in items}) < p.k:
-                    return False
-                return p.l <= 1 or all(len({it.sensitive[j] for it in items}) >= p.l
-                                       for j in range(cset.n_sensitive))
-            ids = Counter(it.individual for it in items)
-            sens = [Counter(it.sensitive[j] for it in items) for j in range(cset.n_sensitive)]
+            if p.rule.distinct:  # the distinct rule counts distinct values: sets say as much
+                ids: Any = dict.fromkeys(it.individual for it in items)
+                sens: list[Any] = [{it.sensitive[j] for it in items}
+                                   for j in range(cset.n_sensitive)]
+            else:
+                ids = Counter(it.individual for it in items)
+                sens = [Counter(it.sensitive[j] for it in items)
+                        for j in range(cset.n_sensitive)]
             return self._meets(p, ids, sens, names)
 
         history = self._window.history_of(cset)
