@@ -447,7 +447,7 @@ def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
             again = -v == bounds[q] or v == bounds[d + q]
         if again:
             _column_bounds(out, q, bounds)
-    kept_state(out[:, :0], out_at, tables, h, bounds, nodes)
+    kept_state(out[:, :0], out_at, tables, h, bounds, nodes)  # the nodes only (no columns)
     return out, out_at
 
 
