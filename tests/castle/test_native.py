@@ -270,35 +270,53 @@ def test_rank_replace_keeps_the_same_order_as_numbas() -> None:
 
 @needs_native
 @pytest.mark.parametrize("seed", range(6))
-def test_drop_rows_and_kept_state_answer_as_numbas(seed: int) -> None:
+def test_part_states_answer_as_numbas_and_a_scan_of_each_class(seed: int) -> None:
+    """Each class's least and greatest value per column (0.0 and -0.0 among them) and
+    lowest common node per hierarchy: C and numba agree byte for byte, and with numpy's
+    scan of the class's rows up to the sign of a zero (numpy may keep the other of 0.0 and
+    -0.0; both print as 0 and compare equal)."""
     rng = np.random.default_rng(seed)
     numba_ = _window()
     for _ in range(30):
         d, h = int(rng.integers(0, 4)), int(rng.integers(0, 3))
-        m, extra = int(rng.integers(1, 20)), int(rng.integers(0, 6))
-        x, xn = rng.normal(size=(m, d)), rng.normal(size=(extra, d))
-        if d and rng.random() < 0.3:
-            x[rng.integers(0, m), 0] = -0.0  # a zero bound: scanned again
-            x[rng.integers(0, m), 0] = 0.0
-        at = rng.choice(range(7), (m, h)).astype(np.int64)
-        atn = rng.choice(range(7), (extra, h)).astype(np.int64)
-        n = m + extra
-        drop = np.sort(rng.choice(n, int(rng.integers(0, n)), replace=False)).astype(np.int64)
+        sizes = rng.integers(1, 9, size=int(rng.integers(1, 8)))
+        n = int(sizes.sum())
+        x = rng.normal(size=(n, d)).round(1)
+        if d and rng.random() < 0.5:
+            x[rng.integers(0, n), 0] = -0.0
+            x[rng.integers(0, n), 0] = 0.0
+        at = rng.choice(range(7), (n, h)).astype(np.int64)
+        starts = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         tables = tuple([_TABLE] * h) or (np.zeros((1, 1), dtype=np.int32),)
         answers = []
-        every = np.concatenate((x, xn))
         for f in (numba_, NATIVE):
-            nodes = np.full(h, -1, dtype=np.int64)
-            bounds = np.zeros(2 * d)  # in: the state of every row (the cluster's)
-            f.kept_state(every, np.concatenate((at, atn)), tables, h, bounds, nodes)
-            rows, rows_at = f.drop_rows(x, xn, at, atn, drop, tables, h, bounds, nodes)
-            b2, n2 = np.zeros(2 * d), np.zeros(h, dtype=np.int64)
-            f.kept_state(rows, rows_at, tables, h, b2, n2)
-            # a column scanned again or not: the state a scan of the rows kept gives
-            assert bounds.tobytes() == b2.tobytes() and nodes.tolist() == n2.tolist()
-            answers.append((rows.tobytes(), rows_at.tobytes(), bounds.tobytes(),
-                            nodes.tolist()))
+            lo, hi = np.full((len(sizes), d), np.nan), np.full((len(sizes), d), np.nan)
+            nodes = np.full((len(sizes), h), -1, dtype=np.int64)
+            f.part_states(x, at, starts, tables, h, lo, hi, nodes)
+            answers.append((lo.tobytes(), hi.tobytes(), nodes.tolist()))
         assert answers[0] == answers[1]
+        lo, hi = (np.frombuffer(b).reshape(len(sizes), d) for b in answers[0][:2])
+        for p in range(len(sizes)):
+            rows = slice(starts[p], starts[p + 1])
+            if d:
+                assert lo[p].tolist() == x[rows].min(axis=0).tolist()
+                assert hi[p].tolist() == x[rows].max(axis=0).tolist()
+            for j in range(h):
+                node = int(at[starts[p], j])
+                for v in at[rows, j].tolist():
+                    node = int(_TABLE[node, v])
+                assert answers[0][2][p][j] == node
+
+
+@needs_native
+def test_part_states_refuses_classes_that_do_not_cover_the_rows() -> None:
+    x, at = np.zeros((4, 1)), np.zeros((4, 0), dtype=np.int64)
+    lo, hi, nodes = np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((2, 0), dtype=np.int64)
+    table = (np.zeros((1, 1), dtype=np.int32),)
+    for starts in ([0, 2, 3], [0, 2, 2, 4], [1, 2, 4]):
+        with pytest.raises(ValueError, match="part_states"):
+            NATIVE.part_states(x, at, np.array(starts, dtype=np.int64), table, 0, lo, hi,
+                               nodes)
 
 
 def test_the_window_release_takes_the_c_loops_when_built(monkeypatch) -> None:
@@ -308,7 +326,7 @@ def test_the_window_release_takes_the_c_loops_when_built(monkeypatch) -> None:
     monkeypatch.setattr(_native, "_WINDOW", [])
     got = _native.window_kernels()
     assert got is expected or got.__name__ == getattr(expected, "__name__", None)
-    for name in ("best_fits", "rank_replace", "kept_state", "drop_rows", "median_cuts"):
+    for name in ("best_fits", "rank_replace", "part_states", "median_cuts"):
         assert callable(getattr(got, name))
     monkeypatch.setenv("STREAMANON_NATIVE", "0")
     monkeypatch.setattr(_native, "_WINDOW", [])

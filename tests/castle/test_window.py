@@ -189,7 +189,7 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: 
     import numpy as np
 
     from streamanon.castle.split import SINGLE_SHARES, median_split
-    from streamanon.castle.window import WindowCache, window_leaf
+    from streamanon.castle.window import WindowCache, window_parts
 
     rules = RuleSet.from_dict(RULES)
     op = CastleAnonymizer(rules, k=3, l=2, delta=10_000, split="window")
@@ -202,14 +202,12 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: 
     cset, held = op._current, list(op._held)
     rule = cset.params.rule
 
-    def meets(items) -> bool:
-        return len({it.individual for it in items}) >= 3 and len(
-            {it.sensitive[0] for it in items}) >= 2
-
     def cut(cache: WindowCache) -> list[list[int]]:
-        window_leaf(cache, cset, held, held[0], k=3, rule=rule, meets=meets)
-        parts = {id(p): p for p in cache.leaves.values()}
-        return sorted(sorted(it.pos for it in p) for p in parts.values())
+        parts = window_parts(cache, cset, held, held[0], k=3, rule=rule)
+        assert held[0] in parts[0]  # the expiring tuple's class first
+        firsts = [min(it.pos for it in p) for p in parts[1:]]
+        assert firsts == sorted(firsts)  # then by each class's oldest tuple
+        return sorted(sorted(it.pos for it in p) for p in parts)
 
     plain = cut(WindowCache())
     remembered = WindowCache()

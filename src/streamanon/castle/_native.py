@@ -539,160 +539,64 @@ static int lca_tables(PyObject *o, long h, const int32_t **ptrs, long *cols)
     return 1;
 }
 
-static void state_of_rows(const double *x, long n, long d, const int64_t *at, long h,
-                          const int32_t **tables, const long *cols, double *bounds,
-                          int64_t *nodes)
+/* part_states(x, at, starts, tables, h, lo, hi, nodes): as _window_kernel.part_states */
+static PyObject *part_states(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    for (long q = 0; q < d; q++) {
-        double mn = x[q], mx = x[q];
-        for (long i = 1; i < n; i++) {
-            double v = x[i * d + q];
-            if (v < mn)
-                mn = v;
-            if (v > mx)
-                mx = v;
-        }
-        bounds[q] = -mn;
-        bounds[d + q] = mx;
-    }
-    for (long j = 0; j < h; j++) {
-        int64_t node = at[j];
-        for (long i = 1; i < n; i++) {
-            int64_t v = at[i * h + j];
-            if (v != node)  /* lca(a, a) = a: no look-up */
-                node = tables[j][node * cols[j] + v];
-        }
-        nodes[j] = node;
-    }
-}
-
-static PyObject *kept_state(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "kept_state takes 6 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "part_states takes 8 arguments");
         return NULL;
     }
-    PyObject *o_x = args[0], *o_at = args[1], *o_b = args[4], *o_n = args[5];
+    PyObject *o_x = args[0], *o_at = args[1], *o_s = args[2], *o_lo = args[5],
+             *o_hi = args[6], *o_n = args[7];
     if (!arr(o_x, NPY_FLOAT64, 2, 0, "x") || !arr(o_at, NPY_INT64, 2, 0, "at")
-            || !arr(o_b, NPY_FLOAT64, 1, 1, "bounds") || !arr(o_n, NPY_INT64, 1, 1, "nodes"))
+            || !arr(o_s, NPY_INT64, 1, 0, "starts") || !arr(o_lo, NPY_FLOAT64, 2, 1, "lo")
+            || !arr(o_hi, NPY_FLOAT64, 2, 1, "hi") || !arr(o_n, NPY_INT64, 2, 1, "nodes"))
         return NULL;
-    GET_LONG(h, args[3])
-    long n = DIM(o_x, 0), d = DIM(o_x, 1);
-    if (n < 1 || h < 0 || DIM(o_at, 0) != n || DIM(o_at, 1) != h || DIM(o_b, 0) < 2 * d
-            || DIM(o_n, 0) < h)
-        return shape_error("kept_state");
+    GET_LONG(h, args[4])
+    long n = DIM(o_x, 0), d = DIM(o_x, 1), np_ = DIM(o_s, 0) - 1;
+    if (np_ < 0 || h < 0 || h > 64 || DIM(o_at, 0) != n || DIM(o_at, 1) != h
+            || DIM(o_lo, 0) < np_ || DIM(o_lo, 1) != d || DIM(o_hi, 0) < np_
+            || DIM(o_hi, 1) != d || DIM(o_n, 0) < np_ || DIM(o_n, 1) != h)
+        return shape_error("part_states");
+    const int64_t *starts = DATA(o_s, int64_t);
+    if (starts[0] != 0 || starts[np_] != n)
+        return shape_error("part_states (the classes do not cover the rows)");
+    for (long p = 0; p < np_; p++)
+        if (starts[p + 1] <= starts[p])
+            return shape_error("part_states (an empty class)");
     const int32_t *tables[64];
     long cols[64];
-    if (h > 64)
-        return shape_error("kept_state (more than 64 hierarchies)");
-    if (!lca_tables(args[2], h, tables, cols))
+    if (!lca_tables(args[3], h, tables, cols))
         return NULL;
-    state_of_rows(DATA(o_x, double), n, d, DATA(o_at, int64_t), h, tables, cols,
-                  DATA(o_b, double), DATA(o_n, int64_t));
-    Py_RETURN_NONE;
-}
-
-static PyObject *drop_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "drop_rows takes 9 arguments");
-        return NULL;
-    }
-    PyObject *o_x = args[0], *o_xn = args[1], *o_at = args[2], *o_atn = args[3],
-             *o_drop = args[4], *o_b = args[7], *o_n = args[8];
-    if (!arr(o_x, NPY_FLOAT64, 2, 0, "x") || !arr(o_xn, NPY_FLOAT64, 2, 0, "xn")
-            || !arr(o_at, NPY_INT64, 2, 0, "at") || !arr(o_atn, NPY_INT64, 2, 0, "atn")
-            || !arr(o_drop, NPY_INT64, 1, 0, "drop")
-            || !arr(o_b, NPY_FLOAT64, 1, 1, "bounds") || !arr(o_n, NPY_INT64, 1, 1, "nodes"))
-        return NULL;
-    GET_LONG(h, args[6])
-    long m = DIM(o_x, 0), d = DIM(o_x, 1), hw = DIM(o_at, 1), nd = DIM(o_drop, 0);
-    long n = m + DIM(o_xn, 0);
-    if (DIM(o_xn, 1) != d || DIM(o_at, 0) != m || DIM(o_atn, 0) != DIM(o_xn, 0)
-            || DIM(o_atn, 1) != hw || h < 0 || hw != h || nd >= n || DIM(o_b, 0) < 2 * d
-            || DIM(o_n, 0) < h || h > 64)
-        return shape_error("drop_rows");
-    const int64_t *drop = DATA(o_drop, int64_t);
-    for (long p = 0; p < nd; p++)
-        if (drop[p] < 0 || drop[p] >= n || (p && drop[p] <= drop[p - 1]))
-            return shape_error("drop_rows (rows to drop not ascending inside the rows)");
-    const int32_t *tables[64];
-    long cols[64];
-    if (!lca_tables(args[5], h, tables, cols))
-        return NULL;
-    npy_intp dims[2] = {n - nd, d}, dims_at[2] = {n - nd, h};
-    PyObject *o_out = PyArray_SimpleNew(2, dims, NPY_FLOAT64);
-    if (o_out == NULL)
-        return NULL;
-    PyObject *o_out_at = PyArray_SimpleNew(2, dims_at, NPY_INT64);
-    if (o_out_at == NULL) {
-        Py_DECREF(o_out);
-        return NULL;
-    }
-    const double *x = DATA(o_x, double), *xn = DATA(o_xn, double);
-    const int64_t *at = DATA(o_at, int64_t), *atn = DATA(o_atn, int64_t);
-    double *out = DATA(o_out, double);
-    int64_t *out_at = DATA(o_out_at, int64_t);
-    long r = 0, start = 0;
-    for (long p = 0; p <= nd; p++) {  /* the rows between two that leave, in one copy each */
-        long stop = p < nd ? drop[p] : n;
-        long a = start < m ? start : m, b = stop < m ? stop : m;
-        if (b > a) {
-            memcpy(out + r * d, x + a * d, sizeof(double) * d * (b - a));
-            memcpy(out_at + r * h, at + a * h, sizeof(int64_t) * h * (b - a));
-            r += b - a;
-        }
-        a = start > m ? start : m;
-        b = stop > m ? stop : m;
-        if (b > a) {
-            memcpy(out + r * d, xn + (a - m) * d, sizeof(double) * d * (b - a));
-            memcpy(out_at + r * h, atn + (a - m) * h, sizeof(int64_t) * h * (b - a));
-            r += b - a;
-        }
-        start = stop + 1;
-    }
-    /* a column's bounds change only when a leaving row holds one (a zero bound is scanned
-       again too: which of 0.0 and -0.0 is kept depends on the rows' order) */
-    double *bounds = DATA(o_b, double);
-    long *again = malloc(sizeof(long) * (d + 1));
-    double *mnx = malloc(sizeof(double) * (2 * d + 1));
-    if (again == NULL || mnx == NULL) {
-        free(again); free(mnx);
-        Py_DECREF(o_out);
-        Py_DECREF(o_out_at);
-        return PyErr_NoMemory();
-    }
-    long na = 0;  /* the columns scanned again, listed */
-    for (long q = 0; q < d; q++) {
-        int hit = bounds[q] == 0.0 || bounds[d + q] == 0.0;
-        for (long p = 0; p < nd && !hit; p++) {
-            long i = drop[p];
-            double v = i < m ? x[i * d + q] : xn[(i - m) * d + q];
-            hit = -v == bounds[q] || v == bounds[d + q];
-        }
-        if (hit)
-            again[na++] = q;
-    }
-    if (na) {  /* one pass over the rows kept, row by row (each column's values in order) */
-        for (long a = 0; a < na; a++)
-            mnx[a] = mnx[d + a] = out[again[a]];
-        for (long i = 1; i < r; i++) {
-            const double *row = out + i * d;
-            for (long a = 0; a < na; a++) {
-                double v = row[again[a]];
-                mnx[a] = v < mnx[a] ? v : mnx[a];
-                mnx[d + a] = v > mnx[d + a] ? v : mnx[d + a];
+    const double *x = DATA(o_x, double);
+    const int64_t *at = DATA(o_at, int64_t);
+    double *lo = DATA(o_lo, double), *hi = DATA(o_hi, double);
+    int64_t *nodes = DATA(o_n, int64_t);
+    for (long p = 0; p < np_; p++) {
+        long a = starts[p], b = starts[p + 1];
+        for (long q = 0; q < d; q++) {
+            double mn = x[a * d + q], mx = mn;
+            for (long i = a + 1; i < b; i++) {
+                double v = x[i * d + q];
+                if (v < mn)
+                    mn = v;
+                if (v > mx)
+                    mx = v;
             }
+            lo[p * d + q] = mn;
+            hi[p * d + q] = mx;
         }
-        for (long a = 0; a < na; a++) {
-            bounds[again[a]] = -mnx[a];
-            bounds[d + again[a]] = mnx[d + a];
+        for (long j = 0; j < h; j++) {
+            int64_t node = at[a * h + j];
+            for (long i = a + 1; i < b; i++) {
+                int64_t v = at[i * h + j];
+                if (v != node)  /* lca(a, a) = a: no look-up */
+                    node = tables[j][node * cols[j] + v];
+            }
+            nodes[p * h + j] = node;
         }
     }
-    free(again);
-    free(mnx);
-    state_of_rows(out, r, 0, out_at, h, tables, cols, bounds, DATA(o_n, int64_t));
-    return Py_BuildValue("(NN)", o_out, o_out_at);
+    Py_RETURN_NONE;
 }
 
 static int distinct_enough(const int64_t *codes, const int64_t *idx, long m, int64_t *seen,
@@ -1058,10 +962,8 @@ static PyMethodDef methods[] = {
      "The window release's fit test (as streamanon.castle._window_kernel.best_fits)."},
     {"rank_replace", (PyCFunction)(void (*)(void))rank_replace, METH_FASTCALL,
      "Keep the remembered classes ranked (as _window_kernel.rank_replace)."},
-    {"kept_state", (PyCFunction)(void (*)(void))kept_state, METH_FASTCALL,
-     "A cluster's state from its rows (as _window_kernel.kept_state)."},
-    {"drop_rows", (PyCFunction)(void (*)(void))drop_rows, METH_FASTCALL,
-     "A cluster's rows without the tuples that leave (as _window_kernel.drop_rows)."},
+    {"part_states", (PyCFunction)(void (*)(void))part_states, METH_FASTCALL,
+     "The states of the window's classes (as _window_kernel.part_states)."},
     {"median_cuts", (PyCFunction)(void (*)(void))median_cuts, METH_FASTCALL,
      "The window release's median cuts (as _window_kernel.median_cuts)."},
     {NULL, NULL, 0, NULL}
@@ -1111,8 +1013,8 @@ _WINDOW: list[Any] = []
 
 
 def window_kernels() -> Any:
-    """The window release's loops (``best_fits``, ``rank_replace``, ``kept_state``,
-    ``drop_rows``, ``median_cuts``): the C build's, else numba's
+    """The window release's loops (``best_fits``, ``rank_replace``, ``part_states``,
+    ``median_cuts``): the C build's, else numba's
     (:mod:`streamanon.castle._window_kernel`, imported only then). Same signatures, same
     answers."""
     if not _WINDOW:

@@ -350,105 +350,46 @@ def median_cuts(x: np.ndarray, nodes: np.ndarray, ind: np.ndarray, sens: np.ndar
     return len(done)
 
 @njit(cache=True, nogil=True)
-def _column_bounds(x: np.ndarray, q: int, bounds: np.ndarray) -> None:  # pragma: no cover
-    """``bounds[q] = -min`` and ``bounds[d + q] = max`` of column ``q`` of ``x`` (at least one
-    row; the first of equal values stays)."""
-    d = x.shape[1]
-    mn = x[0, q]
-    mx = x[0, q]
-    for i in range(1, x.shape[0]):
-        v = x[i, q]
-        if v < mn:
-            mn = v
-        if v > mx:
-            mx = v
-    bounds[q] = -mn
-    bounds[d + q] = mx
-
-
-@njit(cache=True, nogil=True)
-def kept_state(x: np.ndarray, at: np.ndarray, tables: tuple[np.ndarray, ...], h: int,
-               bounds: np.ndarray, nodes: np.ndarray) -> None:  # pragma: no cover - numba
-    """The state of a cluster's tuples (``ClusterSet.remove_items``).
+def part_states(x: np.ndarray, at: np.ndarray, starts: np.ndarray,
+                tables: tuple[np.ndarray, ...], h: int, lo: np.ndarray, hi: np.ndarray,
+                nodes: np.ndarray) -> None:  # pragma: no cover - numba
+    """The states of the window's classes, all in one pass (the window release, one cut).
 
     Args:
-        x: the tuples' numbers, one row per tuple (at least one row).
-        at: the tuples' hierarchy nodes, one row per tuple.
+        x: the tuples' numbers, one row per tuple, each class's rows together.
+        at: the tuples' hierarchy nodes, one row per tuple, likewise.
+        starts: class ``p`` is rows ``starts[p]`` to ``starts[p + 1] - 1`` (none empty).
         tables: each hierarchy's LCA table (one placeholder table when there is none).
         h: the hierarchies.
-        bounds: written: ``-min`` of each column of ``x``, then each ``max``.
-        nodes: written: for each hierarchy ``j``, the lowest common node of column ``j`` of
-            ``at`` (folded in row order over ``tables[j]``: the same node as any order).
+        lo: written: a row per class, the least value of each column (the first of equal
+            values stays, as ``numpy.min``'s row-order scan).
+        hi: written: likewise, the greatest.
+        nodes: written: a row per class, each hierarchy's lowest common node (folded in row
+            order over ``tables[j]``: the same node as any order).
     """
-    n, d = x.shape
-    for q in range(d):
-        _column_bounds(x, q, bounds)
-    for j in range(h):
-        table = tables[j]
-        node = at[0, j]
-        for i in range(1, n):
-            node = table[node, at[i, j]]
-        nodes[j] = node
-
-
-@njit(cache=True, nogil=True)
-def drop_rows(x: np.ndarray, xn: np.ndarray, at: np.ndarray, atn: np.ndarray,
-              drop: np.ndarray, tables: tuple[np.ndarray, ...], h: int, bounds: np.ndarray,
-              nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    """A cluster's rows without the tuples that leave, and its state (``window.remove_held``):
-    the same rows and the same state as :func:`kept_state` on them.
-
-    Args:
-        x: the kept rows of numbers, one per tuple, then ``xn``: the tuples joined since.
-        xn: the numbers of the tuples joined since.
-        at: the kept rows of hierarchy nodes, then ``atn``, likewise.
-        atn: the nodes of the tuples joined since.
-        drop: the rows that leave (positions in ``x`` then ``xn``), ascending; not all.
-        tables: each hierarchy's LCA table (one placeholder table when there is none).
-        h: the hierarchies.
-        bounds: read: ``-min`` of each column of all the rows (``x`` then ``xn``: the
-            cluster's state before), then each ``max``; written: the same of the rows
-            kept. A column is scanned again only when a leaving row holds one of its
-            bounds, or a bound is zero (0.0 or -0.0: the rows' order says which).
-        nodes: written: for each hierarchy, the lowest common node of the rows kept.
-
-    Returns:
-        the rows kept: numbers and nodes.
-    """
-    m = x.shape[0]
-    n = m + xn.shape[0]
-    out = np.empty((n - len(drop), x.shape[1]))
-    out_at = np.empty((n - len(drop), at.shape[1]), dtype=np.int64)
-    r = 0
-    start = 0
-    for p in range(len(drop) + 1):
-        stop = drop[p] if p < len(drop) else n  # rows start..stop-1 stay
-        a = min(start, m)
-        b = min(stop, m)
-        if b > a:  # the kept rows' part in x, in one slice
-            out[r:r + b - a] = x[a:b]
-            out_at[r:r + b - a] = at[a:b]
-            r += b - a
-        a = max(start, m)
-        b = max(stop, m)
-        if b > a:  # and in xn
-            out[r:r + b - a] = xn[a - m:b - m]
-            out_at[r:r + b - a] = atn[a - m:b - m]
-            r += b - a
-        start = stop + 1
     d = x.shape[1]
-    for q in range(d):
-        again = bounds[q] == 0.0 or bounds[d + q] == 0.0
-        for p in range(len(drop)):
-            if again:
-                break
-            i = drop[p]
-            v = x[i, q] if i < m else xn[i - m, q]
-            again = -v == bounds[q] or v == bounds[d + q]
-        if again:
-            _column_bounds(out, q, bounds)
-    kept_state(out[:, :0], out_at, tables, h, bounds, nodes)  # the nodes only (no columns)
-    return out, out_at
+    for p in range(len(starts) - 1):
+        a = starts[p]
+        b = starts[p + 1]
+        for q in range(d):
+            mn = x[a, q]
+            mx = mn
+            for i in range(a + 1, b):
+                v = x[i, q]
+                if v < mn:
+                    mn = v
+                if v > mx:
+                    mx = v
+            lo[p, q] = mn
+            hi[p, q] = mx
+        for j in range(h):
+            table = tables[j]
+            node = at[a, j]
+            for i in range(a + 1, b):
+                v = at[i, j]
+                if v != node:  # lca(a, a) = a
+                    node = table[node, v]
+            nodes[p, j] = node
 
 
-__all__ = ["best_fits", "drop_rows", "kept_state", "median_cuts", "rank_replace"]
+__all__ = ["best_fits", "median_cuts", "part_states", "rank_replace"]

@@ -172,9 +172,6 @@ class ClusterSet:
         # the individuals and sensitive values of all open clusters together (pool_meets)
         # (plain dicts: a Counter's deletion and missing keys run Python code)
         self._pool_ids: dict[str, int] = {}
-        # remove_items: per open cluster (by id), its tuples when last seen there and their
-        # numbers and hierarchy nodes as matrices (rows in the order of the tuples)
-        self._held_arrays: dict[int, tuple[Cluster, list[Item], np.ndarray, np.ndarray]] = {}
         self._pool_sens: list[dict[str, int]] = [{} for _ in range(self.n_sensitive)]
         # one row per open cluster, in the rows 0..n-1 of buffers that grow by doubling:
         # (-lo, hi), so that adding x is a maximum with (-x, x) and the range part of the loss
@@ -837,6 +834,19 @@ class ClusterSet:
         self._drop_row(i)
         self._leave_pool(c)
 
+    def close_all(self) -> list[Item]:
+        """Close every open cluster at once and return their tuples, which leave the pool
+        (the window release releases every held tuple when it cuts them): no state to
+        rebuild, no counts to take apart."""
+        items = [it for c in self.clusters for it in c.items]
+        for it in items:
+            it.cluster = None
+        self.clusters = []
+        self._pool_ids = {}
+        self._pool_sens = [{} for _ in range(self.n_sensitive)]
+        self._other_key = None
+        return items
+
     def remove_item(self, item: Item) -> None:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""
         self._other_key = None
@@ -864,79 +874,6 @@ class ClusterSet:
         for j, v in enumerate(item.sensitive):
             _dec(c.sensitive_counts[j], v)
             _dec(self._pool_sens[j], v)
-
-    def remove_items(self, items: Sequence[Item]) -> None:
-        """:meth:`remove_item` for many tuples at once: each cluster they leave has its
-        state rebuilt once, the same state (the lowest common node folded over the distinct
-        nodes, which gives the same node)."""
-        by_cluster: dict[int, tuple[Cluster, list[Item]]] = {}
-        for item in items:
-            c = item.cluster
-            if c is None:
-                raise ProtocolError(f"tuple at position {item.pos} is in no cluster")
-            by_cluster.setdefault(id(c), (c, []))[1].append(item)
-        self._other_key = None
-        from streamanon.castle._native import window_kernels
-
-        kept_state = window_kernels().kept_state
-
-        for c, gone in by_cluster.values():
-            for item in gone:
-                self._uncount(c, item)
-            old = c.items
-            at_ = sorted({old.index(it) for it in gone})  # by identity: no equality defined
-            c.items = old.copy()
-            for j in reversed(at_):
-                del c.items[j]
-            i = self.index(c)
-            if not c.items:
-                self.clusters.pop(i)
-                self._drop_row(i)
-                self._held_arrays.pop(id(c), None)
-                continue
-            if self._star or self.other:
-                st = self.state_of(c.items)
-                self._bounds[i] = np.concatenate((-st.lo, st.hi))
-                self._nodes[i] = st.nodes
-                c.plugin_states = st.plugin_states
-                continue
-            keep = np.ones(len(old), dtype=bool)
-            keep[at_] = False
-            x, at = self._arrays_after(c, old, keep)
-            tables = tuple(g.tree.lca_table() for g in self.hier) or (_NO_TABLE,)
-            kept_state(x, at, tables, len(self.hier), self._bounds[i], self._nodes[i])
-        if len(self._held_arrays) > 2 * len(self.clusters) + 16:  # closed clusters' entries
-            open_ids = {id(c) for c in self.clusters}
-            self._held_arrays = {key: v for key, v in self._held_arrays.items()
-                                 if key in open_ids}
-
-    def _arrays_after(self, c: Cluster, old: list[Item], keep: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-        """The numbers and hierarchy nodes of ``c.items`` (the tuples of ``old`` that
-        ``keep`` marks), as matrices: the rows kept from the last call for ``c`` while its
-        tuples then are still the first of ``old`` (tuples only join at the end), the others
-        built."""
-        n, d, h = len(old), len(self.num), len(self.hier)
-        entry = self._held_arrays.get(id(c))
-        m = 0
-        if entry is not None and entry[0] is c and len(entry[1]) <= n:
-            m = len(entry[1])
-            if entry[1] != old[:m]:  # compared by identity (items define no equality)
-                m = 0
-        if m:
-            x, at = entry[2], entry[3]  # type: ignore[index]
-            if m < n:
-                new = old[m:]
-                x = np.concatenate((x, np.array([it.numbers for it in new],
-                                                dtype=np.float64).reshape(n - m, d)))
-                at = np.concatenate((at, np.array([it.nodes for it in new],
-                                                  dtype=np.int64).reshape(n - m, h)))
-        else:
-            x = np.array([it.numbers for it in old], dtype=np.float64).reshape(n, d)
-            at = np.array([it.nodes for it in old], dtype=np.int64).reshape(n, h)
-        x, at = x[keep], at[keep]
-        self._held_arrays[id(c)] = (c, list(c.items), x, at)
-        return x, at
 
     def absorb(self, into: Cluster, other: Cluster) -> None:
         """Merge ``other`` into ``into`` (both open)."""
@@ -1018,7 +955,6 @@ _NODES_OF = operator.attrgetter("nodes")
 _INT_FLOAT = frozenset((int, float))
 _FLOAT = {float}
 _NO_NODES = np.empty(0, dtype=np.int64)
-_NO_TABLE = np.zeros((1, 1), dtype=np.int32)  # kept_state: a tuple of one table when none
 _GLM = Metric.glm
 OPEN, OUTSIDE, TIED = -1, -2, -3  # the kernel's answers besides a cluster index (as there)
 HEAD = 4  # values before the weights in the kernel's ``fl`` (as there; numba is imported late)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import Counter, deque, namedtuple
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from numbers import Integral
@@ -40,7 +40,14 @@ from streamanon.castle.loss import Metric
 from streamanon.castle.records import CastleRow, Released, ReleasedFields
 from streamanon.castle.rules import RuleSet, check_hierarchy_scope
 from streamanon.castle.split import SPLITS, median_split
-from streamanon.castle.window import History, WindowCache, remove_held, reuse_rest, window_leaf
+from streamanon.castle.window import (
+    History,
+    Part,
+    WindowCache,
+    part_states,
+    reuse_rest,
+    window_parts,
+)
 from streamanon.errors import (
     BadRecordError,
     BadValueError,
@@ -748,11 +755,13 @@ class CastleAnonymizer(OperatorBase):
         sets = self._sets
         anchors.forget(self._clock, lambda p: any(p in s._pool_ids for s in sets))
 
-    def _release(self, cset: ClusterSet, items: list[Item], st: State, out: list[Any]
+    def _release(self, cset: ClusterSet, items: list[Item], st: State, out: list[Any],
+                 attr: dict[str, float] | None = None
                  ) -> tuple[dict[str, Any], float, dict[str, float], int, State]:
         """Release ``items`` as one class generalized to ``st`` (widened to the anchors of
         its individuals on the static attributes); keep it for reuse (Ω) when its loss is
-        below τ. Returns its values, loss, losses per attribute, id and state."""
+        below τ. Returns its values, loss, losses per attribute, id and state. ``attr``:
+        ``cset.attr_losses(st, items)``, when the caller has it."""
         cols = static_columns(cset)
         if cols:
             if self._anchors is None:
@@ -761,7 +770,9 @@ class CastleAnonymizer(OperatorBase):
             st = self._anchors.widen(cset, cols, ids, st)
             self._anchors.record(cset, cols, ids, st, self._clock)
             self._anchors_used(ids)
-        attr = cset.attr_losses(st, items)
+            attr = None  # st was widened
+        if attr is None:
+            attr = cset.attr_losses(st, items)
         loss = cset.weighted(attr)
         cid = self._next_cluster
         self._next_cluster += 1
@@ -777,10 +788,10 @@ class CastleAnonymizer(OperatorBase):
         return values, loss, attr, cid, st
 
     def _window_release(self, cset: ClusterSet, item: Item, out: list[Any]) -> bool:
-        """``split="window"``: release the class of ``item`` among the median cuts of every
-        held tuple, or ``item`` alone into a released class it fits in that loses less
-        (:mod:`streamanon.castle.window`); ``False`` when neither can be (the held tuples
-        together fail k or the diversity rule)."""
+        """``split="window"``: release every class of the median cuts of the held tuples
+        (:func:`~streamanon.castle.window.window_parts`), ``item``'s first, or ``item``
+        alone into a released class it fits in that loses less; ``False`` when neither can
+        be (the held tuples together fail k or the diversity rule)."""
         if self._window is None:
             self._window = WindowCache()
         names = cset.rules.sensitive
@@ -798,50 +809,72 @@ class CastleAnonymizer(OperatorBase):
             return self._meets(p, ids, sens, names)
 
         history = self._window.history_of(cset)
-        leaf = window_leaf(self._window, cset, self._held, item, k=p.k, rule=p.rule,
-                           meets=meets)
-        if not meets(leaf):
+        parts = window_parts(self._window, cset, self._held, item, k=p.k, rule=p.rule)
+        if len(parts) == 1 and not meets(parts[0]):  # more than one: each meets the rule
             reuse = history.best(item) if p.rule.distinct else None
             if reuse is None or not self._anchor_fits(cset, reuse[1][4], item):
                 return False
             cset.remove_item(item)
             self._emit(cset, [item], *reuse[1][:4], out)
             return True
-        self._window.forget(leaf)
-        st = cset.state_of(leaf)
+        # the parts hold every tuple of the set's clusters: they all leave now
+        held = cset.close_all()
+        if len(held) != sum(map(len, parts)):
+            raise ProtocolError(f"the window's cuts hold {sum(map(len, parts))} tuples, the "
+                                f"clusters {len(held)}")
+        known_parts = part_states(cset, parts)
+        for i, leaf in enumerate(parts):
+            self._release_part(cset, history, leaf, meets, out,
+                               None if known_parts is None else known_parts[i])
+        return True
+
+    def _release_part(self, cset: ClusterSet, history: History, leaf: list[Item],
+                      meets: Callable[[list[Item]], bool], out: list[Any],
+                      part: Part | None) -> None:
+        """Release one class of the window's cuts (its tuples already out of the clusters):
+        the tuples that fit a remembered class losing less join it, the rest is released as
+        a class and remembered. ``part``: its state and losses, when known."""
+        st = cset.state_of(leaf) if part is None else part.state
         gone: list[tuple[Item, Any]] = []
-        if p.rule.distinct:
-            leaf, st, gone, known = self._reuse_history(cset, history, leaf, st, meets)
+        attr = None
+        if cset.params.rule.distinct:
+            leaf, st, gone, known = self._reuse_history(cset, history, leaf, st, meets, part)
             rest = reuse_rest(history, leaf, st, lambda s, it, r: self._anchor_fits(
-                cset, s, it, record=r), known)
+                cset, s, it, record=r), known and known[:2])
             leaf, gone = ([], gone + rest) if rest else (leaf, gone)
-        remove_held(cset, [it for it, _ in gone] + leaf if gone else leaf)
+            attr = None if known is None else known[2]
         for it, reused in gone:
             self._emit(cset, [it], *reused[:4], out)
         if leaf:
-            payload = self._release(cset, leaf, st, out)
+            payload = self._release(cset, leaf, st, out, attr)
             history.add(payload[4], payload[1], payload)
-        return True
 
     def _reuse_history(self, cset: ClusterSet, history: History, leaf: list[Item], st: State,
-                       meets: Any) -> tuple[list[Item], State, list[tuple[Item, Any]],
-                                        tuple[float, list[Any]] | None]:
+                       meets: Any, part: Part | None = None
+                       ) -> tuple[list[Item], State, list[tuple[Item, Any]],
+                                  tuple[float, list[Any], dict[str, float]] | None]:
         """The tuples of ``leaf`` that fit in a remembered class losing less than the leaf's
         own generalization ``st``, the largest gain first, while the rest still meets the
         rule, each with its class's payload (the caller releases them into it); returns the
         rest, its generalization, those, and, when none moved, the leaf's loss per tuple and
         its fit test up to its total loss (:func:`~streamanon.castle.window.reuse_rest`'s
-        ``known``: the same question, asked once)."""
-        own = cset.weighted(cset.attr_losses(st, leaf))
+        ``known``: the same question, asked once) and its losses per attribute (for its
+        release). ``part``: the leaf's losses and rows, when known."""
+        if part is None:
+            attr = cset.attr_losses(st, leaf)
+            own = cset.weighted(attr)
+        else:
+            attr, own = part.attr, part.loss
         # up to the leaf's total loss, which reuse_rest asks of the same tuples when none
         # moves: an answer losing less than ``own`` is the answer below ``own``
-        hits = history.best_of(leaf, below=own * len(leaf))
+        hits = history.best_of(leaf, below=own * len(leaf),
+                               rows=None if part is None else part.rows)
         moves = []
         for it, hit in zip(leaf, hits, strict=True):
             if hit is not None and hit[0] < own:
                 moves.append((hit[0], it.pos, it, hit[1]))
         if not moves:
-            return leaf, st, [], (own, hits)
+            return leaf, st, [], (own, hits, attr)
         moves.sort(key=lambda m: (m[0], m[1]))
         rest = list(leaf)
         gone = []
@@ -851,7 +884,7 @@ class CastleAnonymizer(OperatorBase):
                 rest = trial
                 gone.append((it, payload))
         if not gone:
-            return leaf, st, [], (own, hits)
+            return leaf, st, [], (own, hits, attr)
         return rest, cset.state_of(rest), gone, None
 
     def _emit(self, cset: ClusterSet, items: list[Item], values: dict[str, Any], loss: float,

@@ -2,35 +2,36 @@
 
 When a tuple reaches its deadline, the tuples held (all younger than δ) are cut by
 :func:`~streamanon.castle.split.median_split` into classes of >= k individuals meeting the
-diversity rule (a class of fewer than 2k individuals too, by its tuples), and only the
-class holding the expiring tuple is released; the others stay held. The partition is kept
-(:class:`WindowCache`) and reused while the expiring tuple's class still meets the rule, so
-the cuts run about once per δ arrivals. Every released class's generalization is remembered
-(:class:`History`, the last ``HISTORY`` classes): a tuple of the class released that fits in
-one that loses less than its own class joins it (CASTLE's Ω rule: the class already holds >= k
-individuals and its sensitive values), and so does the whole rest when that loses less
-(:func:`reuse_rest`). When the held tuples cannot form a class, the
-operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
+diversity rule (a class of fewer than 2k individuals too, by its tuples), and every class is
+released at once, the expiring tuple's first, then by each class's oldest tuple
+(:func:`window_parts`; the same classes in the same order as releasing each when its oldest
+tuple is due, earlier). So the cuts run about once per δ arrivals. Every released class's
+generalization is remembered (:class:`History`, the last ``HISTORY`` classes): a tuple of
+the class released that fits in one that loses less than its own class joins it (CASTLE's Ω
+rule: the class already holds >= k individuals and its sensitive values), and so does the
+whole rest when that loses less (:func:`reuse_rest`). When the held tuples cannot form a
+class, the operator falls back to CASTLE's rules. Design and figures: docs/design/castle.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streamanon.castle.cluster import State
 from streamanon.castle.split import SHARES, SINGLE_SHARES, flat_tables, median_split
 
 if TYPE_CHECKING:
-    from streamanon.castle.cluster import Cluster, ClusterSet, Item, State
+    from streamanon.castle.cluster import ClusterSet, Item
     from streamanon.castle.diversity import Diversity
+
+_NO_TABLE = np.zeros((1, 1), dtype=np.int32)  # part_states: a tuple of one table when none
 
 #: released generalizations remembered for reuse
 HISTORY = 4096
-
-_NO_TABLE = np.zeros((1, 1), dtype=np.int32)  # drop_rows: a tuple of one table when none
 
 
 class History:
@@ -101,11 +102,13 @@ class History:
         """The least-loss remembered generalization ``item`` fits in, with its payload."""
         return self.best_of([item])[0]
 
-    def best_of(self, items: list[Item], *, below: float = np.inf
+    def best_of(self, items: list[Item], *, below: float = np.inf,
+                rows: tuple[np.ndarray, np.ndarray] | None = None
                 ) -> list[tuple[float, Any] | None]:
         """:meth:`best` for each of ``items``, in one pass over the remembered classes;
         with ``below``, only among the classes that lose less than it (the same answer
-        where :meth:`best`'s loses less, else ``None``)."""
+        where :meth:`best`'s loses less, else ``None``); ``rows``: the items' numbers and
+        hierarchy nodes as matrices, when the caller has them."""
         n = min(self.next, len(self.loss))
         if not self.usable or not n or not items:
             return [None] * len(items)
@@ -113,9 +116,10 @@ class History:
 
         best_fits = window_kernels().best_fits
 
-        d, h = self.lo.shape[0], self.nodes.shape[1]
-        x = np.array([it.numbers for it in items], dtype=np.float64).reshape(len(items), d)
-        at = np.array([it.nodes for it in items], dtype=np.int64).reshape(len(items), h)
+        if rows is None:
+            x, at = _rows_of(items, self.lo.shape[0], self.nodes.shape[1])
+        else:
+            x, at = rows
         tables, offsets = self._tables()
         found = np.empty(len(items), dtype=np.int64)
         order, ranked = self._ranked()
@@ -128,22 +132,95 @@ class History:
         return out
 
 
+def _rows_of(items: Sequence[Item], d: int, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers and hierarchy nodes of ``items`` as matrices, a row per tuple."""
+    x = np.array([it.numbers for it in items], dtype=np.float64).reshape(len(items), d)
+    at = np.array([it.nodes for it in items], dtype=np.int64).reshape(len(items), h)
+    return x, at
+
+
+@dataclass
+class Part:
+    """One class of a cut, known before its release: its generalization, losses per
+    attribute, weighted loss per tuple and rows (:meth:`History.best_of`'s)."""
+
+    state: State
+    attr: dict[str, float]
+    loss: float
+    rows: tuple[np.ndarray, np.ndarray]
+
+
+def part_states(cset: ClusterSet, parts: Sequence[Sequence[Item]]) -> list[Part] | None:
+    """Every class of a cut as :class:`Part`, in one compiled pass over their rows
+    (``part_states`` of :func:`~streamanon.castle._native.window_kernels`) and one numpy
+    expression per attribute: the same states as ``cset.state_of`` (exact minima, maxima
+    and lowest common nodes; of 0.0 and -0.0, which print alike and compare equal, the
+    first in the rows stays, where numpy may keep the other), the same losses as
+    ``cset.attr_losses`` and ``cset.weighted`` (the same operations, element by element, in
+    the same order). ``None`` where those
+    need the tuples themselves: plug-ins, missing values, a hierarchy's loss in the
+    cluster's own tree."""
+    if cset.other or cset._star or cset.hierarchy_scope != "shared" or not parts:
+        return None
+    from streamanon.castle._native import window_kernels
+
+    d, h = len(cset.num), len(cset.hier)
+    flat = [it for part in parts for it in part]
+    x, at = _rows_of(flat, d, h)
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(part) for part in parts], out=starts[1:])
+    lo = np.empty((len(parts), d))
+    hi = np.empty((len(parts), d))
+    nodes = np.empty((len(parts), h), dtype=np.int64)
+    tables = tuple(g.tree.lca_table() for g in cset.hier) or (_NO_TABLE,)
+    window_kernels().part_states(x, at, starts, tables, h, lo, hi, nodes)
+    # the losses, attribute by attribute in the rules' order (ClusterSet.attr_losses)
+    columns: list[list[float]] = []
+    weights: list[float] = []
+    for rule, (kind, j) in zip(cset.rules.qi_rules, cset.kind, strict=True):
+        if kind == "num":
+            g = cset.num[j]
+            span = g.hi - g.lo  # loss.range_loss, for every class at once
+            col = (np.minimum(1.0, (hi[:, j] - lo[:, j]) / span) if span > 0
+                   else np.zeros(len(parts)))
+        else:
+            gh = cset.hier[j]
+            memo: dict[int, float] = {}
+            col = np.array([memo[v] if v in memo else memo.setdefault(
+                v, gh.loss(gh.tree.names[v])) for v in nodes[:, j].tolist()])
+        columns.append(col.tolist())
+        weights.append(rule.weight)
+    total = sum(weights)
+    if total > 0:  # ClusterSet.weighted: the sum in the rules' order, then the division
+        acc = np.zeros(len(parts))
+        for col, w in zip(columns, weights, strict=True):
+            acc = acc + np.array(col) * w
+        losses = (acc / total).tolist()
+    else:
+        losses = [0.0] * len(parts)
+    names = [rule.name for rule in cset.rules.qi_rules]
+    out = []
+    for p, part_loss in enumerate(losses):
+        a, b = int(starts[p]), int(starts[p + 1])
+        out.append(Part(State(lo[p], hi[p], nodes[p], []),
+                        dict(zip(names, [col[p] for col in columns], strict=True)), part_loss,
+                        (x[a:b], at[a:b])))
+    return out
+
+
 @dataclass
 class WindowCache:
-    """The last partition of the held tuples (each tuple's class, by stream position) and
-    the released generalizations (:class:`History`) of the current cluster set."""
+    """What the window release keeps between cuts: the released generalizations
+    (:class:`History`) of the current cluster set. (A checkpoint written before the cuts'
+    classes were released at once also holds the last partition, ``leaves``: unused, since
+    none of its classes is left unreleased after a cut.)"""
 
-    leaves: dict[int, list[Item]] = field(default_factory=dict)
     history: History | None = None
 
     def history_of(self, cset: ClusterSet) -> History:
         if self.history is None or self.history.cset is not cset:
             self.history = History(cset)
         return self.history
-
-    def forget(self, items: Iterable[Item]) -> None:
-        for it in items:
-            self.leaves.pop(it.pos, None)
 
 
 def reuse_rest(history: History, rest: list[Item], st: State,
@@ -189,89 +266,35 @@ def reuse_rest(history: History, rest: list[Item], st: State,
     return [(it, hit[1]) for it, hit in zip(rest, hits, strict=True)]  # type: ignore[index]
 
 
-def remove_held(cset: ClusterSet, items: Sequence[Item]) -> None:
-    """``cset.remove_items(items)``, the same state, for the clusters the window release
-    leaves open: each cluster's kept rows of numbers and hierarchy nodes
-    (``ClusterSet._held_arrays``, the same cache) lose the tuples that leave and give the
-    state in one compiled pass (``drop_rows`` of
-    :func:`~streamanon.castle._native.window_kernels`: a column's bounds are scanned again
-    only when a leaving tuple holds one), not in a concatenation, two selections and a fold.
-    A cluster left empty, one without kept rows, missing values or plug-ins go through
-    ``remove_items``."""
-    if cset._star or cset.other:
-        cset.remove_items(items)
-        return
-    from streamanon.castle._native import window_kernels
+def window_parts(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item: Item, *,
+                 k: int, rule: Diversity) -> list[list[Item]]:
+    """The median cuts of every tuple ``cset`` holds (``item``, the expiring one, and the
+    tuples of ``held`` still waiting in ``cset``'s clusters), in the order they are released:
+    ``item``'s class first, then by each class's oldest tuple.
 
-    drop_rows = window_kernels().drop_rows
+    Every class meets k and the rule unless there is one class (all held tuples together
+    fail: the caller checks). With the distinct rule and one held tuple per individual, the
+    cuts weigh each tuple at most its loss in the remembered class it fits in
+    (``cache.history``, :func:`median_split`'s ``reuse``): the tuples that will join such a
+    class when theirs is released do not widen the classes left.
 
-    by_cluster: dict[int, tuple[Cluster, list[Item]]] = {}
-    for item in items:
-        c = item.cluster
-        if c is None:
-            cset.remove_items(items)  # its error
-            return
-        by_cluster.setdefault(id(c), (c, []))[1].append(item)
-    rest: list[Item] = []
-    d, h = len(cset.num), len(cset.hier)
-    tables: tuple[np.ndarray, ...] | None = None
-    for key, (c, gone) in by_cluster.items():
-        old = c.items
-        entry = cset._held_arrays.get(key)
-        m = len(entry[1]) if entry is not None and entry[0] is c else -1
-        if len(gone) >= len(old) or not 0 < m <= len(old) or entry[1] != old[:m]:
-            rest += gone
-            continue
-        cset._other_key = None
-        for it in gone:
-            cset._uncount(c, it)
-        drop = np.array(sorted(old.index(it) for it in gone), dtype=np.int64)
-        new = old[m:]
-        xn = np.array([it.numbers for it in new], dtype=np.float64).reshape(len(new), d)
-        atn = np.array([it.nodes for it in new], dtype=np.int64).reshape(len(new), h)
-        if tables is None:
-            tables = tuple(g.tree.lca_table() for g in cset.hier) or (_NO_TABLE,)
-        i = cset.index(c)
-        x, at = drop_rows(entry[2], xn, entry[3], atn, drop, tables, h, cset._bounds[i],
-                          cset._nodes[i])
-        kept = old.copy()
-        for j in reversed(drop.tolist()):
-            del kept[j]
-        c.items = kept
-        cset._held_arrays[key] = (c, list(kept), x, at)
-    if rest:
-        cset.remove_items(rest)
-
-
-def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item: Item, *,
-                k: int, rule: Diversity, meets: Callable[[list[Item]], bool]) -> list[Item]:
-    """The class of ``item`` among the median cuts of the ``held`` tuples of ``cset``.
-
-    Reuses ``cache``'s partition while ``item``'s class (its tuples still held) ``meets``
-    the rule; else cuts again the tuples of ``held`` still waiting in ``cset``'s clusters.
-    The class may fail the rule (when all held tuples together do): the caller checks.
-    With the distinct rule and one held tuple per individual, the cuts weigh each tuple at
-    most its loss in the remembered class it fits in (``cache.history``,
-    :func:`median_split`'s ``reuse``): the tuples that will join such a class when theirs is
-    released do not widen the classes left.
+    Why all classes at once: a class is released unchanged when its oldest tuple reaches
+    its deadline, and every class of one cut has a tuple at least as old as the next
+    arrival, so each cut's classes all leave before the next cut, in this order, whatever
+    the arrivals between. Releasing them at the cut gives the same classes in the same
+    order (the remembered classes grow the same way), earlier, with none of the held
+    clusters' bookkeeping per class.
 
     Args:
-        cache: the last partition, replaced when it is cut again.
+        cache: holds the remembered classes (:attr:`WindowCache.history`).
         cset: the cluster set whose held tuples are cut.
         held: the operator's held tuples, in stream order (released ones are skipped).
         item: the expiring tuple.
         k: distinct individuals each class holds.
         rule: the diversity rule each class meets.
-        meets: whether a list of tuples meets k and the rule.
     """
-    leaf = cache.leaves.get(item.pos)
-    if leaf is not None:
-        leaf = [it for it in leaf if not it.done]
-        if meets(leaf):
-            return leaf
     pending = [item, *(it for it in held if it is not item and not it.done
                        and it.cluster is not None and it.cluster.owner is cset)]
-    cache.leaves = {}
     reuse = None
     history = cache.history
     # one held tuple per individual: nothing to intersect (see the condition's measurements
@@ -286,12 +309,12 @@ def window_leaf(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item
         # without the weighing, 0.02 with it, at the same loss)
         reuse = np.array([np.inf if hit is None else hit[0]
                           for hit in history.best_of(pending)], dtype=np.float64)
-    for part in median_split(cset, pending, k=k, rule=rule, small=True,
-                             shares=SINGLE_SHARES if single else SHARES, ends=single,
-                             reuse=reuse):
-        for it in part:
-            cache.leaves[it.pos] = part
-    return cache.leaves[item.pos]
+    parts = median_split(cset, pending, k=k, rule=rule, small=True,
+                         shares=SINGLE_SHARES if single else SHARES, ends=single, reuse=reuse)
+    first = next(i for i, part in enumerate(parts) if any(it is item for it in part))
+    rest = parts[:first] + parts[first + 1:]
+    rest.sort(key=lambda part: min(it.pos for it in part))
+    return [parts[first], *rest]
 
 
-__all__ = ["HISTORY", "History", "WindowCache", "remove_held", "reuse_rest", "window_leaf"]
+__all__ = ["HISTORY", "History", "WindowCache", "reuse_rest", "window_parts"]
