@@ -189,7 +189,7 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: 
     import numpy as np
 
     from streamanon.castle.split import SINGLE_SHARES, median_split
-    from streamanon.castle.window import WindowCache, window_parts
+    from streamanon.castle.window import WindowCache, window_held, window_parts
 
     rules = RuleSet.from_dict(RULES)
     op = CastleAnonymizer(rules, k=3, l=2, delta=10_000, split="window")
@@ -203,7 +203,7 @@ def test_window_cuts_weigh_the_remembered_classes_the_held_tuples_fit(repeated: 
     rule = cset.params.rule
 
     def cut(cache: WindowCache) -> list[list[int]]:
-        parts = window_parts(cache, cset, held, held[0], k=3, rule=rule)
+        parts = window_parts(cache, cset, window_held(cset, held, held[0]), k=3, rule=rule)
         assert held[0] in parts[0]  # the expiring tuple's class first
         firsts = [min(it.pos for it in p) for p in parts[1:]]
         assert firsts == sorted(firsts)  # then by each class's oldest tuple

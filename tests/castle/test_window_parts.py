@@ -6,11 +6,19 @@ only when that loses less (``window.reuse_rest``)."""
 from __future__ import annotations
 
 import copy
+import random
 
 import pytest
 
 from streamanon.castle import CastleAnonymizer, CastleRow, Released, RuleSet
-from streamanon.castle.window import History, WindowCache, part_states, reuse_rest, window_parts
+from streamanon.castle.window import (
+    History,
+    WindowCache,
+    part_states,
+    reuse_rest,
+    window_held,
+    window_parts,
+)
 from tests.castle.test_window import RULES, _rows
 
 
@@ -35,7 +43,8 @@ def test_a_cuts_classes_known_at_once_are_what_state_of_and_attr_losses_say(
     for row in rows:
         assert op.process(row) == []  # nothing expires: every tuple is held
     cset, held = op._current, list(op._held)
-    parts = window_parts(WindowCache(), cset, held, held[0], k=3, rule=cset.params.rule)
+    parts = window_parts(WindowCache(), cset, window_held(cset, held, held[0]), k=3,
+                         rule=cset.params.rule)
     assert len(parts) > 20 and sum(map(len, parts)) == len(held)
     known = part_states(cset, parts)
     if missing or plugin:
@@ -64,8 +73,8 @@ def test_every_class_of_a_cut_leaves_at_the_cut_in_the_order_of_its_oldest_tuple
         assert op.process(row) == []
     twin = copy.deepcopy(op)
     held = list(twin._held)
-    parts = window_parts(WindowCache(), twin._current, held[1:], held[0], k=3,
-                         rule=twin._current.params.rule)
+    parts = window_parts(WindowCache(), twin._current, window_held(twin._current, held, held[0]),
+                         k=3, rule=twin._current.params.rule)
     out = op.flush()  # the first tuple is due first: the cut
     assert len(out) == 301 and all(isinstance(r, Released) for r in out)
     assert not op._current.clusters and not op._held
@@ -102,3 +111,73 @@ def test_rest_joins_remembered_classes_only_when_they_lose_less() -> None:
     own = cset.weighted(cset.attr_losses(cset.state_of(pair), pair))
     cheap.add(cset.state_of(pair), own * 1.5, ("wide", None, None, None, "st2"))
     assert reuse_rest(cheap, pair, cset.state_of(pair), fits) == []
+
+
+def _outcomes(out: list) -> list:
+    return [(type(r).__name__, r.line, sorted((k, str(v)) for k, v in r.values.items()),
+             r.loss, r.cluster)
+            if isinstance(r, Released) else (type(r).__name__, r.record.line, r.reason)
+            for r in out]
+
+
+def _skewed(n: int, people: int, seed: int, rare: float) -> list[CastleRow]:
+    """Rows whose sensitive value is mostly ``a``: a window of them often fails the
+    entropy rule while some of its clusters meet it."""
+    rnd = random.Random(seed)
+    return [CastleRow({"u": f"p{rnd.randrange(people)}", "age": rnd.randint(18, 90),
+                       "hours": rnd.randint(0, 99),
+                       "city": rnd.choice(["Paris", "Lyon", "DE", "US"]),
+                       "dx": "b" if rnd.random() < rare else "a"}, i + 2) for i in range(n)]
+
+
+@pytest.mark.parametrize(("people", "diversity", "missing", "rare"), [
+    (50, "entropy", "reject", 0.3), (50, "entropy", "star", 0.25),
+    (4, "distinct", "reject", 0.5), (400, "distinct", "reject", 0.5)])
+def test_tuples_placed_when_castles_rules_need_them_as_if_placed_on_arrival(
+        monkeypatch, people: int, diversity: str, missing: str, rare: float) -> None:
+    """The window release places a tuple in a cluster only when the held tuples together
+    cannot form a class (``ClusterSet.settle``): every outcome, the classes CASTLE's rules
+    release and the suppressions with their reasons, is the one placing every tuple on
+    arrival gives, through a change of rules with another δ (τ as each tuple arrived
+    under), missing values and the end."""
+    from streamanon.castle import cluster as cluster_module
+    from streamanon.castle.operator import _EPS
+
+    def run(eager: bool) -> tuple[list, int]:
+        settled = []
+        if eager:
+            monkeypatch.setattr(cluster_module.ClusterSet, "wait", lambda self, item, tau:
+                                self.place(item, tau, self.params.beta, _EPS))
+        real = cluster_module.ClusterSet.settle
+
+        def settle(self, beta, eps):
+            settled.append(0 if self._waiting is None else len(self._waiting.items))
+            real(self, beta, eps)
+
+        monkeypatch.setattr(cluster_module.ClusterSet, "settle", settle)
+        rows = _skewed(900, people, 11, rare)
+        if missing == "star":
+            rows = [CastleRow({**r.values, "age": None}, r.line) if i % 7 == 0 else r
+                    for i, r in enumerate(rows)]
+        # the ages' domain grows with the rows: a class's loss depends on it
+        rules = {**RULES, "attribute": [{"name": "age", "generalizer": "range"},
+                                        *RULES["attribute"][1:]]}
+        op = CastleAnonymizer(RuleSet.from_dict(rules), k=3, l=2, delta=60 if people > 4 else 9,
+                              split="window", diversity=diversity, missing=missing)
+        out = []
+        for i, row in enumerate(rows):
+            if i == 450:  # newer rules, a shorter delta: the older tuples are due later
+                out += op.set_rules(RuleSet.from_dict({**rules, "parameters": {"delta": 5}}))
+            out += op.process(row)
+        out += op.flush()
+        monkeypatch.undo()
+        assert op.read == len(out) == 900
+        return _outcomes(out), sum(settled)
+
+    lazy, placed_late = run(False)
+    eager, _ = run(True)
+    assert lazy == eager
+    if people < 100:
+        assert placed_late > 0  # CASTLE's rules ran on tuples placed late
+        reasons = {o[2] for o in lazy if o[0] == "Suppressed"}
+        assert len(reasons) >= (2 if diversity == "entropy" else 1)

@@ -117,6 +117,10 @@ class ClusterSet:
     """The open clusters of one rule set, with their states as arrays (one row per cluster)."""
 
     _star = False  # (also for a set pickled before there was missing="star")
+    # the window release's tuples not placed in a cluster yet, each with the τ it arrived
+    # under (see wait); ``None``: none (also for a set pickled before there were any)
+    _waiting: Cluster | None = None
+    _waiting_tau: list[float]
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
@@ -835,10 +839,13 @@ class ClusterSet:
         self._leave_pool(c)
 
     def close_all(self) -> list[Item]:
-        """Close every open cluster at once and return their tuples, which leave the pool
-        (the window release releases every held tuple when it cuts them): no state to
-        rebuild, no counts to take apart."""
+        """Close every open cluster at once and return their tuples and the waiting ones,
+        which leave the pool (the window release releases every held tuple when it cuts
+        them): no state to rebuild, no counts to take apart."""
         items = [it for c in self.clusters for it in c.items]
+        if self._waiting is not None:
+            items += self._waiting.items
+            self._waiting = None
         for it in items:
             it.cluster = None
         self.clusters = []
@@ -846,6 +853,54 @@ class ClusterSet:
         self._pool_sens = [{} for _ in range(self.n_sensitive)]
         self._other_key = None
         return items
+
+    # -- the window release's waiting tuples ------------------------------------------------
+    def wait(self, item: Item, tau: float) -> None:
+        """Hold ``item`` without placing it in a cluster (``split="window"``).
+
+        The window release cuts every held tuple by its values alone and releases them all
+        at the cut, so the clusters the best selection builds are needed only when the held
+        tuples together cannot form a class and CASTLE's rules apply (:meth:`settle`). Until
+        then a tuple waits in a cluster of its own set that is not open (its ``owner`` says
+        whose rules it is under) with the τ it arrived under.
+        """
+        w = self._waiting
+        if w is None:
+            w = self._waiting = Cluster(self.n_sensitive, self)
+            self._waiting_tau = []
+        w.items.append(item)
+        item.cluster = w
+        self._waiting_tau.append(tau)
+
+    def settle(self, beta: int, eps: float) -> None:
+        """Place the waiting tuples in arrival order, each with the τ it arrived under: the
+        clusters (and range domains) the best selection would have built by placing each on
+        arrival, since nothing else changes them in between (no release happened since)."""
+        w = self._waiting
+        if w is None:
+            return
+        self._waiting = None
+        for item, tau in zip(w.items, self._waiting_tau, strict=True):
+            item.cluster = None
+            self.place(item, tau, beta, eps)
+
+    def widen_to_waiting(self) -> None:
+        """Widen the range domains to the waiting tuples' values, all at once: the domains
+        their placement on arrival would have left (a widening takes minima and maxima,
+        so order does not matter); for a cut that releases them without placing them."""
+        w = self._waiting
+        if w is None or not self.num:
+            return
+        x = np.array([it.numbers for it in w.items], dtype=np.float64)
+        for row in (np.fmin.reduce(x, axis=0), np.fmax.reduce(x, axis=0)):
+            if ((row < self._dom[0]) | (row > self._dom[1])).any():
+                self._widen(row)
+
+    @property
+    def holds(self) -> int:
+        """The tuples this set holds: in open clusters and waiting."""
+        waiting = 0 if self._waiting is None else len(self._waiting.items)
+        return sum(len(c.items) for c in self.clusters) + waiting
 
     def remove_item(self, item: Item) -> None:
         """Take one tuple out of its cluster; the cluster's state is rebuilt from the rest."""

@@ -46,6 +46,7 @@ from streamanon.castle.window import (
     WindowCache,
     part_states,
     reuse_rest,
+    window_held,
     window_parts,
 )
 from streamanon.errors import (
@@ -450,14 +451,14 @@ class CastleAnonymizer(OperatorBase):
         return out
 
     def _drop_empty_sets(self) -> None:
-        self._sets = [s for s in self._sets if s is self._current or s.clusters]
+        self._sets = [s for s in self._sets if s is self._current or s.holds]
         self._vary_check()
 
     def _vary_check(self) -> None:
         """Set :attr:`_vary`: does an older rule set with a larger delta still hold tuples?"""
         now = self._current.params.delta if self._current else 0
         self._vary = any(s.params.delta > now for s in self._sets
-                         if s is not self._current and s.clusters)
+                         if s is not self._current and s.holds)
 
     # -- the stream ------------------------------------------------------------------------
     def process(self, row: CastleRow | Mapping[str, Any]) -> list[Any]:
@@ -587,7 +588,10 @@ class CastleAnonymizer(OperatorBase):
         if out is None:
             out = []
         t0 = perf_counter()
-        cset.place(item, self.tau, cset.params.beta, _EPS)  # the best selection
+        if self.split == "window":  # placed only if CASTLE's rules need it (see wait)
+            cset.wait(item, self.tau)
+        else:
+            cset.place(item, self.tau, cset.params.beta, _EPS)  # the best selection
         held = self._held
         held.append(item)
         t1 = perf_counter()
@@ -666,8 +670,12 @@ class CastleAnonymizer(OperatorBase):
         cset = c.owner
         p = cset.params
         names = cset.rules.sensitive
-        if self.split == "window" and self._window_release(cset, item, out):
-            return
+        if self.split == "window":
+            if self._window_release(cset, item, out):
+                return
+            c = item.cluster  # placed now (ClusterSet.settle)
+            if c is None or c is c.owner._waiting:
+                raise ProtocolError(f"tuple at position {item.pos} was not placed")
         if self._meets(p, c.individuals, c.sensitive_counts, names):
             self._output(cset, c, out)
             return
@@ -809,7 +817,12 @@ class CastleAnonymizer(OperatorBase):
             return self._meets(p, ids, sens, names)
 
         history = self._window.history_of(cset)
-        parts = window_parts(self._window, cset, self._held, item, k=p.k, rule=p.rule)
+        pending = window_held(cset, self._held, item)
+        if meets(pending):  # the cut releases them all: no cluster is needed
+            cset.widen_to_waiting()
+        else:  # CASTLE's rules may apply: the clusters as placing each on arrival builds them
+            cset.settle(p.beta, _EPS)
+        parts = window_parts(self._window, cset, pending, k=p.k, rule=p.rule)
         if len(parts) == 1 and not meets(parts[0]):  # more than one: each meets the rule
             reuse = history.best(item) if p.rule.distinct else None
             if reuse is None or not self._anchor_fits(cset, reuse[1][4], item):
@@ -1055,7 +1068,7 @@ class CastleAnonymizer(OperatorBase):
     @property
     def held(self) -> int:
         """Tuples held now (in open clusters or waiting for rules)."""
-        return sum(len(c.items) for s in self._sets for c in s.clusters) + len(self._pending)
+        return sum(s.holds for s in self._sets) + len(self._pending)
 
     def summary(self) -> dict[str, Any]:
         """Accounting and mean information loss per attribute over released tuples."""

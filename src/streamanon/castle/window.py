@@ -266,11 +266,19 @@ def reuse_rest(history: History, rest: list[Item], st: State,
     return [(it, hit[1]) for it, hit in zip(rest, hits, strict=True)]  # type: ignore[index]
 
 
-def window_parts(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], item: Item, *,
-                 k: int, rule: Diversity) -> list[list[Item]]:
-    """The median cuts of every tuple ``cset`` holds (``item``, the expiring one, and the
-    tuples of ``held`` still waiting in ``cset``'s clusters), in the order they are released:
-    ``item``'s class first, then by each class's oldest tuple.
+def window_held(cset: ClusterSet, held: Iterable[Item], item: Item) -> list[Item]:
+    """The tuples ``cset`` holds: ``item`` (the expiring one, already out of ``held``) and
+    those of ``held`` (the operator's held tuples, in stream order) still waiting under
+    ``cset``'s rules."""
+    return [item, *(it for it in held if it is not item and not it.done
+                    and it.cluster is not None and it.cluster.owner is cset)]
+
+
+def window_parts(cache: WindowCache, cset: ClusterSet, pending: list[Item], *, k: int,
+                 rule: Diversity) -> list[list[Item]]:
+    """The median cuts of every tuple ``cset`` holds (``pending``, the expiring one first:
+    :func:`window_held`), in the order they are released: the expiring tuple's class
+    first, then by each class's oldest tuple.
 
     Every class meets k and the rule unless there is one class (all held tuples together
     fail: the caller checks). With the distinct rule and one held tuple per individual, the
@@ -279,22 +287,20 @@ def window_parts(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], ite
     class when theirs is released do not widen the classes left.
 
     Why all classes at once: a class is released unchanged when its oldest tuple reaches
-    its deadline, and every class of one cut has a tuple at least as old as the next
-    arrival, so each cut's classes all leave before the next cut, in this order, whatever
-    the arrivals between. Releasing them at the cut gives the same classes in the same
-    order (the remembered classes grow the same way), earlier, with none of the held
-    clusters' bookkeeping per class.
+    its deadline, and every class of one cut has a tuple older than the next arrival, so
+    each cut's classes all leave before the next cut, in this order, whatever the arrivals
+    between. Releasing them at the cut gives the same classes in the same order (the
+    remembered classes grow the same way), earlier, with none of the held clusters'
+    bookkeeping per class.
 
     Args:
         cache: holds the remembered classes (:attr:`WindowCache.history`).
         cset: the cluster set whose held tuples are cut.
-        held: the operator's held tuples, in stream order (released ones are skipped).
-        item: the expiring tuple.
+        pending: its held tuples, the expiring one first.
         k: distinct individuals each class holds.
         rule: the diversity rule each class meets.
     """
-    pending = [item, *(it for it in held if it is not item and not it.done
-                       and it.cluster is not None and it.cluster.owner is cset)]
+    item = pending[0]
     reuse = None
     history = cache.history
     # one held tuple per individual: nothing to intersect (see the condition's measurements
@@ -317,4 +323,5 @@ def window_parts(cache: WindowCache, cset: ClusterSet, held: Iterable[Item], ite
     return [parts[first], *rest]
 
 
-__all__ = ["HISTORY", "History", "WindowCache", "reuse_rest", "window_parts"]
+__all__ = ["HISTORY", "History", "Part", "WindowCache", "part_states", "reuse_rest",
+           "window_held", "window_parts"]
