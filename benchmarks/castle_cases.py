@@ -25,6 +25,7 @@ exact ties in the best selection are frequent.
 from __future__ import annotations
 
 import argparse
+import inspect
 import io
 import json
 import random
@@ -35,6 +36,16 @@ from streamanon import castle
 from streamanon.castle import CastleAnonymizer, Released, RuleSet
 from streamanon.castle.generalizers import Generalizer, register_generalizer
 from streamanon.records import Suppressed
+
+#: the release every version has: CASTLE's clusters split as Prink does (the default until the
+#: window release became it; a version without ``split`` has only this one)
+_PAPERS = ({"split": "prink"}
+           if "split" in inspect.signature(CastleAnonymizer.__init__).parameters else {})
+
+
+def operator(rules: RuleSet | None, **params: Any) -> CastleAnonymizer:
+    """The operator of a case: CASTLE's clustering, on any version of the code."""
+    return CastleAnonymizer(rules, **_PAPERS, **params)
 
 #: the input record type (named ``Row`` in the reference commits this script also runs on)
 CastleRow = getattr(castle, "CastleRow", None) or castle.Row
@@ -183,7 +194,7 @@ def run_case(seed: int) -> list[str]:
     out = [f"case {seed} {json.dumps(spec, sort_keys=True)} {json.dumps(params, sort_keys=True)}"]
     held_first = rng.random() < 0.1
     change_at = rng.randrange(n) if rng.random() < 0.25 else -1
-    op = CastleAnonymizer(None if held_first else RuleSet.from_dict(spec), **params)
+    op = operator(None if held_first else RuleSet.from_dict(spec), **params)
     for i, row in enumerate(rows):
         if held_first and i == n // 3:
             write(out, op.set_rules(RuleSet.from_dict(spec)))
@@ -253,7 +264,7 @@ def run_file_case(seed: int, tmp: str) -> list[str]:
     reader = RowReader(path, "csv", on_error="skip", rejects=rejected.append,
                        numeric=numeric, required=["u"], max_value_len=50,
                        source_name=f"case{seed}.csv")
-    op = CastleAnonymizer(rules, **params)
+    op = operator(rules, **params)
     buf = io.StringIO()
     writer: RowWriter | None = None
     try:
@@ -282,8 +293,8 @@ def run_file_case(seed: int, tmp: str) -> list[str]:
 def run_ashrae(n: int, l: int) -> list[str]:  # noqa: E741
     from streamanon.data import ashrae
 
-    op = CastleAnonymizer(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250,
-                          beta=50, mu=100, zeta=10)
+    op = operator(RuleSet.from_toml(ashrae.rules_toml()), k=5, l=l, delta=1250, beta=50,
+                  mu=100, zeta=10)
     out = [f"ashrae n={n} l={l}"]
     for i, r in enumerate(ashrae.generate(n, seed=1)):
         write(out, op.process(CastleRow(r, i + 2)))

@@ -47,6 +47,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_castle  # noqa: E402
 import bench_zanon  # noqa: E402
+from streamanon.castle.defaults import DEFAULTS  # noqa: E402
 
 PIN = bench_zanon.PIN
 CLI = [sys.executable, "-m", "streamanon"]
@@ -216,7 +217,8 @@ def main() -> None:
             castle_pair = interleaved({"whole": lambda: cpu_of(cmd)[0], "op": run_operator},
                                       args.castle_repeat, label="CASTLE", agree=args.agree)
         whole, op = castle_pair["whole"], castle_pair["op"]
-        print(f"\nCASTLE l=2 on {cn:,} ASHRAE-shaped rows: whole command {cn / whole:,.0f} "
+        print(f"\nCASTLE l=2, split {DEFAULTS['split']} (the default), on {cn:,} ASHRAE-shaped "
+              f"rows: whole command {cn / whole:,.0f} "
               f"tuples/s ({whole:.2f} s CPU), in-process operator {cn / op:,.0f} tuples/s "
               f"({op:.2f} s CPU)")
         print(f"  whole / operator          {verdict(op / whole, 0.9, 'x')}")

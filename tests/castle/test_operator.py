@@ -171,13 +171,19 @@ def test_suppression_strategies_account_for_every_tuple(strategy: str) -> None:
     assert all(x.record.values["dx"] in ("x", "y") for x in out)
 
 
-def test_max_delay_releases_by_time() -> None:
+@pytest.mark.parametrize("split", ["prink", "window"])
+def test_max_delay_releases_by_time(split: str) -> None:
     spec = {"id": "u", "time": "t", "attribute": [{"name": "age", "generalizer": "range"}]}
-    op = CastleAnonymizer(RuleSet.from_dict(spec), k=2, l=0, delta=1000, max_delay=60)
+    op = CastleAnonymizer(RuleSet.from_dict(spec), k=2, l=0, delta=1000, max_delay=60,
+                          split=split)
     assert op.process({"u": "a", "t": 0, "age": 1}) == []
     assert op.process({"u": "b", "t": 10, "age": 2}) == []
     out = op.process({"u": "c", "t": 70, "age": 3})  # a waited 70 s >= 60 s
     assert {x.values["u"] for x in out} >= {"a"}
+    if split == "window":  # the cut releases every tuple held, c too
+        assert {x.values["u"] for x in out} == {"a", "b", "c"}
+        assert op.advance(200) == [] and op.held == 0
+        return
     assert op.advance(200) and op.held == 0
 
 

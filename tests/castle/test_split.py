@@ -42,12 +42,14 @@ def test_unknown_split_is_refused() -> None:
         CastleAnonymizer(RuleSet.from_dict(RULES), split="widest")
 
 
-def test_default_is_the_prink_split() -> None:
+def test_default_is_the_window_release() -> None:
     rows = _rows(600, 60, seed=3)
     rules = RuleSet.from_dict(RULES)
     default = _run(rows, rules, k=3, l=2, delta=200)
+    window = _run(rows, rules, k=3, l=2, delta=200, split="window")
+    assert _lines(default) == _lines(window)
     prink = _run(rows, rules, k=3, l=2, delta=200, split="prink")
-    assert _lines(default) == _lines(prink)
+    assert _lines(prink) != _lines(window)
     median = _run(rows, rules, k=3, l=2, delta=200, split="median")
     assert _lines(median) != _lines(prink)  # the option reaches the release
 

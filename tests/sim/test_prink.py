@@ -22,7 +22,7 @@ def rows() -> list[dict]:
 
 def in_process(rows, run: prink.PrinkRun) -> tuple[CastleAnonymizer, list]:
     op = CastleAnonymizer(RuleSet.from_toml(RULES), k=run.k, l=run.l, delta=run.delta,
-                          beta=run.beta, mu=run.mu, zeta=run.zeta)
+                          beta=run.beta, mu=run.mu, zeta=run.zeta, split="prink")
     out = [o for r in rows for o in op.process(r)] + op.flush()
     return op, out
 

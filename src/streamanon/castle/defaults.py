@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "suppression": Suppression.drop,
     "max_delay": None,
     "loss_field": None,
-    "split": "prink",
+    "split": "window",
     "diversity": "distinct",
     "c": None,
     "t": None,

@@ -177,11 +177,12 @@ class CastleAnonymizer(OperatorBase):
             (:class:`Suppression`).
         max_delay: seconds a tuple may wait, besides ``delta`` positions (``None``: no bound).
         loss_field: an output column that receives each tuple's cluster loss (``None``: none).
-        split: how a cluster of >= 2k individuals is split on release: ``"prink"`` (groups of
-            whole individuals, the papers' behaviour), ``"median"`` (Mondrian's median cuts;
-            an individual's tuples may go to different classes): :mod:`streamanon.castle.split`,
-            or ``"window"`` (median cuts over every held tuple when one expires, released
-            classes reused: :mod:`streamanon.castle.window`).
+        split: what is released when a tuple expires: ``"window"`` (the default: median
+            cuts over every held tuple, all released at once, released classes reused:
+            :mod:`streamanon.castle.window`; the least loss at a bounded delay), or CASTLE's
+            cluster with one of >= 2k individuals split by ``"prink"`` (groups of whole
+            individuals, the papers' behaviour) or ``"median"`` (Mondrian's median cuts; an
+            individual's tuples may go to different classes): :mod:`streamanon.castle.split`.
         diversity: the l-diversity rule, ``"distinct"``, ``"entropy"`` or ``"recursive"``
             (:class:`~streamanon.castle.diversity.Diversity`).
         c: the c of recursive (c,l)-diversity (only with ``diversity="recursive"``).
@@ -282,7 +283,7 @@ class CastleAnonymizer(OperatorBase):
         suppression: Suppression | str = Suppression.drop,
         max_delay: float | None = None,
         loss_field: str | None = None,
-        split: str = "prink",
+        split: str = "window",
         diversity: str = "distinct",
         c: float | None = None,
         t: float | None = None,

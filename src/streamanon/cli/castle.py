@@ -397,14 +397,13 @@ def castle_command(
                                             "as read), null (empty quasi-identifiers) or "
                                             "generalize (maximal generalization)."),
     split: SplitChoice = typer.Option(SplitChoice(DEFAULTS["split"]), "--split",
-                                      help="How a cluster of >= 2k individuals is split on "
-                                      "release: prink (groups of whole individuals, the "
-                                      "papers' behaviour), median (Mondrian's median cuts; "
-                                      "an individual's tuples may go to different classes: "
-                                      "narrower classes, more narrowing by intersection) or "
-                                      "window (median cuts over every held tuple, the "
-                                      "expiring tuple's class released, released classes "
-                                      "reused: the least loss at a bounded delay)."),
+                                      help="What leaves when a tuple expires: window (the "
+                                      "default: median cuts over every held tuple, all "
+                                      "released, released classes reused: the least loss at "
+                                      "a bounded delay), or CASTLE's cluster, one of >= 2k "
+                                      "individuals split by prink (groups of whole "
+                                      "individuals: the papers' behaviour) or median "
+                                      "(Mondrian's median cuts)."),
     missing: Missing = missing_option,
     dp_epsilon: float = typer.Option(DEFAULTS["dp_epsilon"], "--dp-epsilon", min=0,
                                      help=DP_EPSILON_HELP),
@@ -675,7 +674,7 @@ def run_experiment(
             task = progress.add_task("CASTLE grid", total=len(grid))
             for k, d, l in grid:  # noqa: E741
                 op = CastleAnonymizer(RuleSet.load(rules_file), k=k, l=l, delta=d, beta=beta,
-                                      mu=mu, zeta=zeta)
+                                      mu=mu, zeta=zeta, split="prink")  # the paper's CASTLE
                 out = workdir / f".castle-out_k{k}_d{d}_l{l}.partial.csv"  # measured, dropped
                 try:
                     stats = run_castle(data, out, op, latency=True)

@@ -59,7 +59,7 @@ class _Instrumented(CastleAnonymizer):
     delay-constraint call, its start and duration (the clock of Prink's Fig. 5)."""
 
     def __init__(self, rules: RuleSet, **kw: Any) -> None:
-        super().__init__(rules, **kw)
+        super().__init__(rules, **{"split": "prink", **kw})  # the paper's clustering
         self.cluster_losses: list[dict[str, float]] = []
         self.dc_durations: list[float] = []
         self.dc_start: dict[int, float] = {}
