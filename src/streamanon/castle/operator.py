@@ -3,9 +3,16 @@
 >>> from streamanon.castle.rules import RuleSet
 >>> rules = RuleSet.from_dict({"id": "u", "attribute": [
 ...     {"name": "age", "generalizer": "range"}, {"name": "dx", "sensitive": True}]})
->>> op = CastleAnonymizer(rules, k=2, l=2, delta=3)
 >>> rows = [{"u": "a", "age": 30, "dx": "flu"}, {"u": "b", "age": 34, "dx": "cold"},
 ...         {"u": "c", "age": 70, "dx": "flu"}]
+>>> op = CastleAnonymizer(rules, k=2, l=2, delta=3)  # the window release
+>>> out = [r for row in rows for r in op.process(row)] + op.flush()
+>>> sorted((r.values["u"], r.values["age"]) for r in out if isinstance(r, Released))
+[('a', '[30,70]'), ('b', '[30,70]'), ('c', '[30,70]')]
+
+With Prink's clustering, the first two leave as a cluster and the third, alone, is suppressed:
+
+>>> op = CastleAnonymizer(rules, k=2, l=2, delta=3, split="prink")
 >>> out = [r for row in rows for r in op.process(row)] + op.flush()
 >>> sorted((r.values["u"], r.values["age"]) for r in out if isinstance(r, Released))
 [('a', '[30,34]'), ('b', '[30,34]')]
