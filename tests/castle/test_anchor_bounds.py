@@ -106,7 +106,7 @@ def test_a_max_count_keeps_the_most_recently_used_anchors() -> None:
     for row in GAPPED:
         op.process(row)
         # beyond the bound only the anchors of individuals with a tuple held (in use)
-        held = {it.individual for s in op._sets for c in s.clusters for it in c.items}
+        held = {it.individual for it in op._held if not it.done}
         assert len(op._anchors) <= 25 + len(held)
     op.flush()
     figures = op.summary()["anchors"]
@@ -134,3 +134,38 @@ def test_the_bound_and_the_forgotten_count_survive_a_checkpoint() -> None:
         CastleRow(row, i))] + op.flush()
     assert _released(out) == _released(expected)
     assert op.summary()["anchors"] == whole.summary()["anchors"]
+
+
+def test_the_window_release_never_forgets_the_anchor_of_an_individual_still_held(
+        monkeypatch) -> None:
+    """An anchor in use is kept: with the window release an individual is held while a
+    tuple of it waits (not in any cluster; under older rules, while newer ones release) or
+    sits in a part of the cut not released yet; a bound as tight as 5 anchors forgets many
+    others."""
+    from streamanon.castle import anchors as anchors_module
+
+    rules = RuleSet.from_toml(rules_text(True))
+    op = CastleAnonymizer(rules, k=4, l=2, delta=300, static_max=5, split="window")
+    real = anchors_module.Anchors.forget
+    checked = []
+
+    def forget(self, now, held):
+        before = set(self.by_individual)
+        waiting = {p for s in op._sets if s._waiting is not None for p in s._waiting_ids}
+        releasing = set(op._releasing or ())
+        gone = real(self, now, held)
+        kept = set(self.by_individual)
+        in_use = (waiting | releasing) & before
+        assert in_use <= kept, in_use - kept
+        checked.append(len(in_use))
+        return gone
+
+    monkeypatch.setattr(anchors_module.Anchors, "forget", forget)
+    shorter = RuleSet.from_toml(rules_text(True) + "\n[parameters]\ndelta = 60\n")
+    for i, row in enumerate(GAPPED):
+        if i == len(GAPPED) // 2:  # newer rules, a shorter δ: the older tuples still wait
+            op.set_rules(shorter)
+        op.process(CastleRow(row, i))
+    op.flush()
+    assert op.summary()["anchors"]["forgotten"] > 0
+    assert sum(checked) > 0  # anchors in use were at stake

@@ -121,6 +121,7 @@ class ClusterSet:
     # under (see wait); ``None``: none (also for a set pickled before there were any)
     _waiting: Cluster | None = None
     _waiting_tau: list[float]
+    _waiting_ids: dict[str, int]  # the waiting tuples' individuals, counted
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
@@ -846,6 +847,7 @@ class ClusterSet:
         if self._waiting is not None:
             items += self._waiting.items
             self._waiting = None
+            self._waiting_ids = {}
         for it in items:
             it.cluster = None
         self.clusters = []
@@ -868,9 +870,12 @@ class ClusterSet:
         if w is None:
             w = self._waiting = Cluster(self.n_sensitive, self)
             self._waiting_tau = []
+            self._waiting_ids = {}
         w.items.append(item)
         item.cluster = w
         self._waiting_tau.append(tau)
+        ids = self._waiting_ids
+        ids[item.individual] = ids.get(item.individual, 0) + 1
 
     def settle(self, beta: int, eps: float) -> None:
         """Place the waiting tuples in arrival order, each with the τ it arrived under: the
@@ -880,6 +885,7 @@ class ClusterSet:
         if w is None:
             return
         self._waiting = None
+        self._waiting_ids = {}
         for item, tau in zip(w.items, self._waiting_tau, strict=True):
             item.cluster = None
             self.place(item, tau, beta, eps)
@@ -895,6 +901,11 @@ class ClusterSet:
         for row in (np.fmin.reduce(x, axis=0), np.fmax.reduce(x, axis=0)):
             if ((row < self._dom[0]) | (row > self._dom[1])).any():
                 self._widen(row)
+
+    def holds_individual(self, individual: str) -> bool:
+        """Does ``individual`` have a tuple in an open cluster or waiting?"""
+        return individual in self._pool_ids or (
+            self._waiting is not None and individual in self._waiting_ids)
 
     @property
     def holds(self) -> int:

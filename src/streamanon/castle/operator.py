@@ -230,7 +230,9 @@ class CastleAnonymizer(OperatorBase):
     """
 
     hierarchy_scope = "shared"  # operators pickled before the option
-    _window: WindowCache | None = None  # split="window": the last partition of held tuples
+    _window: WindowCache | None = None  # split="window": the remembered classes
+    #: split="window", during a cut's releases: the individuals of its parts not released yet
+    _releasing: Counter[str] | None = None
     #: some held tuples of an older rule set have a larger delta than the current one's, so
     #: the oldest held tuple is not always the first to expire (see :meth:`_expire`)
     _vary = False
@@ -769,7 +771,9 @@ class CastleAnonymizer(OperatorBase):
             return
         anchors.touch(individuals, self._clock)
         sets = self._sets
-        anchors.forget(self._clock, lambda p: any(p in s._pool_ids for s in sets))
+        releasing = self._releasing
+        anchors.forget(self._clock, lambda p: any(s.holds_individual(p) for s in sets)
+                       or (releasing is not None and p in releasing))
 
     def _release(self, cset: ClusterSet, items: list[Item], st: State, out: list[Any],
                  attr: dict[str, float] | None = None
@@ -844,9 +848,21 @@ class CastleAnonymizer(OperatorBase):
             raise ProtocolError(f"the window's cuts hold {sum(map(len, parts))} tuples, the "
                                 f"clusters {len(held)}")
         known_parts = part_states(cset, parts)
-        for i, leaf in enumerate(parts):
-            self._release_part(cset, history, leaf, meets, out,
-                               None if known_parts is None else known_parts[i])
+        # with bounded anchors: the individuals of the parts not released yet are still
+        # held (an anchor in use is not forgotten: _anchors_used)
+        bounded = self._anchors is not None and self._anchors.bounded
+        releasing = self._releasing = Counter(it.individual for it in held) if bounded else None
+        try:
+            for i, leaf in enumerate(parts):
+                if releasing is not None:
+                    for it in leaf:
+                        releasing[it.individual] -= 1
+                        if not releasing[it.individual]:
+                            del releasing[it.individual]
+                self._release_part(cset, history, leaf, meets, out,
+                                   None if known_parts is None else known_parts[i])
+        finally:
+            self._releasing = None
         return True
 
     def _release_part(self, cset: ClusterSet, history: History, leaf: list[Item],
