@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streamanon.castle._native import window_kernels
 from streamanon.castle.cluster import State
 from streamanon.castle.split import SHARES, SINGLE_SHARES, flat_tables, median_split
 
@@ -58,8 +59,6 @@ class History:
         self._n_ranked = 0
 
     def add(self, st: State, loss: float, payload: Any) -> None:
-        from streamanon.castle._native import window_kernels
-
         rank_replace = window_kernels().rank_replace
 
         i = self.next % len(self.loss)
@@ -112,8 +111,6 @@ class History:
         n = min(self.next, len(self.loss))
         if not self.usable or not n or not items:
             return [None] * len(items)
-        from streamanon.castle._native import window_kernels
-
         best_fits = window_kernels().best_fits
 
         if rows is None:
@@ -162,8 +159,6 @@ def part_states(cset: ClusterSet, parts: Sequence[Sequence[Item]]) -> list[Part]
     cluster's own tree."""
     if cset.other or cset._star or cset.hierarchy_scope != "shared" or not parts:
         return None
-    from streamanon.castle._native import window_kernels
-
     d, h = len(cset.num), len(cset.hier)
     flat = [it for part in parts for it in part]
     x, at = _rows_of(flat, d, h)
@@ -175,7 +170,7 @@ def part_states(cset: ClusterSet, parts: Sequence[Sequence[Item]]) -> list[Part]
     tables = tuple(g.tree.lca_table() for g in cset.hier) or (_NO_TABLE,)
     window_kernels().part_states(x, at, starts, tables, h, lo, hi, nodes)
     # the losses, attribute by attribute in the rules' order (ClusterSet.attr_losses)
-    columns: list[list[float]] = []
+    columns: list[np.ndarray] = []
     weights: list[float] = []
     for rule, (kind, j) in zip(cset.rules.qi_rules, cset.kind, strict=True):
         if kind == "num":
@@ -188,23 +183,25 @@ def part_states(cset: ClusterSet, parts: Sequence[Sequence[Item]]) -> list[Part]
             memo: dict[int, float] = {}
             col = np.array([memo[v] if v in memo else memo.setdefault(
                 v, gh.loss(gh.tree.names[v])) for v in nodes[:, j].tolist()])
-        columns.append(col.tolist())
+        columns.append(col)
         weights.append(rule.weight)
     total = sum(weights)
     if total > 0:  # ClusterSet.weighted: the sum in the rules' order, then the division
         acc = np.zeros(len(parts))
         for col, w in zip(columns, weights, strict=True):
-            acc = acc + np.array(col) * w
+            acc = acc + col * w
         losses = (acc / total).tolist()
     else:
         losses = [0.0] * len(parts)
     names = [rule.name for rule in cset.rules.qi_rules]
+    # each class's losses (none without quasi-identifiers)
+    by_part = (list(zip(*(col.tolist() for col in columns), strict=True)) if columns
+               else [()] * len(parts))
     out = []
-    for p, part_loss in enumerate(losses):
+    for p, (part_loss, attr) in enumerate(zip(losses, by_part, strict=True)):
         a, b = int(starts[p]), int(starts[p + 1])
-        out.append(Part(State(lo[p], hi[p], nodes[p], []),
-                        dict(zip(names, [col[p] for col in columns], strict=True)), part_loss,
-                        (x[a:b], at[a:b])))
+        out.append(Part(State(lo[p], hi[p], nodes[p], []), dict(zip(names, attr, strict=True)),
+                        part_loss, (x[a:b], at[a:b])))
     return out
 
 
